@@ -1,0 +1,48 @@
+/* bitmap.h — the per-class allocation bitmap: one bit per slot, 1 = in use.
+ *
+ * Writers hold the class lock, so set and clear are a relaxed load and a
+ * relaxed store (plain moves on x86), not read-modify-write instructions.
+ * The words are atomic only so that lock-free readers (malloc_usable_size,
+ * realloc) read them without a data race.
+ */
+#ifndef DIEHARD_BITMAP_H
+#define DIEHARD_BITMAP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef _Atomic uint64_t bitmap_word;
+
+static inline bool bitmap_test(bitmap_word *bits, size_t i)
+{
+	uint64_t m = (uint64_t)1 << (i & 63);
+	return (atomic_load_explicit(&bits[i >> 6], memory_order_relaxed) & m) != 0;
+}
+
+/* Sets bit i; true when it was clear. Caller holds the lock. */
+static inline bool bitmap_try_set(bitmap_word *bits, size_t i)
+{
+	uint64_t m = (uint64_t)1 << (i & 63);
+	bitmap_word *w = &bits[i >> 6];
+	uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
+	if (v & m)
+		return false;
+	atomic_store_explicit(w, v | m, memory_order_relaxed);
+	return true;
+}
+
+/* Clears bit i; true when it was set. Caller holds the lock. */
+static inline bool bitmap_clear(bitmap_word *bits, size_t i)
+{
+	uint64_t m = (uint64_t)1 << (i & 63);
+	bitmap_word *w = &bits[i >> 6];
+	uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
+	if (!(v & m))
+		return false;
+	atomic_store_explicit(w, v & ~m, memory_order_relaxed);
+	return true;
+}
+
+#endif

@@ -1,0 +1,45 @@
+/* config.h — the allocator's settings, read once from the environment.
+ *
+ * The supervisor talks to the allocator only through these variables (see the
+ * README for the user-facing description):
+ *   DIEHARD_SEED          1-32 hex digits: the 128-bit seed (default: getrandom)
+ *   DIEHARD_M             heap expansion factor, 1.1 to 1024 (default 2)
+ *   DIEHARD_FILL          "random": fill new objects and fresh heap with random bytes
+ *   DIEHARD_STATS         "1": one summary line on stderr at exit
+ *   DIEHARD_SAFE_STRINGS  "0": do not bound strcpy and friends to heap objects
+ * A malformed value is reported in one line on stderr and the default is used.
+ */
+#ifndef DIEHARD_CONFIG_H
+#define DIEHARD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* M is kept in fixed point, M * M_ONE, so limits are integer arithmetic. */
+#define M_ONE 256u
+#define M_MIN_FIXED ((M_ONE * 11 + 9) / 10) /* 1.1 */
+#define M_MAX_FIXED (M_ONE * 1024)
+
+struct config {
+	uint64_t seed[2]; /* [0] low 64 bits, [1] high 64 bits */
+	bool seed_given;
+	unsigned m_fixed;
+	bool fill;
+	bool stats;
+	bool safe_strings;
+};
+
+/* Reads the environment; never allocates. Seeds from the OS when no valid
+ * DIEHARD_SEED is given. */
+void config_load(struct config *cfg);
+
+/* Parsers, exposed for the unit tests. Each returns false on a malformed value
+ * and leaves the output untouched. */
+bool config_parse_seed(const char *s, uint64_t seed[2]);
+bool config_parse_m(const char *s, unsigned *m_fixed);
+
+/* Looks a variable up in the initial environment; NULL when absent. Works even
+ * when called before libc has set up environ. */
+const char *config_getenv(const char *name);
+
+#endif

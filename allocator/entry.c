@@ -1,0 +1,353 @@
+/* entry.c — the exported allocation API: malloc and every relative a real
+ * program, libstdc++ or glibc itself calls.
+ *
+ * Routing: requests up to SMALL_MAX (and alignments that fit a slot) go to the
+ * randomized heap (heap.h), larger ones to their own mappings (large.h). A
+ * pointer is told apart by address alone: inside the heap's reservation it is
+ * the heap's; otherwise the large-object table decides; anything else was never
+ * ours and is counted and ignored, never dereferenced.
+ *
+ * Semantics follow glibc where the standards leave room (realloc(p, 0) frees
+ * and returns NULL; memalign rounds a non-power-of-two alignment up), so that
+ * programs behave as they do without us.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+#include "diehard.h"
+#include "os.h"
+#include "sizeclass.h"
+#include "stream.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* An object of class ci from the thread's cache, random-filled when fill. */
+static inline void *alloc_small(unsigned ci, struct rng *r, bool fill)
+{
+	struct heap *h = diehard.heap;
+	void *p = cache_alloc(h, ci, r);
+	if (p == NULL)
+		return NULL;
+	size_t size = sizeclass_size(ci);
+	if (fill)
+		rng_fill(r, p, size);
+	if (h->stats) {
+		atomic_fetch_add_explicit(&h->classes[ci].allocations, 1, memory_order_relaxed);
+		heap_count_bytes(h, size, true);
+	}
+	return p;
+}
+
+/* A new object of size bytes (> 0), random-filled when the configuration
+ * says so unless zeroed is asked for (calloc). */
+static void *alloc_bytes(size_t size, bool zeroed)
+{
+	if (!diehard_ready()) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	bool fill = diehard.cfg.fill && !zeroed;
+	struct rng *r = stream_get();
+	if (size <= SMALL_MAX)
+		return alloc_small(sizeclass_of(size), r, fill);
+	return large_alloc(diehard.large, size, 0, r, fill);
+}
+
+/* align is a power of two. */
+static void *alloc_aligned(size_t align, size_t size)
+{
+	if (align <= SMALL_MIN)
+		return alloc_bytes(size, false);
+	if (!diehard_ready()) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct rng *r = stream_get();
+	/* A slot is aligned to its own size: pick a class at least as large as
+	 * the alignment. */
+	size_t slot = size > align ? size : align;
+	if (slot <= SMALL_MAX)
+		return alloc_small(sizeclass_of(slot), r, diehard.cfg.fill);
+	return large_alloc(diehard.large, size, align, r, diehard.cfg.fill);
+}
+
+/* Counts what large_free or realloc refused (the small heap counts its own). */
+static void count_verdict(enum heap_verdict v)
+{
+	if (v == HEAP_DOUBLE)
+		atomic_fetch_add_explicit(&diehard.heap->double_frees, 1, memory_order_relaxed);
+	else if (v == HEAP_INVALID)
+		atomic_fetch_add_explicit(&diehard.heap->invalid_frees, 1, memory_order_relaxed);
+}
+
+/* The usable size of a live object of ours, or 0. */
+static size_t usable_size(const void *p)
+{
+	if (p == NULL || atomic_load_explicit(&diehard_state, memory_order_acquire) != DIEHARD_READY)
+		return 0;
+	if (heap_contains(diehard.heap, p))
+		return heap_usable(diehard.heap, p);
+	return large_usable(diehard.large, p);
+}
+
+EXPORT void *malloc(size_t size)
+{
+	return alloc_bytes(size == 0 ? 1 : size, false);
+}
+
+EXPORT void free(void *p)
+{
+	if (p == NULL || atomic_load_explicit(&diehard_state, memory_order_acquire) != DIEHARD_READY)
+		return; /* before start-up nothing can be ours */
+	int saved = errno;
+	struct heap *h = diehard.heap;
+	if (!heap_contains(h, p))
+		count_verdict(large_free(diehard.large, p));
+	else if (heap_check(h, p))
+		cache_free(h, heap_class_index(h, p), p);
+	else
+		count_verdict(HEAP_INVALID);
+	errno = saved;
+}
+
+EXPORT void *calloc(size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (total == 0)
+		total = 1;
+	/* Zeroed even in fill mode: calloc's contract. */
+	void *p = alloc_bytes(total, true);
+	/* Large objects are fresh mappings, already zero. */
+	if (p != NULL && total <= SMALL_MAX)
+		memset(p, 0, total);
+	return p;
+}
+
+/* Moves p (of usable size old) to a new object of size bytes. */
+static void *move_object(void *p, size_t old, size_t size)
+{
+	void *q = alloc_bytes(size, false);
+	if (q == NULL)
+		return NULL;
+	memcpy(q, p, old < size ? old : size);
+	free(p);
+	return q;
+}
+
+EXPORT void *realloc(void *p, size_t size)
+{
+	if (p == NULL)
+		return malloc(size);
+	if (size == 0) {
+		free(p);
+		return NULL;
+	}
+	if (!diehard_ready()) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct heap *h = diehard.heap;
+	if (heap_contains(h, p)) {
+		size_t old = heap_usable(h, p);
+		if (old == 0) {
+			/* Not a live object: resizing it could only corrupt. */
+			count_verdict(HEAP_INVALID);
+			errno = ENOMEM;
+			return NULL;
+		}
+		if (size <= SMALL_MAX && sizeclass_of(size) == heap_class_index(h, p))
+			return p;
+		return move_object(p, old, size);
+	}
+	if (size > SMALL_MAX) {
+		bool known;
+		void *q = large_resize(diehard.large, p, size, stream_get(), &known);
+		if (known)
+			return q;
+	} else {
+		size_t old = large_usable(diehard.large, p);
+		if (old != 0)
+			return move_object(p, old, size);
+	}
+	count_verdict(HEAP_INVALID);
+	errno = ENOMEM;
+	return NULL;
+}
+
+EXPORT void *reallocarray(void *p, size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return realloc(p, total);
+}
+
+static bool power_of_two(size_t x)
+{
+	return x != 0 && (x & (x - 1)) == 0;
+}
+
+EXPORT void *memalign(size_t align, size_t size)
+{
+	if (align > SIZE_MAX / 2 + 1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (!power_of_two(align))
+		align = align <= 1 ? 1 : (size_t)1 << (64 - __builtin_clzll((unsigned long long)align - 1));
+	return alloc_aligned(align, size == 0 ? 1 : size);
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t size)
+{
+	if (!power_of_two(align)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return alloc_aligned(align, size == 0 ? 1 : size);
+}
+
+EXPORT int posix_memalign(void **out, size_t align, size_t size)
+{
+	if (!power_of_two(align) || align % sizeof(void *) != 0)
+		return EINVAL;
+	int saved = errno;
+	void *p = alloc_aligned(align, size == 0 ? 1 : size);
+	errno = saved;
+	if (p == NULL)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+EXPORT void *valloc(size_t size)
+{
+	return alloc_aligned(os_page_size(), size == 0 ? 1 : size);
+}
+
+EXPORT void *pvalloc(size_t size)
+{
+	size_t page = os_page_size();
+	if (size > SIZE_MAX - page) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return alloc_aligned(page, size == 0 ? page : os_align_up(size, page));
+}
+
+EXPORT size_t malloc_usable_size(void *p)
+{
+	return usable_size(p);
+}
+
+/* Knobs of glibc's allocator: accepted and ignored, since programs call them
+ * as hints and must keep working. */
+EXPORT int malloc_trim(size_t pad)
+{
+	(void)pad;
+	return 0;
+}
+
+EXPORT int mallopt(int param, int value)
+{
+	(void)param;
+	(void)value;
+	return 1;
+}
+
+static void fill_info(struct mallinfo2 *mi)
+{
+	memset(mi, 0, sizeof *mi);
+	if (!diehard_ready())
+		return;
+	struct heap_totals t;
+	heap_totals(diehard.heap, &t);
+	struct large *l = diehard.large;
+	large_lock(l);
+	mi->hblks = l->count;
+	mi->hblkhd = l->live_bytes;
+	large_unlock(l);
+	mi->arena = t.committed;
+	mi->uordblks = t.live_bytes;
+	mi->fordblks = t.committed > t.live_bytes ? t.committed - t.live_bytes : 0;
+}
+
+EXPORT struct mallinfo2 mallinfo2(void)
+{
+	struct mallinfo2 mi;
+	fill_info(&mi);
+	return mi;
+}
+
+static int clamp_int(size_t v)
+{
+	return v > INT_MAX ? INT_MAX : (int)v;
+}
+
+EXPORT struct mallinfo mallinfo(void)
+{
+	struct mallinfo2 mi2;
+	struct mallinfo mi;
+	fill_info(&mi2);
+	memset(&mi, 0, sizeof mi);
+	mi.arena = clamp_int(mi2.arena);
+	mi.hblks = clamp_int(mi2.hblks);
+	mi.hblkhd = clamp_int(mi2.hblkhd);
+	mi.uordblks = clamp_int(mi2.uordblks);
+	mi.fordblks = clamp_int(mi2.fordblks);
+	return mi;
+}
+
+EXPORT void malloc_stats(void)
+{
+	if (diehard_ready())
+		diehard_report();
+}
+
+/* glibc's internal names, which some programs and libraries call directly.
+ * Wrappers rather than aliases: the aliases would lack the attributes glibc's
+ * headers give the targets. */
+EXPORT void *__libc_malloc(size_t size)
+{
+	return malloc(size);
+}
+
+EXPORT void __libc_free(void *p)
+{
+	free(p);
+}
+
+EXPORT void *__libc_calloc(size_t n, size_t size)
+{
+	return calloc(n, size);
+}
+
+EXPORT void *__libc_realloc(void *p, size_t size)
+{
+	return realloc(p, size);
+}
+
+EXPORT void *__libc_memalign(size_t align, size_t size)
+{
+	return memalign(align, size);
+}
+
+EXPORT void *__libc_valloc(size_t size)
+{
+	return valloc(size);
+}
+
+EXPORT void *__libc_pvalloc(size_t size)
+{
+	return pvalloc(size);
+}

@@ -1,0 +1,161 @@
+/* heap.h — the small-object heap: DieHard's randomized, bitmap-managed regions.
+ *
+ * Design (paper section 4, with its fixed 384 MB heap replaced by growth):
+ * - One region per size class, each aligned to its own (power-of-two) size, all
+ *   in one reservation [lo, lo + NCLASSES << region_shift). The class of a
+ *   pointer is its offset >> region_shift; its slot is offset >> class shift.
+ * - A class has `capacity` usable slots. It may hold at most `limit` =
+ *   capacity / M live objects; reaching the limit grows capacity (commit more
+ *   of the reserved region) rather than failing, up to the region's end.
+ * - Allocation probes uniformly random slots in [0, capacity) until it claims a
+ *   free bit; since at most 1/M of the slots are taken, the expected number of
+ *   probes is at most M / (M - 1).
+ * - Free accepts a pointer only if it is the start of a slot below capacity
+ *   whose bit is set; anything else is counted and ignored.
+ * - Metadata (this struct, the bitmaps) lives in separate mappings with guard
+ *   pages, so no heap overflow can reach it.
+ *
+ * - Slots are claimed and released in batches under the class lock (see
+ *   cache.h for the per-thread side), because on the machines we measured an
+ *   atomic read-modify-write costs ~20 ns: a lock-free bitmap paid four per
+ *   malloc/free pair, the batches pay two per batch.
+ *
+ * Invariants (under the class lock): bits set == live <= limit <=
+ * capacity / M < capacity; capacity only grows; memory of slots below
+ * capacity is committed, and the bitmap words covering them too.
+ *
+ * No global state: tests create heaps with their own settings.
+ */
+#ifndef DIEHARD_HEAP_H
+#define DIEHARD_HEAP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bitmap.h"
+#include "config.h"
+#include "random.h"
+#include "sizeclass.h"
+
+struct heap_class {
+	/* Changed under lock; capacity is also read without it (free's
+	 * validity check), hence atomic. Bitmap words are atomic for the same
+	 * reason: written under lock with plain (relaxed) stores, read anywhere. */
+	pthread_mutex_t lock;
+	size_t live;  /* claimed slots: handed out, or held in a thread cache */
+	size_t limit; /* capacity / M */
+	_Atomic size_t capacity;
+	char *base;
+	bitmap_word *bits;
+	unsigned shift;
+	size_t max_slots;
+	size_t committed;      /* bytes of the region made accessible */
+	size_t bits_committed; /* bytes of the bitmap made accessible */
+	/* Statistics, with stats on. */
+	_Atomic size_t allocations;
+	_Atomic size_t frees;
+} __attribute__((aligned(64)));
+
+struct heap {
+	struct heap_class classes[NCLASSES];
+	uintptr_t lo;  /* start of the small-object reservation */
+	size_t span;   /* its length */
+	unsigned region_shift;
+	unsigned m_fixed;
+	bool fill;
+	bool stats;
+	_Atomic size_t live_bytes; /* with stats on; large objects included */
+	_Atomic size_t peak_bytes;
+	/* Errors the heap survived, counted always (they are rare). */
+	_Atomic size_t double_frees;
+	_Atomic size_t invalid_frees;
+	_Atomic size_t truncated_copies; /* bounded string functions */
+};
+
+enum heap_verdict { HEAP_FREED, HEAP_DOUBLE, HEAP_INVALID };
+
+/* Creates a heap in its own guarded mapping. region_shift_max bounds the
+ * reservation per class (it halves on failure, down to 24). NULL on failure. */
+struct heap *heap_create(const struct config *cfg, unsigned region_shift_max);
+void heap_destroy(struct heap *h);
+
+/* Claims up to k (>= 1) uniformly random free slots of class ci into out,
+ * growing the class as needed; returns how many (0: region exhausted, errno
+ * ENOMEM). One lock round trip for the batch: this is what keeps atomic
+ * instructions off the per-allocation path. */
+unsigned heap_claim(struct heap *h, unsigned ci, struct rng *r, void **out, unsigned k);
+
+/* Releases n slots of class ci, each already checked by heap_check; a slot
+ * whose bit is already clear is a double free, counted and otherwise
+ * ignored. freed says the slots had been handed out (counted as frees in the
+ * statistics), not merely claimed by a cache. Returns the double frees. */
+unsigned heap_release(struct heap *h, unsigned ci, void *const *ptrs, unsigned n, bool freed);
+
+void heap_count_bytes(struct heap *h, size_t bytes, bool add);
+
+static inline bool heap_contains(const struct heap *h, const void *p)
+{
+	return (uintptr_t)p - h->lo < h->span;
+}
+
+static inline unsigned heap_class_index(const struct heap *h, const void *p)
+{
+	return (unsigned)(((uintptr_t)p - h->lo) >> h->region_shift);
+}
+
+/* Whether p (inside the heap) is the start of a slot below capacity: the
+ * lock-free half of free's validity check. The bit is checked at release. */
+static inline bool heap_check(struct heap *h, const void *p)
+{
+	struct heap_class *c = &h->classes[heap_class_index(h, p)];
+	uintptr_t off = (uintptr_t)p - (uintptr_t)c->base;
+
+	if (off & (((uintptr_t)1 << c->shift) - 1))
+		return false;
+	return (off >> c->shift) < atomic_load_explicit(&c->capacity, memory_order_acquire);
+}
+
+/* One object, without a thread cache: for tests and for threads whose cache
+ * is gone. Random-filled when fill. NULL with ENOMEM when exhausted. */
+void *heap_alloc(struct heap *h, unsigned ci, struct rng *r, bool fill);
+
+/* Frees one object (inside the heap) without a thread cache. */
+enum heap_verdict heap_free(struct heap *h, void *p);
+
+/* The slot size of a claimed object starting at p, else 0. */
+static inline size_t heap_usable(struct heap *h, const void *p)
+{
+	if (!heap_check(h, p))
+		return 0;
+	struct heap_class *c = &h->classes[heap_class_index(h, p)];
+	size_t i = (size_t)((uintptr_t)p - (uintptr_t)c->base) >> c->shift;
+	return bitmap_test(c->bits, i) ? (size_t)1 << c->shift : 0;
+}
+
+/* Bytes from p (anywhere inside the small heap) to the end of its slot: the
+ * most a bounded string function may write at p (paper section 4.4). */
+static inline size_t heap_room(struct heap *h, const void *p)
+{
+	uintptr_t size = (uintptr_t)1 << h->classes[heap_class_index(h, p)].shift;
+	return (size_t)(size - ((uintptr_t)p & (size - 1)));
+}
+
+/* Fork: take every lock so no growth is half done in the child. */
+void heap_lock_all(struct heap *h);
+void heap_unlock_all(struct heap *h);
+void heap_reset_locks(struct heap *h);
+
+/* Totals over all classes, for statistics and mallinfo. */
+struct heap_totals {
+	size_t live_objects;
+	size_t live_bytes;  /* slot bytes of live objects */
+	size_t allocations; /* with stats on */
+	size_t frees;
+	size_t committed;   /* bytes of regions made accessible */
+};
+void heap_totals(struct heap *h, struct heap_totals *t);
+
+#endif

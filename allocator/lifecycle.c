@@ -1,0 +1,185 @@
+/* lifecycle.c — birth, fork and death of the process's allocator.
+ *
+ * Start-up happens inside the first malloc, possibly from ld.so before libc
+ * has finished initializing, possibly from two threads at once. It must not
+ * allocate, use stdio or call dlsym. The first caller builds the instance;
+ * others wait for it; a recursive call from the builder itself (which would
+ * mean start-up allocates) fails instead of deadlocking.
+ *
+ * fork: every lock is taken before the fork and released in the parent; the
+ * child re-initializes them, since the threads that might have held them are
+ * gone, and moves to its own random stream.
+ *
+ * Exit: with DIEHARD_STATS=1 a destructor prints one summary line.
+ */
+#include "diehard.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "msg.h"
+#include "stream.h"
+
+struct diehard diehard;
+_Atomic int diehard_state = DIEHARD_UNINIT;
+
+static __thread bool starting_here __attribute__((tls_model("initial-exec")));
+
+/* With stats on: a private copy of stderr, since many programs (coreutils,
+ * gzip) close fd 2 before they exit, and the file it was, to make sure a
+ * copy closed and reused by the program is never written to. */
+static int report_fd = -1;
+static struct stat report_file;
+
+static void keep_stderr(void)
+{
+	if (fstat(STDERR_FILENO, &report_file) != 0)
+		return;
+	report_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 64);
+}
+
+/* The descriptor to report on, or -1 when neither copy is still the file
+ * stderr was at start-up. */
+static int report_target(void)
+{
+	int fds[2] = { report_fd, STDERR_FILENO };
+	for (int i = 0; i < 2; i++) {
+		struct stat now;
+		if (fds[i] >= 0 && fstat(fds[i], &now) == 0 && now.st_dev == report_file.st_dev &&
+		    now.st_ino == report_file.st_ino)
+			return fds[i];
+	}
+	return report_fd < 0 ? STDERR_FILENO : -1;
+}
+
+/* Per class, up to 32 GiB of address space; reserving costs nothing. */
+#define REGION_SHIFT_WANTED 35u
+
+static void fork_prepare(void)
+{
+	stream_fork_prepare();
+	large_lock(diehard.large);
+	heap_lock_all(diehard.heap);
+}
+
+static void fork_parent(void)
+{
+	heap_unlock_all(diehard.heap);
+	large_unlock(diehard.large);
+}
+
+static void fork_child(void)
+{
+	heap_reset_locks(diehard.heap);
+	large_reset_lock(diehard.large);
+	stream_fork_child();
+}
+
+static void say_cannot_start(void)
+{
+	struct msg m = { .len = 0 };
+	msg_str(&m, "diehard: cannot reserve the heap's address space; every allocation will fail");
+	msg_send(&m);
+}
+
+bool diehard_start(void)
+{
+	int expected = DIEHARD_UNINIT;
+	if (atomic_compare_exchange_strong(&diehard_state, &expected, DIEHARD_STARTING)) {
+		starting_here = true;
+		config_load(&diehard.cfg);
+		stream_seed(diehard.cfg.seed);
+		diehard.heap = heap_create(&diehard.cfg, REGION_SHIFT_WANTED);
+		if (diehard.heap != NULL)
+			diehard.large = large_create(&diehard.cfg, diehard.heap);
+		starting_here = false;
+		if (diehard.heap == NULL || diehard.large == NULL) {
+			atomic_store_explicit(&diehard_state, DIEHARD_FAILED, memory_order_release);
+			say_cannot_start();
+			return false;
+		}
+		if (diehard.cfg.stats)
+			keep_stderr();
+		atomic_store_explicit(&diehard_state, DIEHARD_READY, memory_order_release);
+		/* Only now: these may themselves allocate. Without the thread-exit
+		 * key the caches stay off, which is slower but correct. */
+		(void)cache_setup(diehard.heap);
+		if (pthread_atfork(fork_prepare, fork_parent, fork_child) != 0) {
+			struct msg m = { .len = 0 };
+			msg_str(&m, "diehard: pthread_atfork failed; fork while another thread allocates may hang");
+			msg_send(&m);
+		}
+		return true;
+	}
+	if (starting_here)
+		return false;
+	int s;
+	while ((s = atomic_load_explicit(&diehard_state, memory_order_acquire)) == DIEHARD_STARTING)
+		sched_yield();
+	return s == DIEHARD_READY;
+}
+
+void diehard_report(void)
+{
+	struct heap_totals t;
+	struct heap *h = diehard.heap;
+	struct large *l = diehard.large;
+
+	/* Frees still pending in this thread's cache count as done. (Other
+	 * threads still running at exit keep theirs: up to 32 per class.) */
+	cache_drain(h);
+	heap_totals(h, &t);
+	large_lock(l);
+	size_t large_allocations = l->allocations, large_frees = l->frees;
+	size_t large_live = l->count, unguarded = l->unguarded;
+	large_unlock(l);
+
+	struct msg m = { .len = 0 };
+	msg_str(&m, "diehard: stats pid=");
+	msg_u64(&m, (uint64_t)getpid());
+	msg_str(&m, " seed=");
+	msg_hex(&m, diehard.cfg.seed[1], 16);
+	msg_hex(&m, diehard.cfg.seed[0], 16);
+	msg_str(&m, " allocations=");
+	msg_u64(&m, t.allocations + large_allocations);
+	msg_str(&m, " frees=");
+	msg_u64(&m, t.frees + large_frees);
+	msg_str(&m, " peak_live_bytes=");
+	msg_u64(&m, atomic_load(&h->peak_bytes));
+	msg_str(&m, " double_frees=");
+	msg_u64(&m, atomic_load(&h->double_frees));
+	msg_str(&m, " invalid_frees=");
+	msg_u64(&m, atomic_load(&h->invalid_frees));
+	msg_str(&m, " truncated_copies=");
+	msg_u64(&m, atomic_load(&h->truncated_copies));
+	msg_str(&m, " live_objects=");
+	msg_u64(&m, t.live_objects + large_live);
+	msg_str(&m, " unguarded_large=");
+	msg_u64(&m, unguarded);
+	msg_str(&m, " m=");
+	msg_u64(&m, diehard.cfg.m_fixed / M_ONE);
+	msg_str(&m, ".");
+	msg_u64(&m, (diehard.cfg.m_fixed % M_ONE) * 100 / M_ONE / 10);
+	msg_u64(&m, (diehard.cfg.m_fixed % M_ONE) * 100 / M_ONE % 10);
+	msg_str(&m, diehard.cfg.fill ? " fill=random" : " fill=none");
+	int fd = report_target();
+	if (fd >= 0)
+		msg_send_to(&m, fd);
+}
+
+/* Programs that never allocate (gzip) still get their statistics line, and
+ * start-up costs are paid at load rather than inside a first malloc. */
+__attribute__((constructor)) static void start_at_load(void)
+{
+	(void)diehard_ready();
+}
+
+__attribute__((destructor)) static void report_at_exit(void)
+{
+	if (atomic_load(&diehard_state) == DIEHARD_READY && diehard.cfg.stats)
+		diehard_report();
+}

@@ -1,0 +1,51 @@
+/* os.h — the allocator's only contact with the kernel.
+ *
+ * Everything here works before the C library is fully initialized and never
+ * allocates: mmap/mprotect/munmap, getrandom, open/read/write on raw fds.
+ * Failures are reported by return value with errno set; callers decide.
+ */
+#ifndef DIEHARD_OS_H
+#define DIEHARD_OS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+size_t os_page_size(void);
+
+/* Reserves len bytes of address space aligned to align (a power of two, at
+ * least a page), inaccessible and uncommitted. NULL on failure.
+ * Not MAP_NORESERVE: inaccessible memory is never charged, and os_commit then
+ * charges what it opens, so the kernel's overcommit policy refuses absurd
+ * requests with ENOMEM (as it does for glibc) instead of the OOM killer
+ * meeting them later. */
+void *os_reserve(size_t len, size_t align);
+
+/* Makes [p, p+len) readable and writable; page-aligned. 0 or -1. */
+int os_commit(void *p, size_t len);
+
+/* Returns [p, p+len) to the system. 0 or -1. */
+int os_release(void *p, size_t len);
+
+/* A zeroed read-write mapping of len bytes (rounded up to pages) with an
+ * inaccessible guard page on each side, for metadata. NULL on failure. */
+void *os_map_guarded(size_t len);
+void os_unmap_guarded(void *p, size_t len);
+
+/* Fills buf with len bytes of true randomness (getrandom, else /dev/urandom).
+ * False when neither source answers. */
+bool os_random(void *buf, size_t len);
+
+/* Reads a small decimal number from a file such as /proc/sys/vm/max_map_count;
+ * fallback when it cannot. */
+long os_read_number(const char *path, long fallback);
+
+/* Writes all of buf to fd, retrying on EINTR and short writes. */
+void os_write_all(int fd, const char *buf, size_t len);
+
+static inline uintptr_t os_align_up(uintptr_t x, uintptr_t a)
+{
+	return (x + a - 1) & ~(a - 1);
+}
+
+#endif

@@ -1,0 +1,187 @@
+# Shared helpers for the end-to-end tests (tests/*.bats).  Load with `load helpers`.
+#
+# Every run of a program under test goes through `plain` or `dh` (the preload),
+# both wrapped in `timeout`: a deadlocked allocator must fail its test, not
+# stall the suite.  The timeout is a hang guard, not a timing assertion.
+
+bats_require_minimum_version 1.5.0
+
+ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+# DIEHARD_TEST_LIB tests another build of the library (e.g. an installed one).
+LIB="${DIEHARD_TEST_LIB:-$ROOT/build/libdiehard.so}"
+PROGS="$ROOT/build/tests"
+DH_TIMEOUT=${DH_TIMEOUT:-120}
+
+# Reproducible reference runs: fixed locale and hash seeds for the interpreters,
+# and nothing inherited from the caller's environment that would change the
+# allocator's behaviour.
+export LC_ALL=C
+export PYTHONHASHSEED=0 PERL_HASH_SEED=0 PERL_PERTURB_KEYS=0
+unset LD_PRELOAD DIEHARD_SEED DIEHARD_FILL DIEHARD_M DIEHARD_STATS DIEHARD_SAFE_STRINGS
+
+# One stats line, as printed at exit with DIEHARD_STATS=1: the documented
+# fields in the documented order; further key=value fields may follow.
+STATS_RE='^diehard: stats pid=[0-9]+ seed=[0-9a-fA-F]{32} allocations=[0-9]+ frees=[0-9]+ peak_live_bytes=[0-9]+ double_frees=[0-9]+ invalid_frees=[0-9]+( [a-z_]+=[^ ]+)*$'
+
+# Extra preloaded variants for check_program, e.g. DH_VARIANTS=("DIEHARD_M=4").
+DH_VARIANTS=()
+# Set to 1 for programs that close stderr before exiting (coreutils, gzip, xz):
+# the allocator's exit-time stats line cannot reach them, so check_program
+# checks stats lines only if there are any.  (stats.bats tests that case.)
+DH_STATS_OPTIONAL=0
+
+fail() {
+	printf '%s\n' "$@" >&2
+	return 1
+}
+
+require_lib() {
+	[[ -f $LIB ]] || fail "$LIB does not exist: run make first"
+}
+
+# require_prog NAME: the helper program build/tests/NAME exists.
+require_prog() {
+	require_lib
+	[[ -x $PROGS/$1 ]] || fail "$PROGS/$1 does not exist: run make first"
+}
+
+# plain [VAR=value ...] cmd args...: run without the preload.
+plain() {
+	timeout "$DH_TIMEOUT" env "$@"
+}
+
+# dh [VAR=value ...] cmd args...: run under the preload.
+dh() {
+	timeout "$DH_TIMEOUT" env LD_PRELOAD="$LIB" "$@"
+}
+
+# capture NAME cmd args...: stdout to NAME.out, stderr to NAME.err, exit status
+# to NAME.rc.  Never fails itself.  stdin comes from $DH_STDIN (default /dev/null).
+capture() {
+	local name=$1 rc=0
+	shift
+	"$@" >"$name.out" 2>"$name.err" <"${DH_STDIN:-/dev/null}" || rc=$?
+	echo "$rc" >"$name.rc"
+}
+
+# same_bytes EXPECTED ACTUAL WHAT: the two files are byte for byte identical;
+# otherwise show where they differ and an excerpt of the diff.
+same_bytes() {
+	local exp=$1 act=$2 what=$3
+	# Pipes (process substitutions) can be read only once: keep a copy.
+	if [[ ! -f $exp ]]; then
+		cat -- "$exp" >"$BATS_TEST_TMPDIR/same_bytes.expected"
+		exp="$BATS_TEST_TMPDIR/same_bytes.expected"
+	fi
+	if [[ ! -f $act ]]; then
+		cat -- "$act" >"$BATS_TEST_TMPDIR/same_bytes.actual"
+		act="$BATS_TEST_TMPDIR/same_bytes.actual"
+	fi
+	cmp -s -- "$exp" "$act" && return 0
+	{
+		echo "MISMATCH: $what"
+		echo "  expected: $exp ($(wc -c <"$exp") bytes)"
+		echo "  actual:   $act ($(wc -c <"$act") bytes)"
+		cmp -- "$exp" "$act" 2>&1 | head -n 1 | sed 's/^/  /'
+		diff -a -u -- "$exp" "$act" 2>&1 | head -n 40 | cut -c 1-200 | sed 's/^/  | /'
+	} >&2
+	return 1
+}
+
+# stats_lines FILE: the stats lines in FILE (a captured stderr); fails when
+# there are none, or when a line starting with "diehard: stats" is malformed.
+stats_lines() {
+	local file=$1 line n=0
+	while IFS= read -r line; do
+		[[ $line == 'diehard: stats'* ]] || continue
+		[[ $line =~ $STATS_RE ]] || fail "malformed stats line in $file:" "  $line"
+		printf '%s\n' "$line"
+		n=$((n + 1))
+	done <"$file"
+	((n > 0)) || fail "no 'diehard: stats' line in $file (was the preload active?)" \
+		"--- $file ---" "$(head -c 2000 "$file")"
+}
+
+# stat_field FIELD LINE: the value of FIELD in a stats line.
+stat_field() {
+	local re="(^| )$1=([0-9a-fA-F]+)( |\$)"
+	[[ $2 =~ $re ]] || fail "no field $1 in: $2"
+	printf '%s\n' "${BASH_REMATCH[2]}"
+}
+
+# strip_stats IN OUT: IN without its stats lines.
+strip_stats() {
+	grep -v '^diehard: stats ' -- "$1" >"$2" || true
+}
+
+# check_no_bad_frees STATSFILE: every stats line reports zero ignored frees
+# (a correct program never frees an invalid pointer, so any count is the
+# allocator rejecting a legitimate free).
+check_no_bad_frees() {
+	local line
+	while IFS= read -r line; do
+		[[ $(stat_field double_frees "$line") == 0 && $(stat_field invalid_frees "$line") == 0 ]] ||
+			fail "a correct program reported ignored frees:" "  $line"
+	done <"$1"
+}
+
+# check_program cmd args...
+# Runs cmd plainly (the reference; it must succeed), then under the preload
+#   - with default settings,
+#   - with DIEHARD_FILL=random and DIEHARD_STATS=1,
+#   - with each entry of DH_VARIANTS (space-separated VAR=value words).
+# Each preloaded run must give the same exit status, stdout and stderr as the
+# reference, byte for byte (stats lines removed).  Runs with DIEHARD_STATS=1
+# must print at least one well-formed stats line (proof that the preload was
+# active; see DH_STATS_OPTIONAL) and report no ignored frees.
+check_program() {
+	local d v tag
+	d=$(mktemp -d "$BATS_TEST_TMPDIR/run.XXXXXX")
+	capture "$d/plain" plain "$@"
+	[[ $(<"$d/plain.rc") == 0 ]] ||
+		fail "reference (plain) run of '$*' failed with status $(<"$d/plain.rc")" "$(head -c 2000 "$d/plain.err")"
+	for v in "" "DIEHARD_FILL=random DIEHARD_STATS=1" "${DH_VARIANTS[@]}"; do
+		local -a envs=()
+		read -r -a envs <<<"$v"
+		tag=${v:-default}
+		tag=${tag// /_}
+		tag=${tag//=/-}
+		capture "$d/$tag" dh "${envs[@]}" "$@"
+		if [[ $v == *DIEHARD_STATS=1* ]]; then
+			if [[ ${DH_STATS_OPTIONAL:-0} == 1 ]] && ! grep -q '^diehard: stats ' "$d/$tag.err"; then
+				: >"$d/$tag.stats"
+			else
+				stats_lines "$d/$tag.err" >"$d/$tag.stats"
+			fi
+			check_no_bad_frees "$d/$tag.stats"
+			strip_stats "$d/$tag.err" "$d/$tag.err.nostats"
+			mv -- "$d/$tag.err.nostats" "$d/$tag.err"
+		fi
+		[[ $(<"$d/$tag.rc") == $(<"$d/plain.rc") ]] ||
+			fail "'$*' under the preload (${v:-defaults}) exited with status $(<"$d/$tag.rc"), plain run with $(<"$d/plain.rc")" \
+				"$(head -c 2000 "$d/$tag.err")"
+		same_bytes "$d/plain.out" "$d/$tag.out" "stdout of '$*' under the preload (${v:-defaults})"
+		same_bytes "$d/plain.err" "$d/$tag.err" "stderr of '$*' under the preload (${v:-defaults})"
+	done
+}
+
+# gen_text FILE LINES SEED: a deterministic text file of LINES tab-separated
+# records (hex key, signed integer, decimal, a few words).  Generated without
+# the preload.
+gen_text() {
+	gawk -v n="$2" -v seed="$3" 'BEGIN {
+		srand(seed)
+		nw = split("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon phi chi psi omega", w, " ")
+		for (i = 1; i <= n; i++) {
+			k = 1 + int(rand() * 7)
+			line = ""
+			for (j = 0; j < k; j++) {
+				word = w[1 + int(rand() * nw)]
+				if (rand() < 0.3) word = word int(rand() * 1000)
+				if (rand() < 0.1) word = toupper(word)
+				line = line (j ? " " : "") word
+			}
+			printf "%08x\t%d\t%.3f\t%s\n", int(rand() * 4294967296), int(rand() * 100000) - 50000, rand() * 1000, line
+		}
+	}' >"$1"
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bats
+# The C unit tests (tests/unit/test_*.c), built under ASan and UBSan. Each is a
+# TAP producer; here each binary is one test, its output shown on failure.
+
+setup() {
+	ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+}
+
+run_unit() {
+	local bin="$ROOT/build/tests/unit/$1"
+	[ -x "$bin" ] || { echo "missing $bin: run make"; return 1; }
+	run "$bin"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	# A binary that stopped early would print no plan.
+	[[ "$output" == *"1.."* ]]
+	[[ "$output" != *"not ok"* ]]
+}
+
+@test "unit: configuration parsing (DIEHARD_SEED, DIEHARD_M, switches)" {
+	run_unit test_config
+}
+
+@test "unit: random generator and per-thread / per-fork streams" {
+	run_unit test_random
+}
+
+@test "unit: small-object heap (classes, bitmaps, 1/M bound, growth, frees, fill, threads)" {
+	run_unit test_heap
+}
+
+@test "unit: large objects (guards, alignment, table, quarantine, resize)" {
+	run_unit test_large
+}

@@ -1,0 +1,88 @@
+/* Unit tests of config.c: the DIEHARD_* parsers and environment handling. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "tap.h"
+
+static void test_seed(void)
+{
+	uint64_t s[2] = { 7, 7 };
+	CHECK(config_parse_seed("1", s) && s[0] == 1 && s[1] == 0, "seed 1");
+	CHECK(config_parse_seed("0x00ff", s) && s[0] == 0xff && s[1] == 0, "seed with 0x prefix");
+	CHECK(config_parse_seed("0123456789abcdefFEDCBA9876543210", s) &&
+		      s[1] == 0x0123456789abcdefULL && s[0] == 0xfedcba9876543210ULL,
+	      "32 hex digits fill both words, high word first");
+	CHECK(config_parse_seed("123456789abcdef01", s) && s[1] == 0x1 && s[0] == 0x23456789abcdef01ULL,
+	      "17 digits carry into the high word");
+	s[0] = s[1] = 42;
+	CHECK(!config_parse_seed("", s) && s[0] == 42, "empty seed refused, output untouched");
+	CHECK(!config_parse_seed("0x", s), "bare prefix refused");
+	CHECK(!config_parse_seed("12g4", s), "non-hex digit refused");
+	CHECK(!config_parse_seed("0123456789abcdef0123456789abcdef0", s), "33 digits refused");
+	CHECK(!config_parse_seed(" 12", s), "leading space refused");
+}
+
+static void test_m(void)
+{
+	unsigned m = 0;
+	CHECK(config_parse_m("2", &m) && m == 2 * M_ONE, "M=2");
+	CHECK(config_parse_m("1.5", &m) && m == M_ONE + M_ONE / 2, "M=1.5");
+	CHECK(config_parse_m("1.1", &m) && m == M_MIN_FIXED, "M=1.1 is the minimum");
+	CHECK(config_parse_m("1024", &m) && m == M_MAX_FIXED, "M=1024 is the maximum");
+	m = 99;
+	CHECK(!config_parse_m("1", &m) && m == 99, "M=1 refused (the heap could fill)");
+	CHECK(!config_parse_m("1.05", &m), "M below 1.1 refused");
+	CHECK(!config_parse_m("1025", &m), "M above 1024 refused");
+	CHECK(!config_parse_m("99999999999999999999", &m), "huge M refused without overflow");
+	CHECK(!config_parse_m("2.", &m), "trailing dot refused");
+	CHECK(!config_parse_m(".5", &m), "missing integer part refused");
+	CHECK(!config_parse_m("2x", &m), "trailing junk refused");
+	CHECK(!config_parse_m("", &m), "empty refused");
+	CHECK(!config_parse_m("-3", &m), "negative refused");
+}
+
+static void test_load(void)
+{
+	struct config c;
+	unsetenv("DIEHARD_SEED");
+	unsetenv("DIEHARD_M");
+	unsetenv("DIEHARD_FILL");
+	unsetenv("DIEHARD_STATS");
+	unsetenv("DIEHARD_SAFE_STRINGS");
+	config_load(&c);
+	CHECK(c.m_fixed == 2 * M_ONE && !c.fill && !c.stats && c.safe_strings && !c.seed_given,
+	      "defaults: M=2, no fill, no stats, safe strings on, random seed");
+	struct config c2;
+	config_load(&c2);
+	CHECK(c.seed[0] != c2.seed[0] || c.seed[1] != c2.seed[1], "two random seeds differ");
+
+	setenv("DIEHARD_SEED", "abc", 1);
+	setenv("DIEHARD_M", "4", 1);
+	setenv("DIEHARD_FILL", "random", 1);
+	setenv("DIEHARD_STATS", "1", 1);
+	setenv("DIEHARD_SAFE_STRINGS", "0", 1);
+	config_load(&c);
+	CHECK(c.seed_given && c.seed[0] == 0xabc && c.seed[1] == 0, "DIEHARD_SEED read");
+	CHECK(c.m_fixed == 4 * M_ONE && c.fill && c.stats && !c.safe_strings, "every variable read");
+
+	setenv("DIEHARD_M", "zero", 1);
+	setenv("DIEHARD_SEED", "not-hex", 1);
+	setenv("DIEHARD_FILL", "sometimes", 1);
+	config_load(&c);
+	CHECK(c.m_fixed == 2 * M_ONE && !c.seed_given && !c.fill, "malformed values fall back to defaults");
+
+	CHECK(config_getenv("DIEHARD_STATS") != NULL && strcmp(config_getenv("DIEHARD_STATS"), "1") == 0,
+	      "config_getenv finds a variable");
+	setenv("DIEHARD_STATSX", "9", 1);
+	unsetenv("DIEHARD_STATS");
+	CHECK(config_getenv("DIEHARD_STATS") == NULL, "config_getenv does not match a longer name");
+}
+
+int main(void)
+{
+	test_seed();
+	test_m();
+	test_load();
+	return tap_done();
+}

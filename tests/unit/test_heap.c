@@ -1,0 +1,252 @@
+/* Unit tests of the small-object heap: size classes, bitmaps, placement,
+ * the 1/M bound, growth, exhaustion, validity checks on free, fill, threads. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bitmap.h"
+#include "heap.h"
+#include "sizeclass.h"
+#include "tap.h"
+
+static struct config config_with(unsigned m_fixed, bool fill, uint64_t seed)
+{
+	struct config c = { .seed = { seed, 0 }, .seed_given = true, .m_fixed = m_fixed,
+			    .fill = fill, .stats = true, .safe_strings = true };
+	return c;
+}
+
+static struct rng rng_with(uint64_t seed)
+{
+	struct rng r;
+	const uint64_t s[2] = { seed, 0 };
+	rng_derive(&r, s, 0);
+	return r;
+}
+
+static void test_sizeclasses(void)
+{
+	CHECK(sizeclass_of(0) == 0 && sizeclass_of(1) == 0 && sizeclass_of(16) == 0, "1..16 bytes: class 0");
+	CHECK(sizeclass_of(17) == 1 && sizeclass_of(32) == 1 && sizeclass_of(33) == 2, "17..32: class 1, 33: class 2");
+	CHECK(sizeclass_of(SMALL_MAX) == NCLASSES - 1, "SMALL_MAX is the last class");
+	int ok = 1;
+	for (size_t n = 1; n <= SMALL_MAX; n++) {
+		size_t s = sizeclass_size(sizeclass_of(n));
+		ok &= s >= n && (s == SMALL_MIN || s / 2 < n);
+	}
+	CHECK(ok, "every size up to SMALL_MAX rounds to the next power of two (at least 16)");
+}
+
+static void test_bitmap(void)
+{
+	bitmap_word bits[3] = { 0, 0, 0 };
+	CHECK(bitmap_try_set(bits, 130), "set a clear bit");
+	CHECK(!bitmap_try_set(bits, 130), "setting a set bit fails");
+	CHECK(bitmap_test(bits, 130) && !bitmap_test(bits, 129) && !bitmap_test(bits, 131), "only that bit is set");
+	CHECK(bitmap_clear(bits, 130) && !bitmap_clear(bits, 130), "clear reports whether the bit was set");
+	CHECK(bitmap_try_set(bits, 0) && bitmap_try_set(bits, 63) && bitmap_try_set(bits, 64), "word edges");
+	CHECK(atomic_load(&bits[0]) == (1ULL | (1ULL << 63)) && atomic_load(&bits[1]) == 1, "bits land in the right words");
+}
+
+static bool class_within_bound(struct heap *h, unsigned ci)
+{
+	struct heap_class *c = &h->classes[ci];
+	size_t live = atomic_load(&c->live), limit = atomic_load(&c->limit), cap = atomic_load(&c->capacity);
+	return live <= limit && limit * h->m_fixed <= cap * M_ONE && (cap == 0 || limit < cap);
+}
+
+static void test_alloc_free(void)
+{
+	struct config cfg = config_with(2 * M_ONE, false, 1);
+	struct heap *h = heap_create(&cfg, 30);
+	struct rng r = rng_with(1);
+	CHECK(h != NULL, "heap created");
+	enum { N = 5000 };
+	static void *p[N];
+	int ok = 1, bound = 1;
+	for (int i = 0; i < N; i++) {
+		p[i] = heap_alloc(h, 1, &r, false);
+		ok &= p[i] != NULL && heap_contains(h, p[i]) && ((uintptr_t)p[i] & 31) == 0 &&
+		      heap_usable(h, p[i]) == 32;
+		memset(p[i], i & 0xff, 32);
+		bound &= class_within_bound(h, 1);
+	}
+	CHECK(ok, "5000 objects of 32 B: in the heap, 32-aligned, usable size 32");
+	CHECK(bound, "the class never exceeds 1/M full while growing");
+	int intact = 1;
+	for (int i = 0; i < N; i++)
+		for (int j = 0; j < 32; j++)
+			intact &= ((unsigned char *)p[i])[j] == (i & 0xff);
+	CHECK(intact, "no two live objects overlap");
+
+	int adjacent = 0;
+	for (int i = 1; i < N; i++)
+		adjacent += (char *)p[i] - (char *)p[i - 1] == 32;
+	CHECK(adjacent < N / 20, "placement is random: consecutive objects rarely adjacent (%d of %d)", adjacent, N);
+
+	CHECK(heap_free(h, (char *)p[0] + 16) == HEAP_INVALID, "interior pointer refused");
+	CHECK(heap_usable(h, p[0]) == 32, "an interior free leaves the object allocated");
+	CHECK(heap_free(h, (char *)p[0] + 1) == HEAP_INVALID, "misaligned pointer refused");
+	struct heap_class *c = &h->classes[1];
+	void *beyond = c->base + (atomic_load(&c->capacity) << c->shift);
+	CHECK(heap_free(h, beyond) == HEAP_INVALID, "slot beyond capacity refused");
+	size_t live_before = atomic_load(&c->live);
+	CHECK(heap_free(h, p[0]) == HEAP_FREED, "a live object is freed");
+	CHECK(heap_free(h, p[0]) == HEAP_DOUBLE, "a second free is a double free");
+	CHECK(atomic_load(&c->live) == live_before - 1, "a double free does not change the count");
+	CHECK(heap_usable(h, p[0]) == 0, "a freed object has no usable size");
+	for (int i = 1; i < N; i++)
+		heap_free(h, p[i]);
+	CHECK(atomic_load(&c->live) == 0, "all freed: nothing live");
+	CHECK(atomic_load(&h->live_bytes) == 0 && atomic_load(&h->peak_bytes) == (size_t)N * 32,
+	      "stats: live bytes back to 0, peak = 5000 * 32");
+	heap_destroy(h);
+}
+
+static void test_m_and_exhaustion(void)
+{
+	/* 16 MiB per class: the 64 KiB class has 256 slots. */
+	struct config cfg = config_with(4 * M_ONE, false, 2);
+	struct heap *h = heap_create(&cfg, 24);
+	struct rng r = rng_with(2);
+	unsigned top = NCLASSES - 1;
+	size_t n = 0;
+	void *p;
+	while ((p = heap_alloc(h, top, &r, false)) != NULL)
+		n++;
+	CHECK(n == 256 / 4, "M=4: the 256-slot class takes exactly 64 objects (got %zu)", n);
+	CHECK(errno == ENOMEM, "then NULL with ENOMEM");
+	CHECK(atomic_load(&h->classes[top].live) == n, "a failed allocation is not counted");
+	heap_destroy(h);
+
+	cfg = config_with(M_ONE + M_ONE / 2, false, 2);
+	h = heap_create(&cfg, 24);
+	n = 0;
+	while (heap_alloc(h, top, &r, false) != NULL)
+		n++;
+	CHECK(n == 170, "M=1.5: 256 * 2/3 = 170 objects (got %zu)", n);
+	heap_destroy(h);
+}
+
+static void test_fill_and_seed(void)
+{
+	struct config cfg = config_with(2 * M_ONE, true, 3);
+	struct heap *a = heap_create(&cfg, 28), *b = heap_create(&cfg, 28);
+	struct rng ra = rng_with(3), rb = rng_with(3), rc = rng_with(4);
+	int same = 1, zeros = 0;
+	for (int i = 0; i < 200; i++) {
+		char *x = heap_alloc(a, 3, &ra, true), *y = heap_alloc(b, 3, &rb, true);
+		same &= x - a->classes[3].base == y - b->classes[3].base && memcmp(x, y, 128) == 0;
+		for (int j = 0; j < 128; j++)
+			zeros += x[j] == 0;
+	}
+	CHECK(same, "same seed: same offsets and same fill bytes");
+	CHECK(zeros < 200 * 128 / 64, "filled objects are random, not zero (%d zero bytes)", zeros);
+	heap_destroy(b);
+	b = heap_create(&cfg, 28);
+	int differ = 0;
+	for (int i = 0; i < 200; i++) {
+		char *x = heap_alloc(a, 0, &ra, true), *y = heap_alloc(b, 0, &rc, true);
+		differ += x - a->classes[0].base != y - b->classes[0].base;
+	}
+	CHECK(differ > 150, "different seeds: different placement (%d of 200 differ)", differ);
+
+	/* Never-allocated heap memory reads random too. */
+	struct heap_class *c = &a->classes[5];
+	(void)heap_alloc(a, 5, &ra, true);
+	size_t cap = atomic_load(&c->capacity);
+	int fresh_zero = 0;
+	for (size_t i = 0; i < (cap << c->shift); i++)
+		fresh_zero += c->base[i] == 0;
+	CHECK(fresh_zero < (int)((cap << c->shift) / 64), "unallocated slots are random-filled (%d zeros)", fresh_zero);
+	heap_destroy(a);
+	heap_destroy(b);
+}
+
+static void test_room(void)
+{
+	struct config cfg = config_with(2 * M_ONE, false, 5);
+	struct heap *h = heap_create(&cfg, 26);
+	struct rng r = rng_with(5);
+	char *p = heap_alloc(h, 2, &r, false);
+	CHECK(heap_room(h, p) == 64 && heap_room(h, p + 5) == 59 && heap_room(h, p + 63) == 1,
+	      "room runs to the end of the 64 B slot");
+	heap_destroy(h);
+}
+
+struct worker {
+	struct heap *h;
+	uint64_t seed;
+	int ok;
+};
+
+static void *churn(void *arg)
+{
+	struct worker *w = arg;
+	struct rng r = rng_with(w->seed);
+	enum { SLOTS = 512 };
+	unsigned char *live[SLOTS] = { 0 };
+	unsigned cls[SLOTS];
+	w->ok = 1;
+	for (int step = 0; step < 200000; step++) {
+		unsigned k = (unsigned)rng_below(&r, SLOTS);
+		if (live[k] != NULL) {
+			size_t size = sizeclass_size(cls[k]);
+			for (size_t j = 0; j < size; j += 7)
+				w->ok &= live[k][j] == (unsigned char)(k ^ w->seed);
+			w->ok &= heap_free(w->h, live[k]) == HEAP_FREED;
+			live[k] = NULL;
+		} else {
+			cls[k] = (unsigned)rng_below(&r, 6);
+			live[k] = heap_alloc(w->h, cls[k], &r, false);
+			if (live[k] == NULL) {
+				w->ok = 0;
+				continue;
+			}
+			memset(live[k], (unsigned char)(k ^ w->seed), sizeclass_size(cls[k]));
+		}
+	}
+	for (int k = 0; k < SLOTS; k++)
+		if (live[k] != NULL)
+			w->ok &= heap_free(w->h, live[k]) == HEAP_FREED;
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	struct config cfg = config_with(2 * M_ONE, false, 6);
+	struct heap *h = heap_create(&cfg, 30);
+	pthread_t t[4];
+	struct worker w[4];
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct worker){ .h = h, .seed = 100 + (uint64_t)i };
+		pthread_create(&t[i], NULL, churn, &w[i]);
+	}
+	int ok = 1;
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		ok &= w[i].ok;
+	}
+	CHECK(ok, "4 threads churning 6 classes: no object shared, every free valid");
+	size_t live = 0;
+	int bound = 1;
+	for (unsigned ci = 0; ci < NCLASSES; ci++) {
+		live += atomic_load(&h->classes[ci].live);
+		bound &= class_within_bound(h, ci);
+	}
+	CHECK(live == 0 && bound, "afterwards nothing is live and every class is within 1/M");
+	heap_destroy(h);
+}
+
+int main(void)
+{
+	test_sizeclasses();
+	test_bitmap();
+	test_alloc_free();
+	test_m_and_exhaustion();
+	test_fill_and_seed();
+	test_room();
+	test_threads();
+	return tap_done();
+}
