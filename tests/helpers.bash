@@ -25,10 +25,6 @@ STATS_RE='^diehard: stats pid=[0-9]+ seed=[0-9a-fA-F]{32} allocations=[0-9]+ fre
 
 # Extra preloaded variants for check_program, e.g. DH_VARIANTS=("DIEHARD_M=4").
 DH_VARIANTS=()
-# Set to 1 for programs that close stderr before exiting (coreutils, gzip, xz):
-# the allocator's exit-time stats line cannot reach them, so check_program
-# checks stats lines only if there are any.  (stats.bats tests that case.)
-DH_STATS_OPTIONAL=0
 
 fail() {
 	printf '%s\n' "$@" >&2
@@ -133,7 +129,7 @@ check_no_bad_frees() {
 # Each preloaded run must give the same exit status, stdout and stderr as the
 # reference, byte for byte (stats lines removed).  Runs with DIEHARD_STATS=1
 # must print at least one well-formed stats line (proof that the preload was
-# active; see DH_STATS_OPTIONAL) and report no ignored frees.
+# active) and report no ignored frees.
 check_program() {
 	local d v tag
 	d=$(mktemp -d "$BATS_TEST_TMPDIR/run.XXXXXX")
@@ -148,11 +144,7 @@ check_program() {
 		tag=${tag//=/-}
 		capture "$d/$tag" dh "${envs[@]}" "$@"
 		if [[ $v == *DIEHARD_STATS=1* ]]; then
-			if [[ ${DH_STATS_OPTIONAL:-0} == 1 ]] && ! grep -q '^diehard: stats ' "$d/$tag.err"; then
-				: >"$d/$tag.stats"
-			else
-				stats_lines "$d/$tag.err" >"$d/$tag.stats"
-			fi
+			stats_lines "$d/$tag.err" >"$d/$tag.stats"
 			check_no_bad_frees "$d/$tag.stats"
 			strip_stats "$d/$tag.err" "$d/$tag.err.nostats"
 			mv -- "$d/$tag.err.nostats" "$d/$tag.err"

@@ -32,3 +32,7 @@ run_unit() {
 @test "unit: large objects (guards, alignment, table, quarantine, resize)" {
 	run_unit test_large
 }
+
+@test "unit: per-thread cache (batches, pending frees, double frees, thread exit)" {
+	run_unit test_cache
+}
