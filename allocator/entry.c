@@ -54,7 +54,7 @@ static void *alloc_bytes(size_t size, bool zeroed)
 	struct rng *r = stream_get();
 	if (size <= SMALL_MAX)
 		return alloc_small(sizeclass_of(size), r, fill);
-	return large_alloc(diehard.large, size, 0, r, fill);
+	return large_alloc(diehard.large, size, 0, r, fill, zeroed);
 }
 
 /* align is a power of two. */
@@ -72,7 +72,7 @@ static void *alloc_aligned(size_t align, size_t size)
 	size_t slot = size > align ? size : align;
 	if (slot <= SMALL_MAX)
 		return alloc_small(sizeclass_of(slot), r, diehard.cfg.fill);
-	return large_alloc(diehard.large, size, align, r, diehard.cfg.fill);
+	return large_alloc(diehard.large, size, align, r, diehard.cfg.fill, false);
 }
 
 /* Counts what large_free or realloc refused (the small heap counts its own). */

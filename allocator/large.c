@@ -12,6 +12,13 @@
 /* Address space the quarantine may hold inaccessible. It counts toward
  * RLIMIT_AS, so it stays modest. */
 #define QUARANTINE_BYTES ((size_t)4 << 30)
+/* Resident memory the quarantine may keep for reuse (see quarantine_put),
+ * the largest object it keeps, and how many later frees an entry waits before it is reused (so a
+ * dangling pointer to a just-freed object still faults for a while). */
+#define RETAIN_BYTES_MAX ((size_t)64 << 20)
+#define RETAIN_BYTES_MIN ((size_t)4 << 20)
+#define RETAIN_OBJECT_MAX ((size_t)16 << 20)
+#define RETAIN_MIN_AGE 4u
 
 static size_t home_slot(const struct large *l, uintptr_t key)
 {
@@ -181,13 +188,37 @@ static size_t room_of(const struct large_entry *e)
 	return e->map + e->map_len - e->user - (is_guarded(e) ? os_page_size() : 0);
 }
 
-/* Takes a dead object's address range out of use: its memory goes back to
- * the system, the addresses stay reserved and inaccessible for a while. */
-static void quarantine_put(struct large *l, const struct large_entry *e)
+/* Removes quarantine entry q for good. */
+static void quarantine_drop(struct large *l, struct large_entry *q)
 {
-	if (e->map_len > QUARANTINE_BYTES / 4 ||
-	    mmap((void *)e->map, e->map_len, PROT_NONE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED) {
+	(void)os_release((void *)q->map, q->map_len);
+	l->q_bytes -= q->map_len;
+	if (q->retained)
+		l->retained_bytes -= q->size;
+	*q = (struct large_entry){ 0 };
+}
+
+/* Gives a retained entry's pages back to the system; its addresses stay. */
+static void quarantine_release_pages(struct large *l, struct large_entry *q)
+{
+	l->retained_bytes -= q->size;
+	q->retained = false;
+	if (mmap((void *)q->user, q->size, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+		quarantine_drop(l, q);
+}
+
+/* Takes a dead object's address range out of use: inaccessible, kept
+ * reserved for a while. keep_pages: its memory stays resident (within
+ * RETAIN_BYTES) so a later allocation can reuse it without page faults;
+ * otherwise the memory goes back to the system now. */
+static void quarantine_put(struct large *l, const struct large_entry *e, bool keep_pages)
+{
+	bool keep = keep_pages && e->size <= RETAIN_OBJECT_MAX;
+	bool hidden = keep ? mprotect((void *)e->user, e->size, PROT_NONE) == 0
+			   : mmap((void *)e->map, e->map_len, PROT_NONE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) != MAP_FAILED;
+	if (e->map_len > QUARANTINE_BYTES / 4 || !hidden) {
 		(void)os_release((void *)e->map, e->map_len);
 		return;
 	}
@@ -196,16 +227,54 @@ static void quarantine_put(struct large *l, const struct large_entry *e)
 		struct large_entry *old = &l->quarantine[(l->q_next + k) % LARGE_QUARANTINE];
 		if (k > 0 && l->q_bytes + e->map_len <= QUARANTINE_BYTES)
 			break;
-		if (old->map != 0) {
-			(void)os_release((void *)old->map, old->map_len);
-			l->q_bytes -= old->map_len;
-			old->map = 0;
-			old->user = 0;
-		}
+		if (old->map != 0)
+			quarantine_drop(l, old);
 	}
-	l->quarantine[l->q_next] = *e;
+	struct large_entry *q = &l->quarantine[l->q_next];
+	*q = *e;
+	q->retained = keep;
+	q->seq = ++l->q_seq;
 	l->q_bytes += e->map_len;
 	l->q_next = (l->q_next + 1) % LARGE_QUARANTINE;
+	if (keep)
+		l->retained_bytes += e->size;
+	/* Kept memory is bounded by half the live large objects' (between 4
+	 * and 64 MiB), so it cannot dominate the resident size. */
+	size_t budget = l->live_bytes / 2;
+	budget = budget < RETAIN_BYTES_MIN ? RETAIN_BYTES_MIN : budget > RETAIN_BYTES_MAX ? RETAIN_BYTES_MAX : budget;
+	for (size_t k = 0; k < LARGE_QUARANTINE && l->retained_bytes > budget; k++) {
+		struct large_entry *old = &l->quarantine[(l->q_next + k) % LARGE_QUARANTINE];
+		if (old->map != 0 && old->retained)
+			quarantine_release_pages(l, old);
+	}
+}
+
+/* Reuses the oldest retained range that fits rw bytes at alignment align
+ * (and is not more than twice that), freed at least RETAIN_MIN_AGE frees
+ * ago. Its stale contents stay: callers that need zeros do not come here. */
+static bool quarantine_reuse(struct large *l, size_t rw, size_t align, struct large_entry *out)
+{
+	for (size_t k = 0; k < LARGE_QUARANTINE; k++) {
+		struct large_entry *q = &l->quarantine[(l->q_next + k) % LARGE_QUARANTINE];
+		if (q->map == 0 || !q->retained || q->size < rw || q->size / 2 > rw ||
+		    (q->user & (align - 1)) != 0 || l->q_seq - q->seq < RETAIN_MIN_AGE)
+			continue;
+		struct large_entry e = *q;
+		l->retained_bytes -= q->size;
+		l->q_bytes -= q->map_len;
+		*q = (struct large_entry){ 0 };
+		if ((e.size > rw && mmap((void *)(e.user + rw), e.size - rw, PROT_NONE,
+					 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED) ||
+		    os_commit((void *)e.user, rw) != 0) {
+			(void)os_release((void *)e.map, e.map_len);
+			return false;
+		}
+		e.size = rw;
+		e.retained = false;
+		*out = e;
+		return true;
+	}
+	return false;
 }
 
 static bool in_quarantine(const struct large *l, uintptr_t p)
@@ -217,7 +286,7 @@ static bool in_quarantine(const struct large *l, uintptr_t p)
 }
 
 /* Takes the lock. */
-void *large_alloc(struct large *l, size_t size, size_t align, struct rng *r, bool fill)
+void *large_alloc(struct large *l, size_t size, size_t align, struct rng *r, bool fill, bool zeroed)
 {
 	size_t page = os_page_size();
 	if (align < page)
@@ -231,7 +300,8 @@ void *large_alloc(struct large *l, size_t size, size_t align, struct rng *r, boo
 
 	pthread_mutex_lock(&l->lock);
 	bool guard = l->guarded < l->guard_budget;
-	bool ok = table_reserve(l) && map_object(rw, rw, align, guard, &e);
+	bool ok = table_reserve(l) &&
+		  ((!zeroed && quarantine_reuse(l, rw, align, &e)) || map_object(rw, rw, align, guard, &e));
 	if (!ok && guard && errno == ENOMEM)
 		ok = map_object(rw, rw, align, false, &e); /* out of mappings? try lean */
 	if (ok) {
@@ -265,7 +335,7 @@ enum heap_verdict large_free(struct large *l, void *p)
 		l->guarded -= is_guarded(&e);
 		count_live(l, e.size, false);
 		l->frees++;
-		quarantine_put(l, &e);
+		quarantine_put(l, &e, true);
 	}
 	pthread_mutex_unlock(&l->lock);
 	return v;
@@ -385,7 +455,7 @@ void *large_resize(struct large *l, void *p, size_t size, struct rng *r, bool *k
 	l->unguarded += !is_guarded(&moved) && is_guarded(&old);
 	count_live(l, rw - old.size, true);
 	if (old_kept)
-		quarantine_put(l, &old); /* the stale pointer now faults */
+		quarantine_put(l, &old, false); /* the stale pointer now faults */
 	else
 		release_guards(&old);
 	result = (void *)moved.user;

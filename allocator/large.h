@@ -11,6 +11,10 @@
  *   access then faults, a second free is recognised as a double free, and the
  *   address cannot be handed to a new object and freed by the stale pointer.
  *   The oldest entries are unmapped when the ring or its address budget fills.
+ *   Recently freed objects keep their pages (inaccessible, within a budget of
+ *   resident memory), and a new object may reuse the oldest fitting range:
+ *   what glibc gains by reusing warm heap memory, without fresh page faults,
+ *   while every just-freed object still faults for the next few frees.
  * - vm.max_map_count: each guarded object costs up to three mappings. Past a
  *   budget derived from the limit, new objects get no guard pages (counted).
  * - realloc grows in place into an inaccessible reservation (one mprotect),
@@ -41,6 +45,9 @@ struct large_entry {
 	uintptr_t map;    /* whole reservation: guards and room to grow included */
 	size_t map_len;
 	size_t align;
+	/* In the quarantine only: */
+	bool retained;    /* pages still resident, for reuse */
+	uint64_t seq;     /* which free put it there */
 };
 
 #define LARGE_QUARANTINE 256
@@ -55,6 +62,8 @@ struct large {
 	struct large_entry quarantine[LARGE_QUARANTINE];
 	size_t q_next;             /* ring position of the next entry */
 	size_t q_bytes;            /* address space held by the ring */
+	size_t retained_bytes;     /* resident memory held by the ring */
+	uint64_t q_seq;            /* frees so far */
 	bool fill;
 	struct heap *counter; /* live and peak bytes, with stats on */
 	/* Statistics. */
@@ -70,8 +79,9 @@ struct large *large_create(const struct config *cfg, struct heap *counter);
 void large_destroy(struct large *l);
 
 /* A new object of at least size bytes aligned to align (a power of two);
- * random-filled when fill. NULL with errno ENOMEM. */
-void *large_alloc(struct large *l, size_t size, size_t align, struct rng *r, bool fill);
+ * random-filled when fill, all zero when zeroed (else possibly stale bytes
+ * of a reused range). NULL with errno ENOMEM. */
+void *large_alloc(struct large *l, size_t size, size_t align, struct rng *r, bool fill, bool zeroed);
 
 /* HEAP_FREED, HEAP_DOUBLE (in quarantine), or HEAP_INVALID (never ours). */
 enum heap_verdict large_free(struct large *l, void *p);

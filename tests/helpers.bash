@@ -52,11 +52,11 @@ dh() {
 }
 
 # capture NAME cmd args...: stdout to NAME.out, stderr to NAME.err, exit status
-# to NAME.rc.  Never fails itself.  stdin comes from $DH_STDIN (default /dev/null).
+# to NAME.rc.  Never fails itself.  stdin is /dev/null.
 capture() {
 	local name=$1 rc=0
 	shift
-	"$@" >"$name.out" 2>"$name.err" <"${DH_STDIN:-/dev/null}" || rc=$?
+	"$@" >"$name.out" 2>"$name.err" </dev/null || rc=$?
 	echo "$rc" >"$name.rc"
 }
 
@@ -143,15 +143,15 @@ check_program() {
 		tag=${tag// /_}
 		tag=${tag//=/-}
 		capture "$d/$tag" dh "${envs[@]}" "$@"
+		[[ $(<"$d/$tag.rc") == $(<"$d/plain.rc") ]] ||
+			fail "'$*' under the preload (${v:-defaults}) exited with status $(<"$d/$tag.rc"), plain run with $(<"$d/plain.rc")" \
+				"$(head -c 2000 "$d/$tag.err")"
 		if [[ $v == *DIEHARD_STATS=1* ]]; then
 			stats_lines "$d/$tag.err" >"$d/$tag.stats"
 			check_no_bad_frees "$d/$tag.stats"
 			strip_stats "$d/$tag.err" "$d/$tag.err.nostats"
 			mv -- "$d/$tag.err.nostats" "$d/$tag.err"
 		fi
-		[[ $(<"$d/$tag.rc") == $(<"$d/plain.rc") ]] ||
-			fail "'$*' under the preload (${v:-defaults}) exited with status $(<"$d/$tag.rc"), plain run with $(<"$d/plain.rc")" \
-				"$(head -c 2000 "$d/$tag.err")"
 		same_bytes "$d/plain.out" "$d/$tag.out" "stdout of '$*' under the preload (${v:-defaults})"
 		same_bytes "$d/plain.err" "$d/$tag.err" "stderr of '$*' under the preload (${v:-defaults})"
 	done

@@ -25,7 +25,7 @@ fib() {
 }
 
 echo "records ${#keys[@]} words ${#freq[@]}"
-echo "fib $(fib 7)"
+echo "fib $(fib 6)"
 
 # Parameter expansion.
 s="The quick brown fox jumps over the lazy dog"
@@ -66,7 +66,7 @@ echo "acc $acc"
 
 # Many small arrays created and dropped.
 total=0
-for ((i = 0; i < 60; i++)); do
+for ((i = 0; i < 40; i++)); do
 	local_arr=($(seq $((i % 17)) $((i % 17 + 5))))
 	unset 'local_arr[2]'
 	total=$((total + ${#local_arr[@]} + ${local_arr[0]}))

@@ -52,7 +52,7 @@ static void pattern_put(unsigned char *p, size_t n, unsigned char seed)
 static void test_basic(struct large *l, struct rng *r)
 {
 	size_t page = os_page_size();
-	char *p = large_alloc(l, 100000, 0, r, false);
+	char *p = large_alloc(l, 100000, 0, r, false, false);
 	CHECK(p != NULL && ((uintptr_t)p & (page - 1)) == 0, "100000 B: page-aligned");
 	size_t n = large_usable(l, p);
 	CHECK(n >= 100000 && n < 100000 + page, "usable size is the page-rounded request (%zu)", n);
@@ -74,7 +74,7 @@ static void test_align(struct large *l, struct rng *r)
 	size_t aligns[] = { 8192, 65536, (size_t)1 << 20, (size_t)2 << 20, (size_t)64 << 20 };
 	int ok = 1;
 	for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
-		char *p = large_alloc(l, (size_t)3 << 20, aligns[i], r, false);
+		char *p = large_alloc(l, (size_t)3 << 20, aligns[i], r, false, false);
 		ok &= p != NULL && ((uintptr_t)p & (aligns[i] - 1)) == 0;
 		if (p != NULL) {
 			p[0] = 1;
@@ -87,7 +87,7 @@ static void test_align(struct large *l, struct rng *r)
 
 static void test_resize(struct large *l, struct rng *r)
 {
-	unsigned char *p = large_alloc(l, 200000, 0, r, false);
+	unsigned char *p = large_alloc(l, 200000, 0, r, false, false);
 	pattern_put(p, 200000, 3);
 	unsigned char *q = large_resize(l, p, 50 << 20, r, &(bool){ false });
 	CHECK(q != NULL && pattern_ok(q, 200000, 3), "growing to 50 MiB keeps the data");
@@ -104,7 +104,7 @@ static void test_resize(struct large *l, struct rng *r)
 	CHECK(large_resize(l, &local, 100000, r, &known) == NULL && !known, "resizing a foreign pointer: unknown");
 	CHECK(large_free(l, s) == HEAP_FREED, "freed");
 
-	unsigned char *a = large_alloc(l, 1 << 20, (size_t)1 << 20, r, false);
+	unsigned char *a = large_alloc(l, 1 << 20, (size_t)1 << 20, r, false, false);
 	pattern_put(a, 1 << 20, 9);
 	unsigned char *b = large_resize(l, a, 8 << 20, r, &known);
 	CHECK(b != NULL && ((uintptr_t)b & ((1 << 20) - 1)) == 0 && pattern_ok(b, 1 << 20, 9),
@@ -118,7 +118,7 @@ static void test_many(struct large *l, struct rng *r)
 	static char *p[N];
 	int ok = 1;
 	for (int i = 0; i < N; i++) {
-		p[i] = large_alloc(l, 70000 + (size_t)i, 0, r, false);
+		p[i] = large_alloc(l, 70000 + (size_t)i, 0, r, false, false);
 		ok &= p[i] != NULL;
 		if (p[i])
 			p[i][0] = (char)i;
@@ -142,7 +142,7 @@ static void test_fill_and_unguarded(struct rng *r)
 {
 	struct config cfg = cfg_fill(true);
 	struct large *l = large_create(&cfg, NULL);
-	unsigned char *p = large_alloc(l, 100000, 0, r, true);
+	unsigned char *p = large_alloc(l, 100000, 0, r, true, false);
 	int zeros = 0;
 	for (int i = 0; i < 100000; i++)
 		zeros += p[i] == 0;
@@ -153,28 +153,58 @@ static void test_fill_and_unguarded(struct rng *r)
 	for (int i = 100000 + 4096; i < 400000; i++)
 		zeros += q[i] == 0;
 	CHECK(zeros < 300000 / 64, "fill: the grown part of a resize is random (%d zeros)", zeros);
-	unsigned char *z = large_alloc(l, 100000, 0, r, false);
+	unsigned char *z = large_alloc(l, 100000, 0, r, false, true);
 	int nonzero = 0;
 	for (int i = 0; i < 100000; i++)
 		nonzero += z[i] != 0;
 	CHECK(nonzero == 0, "an object asked without fill (calloc) is zero");
 
 	l->guard_budget = 0;
-	char *u = large_alloc(l, 100000, 0, r, false);
+	char *u = large_alloc(l, 100000, 0, r, false, false);
 	CHECK(u != NULL && l->unguarded == 1, "past the mapping budget an object gets no guards");
 	memset(u, 1, 100000);
 	CHECK(large_free(l, u) == HEAP_FREED, "and is freed normally");
 	large_destroy(l);
 }
 
+static void test_reuse(struct large *l, struct rng *r)
+{
+	enum { N = 8 };
+	char *p[N];
+	for (int i = 0; i < N; i++) {
+		p[i] = large_alloc(l, 300000, 0, r, false, false);
+		memset(p[i], 0x5a, 300000);
+	}
+	for (int i = 0; i < N; i++)
+		large_free(l, p[i]);
+	CHECK(faults(p[0], false) && faults(p[N - 1], false), "freed objects fault while their pages are kept");
+	CHECK(large_free(l, p[N - 1]) == HEAP_DOUBLE, "a retained object's second free is a double free");
+	char *z = large_alloc(l, 300000, 0, r, false, true);
+	int zero = 1;
+	for (int i = 0; i < 300000; i++)
+		zero &= z[i] == 0;
+	CHECK(zero, "an allocation that must be zero never reuses kept pages");
+	char *q = large_alloc(l, 250000, 0, r, false, false);
+	int reused = -1;
+	for (int i = 0; i < N; i++)
+		if (q == p[i])
+			reused = i;
+	CHECK(reused >= 0 && reused < N - 4, "a new object reuses the oldest kept range (got %d)", reused);
+	CHECK(large_usable(l, q) < 250000 + 4096 && faults(q + large_usable(l, q), true),
+	      "the reused range is cut to the new size, with a guard after it");
+	memset(q, 1, 250000);
+	large_free(l, q);
+	large_free(l, z);
+}
+
 static void test_exhaustion(struct large *l, struct rng *r)
 {
 	errno = 0;
-	CHECK(large_alloc(l, (size_t)1 << 48, 0, r, false) == NULL && errno == ENOMEM, "256 TiB: NULL, ENOMEM");
+	CHECK(large_alloc(l, (size_t)1 << 48, 0, r, false, false) == NULL && errno == ENOMEM, "256 TiB: NULL, ENOMEM");
 	errno = 0;
-	CHECK(large_alloc(l, SIZE_MAX, 0, r, false) == NULL && errno == ENOMEM, "SIZE_MAX: NULL, ENOMEM");
+	CHECK(large_alloc(l, SIZE_MAX, 0, r, false, false) == NULL && errno == ENOMEM, "SIZE_MAX: NULL, ENOMEM");
 	errno = 0;
-	CHECK(large_alloc(l, SIZE_MAX - 4096 * 3, (size_t)1 << 20, r, false) == NULL && errno == ENOMEM,
+	CHECK(large_alloc(l, SIZE_MAX - 4096 * 3, (size_t)1 << 20, r, false, false) == NULL && errno == ENOMEM,
 	      "near SIZE_MAX with alignment: NULL, ENOMEM (no overflow)");
 }
 
@@ -190,6 +220,7 @@ int main(void)
 	test_align(l, &r);
 	test_resize(l, &r);
 	test_many(l, &r);
+	test_reuse(l, &r);
 	test_exhaustion(l, &r);
 	large_destroy(l);
 	test_fill_and_unguarded(&r);
