@@ -105,6 +105,7 @@ static size_t limit_of(const struct heap *h, size_t capacity)
  * HUGE_FROM, so small programs stay small. */
 #define HUGE_SLOT_MAX ((size_t)4096)
 #define HUGE_FROM ((size_t)4 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
 
 /* Makes [0, slots) usable: region bytes and bitmap words accessible. */
 static bool commit_slots(struct heap_class *c, size_t slots)
@@ -112,12 +113,15 @@ static bool commit_slots(struct heap_class *c, size_t slots)
 	size_t region = c->max_slots << c->shift;
 	size_t need = slots << c->shift;
 	if (need > c->committed) {
-		size_t target = os_align_up(need, COMMIT_GRANULE);
+		bool huge = (size_t)1 << c->shift <= HUGE_SLOT_MAX && need >= HUGE_FROM;
+		/* Huge pages need whole 2 MiB blocks inside the mapping before the
+		 * first touch, or the block at the growing edge faults in small. */
+		size_t target = os_align_up(need, huge ? HUGE_PAGE : COMMIT_GRANULE);
 		if (target > region)
 			target = region;
 		if (os_commit(c->base + c->committed, target - c->committed) != 0)
 			return false;
-		if ((size_t)1 << c->shift <= HUGE_SLOT_MAX && target >= HUGE_FROM)
+		if (huge)
 			(void)madvise(c->base, target, MADV_HUGEPAGE); /* a hint; failure is harmless */
 		c->committed = target;
 	}

@@ -13,6 +13,12 @@ setup_file() {
 	export DATA="$BATS_FILE_TMPDIR/data.txt" SMALL="$BATS_FILE_TMPDIR/small.txt"
 	gen_text "$DATA" 80000 20240611
 	head -n 20000 "$DATA" >"$SMALL"
+	# For sqlite3's .import: a header row names the columns.
+	export SQLDATA="$BATS_FILE_TMPDIR/records.tsv"
+	{
+		printf 'key\tn\tx\twords\n'
+		head -n 10000 "$DATA"
+	} >"$SQLDATA"
 }
 
 setup() {
@@ -106,6 +112,17 @@ setup() {
 	plain "${xz[@]}" "$DATA" >"$d/plain.xz"
 	dh DIEHARD_FILL=random xz -dc "$d/plain.xz" >"$d/back2"
 	same_bytes "$DATA" "$d/back2" "xz plain, unxz under the preload"
+}
+
+@test "sqlite3: import, indexes, joins, window functions, updates, VACUUM and integrity check match a plain run" {
+	command -v sqlite3 >/dev/null || skip "sqlite3 is not installed"
+	DH_VARIANTS=("DIEHARD_M=1.5")
+	check_program sqlite3 -bail -cmd '.mode tabs' -cmd ".import $SQLDATA t" :memory: ".read $SCRIPTS/queries.sql"
+}
+
+@test "git: commits, branches, a merge, blame, threaded gc, fsck and archive match a plain run" {
+	command -v git >/dev/null || skip "git is not installed"
+	check_program bash "$SCRIPTS/git_work.bash" "$BATS_TEST_TMPDIR/git" "$SMALL"
 }
 
 @test "bash: a script with arrays, string operations, subshells and pipelines matches a plain run" {

@@ -60,6 +60,13 @@ static int current_failed;
 		}                                                                                                 \
 	} while (0)
 
+/* Stores followed by free() are dead to the compiler, which would drop them;
+ * these tests need them to happen, so the memory is declared used. */
+static void keep(void *p)
+{
+	__asm__ volatile("" : : "r"(p) : "memory");
+}
+
 static void fill(void *p, size_t n, unsigned seed)
 {
 	unsigned char *c = p;
@@ -226,8 +233,10 @@ static void check_calloc_zero(void)
 		for (int round = 0; round < 3; round++) {
 			for (size_t i = 0; i < n; i++) {
 				v[i] = malloc(dirty[d]);
-				if (v[i] != NULL)
+				if (v[i] != NULL) {
 					memset(v[i], 0xff, dirty[d]);
+					keep(v[i]);
+				}
 			}
 			for (size_t i = 0; i < n; i++)
 				free(v[i]);
@@ -489,13 +498,14 @@ static void check_fill_random(void)
 		for (int round = 0; round < 2; round++) {
 			for (size_t i = 0; i < n; i++) {
 				v[i] = malloc(sizes[s]);
-				__asm__ volatile("" : : "r"(v[i]) : "memory");
+				keep(v[i]);
 				if (v[i] == NULL || all_zero(v[i], sizes[s] < 64 ? sizes[s] : 64))
 					zero++;
 			}
 			/* Zero them so a reused slot that is not refilled shows up. */
 			for (size_t i = 0; i < n; i++) {
 				memset(v[i], 0, sizes[s]);
+				keep(v[i]);
 				free(v[i]);
 			}
 		}
@@ -504,7 +514,7 @@ static void check_fill_random(void)
 		free(v);
 	}
 	unsigned char *m = memalign(256, 512);
-	__asm__ volatile("" : : "r"(m) : "memory");
+	keep(m);
 	CHECK(m != NULL && !all_zero(m, 512), "a fresh memalign(256, 512) object is all zeros");
 	free(m);
 }
@@ -517,6 +527,7 @@ static void check_realloc0_loop(void)
 		if (p == NULL)
 			return;
 		memset(p, i, 4000);
+		keep(p);
 		void *q = realloc(p, 0);
 		free(q);
 	}
