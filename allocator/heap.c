@@ -37,10 +37,29 @@ static void release_regions(struct heap *h)
 	h->lo = 0;
 }
 
-static bool reserve_regions(struct heap *h, unsigned rs)
+/* Where the small heap goes: an address derived from the seed, so that a run
+ * repeated with the same DIEHARD_SEED puts every small object at the same
+ * absolute address even under ASLR (programs that hash or print pointers
+ * then reproduce too). It lies in [16 TiB, 80 TiB), clear of where the
+ * kernel puts the program, its libraries and stack on x86-64 and arm64
+ * (48-bit address spaces). If the range is taken, the kernel chooses. */
+static uintptr_t seeded_address(const uint64_t seed[2], unsigned rs)
+{
+	const uintptr_t low = (uintptr_t)16 << 40, span = (uintptr_t)64 << 40;
+	uint64_t x = seed[0] ^ seed[1] ^ 0x6865617062617365ULL; /* tag "heapbase" */
+	uintptr_t slots = span >> rs;
+	return low + ((uintptr_t)(rng_splitmix(&x) % slots) << rs);
+}
+
+static bool reserve_regions(struct heap *h, unsigned rs, const uint64_t seed[2])
 {
 	size_t region = (size_t)1 << rs;
-	void *lo = os_reserve((size_t)NCLASSES << rs, region);
+	size_t span = (size_t)NCLASSES << rs;
+	void *lo = NULL;
+	if (sizeof(void *) == 8 && span < ((size_t)64 << 40) / 2)
+		lo = os_reserve_at(seeded_address(seed, rs), span);
+	if (lo == NULL)
+		lo = os_reserve(span, region);
 	if (lo == NULL)
 		return false;
 	h->lo = (uintptr_t)lo;
@@ -72,7 +91,7 @@ struct heap *heap_create(const struct config *cfg, unsigned region_shift_max)
 	/* Ask for a generous reservation (it costs no memory), settle for less
 	 * under RLIMIT_AS or a small address space. */
 	unsigned rs = region_shift_max;
-	while (!reserve_regions(h, rs)) {
+	while (!reserve_regions(h, rs, cfg->seed)) {
 		if (rs == REGION_SHIFT_MIN) {
 			os_unmap_guarded(h, sizeof *h);
 			errno = ENOMEM;

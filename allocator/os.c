@@ -20,6 +20,19 @@ size_t os_page_size(void)
 	return page;
 }
 
+void *os_reserve_at(uintptr_t hint, size_t len)
+{
+	void *p = mmap((void *)hint, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	if ((uintptr_t)p != hint) { /* a kernel before 4.17 took it as a hint */
+		(void)munmap(p, len);
+		errno = EEXIST;
+		return NULL;
+	}
+	return p;
+}
+
 void *os_reserve(size_t len, size_t align)
 {
 	size_t page = os_page_size();

@@ -21,6 +21,10 @@ size_t os_page_size(void);
  * meeting them later. */
 void *os_reserve(size_t len, size_t align);
 
+/* Reserves exactly [hint, hint+len) (page-aligned), or NULL if any of it is
+ * taken: never displaces an existing mapping. */
+void *os_reserve_at(uintptr_t hint, size_t len);
+
 /* Makes [p, p+len) readable and writable; page-aligned. 0 or -1. */
 int os_commit(void *p, size_t len);
 
