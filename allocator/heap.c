@@ -121,9 +121,10 @@ static size_t limit_of(const struct heap *h, size_t capacity)
  * class whose slots are at most a page, since random placement touches every
  * page of such a class anyway; larger slots may be touched only in part, so
  * they keep small pages. Small classes keep them too until they pass
- * HUGE_FROM, so small programs stay small. */
+ * HUGE_FROM (16 MiB): the 2 MiB rounding then adds at most 1/8 to a class,
+ * and small programs stay small. */
 #define HUGE_SLOT_MAX ((size_t)4096)
-#define HUGE_FROM ((size_t)4 << 20)
+#define HUGE_FROM ((size_t)16 << 20)
 #define HUGE_PAGE ((size_t)2 << 20)
 
 /* Makes [0, slots) usable: region bytes and bitmap words accessible. */
@@ -160,10 +161,11 @@ static bool grow_locked(struct heap *h, struct heap_class *c, size_t n, struct r
 	size_t size = (size_t)1 << c->shift;
 	/* The fewest slots that keep n objects at most 1/M full... */
 	size_t want = (n * h->m_fixed + M_ONE - 1) / M_ONE;
-	/* ...but grow by at least an eighth, so growth is amortised, and start
-	 * from at least a page or eight slots. Smaller steps keep the heap close
-	 * to M times the live data; each step is one or two mprotect calls. */
-	size_t floor = cap + cap / 8;
+	/* ...but grow by at least a sixteenth, so growth is amortised, and
+	 * start from at least a page or eight slots. Small steps keep the heap
+	 * close to M times the live data (resident size is what the benchmarks
+	 * found tight); each step costs one or two mprotect calls. */
+	size_t floor = cap + cap / 16;
 	size_t initial = os_page_size() / size > 8 ? os_page_size() / size : 8;
 	size_t new_cap = want > floor ? want : floor;
 	if (new_cap < initial)
