@@ -1,6 +1,6 @@
 # diehard — build, test, bench, install.
 #
-#   make            build/libdiehard.so and the test/bench helper programs
+#   make            build/diehard, build/libdiehard.so, test and bench programs
 #   make check      every test (Bats through prove; C unit tests under ASan/UBSan)
 #   make bench      the benchmarks; writes build/bench/results.md
 #   make demo       shows the allocator at work on a real program
@@ -36,6 +36,13 @@ ALLOC_CORE := $(filter-out allocator/entry.c allocator/strings.c,$(ALLOC_SRC))
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
+# The supervisor: libraries found with pkg-config.
+SUP_PKGS   := libevent jansson
+SUP_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(SUP_PKGS) 2>/dev/null)
+SUP_LIBS   := $(shell $(PKG_CONFIG) --libs $(SUP_PKGS) 2>/dev/null)
+SUP_SRC    := $(sort $(wildcard supervisor/*.c)) voter/voter.c
+SUP_HDR    := $(wildcard supervisor/*.h) voter/voter.h
+
 PROG_SRC  := $(wildcard tests/progs/*.c)
 PROGS     := $(patsubst tests/progs/%.c,$(B)/tests/%,$(PROG_SRC))
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
@@ -45,7 +52,11 @@ BENCHES   := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
 .PHONY: all check unit bats bench demo deps install uninstall clean
 
-all: $(B)/libdiehard.so $(PROGS) $(UNITS) $(BENCHES)
+all: $(B)/libdiehard.so $(B)/diehard $(PROGS) $(UNITS) $(BENCHES)
+
+$(B)/diehard: $(SUP_SRC) $(SUP_HDR) | $(B)
+	@$(PKG_CONFIG) --exists $(SUP_PKGS) || { echo "missing libraries ($(SUP_PKGS)): run make deps" >&2; exit 1; }
+	$(CC) $(WARN) $(CFLAGS) -Ivoter $(SUP_CFLAGS) -DDIEHARD_LIBDIR='"$(LIBDIR)"' -o $@ $(SUP_SRC) $(SUP_LIBS)
 
 $(B)/libdiehard.so: $(ALLOC_SRC) $(ALLOC_HDR) allocator/exports.map | $(B)
 	$(CC) $(ALLOC_CFLAGS) $(ALLOC_LDFLAGS) -o $@ $(ALLOC_SRC)
@@ -57,6 +68,10 @@ $(B)/tests/%: tests/progs/%.c | $(B)/tests
 # C unit tests of the allocator's modules, under ASan and UBSan.
 $(B)/tests/unit/%: tests/unit/%.c tests/unit/tap.h $(ALLOC_CORE) $(ALLOC_HDR) | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Iallocator -pthread -o $@ $< $(ALLOC_CORE)
+
+# The voter is a pure module: its unit test links it alone.
+$(B)/tests/unit/test_voter: tests/unit/test_voter.c tests/unit/tap.h voter/voter.c voter/voter.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Ivoter -o $@ $< voter/voter.c
 
 $(B)/bench/%: bench/%.c | $(B)/bench
 	$(CC) $(WARN) -O2 -g -pthread -o $@ $< -lm
@@ -77,13 +92,14 @@ demo: all
 deps:
 	bash .ci/deps
 
-install: $(B)/libdiehard.so
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(DOCDIR)
+install: $(B)/libdiehard.so $(B)/diehard
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)
 	install -m 0644 $(B)/libdiehard.so $(DESTDIR)$(LIBDIR)/libdiehard.so
+	install -m 0755 $(B)/diehard $(DESTDIR)$(BINDIR)/diehard
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
 
 uninstall:
-	rm -f $(DESTDIR)$(LIBDIR)/libdiehard.so
+	rm -f $(DESTDIR)$(LIBDIR)/libdiehard.so $(DESTDIR)$(BINDIR)/diehard
 	rm -rf $(DESTDIR)$(DOCDIR)
 
 clean:

@@ -1,0 +1,18 @@
+/* log.h — the supervisor's messages on stderr.
+ *
+ * Every line starts with "diehard: ". log_event lines (one per event: spawn,
+ * divergence, kill, exit) appear only with -v; log_warn always; fatal prints
+ * and exits with the given code (125 for our own failures, see exitcode.h).
+ */
+#ifndef DIEHARD_LOG_H
+#define DIEHARD_LOG_H
+
+#include <stdbool.h>
+
+void log_set_verbose(bool on);
+bool log_verbose(void);
+void log_event(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+_Noreturn void fatal(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

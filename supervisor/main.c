@@ -1,0 +1,180 @@
+/* main.c — the diehard command line. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "exitcode.h"
+#include "log.h"
+#include "spawn.h"
+#include "supervisor.h"
+#include "voter.h"
+
+#ifndef DIEHARD_VERSION
+#define DIEHARD_VERSION "0.1.0"
+#endif
+#ifndef DIEHARD_LIBDIR
+#define DIEHARD_LIBDIR "/usr/local/lib"
+#endif
+
+static const char usage[] =
+	"usage: diehard [options] [--] COMMAND [ARG]...\n"
+	"Runs COMMAND as k replicas on differently seeded randomized heaps; only output\n"
+	"a majority agrees on is written. Exit status: the majority's; 123 no majority;\n"
+	"125 diehard's own error; 126 command not executable; 127 command not found.\n"
+	"\n"
+	"  -k, --replicas N      replicas (1-64; default 3; 1 runs on the randomized heap\n"
+	"                        only, 2 detects without masking)\n"
+	"  -a, --allocator PATH  libdiehard.so to preload (default: beside diehard, else\n"
+	"                        " DIEHARD_LIBDIR ")\n"
+	"  -r, --report FILE     write a JSON report of the run (docs/REPORT.md)\n"
+	"  -v, --verbose         one line on stderr per event (spawn, divergence, kill, exit)\n"
+	"      --idle MS         quiet time before a partial chunk is voted (default 50)\n"
+	"      --timeout SECONDS how long a replica may trail the majority (default 10)\n"
+	"      --window BYTES    output a replica may run ahead or behind (default 1M)\n"
+	"  -h, --help            this text\n"
+	"  -V, --version         the version\n";
+
+static _Noreturn void bad_usage(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "diehard: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, " (try diehard --help)\n");
+	exit(EXIT_INTERNAL);
+}
+
+static unsigned long parse_number(const char *s, const char *what, unsigned long lo, unsigned long hi)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
+		char msg[128];
+		snprintf(msg, sizeof msg, "%s must be a number from %lu to %lu, not '%%s'", what, lo, hi);
+		bad_usage(msg, s);
+	}
+	return v;
+}
+
+static size_t parse_size(const char *s)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	unsigned shift = 0;
+	if (*end == 'K' || *end == 'k')
+		shift = 10;
+	else if (*end == 'M' || *end == 'm')
+		shift = 20;
+	if (shift)
+		end++;
+	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v == 0 || v > (1ULL << 30) >> shift)
+		bad_usage("--window must be a size like 1M or 65536, up to 1G, not '%s'", s);
+	size_t bytes = (size_t)v << shift;
+	size_t ring = 64 << 10;
+	while (ring < bytes)
+		ring <<= 1;
+	return ring; /* rings are powers of two */
+}
+
+/* libdiehard.so beside our own executable (the build tree), else installed. */
+static const char *find_allocator(void)
+{
+	static char path[PATH_MAX];
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		snprintf(path, sizeof path, "%s/libdiehard.so", dirname(self));
+		if (access(path, R_OK) == 0)
+			return path;
+	}
+	return DIEHARD_LIBDIR "/libdiehard.so";
+}
+
+static const char *check_allocator(const char *path)
+{
+	char *abs = realpath(path, NULL);
+	int fd = abs ? open(abs, O_RDONLY | O_CLOEXEC) : -1;
+	unsigned char magic[4];
+	if (fd < 0)
+		fatal(EXIT_INTERNAL, "cannot read the allocator %s: %s", path, strerror(errno));
+	bool elf = read(fd, magic, 4) == 4 && memcmp(magic, "\177ELF", 4) == 0;
+	close(fd);
+	if (!elf)
+		fatal(EXIT_INTERNAL, "the allocator %s is not a shared library", path);
+	if (strchr(abs, ':') != NULL || strchr(abs, ' ') != NULL)
+		fatal(EXIT_INTERNAL, "the allocator's path %s cannot be preloaded (it has ':' or ' ')", abs);
+	return abs;
+}
+
+int main(int argc, char **argv)
+{
+	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW };
+	static const struct option longopts[] = {
+		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
+		{ "report", required_argument, NULL, 'r' },   { "verbose", no_argument, NULL, 'v' },
+		{ "idle", required_argument, NULL, OPT_IDLE }, { "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "window", required_argument, NULL, OPT_WINDOW }, { "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },         { NULL, 0, NULL, 0 },
+	};
+	struct options o = { .k = 3, .idle_ms = 50, .straggler_ms = 10000, .window = 1 << 20 };
+	const char *allocator = NULL;
+	int c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+k:a:r:vhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'k':
+			o.k = (unsigned)parse_number(optarg, "-k", 1, VOTER_MAX);
+			break;
+		case 'a':
+			allocator = optarg;
+			break;
+		case 'r':
+			o.report_path = optarg;
+			break;
+		case 'v':
+			log_set_verbose(true);
+			break;
+		case OPT_IDLE:
+			o.idle_ms = (unsigned)parse_number(optarg, "--idle", 1, 600000);
+			break;
+		case OPT_TIMEOUT: {
+			char *end;
+			double t = strtod(optarg, &end);
+			if (end == optarg || *end != '\0' || !(t >= 0.1 && t <= 86400))
+				bad_usage("--timeout must be seconds from 0.1 to 86400, not '%s'", optarg);
+			o.straggler_ms = (unsigned)(t * 1000);
+			break;
+		}
+		case OPT_WINDOW:
+			o.window = parse_size(optarg);
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		case 'V':
+			printf("diehard %s\n", DIEHARD_VERSION);
+			return 0;
+		case ':':
+			bad_usage("option %s needs a value", argv[optind - 1]);
+		default:
+			bad_usage("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind >= argc)
+		bad_usage("%s", "no command given");
+	o.argv = argv + optind;
+	o.allocator = check_allocator(allocator ? allocator : find_allocator());
+	char *path;
+	int code = spawn_resolve(o.argv[0], &path);
+	if (code != 0)
+		return code;
+	o.path = path;
+	return supervisor_run(&o);
+}

@@ -1,0 +1,30 @@
+/* spawn.h — starting one replica: the real argv, no shell, PATH lookup like
+ * execvp, the parent's environment plus the allocator's settings, only fds
+ * 0-2 inherited, killed when the supervisor dies. */
+#ifndef DIEHARD_SPAWN_H
+#define DIEHARD_SPAWN_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Finds cmd as execvp would. 0 and a malloc'ed *path, or the exit code to
+ * give up with (127 not found, 126 not executable) with a message printed. */
+int spawn_resolve(const char *cmd, char **path);
+
+struct spawn_request {
+	const char *path;
+	char *const *argv;
+	char **envp;   /* the full environment for the replica */
+	int fds[3];    /* become the replica's 0, 1, 2 */
+};
+
+/* Builds a replica's environment: ours, with LD_PRELOAD (allocator first),
+ * DIEHARD_SEED and DIEHARD_FILL=random set. Exits 125 on allocation failure. */
+char **spawn_environment(const char *allocator, const uint64_t seed[2]);
+void spawn_environment_free(char **envp);
+
+/* Starts the replica. Returns its pid, or -1 with *exec_errno set when the
+ * exec itself failed (then the child is already reaped). */
+pid_t spawn_replica(const struct spawn_request *r, int *exec_errno);
+
+#endif

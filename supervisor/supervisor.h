@@ -1,0 +1,22 @@
+/* supervisor.h — runs k replicas of a command under one libevent loop and
+ * lets only the output a quorum of them agrees on through. */
+#ifndef DIEHARD_SUPERVISOR_H
+#define DIEHARD_SUPERVISOR_H
+
+#include <stddef.h>
+
+struct options {
+	unsigned k;               /* replicas */
+	const char *allocator;    /* path of libdiehard.so */
+	const char *report_path;  /* JSON report, or NULL */
+	unsigned idle_ms;         /* quiet time before a partial chunk is voted */
+	unsigned straggler_ms;    /* how long a replica may trail the quorum */
+	size_t window;            /* bytes a replica may be ahead or behind */
+	char **argv;              /* the command */
+	const char *path;         /* argv[0] resolved */
+};
+
+/* Runs to completion; returns diehard's exit code. */
+int supervisor_run(const struct options *o);
+
+#endif

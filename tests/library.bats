@@ -1,0 +1,39 @@
+#!/usr/bin/env bats
+# Structural properties of libdiehard.so that its correctness inside ld.so,
+# libc start-up and fork depends on, checked on the built binary.
+
+load helpers
+
+setup() {
+	require_lib
+}
+
+@test "thread-local state is initial-exec only (no __tls_get_addr, which may allocate)" {
+	run readelf -rW "$LIB"
+	[ "$status" -eq 0 ]
+	[[ $output != *DTPMOD* && $output != *DTPOFF* ]] || fail "general-dynamic TLS relocations:" "$(grep -E 'DTPMOD|DTPOFF' <<<"$output")"
+	[[ $output == *TPOFF64* ]] || fail "no initial-exec TLS relocation found: is the TLS gone?"
+	run nm -D --undefined-only "$LIB"
+	[[ $output != *__tls_get_addr* ]] || fail "imports __tls_get_addr"
+}
+
+@test "start-up needs no stdio, dlsym or another allocator: none is imported" {
+	run nm -D --undefined-only "$LIB"
+	[ "$status" -eq 0 ]
+	local bad
+	bad=$(awk '{print $2}' <<<"$output" | sed 's/@.*//' |
+		grep -E '^(dlsym|dlvsym|dlopen|v?s?n?printf|v?f?printf|fopen|fdopen|fwrite|fputs|puts|setvbuf|getenv|secure_getenv|malloc|calloc|realloc|free|__libc_malloc|strdup)$' || true)
+	[[ -z $bad ]] || fail "imports functions that may allocate or recurse:" "$bad"
+}
+
+@test "the library exports exactly the allocation API, the __libc_ aliases and the bounded copies" {
+	run nm -D --defined-only "$LIB"
+	[ "$status" -eq 0 ]
+	local got want
+	got=$(awk '$2 ~ /[TW]/ {print $3}' <<<"$output" | sort | tr '\n' ' ')
+	want=$(printf '%s\n' malloc free calloc realloc reallocarray memalign posix_memalign aligned_alloc \
+		valloc pvalloc malloc_usable_size malloc_trim mallopt mallinfo mallinfo2 malloc_stats \
+		__libc_malloc __libc_free __libc_calloc __libc_realloc __libc_memalign __libc_valloc __libc_pvalloc \
+		strcpy strncpy strcat memcpy | sort | tr '\n' ' ')
+	[[ $got == "$want" ]] || fail "exports differ" "got:  $got" "want: $want"
+}
