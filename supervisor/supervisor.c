@@ -407,7 +407,7 @@ static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 {
 	int s = (int)(st - S->s);
 	struct ring *rr = r->ring[s];
-	if (!r->live || rr->head >= st->committed)
+	if (!r->live || (rr->head >= st->committed && !(st->ended && rr->tail > st->committed)))
 		return;
 	if (st->hist->head > rr->head) {
 		char why[160];
@@ -429,6 +429,11 @@ static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 	if (r->eof[s] && rr->tail < st->committed) {
 		record_divergence(S, st, rr->tail, 0, r->index, "output ended early");
 		replica_kill(S, r, "its output ended before the committed output");
+		return;
+	}
+	if (st->ended && rr->tail > st->committed) {
+		record_divergence(S, st, st->committed, 0, r->index, "output past the agreed end");
+		replica_kill(S, r, "wrote past the end the majority agreed on");
 		return;
 	}
 	ring_consume_to(rr, end);
@@ -468,9 +473,24 @@ static void resume_reading(struct sup *S, int s)
 	}
 }
 
+/* Where diverged replica i first differs from the winning replica (the
+ * voter's diff_offset is the smallest over all of them). */
+static size_t first_difference(const struct voter_view *v, const struct voter_result *res, unsigned i)
+{
+	if (res->agree == 0)
+		return res->diff_offset;
+	const struct voter_view *w = &v[__builtin_ctzll(res->agree)];
+	size_t n = v[i].len < w->len ? v[i].len : w->len, d = 0;
+	while (d < n && v[i].data[d] == w->data[d])
+		d++;
+	return d;
+}
+
 static void vote(struct sup *S, struct stream *st, enum voter_mode mode)
 {
 	int s = (int)(st - S->s);
+	for (unsigned i = 0; i < S->k; i++)
+		catch_up(S, st, &S->r[i]);
 	while (!S->stopping && !st->ended) {
 		for (unsigned i = 0; i < S->k; i++)
 			catch_up(S, st, &S->r[i]);
@@ -497,7 +517,7 @@ static void vote(struct sup *S, struct stream *st, enum voter_mode mode)
 		voter_decide(v, S->k, quorum, CHUNK, mode, &res);
 		for (unsigned i = 0; i < S->k; i++)
 			if (res.diverged & ((uint64_t)1 << i)) {
-				record_divergence(S, st, st->committed + res.diff_offset, res.agree, i,
+				record_divergence(S, st, st->committed + first_difference(v, &res, i), res.agree, i,
 						  "differs from the majority");
 				replica_kill(S, &S->r[i], "output differs from the majority");
 			}

@@ -177,3 +177,96 @@ gen_text() {
 		}
 	}' >"$1"
 }
+
+# ---- The supervisor (tests/diehard_*.bats) ----------------------------------
+#
+# build/diehard runs a command as k replicas and writes only what a majority
+# agrees on.  Every run goes through `sup` (or, for runs in the background,
+# through `start_bg` and `await_exit`): a hung supervisor fails its test
+# instead of stalling the suite.  The bounds are hang guards, not timings.
+
+DIEHARD="$ROOT/build/diehard"
+SUP_TIMEOUT=${SUP_TIMEOUT:-60}
+
+require_diehard() {
+	require_lib
+	[[ -x $DIEHARD ]] || fail "$DIEHARD does not exist: run make first"
+}
+
+# require_cmd NAME...: skips the test when a command the test needs is missing.
+require_cmd() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null || skip "$c is not installed (add it to .ci/deps)"
+	done
+}
+
+# sup ARGS...: build/diehard ARGS under a hang guard of SUP_TIMEOUT seconds.
+sup() {
+	timeout "$SUP_TIMEOUT" "$DIEHARD" "$@"
+}
+
+# proc_alive PID: PID is a live process (a zombie is not).
+proc_alive() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	[[ ${stat%% *} != Z ]]
+}
+
+# proc_gone PID: PID has exited (it no longer exists, or is a zombie).
+proc_gone() {
+	! proc_alive "$1"
+}
+
+# wait_until SECONDS CMD [ARGS...]: polls CMD every 20 ms until it succeeds;
+# fails after SECONDS.
+wait_until() {
+	local tries=$(($1 * 50))
+	shift
+	while ! "$@"; do
+		((tries-- > 0)) || return 1
+		sleep 0.02
+	done
+}
+
+# start_bg OUT CMD [ARGS...]: starts CMD in the background with stdin from
+# /dev/null, stdout to OUT.out and stderr to OUT.err; its pid in BG_PID.
+start_bg() {
+	local out=$1
+	shift
+	"$@" </dev/null >"$out.out" 2>"$out.err" &
+	BG_PID=$!
+}
+
+# await_exit PID SECONDS: waits for the background job PID to end; its exit
+# status in BG_RC.  After SECONDS it is killed (SIGKILL) and the test fails.
+await_exit() {
+	local pid=$1
+	if ! wait_until "$2" proc_gone "$pid"; then
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+		fail "process $pid still running after $2 s: killed"
+		return 1
+	fi
+	BG_RC=0
+	wait "$pid" || BG_RC=$?
+}
+
+# report_pids REPORT: the replicas' pids in a --report file, one a line.
+report_pids() {
+	jq -r '.replicas[].pid' "$1"
+}
+
+# is_prefix FILE PREFIXFILE: FILE's bytes are a prefix of PREFIXFILE's.
+is_prefix() {
+	local n
+	n=$(wc -c <"$1")
+	cmp -s -n "$n" -- "$1" "$2" && (( n <= $(wc -c <"$2") ))
+}
+
+# now_ms: milliseconds since the epoch (for hang guards and loose orderings).
+now_ms() {
+	local t=$EPOCHREALTIME
+	echo $((${t/./} / 1000))
+}

@@ -36,3 +36,7 @@ run_unit() {
 @test "unit: per-thread cache (batches, pending frees, double frees, thread exit)" {
 	run_unit test_cache
 }
+
+@test "unit: voter (quorum, chunks, prefixes, divergence, no quorum)" {
+	run_unit test_voter
+}
