@@ -75,7 +75,8 @@ struct stream {
 	int fd;
 	const char *name;
 	size_t committed;
-	struct ring *hist; /* recently committed bytes */
+	size_t emitted;    /* committed bytes already written out */
+	struct ring *hist; /* recently committed bytes; emitted from here */
 	bool ended;        /* the quorum agreed the stream ends */
 };
 
@@ -127,6 +128,8 @@ static void finish(struct sup *S, int code)
 
 /* ---- replicas ------------------------------------------------------- */
 
+static void update_input_events(struct sup *S);
+
 static void close_input(struct replica *r)
 {
 	if (r->in_fd < 0)
@@ -163,6 +166,7 @@ static void replica_kill(struct sup *S, struct replica *r, const char *why)
 	close_input(r);
 	for (int s = 0; s < NSTREAMS; s++)
 		close_output(r, s);
+	update_input_events(S); /* it may have been the slowest reader */
 }
 
 static void kill_all(struct sup *S)
@@ -439,13 +443,25 @@ static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 	ring_consume_to(rr, end);
 }
 
+/* Writes out what was committed and not yet emitted: one write per vote,
+ * not per chunk. */
+static void flush(struct sup *S, struct stream *st)
+{
+	if (st->committed > st->emitted && !S->stopping) {
+		emit(S, st, ring_at(st->hist, st->emitted), st->committed - st->emitted);
+		st->emitted = st->committed;
+	}
+}
+
 static void commit(struct sup *S, struct stream *st, const struct voter_result *res)
 {
 	int s = (int)(st - S->s);
 	if (res->commit > 0) {
 		unsigned w = (unsigned)__builtin_ctzll(res->agree);
 		const unsigned char *p = ring_at(S->r[w].ring[s], st->committed);
-		emit(S, st, p, res->commit);
+		/* The history ring must not overwrite bytes not yet written out. */
+		if (st->committed + res->commit - st->emitted > st->hist->size)
+			flush(S, st);
 		if (S->stopping)
 			return;
 		ring_push_overwrite(st->hist, p, res->commit);
@@ -456,6 +472,7 @@ static void commit(struct sup *S, struct stream *st, const struct voter_result *
 				ring_consume_to(S->r[i].ring[s], st->committed);
 	}
 	if (res->ended) {
+		flush(S, st);
 		st->ended = true;
 		log_event("%s: end agreed after %zu bytes", st->name, st->committed);
 	}
@@ -471,6 +488,21 @@ static void resume_reading(struct sup *S, int s)
 			event_add(r->out_ev[s], NULL);
 		}
 	}
+}
+
+/* How far the committed output may still advance: never so far that a live
+ * replica still behind could no longer be checked against the history ring.
+ * Lag is bounded by backpressure, not by killing: scheduling alone puts one
+ * replica of three on two cores megabytes behind. A replica that stays
+ * behind is killed by the straggler timeout instead. */
+static size_t commit_room(struct sup *S, struct stream *st)
+{
+	int s = (int)(st - S->s);
+	size_t slowest = st->committed;
+	for (unsigned i = 0; i < S->k; i++)
+		if (S->r[i].live && S->r[i].ring[s]->head < slowest)
+			slowest = S->r[i].ring[s]->head;
+	return slowest + st->hist->size - st->committed;
 }
 
 /* Where diverged replica i first differs from the winning replica (the
@@ -527,9 +559,12 @@ static void vote(struct sup *S, struct stream *st, enum voter_mode mode)
 		}
 		if (res.commit == 0 && !res.ended)
 			break;
+		if (res.commit > commit_room(S, st))
+			break; /* the slowest replica must catch up first */
 		commit(S, st, &res);
 		mode = VOTER_CHUNKS; /* a prefix vote commits once, then chunks go on */
 	}
+	flush(S, st);
 	resume_reading(S, s);
 }
 
@@ -710,6 +745,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	}
 	for (int s = 0; s < NSTREAMS; s++)
 		vote(S, &S->s[s], VOTER_CHUNKS);
+	update_input_events(S);
 	check_done(S);
 }
 

@@ -16,6 +16,7 @@ setup_file() {
 
 setup() {
 	require_diehard
+	require_jq
 	require_prog sup_gen
 	T=$BATS_TEST_TMPDIR
 	GEN=$PROGS/sup_gen
@@ -85,7 +86,7 @@ same_run() {
 }
 
 @test "a 300 MB pseudo-random stream through diehard -k 3 cat has the plain checksum" {
-	local want got
+	local want got SUP_TIMEOUT=20 # ~2 s here
 	want=$("$GEN" 300M 42 | md5sum)
 	got=$("$GEN" 300M 42 | sup -k 3 cat | md5sum; exit "${PIPESTATUS[1]}") ||
 		fail "diehard -k 3 cat exited with $? (124: hung, killed by the hang guard)"
@@ -94,7 +95,7 @@ same_run() {
 
 @test "2 GiB through diehard -k 3 cat: every byte arrives" {
 	# Zeros, counted: the size the issue asks for, in ~8 s on 2 cores.
-	local n
+	local n SUP_TIMEOUT=30 # ~8 s here
 	n=$(head -c 2G /dev/zero | sup -k 3 cat | wc -c; exit "${PIPESTATUS[1]}") ||
 		fail "diehard -k 3 cat exited with $? (124: hung, killed by the hang guard)"
 	[[ $n == 2147483648 ]] || fail "2 GiB through diehard -k 3 cat gave $n bytes"
@@ -104,6 +105,7 @@ same_run() {
 	# cat's replicas write identical bytes; a momentary lag of one of them on
 	# a busy machine is no reason to kill it (design: only replicas that
 	# crash, disagree or miss the straggler timeout are killed).
+	local SUP_TIMEOUT=20 # ~2 s here
 	"$GEN" 300M 43 | sup -k 3 -r "$T/r.json" cat >/dev/null ||
 		fail "diehard -k 3 cat exited with $? (124: hung, killed by the hang guard)"
 	jq -e '(.divergences | length) == 0 and ([.replicas[] | select(has("killed"))] | length) == 0' \

@@ -201,6 +201,21 @@ require_cmd() {
 	done
 }
 
+# require_jq: the tests read diehard's JSON reports with jq (a test
+# dependency, like bats: missing, it is an error, not a skip).
+require_jq() {
+	command -v jq >/dev/null || fail "jq is not installed: the report tests need it (.ci/deps)"
+}
+
+# pgid PID: the process group of PID.
+pgid() {
+	local stat
+	stat=$(cat "/proc/$1/stat") || return 1
+	stat=${stat##*) }
+	read -r _ _ pg _ <<<"$stat"
+	echo "$pg"
+}
+
 # sup ARGS...: build/diehard ARGS under a hang guard of SUP_TIMEOUT seconds.
 sup() {
 	timeout "$SUP_TIMEOUT" "$DIEHARD" "$@"
@@ -258,11 +273,21 @@ report_pids() {
 	jq -r '.replicas[].pid' "$1"
 }
 
-# is_prefix FILE PREFIXFILE: FILE's bytes are a prefix of PREFIXFILE's.
+# is_prefix FILE WHOLE: FILE's bytes are a prefix of WHOLE's (either may be
+# a pipe, such as a process substitution).
 is_prefix() {
+	local part=$1 whole=$2
+	if [[ ! -f $part ]]; then
+		cat -- "$part" >"$BATS_TEST_TMPDIR/is_prefix.part"
+		part="$BATS_TEST_TMPDIR/is_prefix.part"
+	fi
+	if [[ ! -f $whole ]]; then
+		cat -- "$whole" >"$BATS_TEST_TMPDIR/is_prefix.whole"
+		whole="$BATS_TEST_TMPDIR/is_prefix.whole"
+	fi
 	local n
-	n=$(wc -c <"$1")
-	cmp -s -n "$n" -- "$1" "$2" && (( n <= $(wc -c <"$2") ))
+	n=$(wc -c <"$part")
+	((n <= $(wc -c <"$whole"))) && cmp -s -n "$n" -- "$part" "$whole"
 }
 
 # now_ms: milliseconds since the epoch (for hang guards and loose orderings).

@@ -19,7 +19,7 @@ int main(int argc, char **argv)
 	printf("about to stop: %s\n", argv[1]);
 	fflush(stdout);
 	if (strcmp(argv[1], "segv") == 0) {
-		int *volatile null = NULL;
+		volatile int *volatile null = NULL;
 		*null = 42;
 		return 0; /* not reached */
 	}

@@ -24,7 +24,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: sup_uninit bug|fixed\n");
 		return 2;
 	}
-	unsigned char *buf = malloc(SIZE);
+	/* Through a volatile pointer: GCC would turn malloc + memset into
+	 * calloc, which returns zeros under any allocator. */
+	void *(*volatile alloc)(size_t) = malloc;
+	unsigned char *buf = alloc(SIZE);
 	if (buf == NULL) {
 		perror("malloc");
 		return 1;
