@@ -37,6 +37,7 @@ static const char usage[] =
 	"      --idle MS         quiet time before a partial chunk is voted (default 50)\n"
 	"      --timeout SECONDS how long a replica may trail the majority (default 10)\n"
 	"      --window BYTES    output a replica may run ahead or behind (default 1M)\n"
+	"      --input-log BYTES input kept for replaying to new replicas (default 64M)\n"
 	"  -h, --help            this text\n"
 	"  -V, --version         the version\n";
 
@@ -61,7 +62,9 @@ static unsigned long parse_number(const char *s, const char *what, unsigned long
 	return v;
 }
 
-static size_t parse_size(const char *s)
+/* A size like 65536, 64K or 1M (up to 1G); window sizes are rounded up to a
+ * power of two of at least 64 KiB, log sizes may be 0. */
+static size_t parse_size(const char *s, const char *what, bool zero_ok)
 {
 	char *end;
 	errno = 0;
@@ -73,9 +76,15 @@ static size_t parse_size(const char *s)
 		shift = 20;
 	if (shift)
 		end++;
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v == 0 || v > (1ULL << 30) >> shift)
-		bad_usage("--window must be a size like 1M or 65536, up to 1G, not '%s'", s);
+	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || (v == 0 && !zero_ok) ||
+	    v > (1ULL << 30) >> shift) {
+		char msg[128];
+		snprintf(msg, sizeof msg, "%s must be a size like 1M or 65536, up to 1G, not '%%s'", what);
+		bad_usage(msg, s);
+	}
 	size_t bytes = (size_t)v << shift;
+	if (zero_ok)
+		return bytes;
 	size_t ring = 64 << 10;
 	while (ring < bytes)
 		ring <<= 1;
@@ -115,15 +124,17 @@ static const char *check_allocator(const char *path)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW };
+	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
 		{ "report", required_argument, NULL, 'r' },   { "verbose", no_argument, NULL, 'v' },
 		{ "idle", required_argument, NULL, OPT_IDLE }, { "timeout", required_argument, NULL, OPT_TIMEOUT },
 		{ "window", required_argument, NULL, OPT_WINDOW }, { "help", no_argument, NULL, 'h' },
+		{ "input-log", required_argument, NULL, OPT_INPUT_LOG },
 		{ "version", no_argument, NULL, 'V' },         { NULL, 0, NULL, 0 },
 	};
-	struct options o = { .k = 3, .idle_ms = 50, .straggler_ms = 10000, .window = 1 << 20 };
+	struct options o = { .k = 3, .idle_ms = 50, .straggler_ms = 10000, .window = 1 << 20,
+			     .input_log = (size_t)64 << 20 };
 	const char *allocator = NULL;
 	int c;
 	opterr = 0;
@@ -153,7 +164,10 @@ int main(int argc, char **argv)
 			break;
 		}
 		case OPT_WINDOW:
-			o.window = parse_size(optarg);
+			o.window = parse_size(optarg, "--window", false);
+			break;
+		case OPT_INPUT_LOG:
+			o.input_log = parse_size(optarg, "--input-log", true);
 			break;
 		case 'h':
 			fputs(usage, stdout);

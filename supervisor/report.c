@@ -153,6 +153,13 @@ void report_no_quorum(struct report *rp, const char *stream, size_t offset, cons
 	    json_pack("{s:s,s:I,s:s,s:s}", "stream", stream, "offset", (json_int_t)offset, "why", why, "sides", sides));
 }
 
+void report_input_log(struct report *rp, size_t bytes, size_t retained_from, bool complete)
+{
+	set(rp->root, "input_log",
+	    json_pack("{s:I,s:I,s:b}", "bytes", (json_int_t)bytes, "retained_from", (json_int_t)retained_from,
+		      "complete", complete));
+}
+
 void report_set_exit(struct report *rp, int code, const char *reason)
 {
 	set(rp->root, "exit_code", json_integer(code));

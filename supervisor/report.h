@@ -3,6 +3,7 @@
 #ifndef DIEHARD_REPORT_H
 #define DIEHARD_REPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -21,6 +22,7 @@ void report_status_divergence(struct report *rp, unsigned replica, int status, i
 void report_kill(struct report *rp, unsigned replica, const char *why, double t);
 void report_exit(struct report *rp, unsigned replica, int status, int signal, double t);
 void report_no_quorum(struct report *rp, const char *stream, size_t offset, const char *why, const char *sides);
+void report_input_log(struct report *rp, size_t bytes, size_t retained_from, bool complete);
 void report_set_exit(struct report *rp, int code, const char *reason);
 /* Writes the file if one was asked for (once); warns on failure. */
 void report_write(struct report *rp);

@@ -40,6 +40,7 @@
 
 #include "arena.h"
 #include "exitcode.h"
+#include "inputlog.h"
 #include "log.h"
 #include "report.h"
 #include "spawn.h"
@@ -88,6 +89,7 @@ struct sup {
 	struct stream s[NSTREAMS];
 	struct arena *arena;
 	struct ring *in;          /* input ring: head = slowest open replica */
+	struct inputlog *inlog;   /* all input, for replaying to new replicas */
 	struct event *stdin_ev;
 	bool stdin_pollable;       /* a pipe, tty or socket; else read when there is room */
 	bool stdin_paused;
@@ -277,6 +279,7 @@ static void on_stdin(evutil_socket_t fd, short what, void *arg)
 			event_del(S->stdin_ev);
 		S->stdin_paused = true;
 	} else {
+		inputlog_append(S->inlog, ring_at(S->in, S->in->tail), (size_t)n);
 		S->in->tail += (size_t)n;
 		report_input(S->report, (size_t)n);
 	}
@@ -866,6 +869,7 @@ int supervisor_run(const struct options *o)
 		S->s[s] = (struct stream){ .fd = s + 1, .name = s == 0 ? "stdout" : "stderr",
 					   .hist = arena_ring(S->arena, S->k * NSTREAMS + (unsigned)s) };
 	S->in = arena_ring(S->arena, nrings - 1);
+	S->inlog = inputlog_new(o->input_log);
 
 	/* Signals first, so no child exit or ^C is missed. */
 	static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT, SIGTSTP };
@@ -911,6 +915,9 @@ int supervisor_run(const struct options *o)
 	event_base_dispatch(S->base);
 	kill_all(S);
 	report_set_exit(S->report, S->exit_code, NULL);
+	report_input_log(S->report, inputlog_bytes(S->inlog), inputlog_retained_from(S->inlog),
+			 inputlog_complete(S->inlog) || (S->inlog != NULL && inputlog_bytes(S->inlog) == 0));
 	report_write(S->report);
+	inputlog_free(S->inlog);
 	return S->exit_code;
 }

@@ -12,6 +12,7 @@ struct options {
 	unsigned idle_ms;         /* quiet time before a partial chunk is voted */
 	unsigned straggler_ms;    /* how long a replica may trail the quorum */
 	size_t window;            /* bytes a replica may be ahead or behind */
+	size_t input_log;         /* input bytes kept for replay (0: none) */
 	char **argv;              /* the command */
 	const char *path;         /* argv[0] resolved */
 };

@@ -1,0 +1,23 @@
+/* inputlog.h — every byte read from stdin, kept for replaying to a replica
+ * started later (a fresh replica must see the same input from the start).
+ *
+ * The log is a memfd: it costs memory, not disk. Past `cap` bytes the oldest
+ * are released (hole-punched); a log that has lost its start can no longer
+ * seed a replacement replica, and says so (inputlog_complete). */
+#ifndef DIEHARD_INPUTLOG_H
+#define DIEHARD_INPUTLOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct inputlog;
+
+/* NULL when cap is 0 (no log) or the memfd cannot be made (a warning). */
+struct inputlog *inputlog_new(size_t cap);
+void inputlog_append(struct inputlog *l, const void *p, size_t n);
+size_t inputlog_bytes(const struct inputlog *l);      /* appended so far */
+size_t inputlog_retained_from(const struct inputlog *l); /* first byte still held */
+bool inputlog_complete(const struct inputlog *l);
+void inputlog_free(struct inputlog *l);
+
+#endif
