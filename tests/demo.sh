@@ -29,3 +29,25 @@ for mode in double invalid interior; do
 	printf '   %-9s ' "$mode:"
 	DIEHARD_STATS=1 LD_PRELOAD="$LIB" build/tests/badfree "$mode" 2>&1 | grep -o -E "$mode: ok|double_frees=[0-9]+ invalid_frees=[0-9]+" | paste -sd' ' -
 done
+
+echo
+echo "== 4. diehard -k 3: three replicas, only output a majority agrees on is written"
+build/diehard -k 3 sort "$B/input.txt" >"$B/replicated.txt"
+cmp "$B/plain.txt" "$B/replicated.txt" && echo "   sort: identical output, exit $?"
+
+echo
+echo "== 5. a planted heap overflow: glibc prints corrupted records, diehard masks it"
+build/tests/sup_overflow fixed >"$B/fixed.txt"
+if build/tests/sup_overflow bug | cmp -s - "$B/fixed.txt"; then echo "   plain glibc: right answer"; else echo "   plain glibc: WRONG answer"; fi
+right=0
+for i in 1 2 3 4 5; do
+	build/diehard -k 3 build/tests/sup_overflow bug 2>/dev/null | cmp -s - "$B/fixed.txt" && right=$((right + 1))
+done
+echo "   diehard -k 3: right answer in $right of 5 runs (a run without a majority writes nothing and exits 123)"
+
+echo
+echo "== 6. a planted uninitialized read: invisible under glibc, caught by diehard"
+printf '   plain glibc: %s (same as the fixed program: %s)\n' "$(build/tests/sup_uninit bug)" "$(build/tests/sup_uninit fixed)"
+set +e
+build/diehard -k 3 build/tests/sup_uninit bug 2>&1 | sed 's/^/   /'
+echo "   diehard exit status: ${PIPESTATUS[0]}"
