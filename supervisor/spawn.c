@@ -180,6 +180,9 @@ pid_t spawn_replica(const struct spawn_request *r, int *exec_errno)
 		child(r, parent, report[1]);
 	}
 	close(report[1]);
+	/* Also here, so the group exists before we might signal it (the child
+	 * may not have run yet); EACCES once it has exec'ed is harmless. */
+	(void)setpgid(pid, pid);
 	int err = 0;
 	ssize_t n;
 	do

@@ -153,6 +153,14 @@ static void close_output(struct replica *r, int s)
 	r->eof[s] = true;
 }
 
+/* Signals a replica's process group (it leads one: spawn.c), as a terminal
+ * signals a whole job, so its own children get it too. */
+static void signal_replica(struct replica *r, int sig)
+{
+	if (kill(-r->pid, sig) != 0 && kill(r->pid, sig) != 0 && errno != ESRCH)
+		log_warn("cannot signal replica %u (pid %d): %s", r->index, (int)r->pid, strerror(errno));
+}
+
 /* Takes r out of the vote for good and kills it. */
 static void replica_kill(struct sup *S, struct replica *r, const char *why)
 {
@@ -161,8 +169,8 @@ static void replica_kill(struct sup *S, struct replica *r, const char *why)
 	r->live = false;
 	r->killed = true;
 	snprintf(r->why, sizeof r->why, "%s", why);
-	if (!r->exited && kill(r->pid, SIGKILL) != 0 && errno != ESRCH)
-		log_warn("cannot kill replica %u (pid %d): %s", r->index, (int)r->pid, strerror(errno));
+	if (!r->exited)
+		signal_replica(r, SIGKILL);
 	log_event("kill replica %u (pid %d): %s", r->index, (int)r->pid, why);
 	report_kill(S->report, r->index, why, now() - S->t_start);
 	close_input(r);
@@ -175,7 +183,7 @@ static void kill_all(struct sup *S)
 {
 	for (unsigned i = 0; i < S->k; i++)
 		if (!S->r[i].exited)
-			(void)kill(S->r[i].pid, SIGKILL);
+			signal_replica(&S->r[i], SIGKILL);
 }
 
 /* ---- input ---------------------------------------------------------- */
@@ -767,7 +775,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	int forward = sig == SIGTSTP ? SIGSTOP : (int)sig;
 	for (unsigned i = 0; i < S->k; i++)
 		if (!S->r[i].exited)
-			(void)kill(S->r[i].pid, forward);
+			signal_replica(&S->r[i], forward);
 	if (sig == SIGTSTP)
 		(void)kill(getpid(), SIGSTOP); /* stop ourselves too, like a shell job */
 }
