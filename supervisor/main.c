@@ -138,7 +138,7 @@ int main(int argc, char **argv)
 	const char *allocator = NULL;
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+k:a:r:vhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:k:a:r:vhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'k':
 			o.k = (unsigned)parse_number(optarg, "-k", 1, VOTER_MAX);

@@ -148,9 +148,10 @@ static _Noreturn void child(const struct spawn_request *r, pid_t parent, int rep
 		if (fd != report_fd)
 			(void)close(fd);
 	(void)close_range(1024, ~0U, 0);
-	/* The supervisor ignores SIGPIPE and blocks some signals; the program
-	 * must start with the defaults. */
-	signal(SIGPIPE, SIG_DFL);
+	/* The supervisor ignores SIGPIPE for itself; the program gets what
+	 * diehard was started with. */
+	if (!r->pipe_ignored)
+		signal(SIGPIPE, SIG_DFL);
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);

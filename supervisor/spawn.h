@@ -4,6 +4,7 @@
 #ifndef DIEHARD_SPAWN_H
 #define DIEHARD_SPAWN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -16,6 +17,7 @@ struct spawn_request {
 	char *const *argv;
 	char **envp;   /* the full environment for the replica */
 	int fds[3];    /* become the replica's 0, 1, 2 */
+	bool pipe_ignored; /* SIGPIPE was ignored when diehard started: keep it so */
 };
 
 /* Builds a replica's environment: ours, with LD_PRELOAD (allocator first),

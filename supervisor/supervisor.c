@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,6 +100,7 @@ struct sup {
 	struct event *sig_ev[12];
 	unsigned nsig;
 	bool stopping;
+	bool pipe_ignored;        /* SIGPIPE was ignored when we started */
 	int exit_code;
 	struct report *report;
 	double t_start;
@@ -806,7 +808,7 @@ static void start_replica(struct sup *S, unsigned i)
 	seed_from_urandom(r->seed);
 	char **envp = spawn_environment(S->o->allocator, r->seed);
 	struct spawn_request req = { .path = S->o->path, .argv = S->o->argv, .envp = envp,
-				     .fds = { in[0], out[0][1], out[1][1] } };
+				     .fds = { in[0], out[0][1], out[1][1] }, .pipe_ignored = S->pipe_ignored };
 	int exec_errno;
 	r->pid = spawn_replica(&req, &exec_errno);
 	spawn_environment_free(envp);
@@ -862,6 +864,8 @@ int supervisor_run(const struct options *o)
 	struct sup *S = &S0;
 	S->t_start = now();
 	S->report = report_new(o);
+	struct sigaction pipe_was;
+	S->pipe_ignored = sigaction(SIGPIPE, NULL, &pipe_was) == 0 && pipe_was.sa_handler == SIG_IGN;
 	signal(SIGPIPE, SIG_IGN); /* EPIPE is handled where it happens */
 
 	event_set_log_callback(libevent_log);
@@ -882,8 +886,15 @@ int supervisor_run(const struct options *o)
 	/* Signals first, so no child exit or ^C is missed. */
 	static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT, SIGTSTP };
 	S->sig_ev[S->nsig++] = evsignal_new(S->base, SIGCHLD, on_signal, S);
-	for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
+	for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) {
+		/* A signal ignored when we start (nohup, a background job of a
+		 * script) stays ignored: not watching it leaves SIG_IGN in place,
+		 * and the replicas inherit it across exec, as a plain run would. */
+		struct sigaction old;
+		if (sigaction(forwarded[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			continue;
 		S->sig_ev[S->nsig++] = evsignal_new(S->base, forwarded[i], on_signal, S);
+	}
 	for (unsigned i = 0; i < S->nsig; i++)
 		if (S->sig_ev[i] == NULL || event_add(S->sig_ev[i], NULL) != 0)
 			fatal(EXIT_INTERNAL, "cannot watch signals");
@@ -902,11 +913,14 @@ int supervisor_run(const struct options *o)
 		for (unsigned i = 0; i < S->k; i++)
 			close_input(&S->r[i]);
 	} else {
-		S->stdin_ev = event_new(S->base, STDIN_FILENO, EV_READ | EV_PERSIST, on_stdin, S);
-		S->stdin_pollable = S->stdin_ev != NULL && event_add(S->stdin_ev, NULL) == 0;
-		if (!S->stdin_pollable) {
-			if (S->stdin_ev != NULL)
-				event_free(S->stdin_ev);
+		struct stat st;
+		S->stdin_pollable = fstat(STDIN_FILENO, &st) == 0 &&
+				    (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || isatty(STDIN_FILENO));
+		if (S->stdin_pollable) {
+			S->stdin_ev = event_new(S->base, STDIN_FILENO, EV_READ | EV_PERSIST, on_stdin, S);
+			if (S->stdin_ev == NULL || event_add(S->stdin_ev, NULL) != 0)
+				fatal(EXIT_INTERNAL, "cannot watch stdin");
+		} else {
 			S->stdin_ev = event_new(S->base, -1, 0, on_stdin, S);
 			if (S->stdin_ev == NULL)
 				fatal(EXIT_INTERNAL, "cannot watch stdin");
