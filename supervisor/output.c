@@ -1,0 +1,362 @@
+/* output.c — replicas' stdout and stderr: read into their rings, voted,
+ * committed.
+ *
+ * Per stream, C bytes are committed. A replica whose ring starts at C votes
+ * on what follows; one that has not reached C yet ("behind") is checked
+ * against the history ring of committed bytes as its output arrives. Votes
+ * happen per 4 KiB chunk as data arrives, on a final short chunk at end of
+ * stream, and on any agreed prefix after idle_ms of quiet (interactive
+ * programs). Committed bytes are written once, in order, from the history
+ * ring, in one write per vote. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exitcode.h"
+#include "log.h"
+#include "spawn.h"
+#include "sup.h"
+
+
+static void arm_idle(struct sup *S)
+{
+	struct timeval tv = { .tv_sec = S->o->idle_ms / 1000, .tv_usec = (S->o->idle_ms % 1000) * 1000 };
+	event_add(S->idle_ev, &tv);
+}
+
+
+/* Hex excerpt of up to 16 bytes, for messages and the report. */
+static void excerpt(char *out, size_t cap, const unsigned char *p, size_t len)
+{
+	size_t n = len < 16 ? len : 16, o = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < n && o + 3 < cap; i++)
+		o += (size_t)snprintf(out + o, cap - o, "%02x", p[i]);
+}
+
+
+static void mask_names(char *out, size_t cap, uint64_t mask)
+{
+	size_t o = 0;
+	out[0] = '\0';
+	for (unsigned i = 0; i < 64 && o + 4 < cap; i++)
+		if (mask & ((uint64_t)1 << i))
+			o += (size_t)snprintf(out + o, cap - o, "%s%u", o ? "," : "", i);
+	if (o == 0)
+		snprintf(out, cap, "none");
+}
+
+
+/* Writes committed bytes to the world. A closed reader ends the run the way
+ * SIGPIPE ends a plain program. */
+static void emit(struct sup *S, struct stream *st, const unsigned char *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(st->fd, p, len);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			/* Our fd is non-blocking (shared with someone who set it so):
+			 * wait for room rather than spin. */
+			fd_set w;
+			FD_ZERO(&w);
+			FD_SET(st->fd, &w);
+			(void)select(st->fd + 1, NULL, &w, NULL, NULL);
+			continue;
+		}
+		if (n < 0 && errno == EPIPE) {
+			log_event("%s closed by its reader: stopping", st->name);
+			replicas_kill_all(S);
+			report_set_exit(S->report, 128 + SIGPIPE, "output closed");
+			report_write(S->report);
+			signal(SIGPIPE, SIG_DFL);
+			raise(SIGPIPE);
+		}
+		log_warn("writing %s: %s", st->name, strerror(errno));
+		replicas_kill_all(S);
+		sup_finish(S, EXIT_INTERNAL);
+		return;
+	}
+}
+
+
+/* The committed (or majority) bytes at stream offset at, for messages. */
+static void majority_excerpt(struct sup *S, struct stream *st, size_t at, uint64_t agree, char *out, size_t cap)
+{
+	out[0] = '\0';
+	if (st->hist->head <= at && at < st->hist->tail) {
+		excerpt(out, cap, ring_at(st->hist, at), st->hist->tail - at);
+		return;
+	}
+	if (agree == 0)
+		return;
+	struct ring *wr = S->r[__builtin_ctzll(agree)].ring[st - S->s];
+	if (wr->head <= at && at < wr->tail)
+		excerpt(out, cap, ring_at(wr, at), wr->tail - at);
+}
+
+
+/* Records that replica i wrote something else than the majority (agree; 0:
+ * the committed output) at stream offset at. */
+static void record_divergence(struct sup *S, struct stream *st, size_t at, uint64_t agree, unsigned i,
+			      const char *kind)
+{
+	char who[128], theirs[40], mine[40] = "";
+	mask_names(who, sizeof who, agree);
+	majority_excerpt(S, st, at, agree, theirs, sizeof theirs);
+	struct ring *rr = S->r[i].ring[st - S->s];
+	if (rr->head <= at && at < rr->tail)
+		excerpt(mine, sizeof mine, ring_at(rr, at), rr->tail - at);
+	report_divergence(S->report, st->name, at, agree, i, theirs, mine, kind, sup_now() - S->t_start);
+	log_event("divergence on %s at byte %zu: %s wrote %s, replica %u wrote %s", st->name, at,
+		  agree ? who : "the committed output", theirs[0] ? theirs : "(end)", i, mine[0] ? mine : "(end)");
+}
+
+
+/* No quorum can form: say where and who, and stop. */
+static void stop_no_quorum(struct sup *S, struct stream *st, const struct voter_result *res, const char *why)
+{
+	size_t at = st->committed + res->diff_offset;
+	char sides[512];
+	size_t o = 0;
+	sides[0] = '\0';
+	for (unsigned i = 0; i < S->k && o + 64 < sizeof sides; i++) {
+		struct replica *r = &S->r[i];
+		if (!r->live)
+			continue;
+		struct ring *rr = r->ring[st - S->s];
+		char ex[40] = "";
+		if (rr->head <= at && rr->tail > at)
+			excerpt(ex, sizeof ex, ring_at(rr, at), rr->tail - at);
+		o += (size_t)snprintf(sides + o, sizeof sides - o, "%sreplica %u: %s", o ? "; " : "", i,
+				      ex[0] ? ex : "(end)");
+	}
+	log_warn("no majority on %s at byte %zu (%s): %s", st->name, at, why, sides);
+	report_no_quorum(S->report, st->name, at, why, sides);
+	replicas_kill_all(S);
+	sup_finish(S, EXIT_NO_QUORUM);
+}
+
+
+/* A replica that has not reached the committed offset: check what it wrote
+ * since against the committed history. */
+static void catch_up(struct sup *S, struct stream *st, struct replica *r)
+{
+	int s = (int)(st - S->s);
+	struct ring *rr = r->ring[s];
+	if (!r->live || (rr->head >= st->committed && !(st->ended && rr->tail > st->committed)))
+		return;
+	if (st->hist->head > rr->head) {
+		char why[160];
+		snprintf(why, sizeof why, "more than %zu bytes behind on %s", st->hist->size, st->name);
+		replica_kill(S, r, why);
+		return;
+	}
+	size_t end = rr->tail < st->committed ? rr->tail : st->committed;
+	size_t n = end - rr->head;
+	const unsigned char *mine = ring_at(rr, rr->head), *ours = ring_at(st->hist, rr->head);
+	if (memcmp(mine, ours, n) != 0) {
+		size_t d = 0;
+		while (mine[d] == ours[d])
+			d++;
+		record_divergence(S, st, rr->head + d, 0, r->index, "late output differs");
+		replica_kill(S, r, "output differs from the committed output");
+		return;
+	}
+	if (r->eof[s] && rr->tail < st->committed) {
+		record_divergence(S, st, rr->tail, 0, r->index, "output ended early");
+		replica_kill(S, r, "its output ended before the committed output");
+		return;
+	}
+	if (st->ended && rr->tail > st->committed) {
+		record_divergence(S, st, st->committed, 0, r->index, "output past the agreed end");
+		replica_kill(S, r, "wrote past the end the majority agreed on");
+		return;
+	}
+	ring_consume_to(rr, end);
+}
+
+
+/* Writes out what was committed and not yet emitted: one write per output_vote,
+ * not per chunk. */
+static void flush(struct sup *S, struct stream *st)
+{
+	if (st->committed > st->emitted && !S->stopping) {
+		emit(S, st, ring_at(st->hist, st->emitted), st->committed - st->emitted);
+		st->emitted = st->committed;
+	}
+}
+
+
+static void commit(struct sup *S, struct stream *st, const struct voter_result *res)
+{
+	int s = (int)(st - S->s);
+	if (res->commit > 0) {
+		unsigned w = (unsigned)__builtin_ctzll(res->agree);
+		const unsigned char *p = ring_at(S->r[w].ring[s], st->committed);
+		/* The history ring must not overwrite bytes not yet written out. */
+		if (st->committed + res->commit - st->emitted > st->hist->size)
+			flush(S, st);
+		if (S->stopping)
+			return;
+		ring_push_overwrite(st->hist, p, res->commit);
+		st->committed += res->commit;
+		report_committed(S->report, st->name, res->commit);
+		for (unsigned i = 0; i < S->k; i++)
+			if (res->agree & ((uint64_t)1 << i))
+				ring_consume_to(S->r[i].ring[s], st->committed);
+	}
+	if (res->ended) {
+		flush(S, st);
+		st->ended = true;
+		log_event("%s: end agreed after %zu bytes", st->name, st->committed);
+	}
+}
+
+
+/* Resumes reading replicas whose rings have room again. */
+static void resume_reading(struct sup *S, int s)
+{
+	for (unsigned i = 0; i < S->k; i++) {
+		struct replica *r = &S->r[i];
+		if (r->out_paused[s] && r->out_fd[s] >= 0 && ring_free(r->ring[s]) > 0) {
+			r->out_paused[s] = false;
+			event_add(r->out_ev[s], NULL);
+		}
+	}
+}
+
+
+/* How far the committed output may still advance: never so far that a live
+ * replica still behind could no longer be checked against the history ring.
+ * Lag is bounded by backpressure, not by killing: scheduling alone puts one
+ * replica of three on two cores megabytes behind. A replica that stays
+ * behind is killed by the straggler timeout instead. */
+static size_t commit_room(struct sup *S, struct stream *st)
+{
+	int s = (int)(st - S->s);
+	size_t slowest = st->committed;
+	for (unsigned i = 0; i < S->k; i++)
+		if (S->r[i].live && S->r[i].ring[s]->head < slowest)
+			slowest = S->r[i].ring[s]->head;
+	return slowest + st->hist->size - st->committed;
+}
+
+
+/* Where diverged replica i first differs from the winning replica (the
+ * voter's diff_offset is the smallest over all of them). */
+static size_t first_difference(const struct voter_view *v, const struct voter_result *res, unsigned i)
+{
+	if (res->agree == 0)
+		return res->diff_offset;
+	const struct voter_view *w = &v[__builtin_ctzll(res->agree)];
+	size_t n = v[i].len < w->len ? v[i].len : w->len, d = 0;
+	while (d < n && v[i].data[d] == w->data[d])
+		d++;
+	return d;
+}
+
+
+void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
+{
+	int s = (int)(st - S->s);
+	for (unsigned i = 0; i < S->k; i++)
+		catch_up(S, st, &S->r[i]);
+	while (!S->stopping && !st->ended) {
+		for (unsigned i = 0; i < S->k; i++)
+			catch_up(S, st, &S->r[i]);
+		unsigned live = sup_live_count(S);
+		unsigned quorum = voter_quorum(live, S->k);
+		if (live < quorum) {
+			struct voter_result none = { 0 };
+			stop_no_quorum(S, st, &none, "too few replicas left");
+			return;
+		}
+		struct voter_view v[VOTER_MAX];
+		for (unsigned i = 0; i < S->k; i++) {
+			struct replica *r = &S->r[i];
+			struct ring *rr = r->ring[s];
+			bool at_c = rr->head == st->committed;
+			v[i] = (struct voter_view){
+				.data = at_c ? ring_at(rr, st->committed) : NULL,
+				.len = at_c ? rr->tail - st->committed : 0,
+				.eof = at_c && r->eof[s],
+				.live = r->live,
+			};
+		}
+		struct voter_result res;
+		voter_decide(v, S->k, quorum, CHUNK, mode, &res);
+		for (unsigned i = 0; i < S->k; i++)
+			if (res.diverged & ((uint64_t)1 << i)) {
+				record_divergence(S, st, st->committed + first_difference(v, &res, i), res.agree, i,
+						  "differs from the majority");
+				replica_kill(S, &S->r[i], "output differs from the majority");
+			}
+		if (res.no_quorum) {
+			stop_no_quorum(S, st, &res, "the replicas disagree");
+			return;
+		}
+		if (res.commit == 0 && !res.ended)
+			break;
+		if (res.commit > commit_room(S, st))
+			break; /* the slowest replica must catch up first */
+		commit(S, st, &res);
+		mode = VOTER_CHUNKS; /* a prefix vote commits once, then chunks go on */
+	}
+	flush(S, st);
+	resume_reading(S, s);
+}
+
+
+void output_on_readable(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct output_arg *a = arg;
+	struct sup *S = a->S;
+	struct replica *r = a->r;
+	int s = a->s;
+	struct ring *rr = r->ring[s];
+	size_t room = ring_free(rr);
+	if (room == 0) {
+		event_del(r->out_ev[s]);
+		r->out_paused[s] = true;
+		output_vote(S, &S->s[s], VOTER_CHUNKS);
+		return;
+	}
+	ssize_t n = read(fd, ring_at(rr, rr->tail), room);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		replica_close_output(r, s);
+	} else {
+		rr->tail += (size_t)n;
+		report_bytes(S->report, r->index, S->s[s].name, (size_t)n);
+	}
+	arm_idle(S);
+	output_vote(S, &S->s[s], VOTER_CHUNKS);
+	sup_check_done(S);
+}
+
+
+void output_on_idle(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct sup *S = arg;
+	for (int s = 0; s < NSTREAMS; s++)
+		output_vote(S, &S->s[s], VOTER_PREFIX);
+	sup_check_done(S);
+}

@@ -1,0 +1,169 @@
+/* replica.c — one replica's life: started with its pipes and events,
+ * signalled as a process group, killed when it leaves the vote, reaped. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exitcode.h"
+#include "log.h"
+#include "spawn.h"
+#include "sup.h"
+
+
+void replica_close_input(struct replica *r)
+{
+	if (r->in_fd < 0)
+		return;
+	event_free(r->in_ev);
+	r->in_ev = NULL;
+	close(r->in_fd);
+	r->in_fd = -1;
+}
+
+
+void replica_close_output(struct replica *r, int s)
+{
+	if (r->out_fd[s] < 0)
+		return;
+	event_free(r->out_ev[s]);
+	r->out_ev[s] = NULL;
+	close(r->out_fd[s]);
+	r->out_fd[s] = -1;
+	r->eof[s] = true;
+}
+
+
+/* Signals a replica's process group (it leads one: spawn.c), as a terminal
+ * signals a whole job, so its own children get it too. */
+void replica_signal(struct replica *r, int sig)
+{
+	if (kill(-r->pid, sig) != 0 && kill(r->pid, sig) != 0 && errno != ESRCH)
+		log_warn("cannot signal replica %u (pid %d): %s", r->index, (int)r->pid, strerror(errno));
+}
+
+
+/* Takes r out of the vote for good and kills it. */
+void replica_kill(struct sup *S, struct replica *r, const char *why)
+{
+	if (!r->live)
+		return;
+	r->live = false;
+	r->killed = true;
+	snprintf(r->why, sizeof r->why, "%s", why);
+	if (!r->exited)
+		replica_signal(r, SIGKILL);
+	log_event("kill replica %u (pid %d): %s", r->index, (int)r->pid, why);
+	report_kill(S->report, r->index, why, sup_now() - S->t_start);
+	replica_close_input(r);
+	for (int s = 0; s < NSTREAMS; s++)
+		replica_close_output(r, s);
+	input_update(S); /* it may have been the slowest reader */
+}
+
+
+void replicas_kill_all(struct sup *S)
+{
+	for (unsigned i = 0; i < S->k; i++)
+		if (!S->r[i].exited)
+			replica_signal(&S->r[i], SIGKILL);
+}
+
+
+void replicas_reap(struct sup *S)
+{
+	for (;;) {
+		int wstatus;
+		pid_t pid = waitpid(-1, &wstatus, WNOHANG);
+		if (pid <= 0)
+			break;
+		for (unsigned i = 0; i < S->k; i++) {
+			struct replica *r = &S->r[i];
+			if (r->pid != pid || r->exited)
+				continue;
+			r->exited = true;
+			r->wstatus = wstatus;
+			r->end_time = sup_now() - S->t_start;
+			report_exit(S->report, i, replica_status(wstatus), WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0,
+				    r->end_time);
+			if (WIFSIGNALED(wstatus))
+				log_event("replica %u (pid %d) killed by signal %d", i, (int)pid, WTERMSIG(wstatus));
+			else
+				log_event("replica %u (pid %d) exited with %d", i, (int)pid, WEXITSTATUS(wstatus));
+		}
+	}
+}
+
+
+static void seed_from_urandom(uint64_t seed[2])
+{
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, seed, 2 * sizeof seed[0]) != (ssize_t)(2 * sizeof seed[0]))
+		fatal(EXIT_INTERNAL, "cannot read /dev/urandom: %s", strerror(errno));
+	close(fd);
+}
+
+
+static void set_nonblocking(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
+		fatal(EXIT_INTERNAL, "fcntl: %s", strerror(errno));
+}
+
+
+void replica_start(struct sup *S, unsigned i)
+{
+	struct replica *r = &S->r[i];
+	int in[2], out[NSTREAMS][2];
+	if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out[0], O_CLOEXEC) != 0 || pipe2(out[1], O_CLOEXEC) != 0)
+		fatal(EXIT_INTERNAL, "pipe: %s", strerror(errno));
+	seed_from_urandom(r->seed);
+	char **envp = spawn_environment(S->o->allocator, r->seed);
+	struct spawn_request req = { .path = S->o->path, .argv = S->o->argv, .envp = envp,
+				     .fds = { in[0], out[0][1], out[1][1] }, .pipe_ignored = S->pipe_ignored };
+	int exec_errno;
+	r->pid = spawn_replica(&req, &exec_errno);
+	spawn_environment_free(envp);
+	if (r->pid < 0) {
+		int code = exec_errno == ENOENT ? EXIT_NOT_FOUND : exec_errno ? EXIT_CANNOT_EXEC : EXIT_INTERNAL;
+		replicas_kill_all(S);
+		fatal(code, "%s: %s", S->o->argv[0], strerror(errno));
+	}
+	close(in[0]);
+	close(out[0][1]);
+	close(out[1][1]);
+	r->index = i;
+	r->live = true;
+	r->in_fd = in[1];
+	set_nonblocking(r->in_fd);
+	struct input_arg *ia = malloc(sizeof *ia);
+	if (ia == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	*ia = (struct input_arg){ S, r };
+	r->in_ev = event_new(S->base, r->in_fd, EV_WRITE | EV_PERSIST, input_on_writable, ia);
+	for (int s = 0; s < NSTREAMS; s++) {
+		r->out_fd[s] = out[s][0];
+		set_nonblocking(r->out_fd[s]);
+		r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
+		struct output_arg *oa = malloc(sizeof *oa);
+		if (oa == NULL)
+			fatal(EXIT_INTERNAL, "out of memory");
+		*oa = (struct output_arg){ S, r, s };
+		r->out_ev[s] = event_new(S->base, r->out_fd[s], EV_READ | EV_PERSIST, output_on_readable, oa);
+		if (r->out_ev[s] == NULL || event_add(r->out_ev[s], NULL) != 0)
+			fatal(EXIT_INTERNAL, "cannot watch replica %u's output", i);
+	}
+	if (r->in_ev == NULL)
+		fatal(EXIT_INTERNAL, "cannot watch replica %u's input", i);
+	report_replica(S->report, i, r->pid, r->seed);
+	log_event("spawn replica %u (pid %d) seed %016" PRIx64 "%016" PRIx64, i, (int)r->pid, r->seed[1],
+		  r->seed[0]);
+}
