@@ -1,0 +1,53 @@
+#!/usr/bin/env bats
+# diehard at a real terminal (tmux): ^Z stops every replica and diehard with
+# them, like any job; fg continues them, and the run completes.
+
+load helpers
+
+setup() {
+	command -v tmux >/dev/null || skip "tmux is not installed (make deps installs it)"
+	SOCK="$BATS_TEST_TMPDIR/tmux.sock"
+	OUT="$BATS_TEST_TMPDIR/out"
+}
+
+teardown() {
+	tmux -S "$SOCK" kill-server 2>/dev/null || true
+}
+
+# Pids of the processes whose command line is exactly the replicas'.
+replica_states() {
+	ps -eo stat=,args= | awk -v cmd="$1" '$0 ~ cmd && $0 !~ /diehard/ { print substr($1, 1, 1) }'
+}
+
+@test "^Z at a terminal stops every replica; fg continues them and the output is complete" {
+	local marker="tick-$$-$RANDOM"
+	tmux -S "$SOCK" new-session -d -x 150 -y 30 "bash --norc --noprofile"
+	# Nothing after diehard on this line: an interactive shell runs the
+	# rest of a list as soon as its job is stopped.
+	tmux -S "$SOCK" send-keys "cd '$ROOT' && build/diehard -k 3 sh -c 'for i in 1 2 3 4 5 6 7 8; do echo $marker \$i; sleep 0.5; done' > '$OUT'" Enter
+	sleep 1.2
+	tmux -S "$SOCK" send-keys C-z
+	sleep 1
+	local states
+	states=$(replica_states "sh -c for i in 1 2 3 4 5 6 7 8; do echo $marker")
+	[[ $(grep -c . <<<"$states") == 3 ]] || fail "want 3 replicas, got:" "$states"
+	[[ $(grep -vc T <<<"$states") == 0 ]] || fail "replicas not all stopped after ^Z:" "$states"
+	local before
+	before=$(grep -c "$marker" "$OUT" || true)
+	sleep 1.5
+	[[ $(grep -c "$marker" "$OUT" || true) == "$before" ]] || fail "output went on while stopped"
+	tmux -S "$SOCK" send-keys "fg" Enter
+	for _ in $(seq 1 40); do
+		[[ $(grep -c "$marker" "$OUT") == 8 ]] && break
+		sleep 0.25
+	done
+	[[ $(grep -c "$marker" "$OUT") == 8 ]] || fail "incomplete output after fg:" "$(cat "$OUT")"
+	# Typed only now: while diehard runs, the terminal is its stdin.
+	sleep 0.5
+	tmux -S "$SOCK" send-keys "echo status=\$? > '$OUT.status'" Enter
+	for _ in $(seq 1 20); do
+		[[ -s $OUT.status ]] && break
+		sleep 0.25
+	done
+	grep -qx 'status=0' "$OUT.status" || fail "diehard did not exit 0 after fg:" "$(cat "$OUT.status" 2>&1)"
+}
