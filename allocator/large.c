@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "os.h"
 
@@ -102,6 +103,7 @@ struct large *large_create(const struct config *cfg, struct heap *counter)
 	}
 	l->slots = TABLE_INITIAL_SLOTS;
 	l->fill = cfg->fill;
+	l->pool.fd = -1;
 	l->counter = cfg->stats ? counter : NULL;
 	/* A guarded object costs up to three mappings; leave the other half of
 	 * the limit to the program and our regions. */
@@ -117,6 +119,8 @@ struct large *large_create(const struct config *cfg, struct heap *counter)
 
 void large_destroy(struct large *l)
 {
+	if (l->pool.fd >= 0)
+		(void)close(l->pool.fd);
 	for (size_t i = 0; i < l->slots; i++)
 		if (l->table[i].user != 0)
 			(void)os_release((void *)l->table[i].map, l->table[i].map_len);
@@ -285,6 +289,21 @@ static bool in_quarantine(const struct large *l, uintptr_t p)
 	return false;
 }
 
+/* Random bytes for [addr, addr + len) of a live object: mapped lazily from
+ * the pool when big (pool.h), written now otherwise. Takes the lock for the
+ * pool (mappings change under it). */
+static void fill_range(struct large *l, struct rng *r, uintptr_t addr, size_t len)
+{
+	if (len >= POOL_FROM) {
+		pthread_mutex_lock(&l->lock);
+		bool mapped = pool_map(&l->pool, (void *)addr, len, r);
+		pthread_mutex_unlock(&l->lock);
+		if (mapped)
+			return;
+	}
+	rng_fill(r, (void *)addr, len);
+}
+
 /* Takes the lock. */
 void *large_alloc(struct large *l, size_t size, size_t align, struct rng *r, bool fill, bool zeroed)
 {
@@ -317,7 +336,7 @@ void *large_alloc(struct large *l, size_t size, size_t align, struct rng *r, boo
 		return NULL;
 	}
 	if (fill)
-		rng_fill(r, (void *)e.user, rw);
+		fill_range(l, r, e.user, rw);
 	return (void *)e.user;
 }
 
@@ -386,6 +405,13 @@ static bool grow_by_moving(struct large *l, const struct large_entry *e, size_t 
 		*old_kept = false;
 		r = mremap((void *)e->user, e->size, e->size, MREMAP_MAYMOVE | MREMAP_FIXED,
 			   (void *)moved->user);
+	}
+	if (r == MAP_FAILED && errno == EFAULT) {
+		/* The object spans several mappings (filled from the pool), which
+		 * mremap refuses: copy it instead, and keep the old range. */
+		memcpy((void *)moved->user, (void *)e->user, e->size);
+		*old_kept = true;
+		r = (void *)moved->user;
 	}
 	if (r == MAP_FAILED) {
 		int saved = errno;
@@ -464,7 +490,7 @@ out:
 	if (result == NULL && *known)
 		errno = ENOMEM;
 	if (result != NULL && rw > old_size && l->fill)
-		rng_fill(r, (char *)result + old_size, rw - old_size);
+		fill_range(l, r, (uintptr_t)result + old_size, rw - old_size);
 	return result;
 }
 

@@ -37,6 +37,7 @@
 
 #include "config.h"
 #include "heap.h"
+#include "pool.h"
 #include "random.h"
 
 struct large_entry {
@@ -65,6 +66,7 @@ struct large {
 	size_t retained_bytes;     /* resident memory held by the ring */
 	uint64_t q_seq;            /* frees so far */
 	bool fill;
+	struct pool pool;     /* lazily random pages for big objects, fill mode */
 	struct heap *counter; /* live and peak bytes, with stats on */
 	/* Statistics. */
 	size_t live_bytes;

@@ -7,6 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <stdio.h>
+
 #include "large.h"
 #include "os.h"
 #include "tap.h"
@@ -208,6 +211,57 @@ static void test_exhaustion(struct large *l, struct rng *r)
 	      "near SIZE_MAX with alignment: NULL, ENOMEM (no overflow)");
 }
 
+static long rss_kb(void)
+{
+	long pages = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (f == NULL || fscanf(f, "%ld %ld", &pages, &resident) != 2)
+		resident = -1;
+	if (f)
+		fclose(f);
+	return resident * (long)(os_page_size() / 1024);
+}
+
+static void test_pool(struct rng *r)
+{
+	struct config cfg = cfg_fill(true);
+	struct large *l = large_create(&cfg, NULL);
+	long before = rss_kb();
+	unsigned char *p = large_alloc(l, (size_t)256 << 20, 0, r, true, false);
+	long grown = rss_kb() - before;
+	CHECK(p != NULL && grown < 40 * 1024, "fill: a 256 MiB object costs little memory until written (%ld KiB)", grown);
+	int zeros = 0;
+	for (size_t i = 0; i < ((size_t)256 << 20); i += 4099)
+		zeros += p[i] == 0;
+	CHECK(zeros < 65000 / 64, "fill: its bytes read as random (%d zeros in ~65000 samples)", zeros);
+	unsigned char *q = large_alloc(l, (size_t)4 << 20, 0, r, true, false);
+	CHECK(memcmp(p, q, 4096) != 0, "two pool-filled objects do not start with the same bytes");
+	pattern_put(p, (size_t)32 << 20, 7);
+	pattern_put(p + ((size_t)200 << 20), 4096, 8);
+	bool known;
+	unsigned char *g = large_resize(l, p, (size_t)300 << 20, r, &known);
+	CHECK(g != NULL && pattern_ok(g, (size_t)32 << 20, 7) && pattern_ok(g + ((size_t)200 << 20), 4096, 8),
+	      "growing an object made of several pool mappings keeps its data");
+	CHECK(large_free(l, g) == HEAP_FREED && large_free(l, q) == HEAP_FREED, "freed");
+
+	/* A program that closes the pool's descriptor and opens a file of its
+	 * own under that number must never see that file mapped into memory. */
+	char path[] = "/tmp/diehard-pool-XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0 && ftruncate(fd, (off_t)POOL_SIZE) == 0, "a file of the program's");
+	unlink(path);
+	CHECK(dup2(fd, l->pool.fd) == l->pool.fd, "reuses the pool's descriptor number");
+	unsigned char *h = large_alloc(l, (size_t)8 << 20, 0, r, true, false);
+	zeros = 0;
+	for (size_t i = 0; i < ((size_t)8 << 20); i += 997)
+		zeros += h[i] == 0;
+	CHECK(zeros < 8500 / 64, "the object is still random, not the (all-zero) file (%d zeros)", zeros);
+	CHECK(l->pool.failed, "and the pool is given up for good");
+	large_free(l, h);
+	close(fd);
+	large_destroy(l);
+}
+
 int main(void)
 {
 	struct config cfg = cfg_fill(false);
@@ -224,5 +278,6 @@ int main(void)
 	test_exhaustion(l, &r);
 	large_destroy(l);
 	test_fill_and_unguarded(&r);
+	test_pool(&r);
 	return tap_done();
 }
