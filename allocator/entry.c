@@ -30,16 +30,7 @@ static inline void *alloc_small(unsigned ci, struct rng *r, bool fill)
 {
 	struct heap *h = diehard.heap;
 	void *p = cache_alloc(h, ci, r);
-	if (p == NULL)
-		return NULL;
-	size_t size = sizeclass_size(ci);
-	if (fill)
-		rng_fill(r, p, size);
-	if (h->stats) {
-		atomic_fetch_add_explicit(&h->classes[ci].allocations, 1, memory_order_relaxed);
-		heap_count_bytes(h, size, true);
-	}
-	return p;
+	return p == NULL ? NULL : heap_hand_out(h, ci, p, r, fill);
 }
 
 /* A new object of size bytes (> 0), random-filled when the configuration

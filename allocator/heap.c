@@ -233,14 +233,7 @@ void *heap_alloc(struct heap *h, unsigned ci, struct rng *r, bool fill)
 	void *p;
 	if (heap_claim(h, ci, r, &p, 1) == 0)
 		return NULL;
-	size_t size = sizeclass_size(ci);
-	if (fill)
-		rng_fill(r, p, size);
-	if (h->stats) {
-		atomic_fetch_add_explicit(&h->classes[ci].allocations, 1, memory_order_relaxed);
-		heap_count_bytes(h, size, true);
-	}
-	return p;
+	return heap_hand_out(h, ci, p, r, fill);
 }
 
 enum heap_verdict heap_free(struct heap *h, void *p)

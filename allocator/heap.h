@@ -118,6 +118,20 @@ static inline bool heap_check(struct heap *h, const void *p)
 	return (off >> c->shift) < atomic_load_explicit(&c->capacity, memory_order_acquire);
 }
 
+/* Hands out claimed slot p of class ci: random-filled when fill, counted
+ * with stats on. Every allocation path ends here. */
+static inline void *heap_hand_out(struct heap *h, unsigned ci, void *p, struct rng *r, bool fill)
+{
+	size_t size = sizeclass_size(ci);
+	if (fill)
+		rng_fill(r, p, size);
+	if (h->stats) {
+		atomic_fetch_add_explicit(&h->classes[ci].allocations, 1, memory_order_relaxed);
+		heap_count_bytes(h, size, true);
+	}
+	return p;
+}
+
 /* One object, without a thread cache: for tests and for threads whose cache
  * is gone. Random-filled when fill. NULL with ENOMEM when exhausted. */
 void *heap_alloc(struct heap *h, unsigned ci, struct rng *r, bool fill);
