@@ -123,6 +123,18 @@ void sup_check_done(struct sup *S)
 	sup_finish(S, EXIT_NO_QUORUM);
 }
 
+/* Whether cond has held for longer than limit seconds; *since remembers
+ * when it started to hold (0: it does not). */
+static bool overdue(double *since, bool cond, double t, double limit)
+{
+	if (!cond) {
+		*since = 0;
+		return false;
+	}
+	if (*since == 0)
+		*since = t;
+	return t - *since > limit;
+}
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
@@ -141,22 +153,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		bool behind = false;
 		for (int s = 0; s < NSTREAMS; s++)
 			behind |= r->ring[s]->head < S->s[s].committed;
-		if (!behind)
-			r->behind_since = 0;
-		else if (r->behind_since == 0)
-			r->behind_since = t;
-		else if (t - r->behind_since > limit) {
-			char why[128];
+		char why[128];
+		if (overdue(&r->behind_since, behind, t, limit)) {
 			snprintf(why, sizeof why, "straggler: behind the committed output for more than %.1f s", limit);
 			replica_kill(S, r, why);
-			continue;
-		}
-		if (r->exited || exited_live < quorum)
-			r->exit_wait_since = 0;
-		else if (r->exit_wait_since == 0)
-			r->exit_wait_since = t;
-		else if (t - r->exit_wait_since > limit) {
-			char why[128];
+		} else if (overdue(&r->exit_wait_since, !r->exited && exited_live >= quorum, t, limit)) {
 			snprintf(why, sizeof why, "straggler: still running %.1f s after the majority exited", limit);
 			replica_kill(S, r, why);
 		}
