@@ -35,7 +35,7 @@ static const char usage[] =
 	"  -r, --report FILE     write a JSON report of the run (docs/REPORT.md)\n"
 	"  -v, --verbose         one line on stderr per event (spawn, divergence, kill, exit)\n"
 	"      --idle MS         quiet time before a partial chunk is voted (default 50)\n"
-	"      --timeout SECONDS how long a replica may trail the majority (default 10)\n"
+	"      --timeout SECONDS how long a replica may trail the majority silently (default 10)\n"
 	"      --window BYTES    output a replica may run ahead or behind (default 1M)\n"
 	"      --input-log BYTES input kept for replaying to new replicas (default 64M)\n"
 	"  -h, --help            this text\n"

@@ -344,6 +344,13 @@ void output_on_readable(evutil_socket_t fd, short what, void *arg)
 	} else {
 		rr->tail += (size_t)n;
 		report_bytes(S->report, r->index, S->s[s].name, (size_t)n);
+		/* Progress: a replica that still writes is slow, not hung (three
+		 * CPU-bound replicas on two cores trail each other by seconds).
+		 * Its straggler clocks start again. */
+		if (r->behind_since != 0)
+			r->behind_since = sup_now();
+		if (r->exit_wait_since != 0)
+			r->exit_wait_since = sup_now();
 	}
 	arm_idle(S);
 	output_vote(S, &S->s[s], VOTER_CHUNKS);

@@ -42,8 +42,8 @@ struct replica {
 	int wstatus;
 	bool killed;               /* by us; why says why */
 	char why[192];
-	double behind_since;       /* when it started trailing a committed offset */
-	double exit_wait_since;    /* when the quorum had exited without it */
+	double behind_since;       /* since when it trails the committed output without writing */
+	double exit_wait_since;    /* since when it runs, silent, after the majority exited */
 	double end_time;
 };
 

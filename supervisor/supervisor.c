@@ -7,8 +7,9 @@
  *       --voter--> committed bytes --write--> our stdout/stderr       (output.c)
  *
  * Verdicts: a replica that wrote something else than what was committed,
- * that trails the committed output or is still running for longer than
- * straggler_ms after the majority, is killed with SIGKILL and leaves the vote
+ * or that trails the committed output (or still runs after the majority
+ * exited) without writing anything for straggler_ms, is killed with SIGKILL
+ * and leaves the vote
  * (replica.c). When no majority can ever form, we stop at once, commit
  * nothing more and exit EXIT_NO_QUORUM. The exit status is voted here. */
 #include "supervisor.h"
@@ -155,10 +156,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 			behind |= r->ring[s]->head < S->s[s].committed;
 		char why[128];
 		if (overdue(&r->behind_since, behind, t, limit)) {
-			snprintf(why, sizeof why, "straggler: behind the committed output for more than %.1f s", limit);
+			snprintf(why, sizeof why, "straggler: behind the committed output and silent for more than %.1f s",
+				 limit);
 			replica_kill(S, r, why);
 		} else if (overdue(&r->exit_wait_since, !r->exited && exited_live >= quorum, t, limit)) {
-			snprintf(why, sizeof why, "straggler: still running %.1f s after the majority exited", limit);
+			snprintf(why, sizeof why, "straggler: still running, silent, %.1f s after the majority exited", limit);
 			replica_kill(S, r, why);
 		}
 	}
