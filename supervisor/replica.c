@@ -17,6 +17,8 @@
 #include "spawn.h"
 #include "sup.h"
 
+#define PIPE_BYTES (256 << 10)
+
 
 void replica_close_input(struct replica *r)
 {
@@ -125,6 +127,13 @@ void replica_start(struct sup *S, unsigned i)
 	int in[2], out[NSTREAMS][2];
 	if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out[0], O_CLOEXEC) != 0 || pipe2(out[1], O_CLOEXEC) != 0)
 		fatal(EXIT_INTERNAL, "pipe: %s", strerror(errno));
+	/* Bigger pipes: fewer wake-ups and system calls per byte (a 64 KiB pipe
+	 * costs diehard a third more CPU on a 1 GB stream). 256 KiB keeps k=16's
+	 * 48 pipes well inside the per-user pipe memory, past which new pipes
+	 * would shrink to one page. A refusal is harmless. */
+	(void)fcntl(in[1], F_SETPIPE_SZ, PIPE_BYTES);
+	(void)fcntl(out[0][0], F_SETPIPE_SZ, PIPE_BYTES);
+	(void)fcntl(out[1][0], F_SETPIPE_SZ, PIPE_BYTES);
 	seed_from_urandom(r->seed);
 	char **envp = spawn_environment(S->o->allocator, r->seed);
 	struct spawn_request req = { .path = S->o->path, .argv = S->o->argv, .envp = envp,
