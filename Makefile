@@ -38,8 +38,10 @@ SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 
 # The supervisor: libraries found with pkg-config.
 SUP_PKGS   := libevent jansson
-SUP_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(SUP_PKGS) 2>/dev/null)
-SUP_LIBS   := $(shell $(PKG_CONFIG) --libs $(SUP_PKGS) 2>/dev/null)
+# Deferred (=): asked when the link runs, so `make deps all` works in one go
+# on a machine that did not have the libraries when make started.
+SUP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(SUP_PKGS) 2>/dev/null)
+SUP_LIBS   = $(shell $(PKG_CONFIG) --libs $(SUP_PKGS) 2>/dev/null)
 SUP_SRC    := $(sort $(wildcard supervisor/*.c)) voter/voter.c
 SUP_HDR    := $(wildcard supervisor/*.h) voter/voter.h
 
