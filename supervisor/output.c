@@ -273,11 +273,13 @@ static size_t first_difference(const struct voter_view *v, const struct voter_re
 void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 {
 	int s = (int)(st - S->s);
-	for (unsigned i = 0; i < S->k; i++)
-		catch_up(S, st, &S->r[i]);
-	while (!S->stopping && !st->ended) {
+	for (;;) {
+		/* Late replicas are checked even once the stream has ended: one
+		 * may still write past the agreed end. */
 		for (unsigned i = 0; i < S->k; i++)
 			catch_up(S, st, &S->r[i]);
+		if (S->stopping || st->ended)
+			break;
 		unsigned live = sup_live_count(S);
 		unsigned quorum = voter_quorum(live, S->k);
 		if (live < quorum) {
