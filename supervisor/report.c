@@ -38,6 +38,13 @@ static void set(json_t *obj, const char *key, json_t *value)
 		fatal(EXIT_INTERNAL, "out of memory building the report");
 }
 
+/* Puts value under key and returns it, borrowed: the root owns it. */
+static json_t *attach(json_t *obj, const char *key, json_t *value)
+{
+	set(obj, key, value);
+	return value;
+}
+
 static void add_to(json_t *obj, const char *key, size_t n)
 {
 	json_t *v = json_object_get(obj, key);
@@ -60,15 +67,9 @@ struct report *report_new(const struct options *o)
 	set(rp->root, "k", json_integer(o->k));
 	set(rp->root, "allocator", json_string(o->allocator));
 	set(rp->root, "start", json_real((double)rp->start.tv_sec + rp->start.tv_nsec / 1e9));
-	rp->replicas = must(json_array());
-	set(rp->root, "replicas", json_incref(rp->replicas));
-	json_decref(rp->replicas);
-	rp->divergences = must(json_array());
-	set(rp->root, "divergences", json_incref(rp->divergences));
-	json_decref(rp->divergences);
-	rp->committed = must(json_pack("{s:i,s:i}", "stdout", 0, "stderr", 0));
-	set(rp->root, "committed", json_incref(rp->committed));
-	json_decref(rp->committed);
+	rp->replicas = attach(rp->root, "replicas", json_array());
+	rp->divergences = attach(rp->root, "divergences", json_array());
+	rp->committed = attach(rp->root, "committed", json_pack("{s:i,s:i}", "stdout", 0, "stderr", 0));
 	set(rp->root, "input_bytes", json_integer(0));
 	return rp;
 }
