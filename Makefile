@@ -37,7 +37,7 @@ ALLOC_CORE := $(filter-out allocator/entry.c allocator/strings.c,$(ALLOC_SRC))
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # The supervisor: libraries found with pkg-config.
-SUP_PKGS   := libevent jansson
+SUP_PKGS   := libevent jansson libseccomp
 # Deferred (=): asked when the link runs, so `make deps all` works in one go
 # on a machine that did not have the libraries when make started.
 SUP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(SUP_PKGS) 2>/dev/null)
@@ -47,6 +47,9 @@ SUP_HDR    := $(wildcard supervisor/*.h) voter/voter.h
 
 PROG_SRC  := $(wildcard tests/progs/*.c)
 PROGS     := $(patsubst tests/progs/%.c,$(B)/tests/%,$(PROG_SRC))
+# Statically linked helpers: programs that never load libdiehard.so.
+STATIC_SRC := $(wildcard tests/progs/static/*.c)
+STATICS   := $(patsubst tests/progs/static/%.c,$(B)/tests/static/%,$(STATIC_SRC))
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNITS     := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRC))
 BENCH_SRC := $(wildcard bench/*.c)
@@ -54,7 +57,7 @@ BENCHES   := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
 .PHONY: all check unit bats bench demo deps install uninstall clean
 
-all: $(B)/libdiehard.so $(B)/diehard $(PROGS) $(UNITS) $(BENCHES)
+all: $(B)/libdiehard.so $(B)/diehard $(PROGS) $(STATICS) $(UNITS) $(BENCHES)
 
 $(B)/diehard: $(SUP_SRC) $(SUP_HDR) | $(B)
 	@$(PKG_CONFIG) --exists $(SUP_PKGS) || { echo "missing libraries ($(SUP_PKGS)): run make deps" >&2; exit 1; }
@@ -67,6 +70,9 @@ $(B)/libdiehard.so: $(ALLOC_SRC) $(ALLOC_HDR) allocator/exports.map | $(B)
 $(B)/tests/%: tests/progs/%.c | $(B)/tests
 	$(CC) $(WARN) $(CFLAGS) -pthread -o $@ $< -lm
 
+$(B)/tests/static/%: tests/progs/static/%.c | $(B)/tests/static
+	$(CC) $(WARN) $(CFLAGS) -static -pthread -o $@ $<
+
 # C unit tests of the allocator's modules, under ASan and UBSan.
 $(B)/tests/unit/%: tests/unit/%.c tests/unit/tap.h $(ALLOC_CORE) $(ALLOC_HDR) | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Iallocator -pthread -o $@ $< $(ALLOC_CORE)
@@ -75,10 +81,15 @@ $(B)/tests/unit/%: tests/unit/%.c tests/unit/tap.h $(ALLOC_CORE) $(ALLOC_HDR) | 
 $(B)/tests/unit/test_voter: tests/unit/test_voter.c tests/unit/tap.h voter/voter.c voter/voter.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Ivoter -o $@ $< voter/voter.c
 
+# The supervisor's pure modules (nondeterminism log, ChaCha20) likewise.
+SUP_PURE := supervisor/ndlog.c supervisor/chacha.c
+$(B)/tests/unit/test_ndlog: tests/unit/test_ndlog.c tests/unit/tap.h $(SUP_PURE) supervisor/ndlog.h supervisor/chacha.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -o $@ $< $(SUP_PURE)
+
 $(B)/bench/%: bench/%.c | $(B)/bench
 	$(CC) $(WARN) -O2 -g -pthread -o $@ $< -lm
 
-$(B) $(B)/tests $(B)/tests/unit $(B)/bench:
+$(B) $(B)/tests $(B)/tests/static $(B)/tests/unit $(B)/bench:
 	mkdir -p $@
 
 # The README's test command. prove gives CI its closing line.

@@ -38,6 +38,8 @@ static const char usage[] =
 	"      --timeout SECONDS how long a replica may trail the majority silently (default 10)\n"
 	"      --window BYTES    output a replica may run ahead or behind (default 1M)\n"
 	"      --input-log BYTES input kept for replaying to new replicas (default 64M)\n"
+	"      --no-virtualize   let each replica read its own clocks and random bytes\n"
+	"                        (by default they all see the same: docs/NONDETERMINISM.md)\n"
 	"  -h, --help            this text\n"
 	"  -V, --version         the version\n";
 
@@ -124,17 +126,18 @@ static const char *check_allocator(const char *path)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG };
+	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
 		{ "report", required_argument, NULL, 'r' },   { "verbose", no_argument, NULL, 'v' },
 		{ "idle", required_argument, NULL, OPT_IDLE }, { "timeout", required_argument, NULL, OPT_TIMEOUT },
 		{ "window", required_argument, NULL, OPT_WINDOW }, { "help", no_argument, NULL, 'h' },
 		{ "input-log", required_argument, NULL, OPT_INPUT_LOG },
+		{ "no-virtualize", no_argument, NULL, OPT_NO_VIRTUALIZE },
 		{ "version", no_argument, NULL, 'V' },         { NULL, 0, NULL, 0 },
 	};
 	struct options o = { .k = 3, .idle_ms = 50, .straggler_ms = 10000, .window = 1 << 20,
-			     .input_log = (size_t)64 << 20 };
+			     .input_log = (size_t)64 << 20, .virtualize = true };
 	const char *allocator = NULL;
 	int c;
 	opterr = 0;
@@ -168,6 +171,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_INPUT_LOG:
 			o.input_log = parse_size(optarg, "--input-log", true);
+			break;
+		case OPT_NO_VIRTUALIZE:
+			o.virtualize = false;
 			break;
 		case 'h':
 			fputs(usage, stdout);

@@ -63,6 +63,8 @@ void replica_kill(struct sup *S, struct replica *r, const char *why)
 	if (!r->exited)
 		replica_signal(r, SIGKILL);
 	log_event("kill replica %u (pid %d): %s", r->index, (int)r->pid, why);
+	if (S->virt != NULL)
+		virt_retire(S->virt, r->index, true);
 	report_kill(S->report, r->index, why, sup_now() - S->t_start);
 	replica_close_input(r);
 	for (int s = 0; s < NSTREAMS; s++)
@@ -92,6 +94,8 @@ void replicas_reap(struct sup *S)
 				continue;
 			r->exited = true;
 			r->wstatus = wstatus;
+			if (S->virt != NULL)
+				virt_retire(S->virt, i, false);
 			r->end_time = sup_now() - S->t_start;
 			report_exit(S->report, i, replica_status(wstatus), WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0,
 				    r->end_time);
@@ -137,15 +141,21 @@ void replica_start(struct sup *S, unsigned i)
 	seed_from_urandom(r->seed);
 	char **envp = spawn_environment(S->o->allocator, r->seed);
 	struct spawn_request req = { .path = S->o->path, .argv = S->o->argv, .envp = envp,
-				     .fds = { in[0], out[0][1], out[1][1] }, .pipe_ignored = S->pipe_ignored };
-	int exec_errno;
-	r->pid = spawn_replica(&req, &exec_errno);
+				     .fds = { in[0], out[0][1], out[1][1] }, .pipe_ignored = S->pipe_ignored,
+				     .filter = S->virt ? virt_filter(S->virt) : NULL };
+	int exec_errno, listener;
+	r->pid = spawn_replica(&req, &exec_errno, &listener);
 	spawn_environment_free(envp);
 	if (r->pid < 0) {
 		int code = exec_errno == ENOENT ? EXIT_NOT_FOUND : exec_errno ? EXIT_CANNOT_EXEC : EXIT_INTERNAL;
 		replicas_kill_all(S);
+		if (exec_errno == 0 && S->virt != NULL)
+			fatal(code, "cannot install the seccomp filter in a replica: %s (Linux 5.19 or later is needed; "
+				    "--no-virtualize runs without it)", strerror(errno));
 		fatal(code, "%s: %s", S->o->argv[0], strerror(errno));
 	}
+	if (S->virt != NULL)
+		virt_attach(S->virt, i, listener);
 	close(in[0]);
 	close(out[0][1]);
 	close(out[1][1]);

@@ -21,6 +21,7 @@ struct report {
 	json_t *replicas;
 	json_t *divergences;
 	json_t *committed;
+	json_t *call_divergences;
 	struct timespec start;
 	bool written;
 };
@@ -69,6 +70,7 @@ struct report *report_new(const struct options *o)
 	set(rp->root, "start", json_real((double)rp->start.tv_sec + rp->start.tv_nsec / 1e9));
 	rp->replicas = attach(rp->root, "replicas", json_array());
 	rp->divergences = attach(rp->root, "divergences", json_array());
+	rp->call_divergences = attach(rp->root, "call_divergences", json_array());
 	rp->committed = attach(rp->root, "committed", json_pack("{s:i,s:i}", "stdout", 0, "stderr", 0));
 	set(rp->root, "input_bytes", json_integer(0));
 	return rp;
@@ -159,6 +161,37 @@ void report_input_log(struct report *rp, size_t bytes, size_t retained_from, boo
 	set(rp->root, "input_log",
 	    json_pack("{s:I,s:I,s:b}", "bytes", (json_int_t)bytes, "retained_from", (json_int_t)retained_from,
 		      "complete", complete));
+}
+
+void report_virtualize(struct report *rp, bool on)
+{
+	set(rp->root, "virtualize", json_boolean(on));
+}
+
+void report_call_divergence(struct report *rp, unsigned r, const char *call, uint64_t index, const char *expected,
+			    const char *got, double t)
+{
+	json_array_append_new(rp->call_divergences,
+			      must(json_pack("{s:i,s:s,s:I,s:s,s:s,s:f}", "replica", r, "call", call, "index",
+					     (json_int_t)index, "expected", expected, "got", got, "time", t)));
+}
+
+void report_calls(struct report *rp, unsigned r, const char *call, uint64_t count)
+{
+	json_t *rep = replica(rp, r);
+	if (rep == NULL)
+		return;
+	json_t *calls = json_object_get(rep, "calls");
+	if (calls == NULL)
+		calls = attach(rep, "calls", json_object());
+	set(calls, call, json_integer((json_int_t)count));
+}
+
+void report_unvirtualized(struct report *rp, unsigned r, uint64_t count)
+{
+	json_t *rep = replica(rp, r);
+	if (rep != NULL)
+		set(rep, "unvirtualized", json_integer((json_int_t)count));
 }
 
 void report_set_exit(struct report *rp, int code, const char *reason)

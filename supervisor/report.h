@@ -23,6 +23,11 @@ void report_kill(struct report *rp, unsigned replica, const char *why, double t)
 void report_exit(struct report *rp, unsigned replica, int status, int signal, double t);
 void report_no_quorum(struct report *rp, const char *stream, size_t offset, const char *why, const char *sides);
 void report_input_log(struct report *rp, size_t bytes, size_t retained_from, bool complete);
+void report_virtualize(struct report *rp, bool on);
+void report_call_divergence(struct report *rp, unsigned replica, const char *call, uint64_t index,
+			    const char *expected, const char *got, double t);
+void report_calls(struct report *rp, unsigned replica, const char *call, uint64_t count);
+void report_unvirtualized(struct report *rp, unsigned replica, uint64_t count);
 void report_set_exit(struct report *rp, int code, const char *reason);
 /* Writes the file if one was asked for (once); warns on failure. */
 void report_write(struct report *rp);

@@ -10,11 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "exitcode.h"
+#include "filter.h"
 #include "log.h"
 
 extern char **environ;
@@ -124,9 +126,38 @@ void spawn_environment_free(char **envp)
 	free(envp);
 }
 
-/* In the child: never returns. Reports an exec failure's errno through
- * report_fd (close-on-exec, so a successful exec closes it silently). */
-static _Noreturn void child(const struct spawn_request *r, pid_t parent, int report_fd)
+/* The child's messages on its report socket (SOCK_SEQPACKET, close-on-exec:
+ * a successful exec closes it, which the parent reads as end of file). */
+struct child_msg {
+	char tag;  /* 'L' listener (fd attached), 'F' filter refused, 'E' exec failed */
+	int err;
+};
+
+static void child_send(int sock, char tag, int err, int fd)
+{
+	struct child_msg m = { tag, err };
+	struct iovec iov = { &m, sizeof m };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	memset(&ctl, 0, sizeof ctl);
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (fd >= 0) {
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = sizeof ctl.buf;
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof fd);
+	}
+	(void)!sendmsg(sock, &msg, MSG_NOSIGNAL);
+}
+
+/* In the child: never returns. Reports the listener and any failure through
+ * sock. */
+static _Noreturn void child(const struct spawn_request *r, pid_t parent, int sock)
 {
 	int err;
 	/* Die with the supervisor: otherwise a replica outlives it, and its
@@ -145,7 +176,7 @@ static _Noreturn void child(const struct spawn_request *r, pid_t parent, int rep
 		}
 	/* Only fds 0-2 are inherited. */
 	for (int fd = 3; fd < 1024; fd++)
-		if (fd != report_fd)
+		if (fd != sock)
 			(void)close(fd);
 	(void)close_range(1024, ~0U, 0);
 	/* The supervisor ignores SIGPIPE for itself; the program gets what
@@ -155,47 +186,89 @@ static _Noreturn void child(const struct spawn_request *r, pid_t parent, int rep
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* Last, so nothing above is notified; the listener reaches the
+	 * supervisor before exec, so before any notified call. */
+	if (r->filter != NULL) {
+		int listener = filter_install(r->filter);
+		if (listener < 0) {
+			child_send(sock, 'F', errno, -1);
+			_exit(EXIT_INTERNAL);
+		}
+		child_send(sock, 'L', 0, listener);
+		close(listener);
+	}
 	execve(r->path, r->argv, r->envp);
 	err = errno;
 fail:
-	(void)!write(report_fd, &err, sizeof err);
+	child_send(sock, 'E', err, -1);
 	_exit(err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
 }
 
-pid_t spawn_replica(const struct spawn_request *r, int *exec_errno)
+/* One message from the child: its tag, or 0 at end of file (the exec
+ * worked); an attached fd goes to *fd. */
+static char parent_receive(int sock, int *err, int *fd)
 {
-	int report[2];
-	if (pipe2(report, O_CLOEXEC) != 0)
+	struct child_msg m = { 0, 0 };
+	struct iovec iov = { &m, sizeof m };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			      .msg_controllen = sizeof ctl.buf };
+	ssize_t n;
+	do
+		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			memcpy(fd, CMSG_DATA(c), sizeof *fd);
+	*err = m.err;
+	return m.tag;
+}
+
+pid_t spawn_replica(const struct spawn_request *r, int *exec_errno, int *listener)
+{
+	int sock[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) != 0)
 		return -1;
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
 		int saved = errno;
-		close(report[0]);
-		close(report[1]);
+		close(sock[0]);
+		close(sock[1]);
 		errno = saved;
 		return -1;
 	}
 	if (pid == 0) {
-		close(report[0]);
-		child(r, parent, report[1]);
+		close(sock[0]);
+		child(r, parent, sock[1]);
 	}
-	close(report[1]);
+	close(sock[1]);
 	/* Also here, so the group exists before we might signal it (the child
 	 * may not have run yet); EACCES once it has exec'ed is harmless. */
 	(void)setpgid(pid, pid);
-	int err = 0;
-	ssize_t n;
-	do
-		n = read(report[0], &err, sizeof err);
-	while (n < 0 && errno == EINTR);
-	close(report[0]);
-	if (n == (ssize_t)sizeof err) {
-		*exec_errno = err;
+	*listener = -1;
+	*exec_errno = 0;
+	int err = 0, failed = 0;
+	char tag;
+	while ((tag = parent_receive(sock[0], &err, listener)) != 0) {
+		if (tag == 'E')
+			*exec_errno = failed = err;
+		else if (tag == 'F')
+			failed = err ? err : EINVAL;
+	}
+	close(sock[0]);
+	if (failed || (r->filter != NULL && *listener < 0)) {
+		if (*listener >= 0)
+			close(*listener);
+		*listener = -1;
 		(void)waitpid(pid, NULL, 0);
-		errno = err;
+		errno = failed ? failed : EPROTO;
 		return -1;
 	}
-	*exec_errno = 0;
 	return pid;
 }

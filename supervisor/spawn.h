@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <linux/filter.h>
 #include <sys/types.h>
 
 /* Finds cmd as execvp would. 0 and a malloc'ed *path, or the exit code to
@@ -18,6 +19,7 @@ struct spawn_request {
 	char **envp;   /* the full environment for the replica */
 	int fds[3];    /* become the replica's 0, 1, 2 */
 	bool pipe_ignored; /* SIGPIPE was ignored when diehard started: keep it so */
+	const struct sock_fprog *filter; /* seccomp filter to run under, or NULL */
 };
 
 /* Builds a replica's environment: ours, with LD_PRELOAD (allocator first),
@@ -26,7 +28,10 @@ char **spawn_environment(const char *allocator, const uint64_t seed[2]);
 void spawn_environment_free(char **envp);
 
 /* Starts the replica. Returns its pid, or -1 with *exec_errno set when the
- * exec itself failed (then the child is already reaped). */
-pid_t spawn_replica(const struct spawn_request *r, int *exec_errno);
+ * exec itself failed (then the child is already reaped). With a filter,
+ * *listener is its user-notify fd, received before the program runs: the
+ * program's first notified call waits for the supervisor to serve it.
+ * A filter the kernel refuses is a -1 with *exec_errno 0 and errno set. */
+pid_t spawn_replica(const struct spawn_request *r, int *exec_errno, int *listener);
 
 #endif

@@ -3,6 +3,7 @@
  *   replica.c     starting, signalling, killing and reaping replicas
  *   input.c       stdin, read once and broadcast to every replica
  *   output.c      replicas' output: capture, vote, commit
+ *   virt.c        replicas' clock and random calls, answered alike
  * Everything runs on one libevent loop; nothing here is thread-safe or
  * needs to be. See supervisor.h for the public entry point.
  */
@@ -19,6 +20,7 @@
 #include "inputlog.h"
 #include "report.h"
 #include "supervisor.h"
+#include "virt.h"
 #include "voter.h"
 
 #define CHUNK 4096u
@@ -77,6 +79,7 @@ struct sup {
 	bool pipe_ignored;        /* SIGPIPE was ignored when we started */
 	int exit_code;
 	struct report *report;
+	struct virt *virt;        /* NULL with --no-virtualize */
 	double t_start;
 };
 

@@ -244,6 +244,10 @@ int supervisor_run(const struct options *o)
 		if (S->sig_ev[i] == NULL || event_add(S->sig_ev[i], NULL) != 0)
 			fatal(EXIT_INTERNAL, "cannot watch signals");
 
+	report_virtualize(S->report, o->virtualize);
+	if (o->virtualize)
+		S->virt = virt_new(S);
+
 	S->r = calloc(S->k, sizeof *S->r);
 	if (S->r == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
@@ -259,6 +263,8 @@ int supervisor_run(const struct options *o)
 
 	event_base_dispatch(S->base);
 	replicas_kill_all(S);
+	if (S->virt != NULL)
+		virt_finish(S->virt);
 	report_set_exit(S->report, S->exit_code, NULL);
 	report_input_log(S->report, inputlog_bytes(S->inlog), inputlog_retained_from(S->inlog),
 			 inputlog_complete(S->inlog) || (S->inlog != NULL && inputlog_bytes(S->inlog) == 0));

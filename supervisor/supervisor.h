@@ -3,6 +3,7 @@
 #ifndef DIEHARD_SUPERVISOR_H
 #define DIEHARD_SUPERVISOR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct options {
@@ -13,6 +14,7 @@ struct options {
 	unsigned straggler_ms;    /* how long a replica may trail the quorum */
 	size_t window;            /* bytes a replica may be ahead or behind */
 	size_t input_log;         /* input bytes kept for replay (0: none) */
+	bool virtualize;          /* same clocks and randomness in every replica */
 	char **argv;              /* the command */
 	const char *path;         /* argv[0] resolved */
 };

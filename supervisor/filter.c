@@ -1,0 +1,92 @@
+/* filter.c — see filter.h.
+ *
+ * libseccomp 2.5.4 (Debian 12) writes the filter but cannot load it with
+ * SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV: without that flag a replica that
+ * takes signals while the supervisor answers can livelock (the kernel
+ * restarts the call and notifies it again, forever). So the program is
+ * exported as raw BPF here and loaded with seccomp(2) in the child. */
+#include "filter.h"
+
+#include <errno.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* Every call the supervisor answers (virt.c says how). */
+static const int notified[] = {
+	SCMP_SYS(clock_gettime), SCMP_SYS(gettimeofday), SCMP_SYS(time), SCMP_SYS(getrandom),
+	SCMP_SYS(open), SCMP_SYS(openat), SCMP_SYS(arch_prctl),
+};
+
+/* The exported program, read back from a memfd. */
+static int export_program(scmp_filter_ctx ctx, struct sock_fprog *prog)
+{
+	int fd = memfd_create("diehard-filter", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = seccomp_export_bpf(ctx, fd);
+	struct stat st;
+	if (rc == 0 && fstat(fd, &st) != 0)
+		rc = -errno;
+	if (rc == 0 && (st.st_size <= 0 || st.st_size % sizeof(struct sock_filter) != 0 ||
+			st.st_size / sizeof(struct sock_filter) > BPF_MAXINSNS))
+		rc = -EINVAL;
+	struct sock_filter *insns = NULL;
+	if (rc == 0 && (insns = malloc((size_t)st.st_size)) == NULL)
+		rc = -ENOMEM;
+	if (rc == 0 && pread(fd, insns, (size_t)st.st_size, 0) != st.st_size)
+		rc = -EIO;
+	close(fd);
+	if (rc != 0) {
+		free(insns);
+		return rc;
+	}
+	prog->filter = insns;
+	prog->len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
+	return 0;
+}
+
+int filter_build(struct sock_fprog *prog)
+{
+	/* A call from another architecture (an i386 program) is allowed, not
+	 * killed: it runs unvirtualized (docs/NONDETERMINISM.md). */
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (ctx == NULL) {
+		log_warn("seccomp_init failed");
+		return -1;
+	}
+	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ALLOW);
+	for (size_t i = 0; rc == 0 && i < sizeof notified / sizeof notified[0]; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, notified[i], 0);
+	if (rc == 0)
+		rc = export_program(ctx, prog);
+	seccomp_release(ctx);
+	if (rc != 0) {
+		log_warn("cannot build the seccomp filter: %s", strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+int filter_install(const struct sock_fprog *prog)
+{
+	unsigned long flags = SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+	/* Without no_new_privs only a privileged supervisor may install a
+	 * filter; trying that first keeps setuid programs working under a root
+	 * diehard. */
+	long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, prog);
+	if (fd < 0 && errno == EACCES) {
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+			return -1;
+		fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, prog);
+	}
+	return fd < 0 ? -1 : (int)fd;
+}

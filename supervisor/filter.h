@@ -1,0 +1,20 @@
+/* filter.h — the seccomp filter each replica runs under: the calls whose
+ * results differ from one process to the next (clocks, randomness, opens of
+ * the random devices) and the start of every new program image (arch_prctl,
+ * where the supervisor patches the vDSO) go to the supervisor through a
+ * user-notify listener; everything else stays allowed in the kernel, at no
+ * cost per call. */
+#ifndef DIEHARD_FILTER_H
+#define DIEHARD_FILTER_H
+
+#include <linux/filter.h>
+
+/* Builds the BPF program with libseccomp, once, in the supervisor. 0, or -1
+ * with a message printed. */
+int filter_build(struct sock_fprog *prog);
+
+/* In the replica, between fork and exec: installs prog and returns the
+ * listener fd (close-on-exec), or -1 with errno. Async-signal-safe. */
+int filter_install(const struct sock_fprog *prog);
+
+#endif

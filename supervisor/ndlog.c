@@ -1,0 +1,206 @@
+/* ndlog.c — see ndlog.h.
+ *
+ * Each key keeps its entries in a ring: entry number base + i lives at
+ * ring[(head + i) % cap_now]. Invariants, per key:
+ *   base <= pos[r] <= base + len for every live r that is not behind a cap
+ *   drop (a replica behind base only ever gets ND_LOST until it reaches base);
+ *   entries below the smallest live pos are dropped (trim).
+ * A few keys exist (clock ids, getrandom, the device opens), so a key is
+ * found by a linear scan. */
+#include "ndlog.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct entry {
+	uint64_t arg;
+	struct nd_value v;
+};
+
+struct keylog {
+	uint32_t key;
+	uint64_t base;        /* number of the oldest entry kept */
+	size_t len;           /* entries kept */
+	size_t head;          /* ring slot of entry base */
+	size_t size;          /* ring slots allocated */
+	struct entry *ring;
+	uint64_t pending_arg; /* the leader's argument, until ndlog_put */
+	uint64_t *pos;        /* per replica: its next entry number */
+};
+
+struct ndlog {
+	unsigned k;
+	size_t cap;
+	bool *live;
+	struct keylog *keys;
+	size_t nkeys, keys_size;
+	uint64_t entries;
+};
+
+struct ndlog *ndlog_new(unsigned k, size_t cap)
+{
+	struct ndlog *log = calloc(1, sizeof *log);
+	if (log == NULL)
+		return NULL;
+	log->k = k;
+	log->cap = cap ? cap : 1;
+	log->live = malloc(k * sizeof *log->live);
+	if (log->live == NULL) {
+		free(log);
+		return NULL;
+	}
+	for (unsigned r = 0; r < k; r++)
+		log->live[r] = true;
+	return log;
+}
+
+void ndlog_free(struct ndlog *log)
+{
+	if (log == NULL)
+		return;
+	for (size_t i = 0; i < log->nkeys; i++) {
+		free(log->keys[i].ring);
+		free(log->keys[i].pos);
+	}
+	free(log->keys);
+	free(log->live);
+	free(log);
+}
+
+static struct keylog *find(const struct ndlog *log, uint32_t key)
+{
+	for (size_t i = 0; i < log->nkeys; i++)
+		if (log->keys[i].key == key)
+			return &log->keys[i];
+	return NULL;
+}
+
+static struct keylog *find_or_add(struct ndlog *log, uint32_t key)
+{
+	struct keylog *kl = find(log, key);
+	if (kl != NULL)
+		return kl;
+	if (log->nkeys == log->keys_size) {
+		size_t n = log->keys_size ? 2 * log->keys_size : 8;
+		struct keylog *grown = realloc(log->keys, n * sizeof *grown);
+		if (grown == NULL)
+			return NULL;
+		log->keys = grown;
+		log->keys_size = n;
+	}
+	uint64_t *pos = calloc(log->k, sizeof *pos);
+	if (pos == NULL)
+		return NULL;
+	kl = &log->keys[log->nkeys++];
+	*kl = (struct keylog){ .key = key, .pos = pos };
+	return kl;
+}
+
+static struct entry *slot(const struct keylog *kl, uint64_t n)
+{
+	return &kl->ring[(kl->head + (size_t)(n - kl->base)) % kl->size];
+}
+
+static void drop_oldest(struct keylog *kl)
+{
+	kl->head = (kl->head + 1) % kl->size;
+	kl->base++;
+	kl->len--;
+}
+
+/* Drops the entries every live replica has passed. */
+static void trim(const struct ndlog *log, struct keylog *kl)
+{
+	uint64_t low = kl->base + kl->len;
+	for (unsigned r = 0; r < log->k; r++)
+		if (log->live[r] && kl->pos[r] < low)
+			low = kl->pos[r];
+	while (kl->len > 0 && kl->base < low)
+		drop_oldest(kl);
+}
+
+int ndlog_take(struct ndlog *log, unsigned r, uint32_t key, uint64_t arg, uint64_t *index, struct nd_value *value,
+	       uint64_t *expected)
+{
+	struct keylog *kl = find_or_add(log, key);
+	if (kl == NULL) {
+		errno = ENOMEM;
+		return -1;
+	}
+	uint64_t n = kl->pos[r]++;
+	*index = n;
+	if (n < kl->base)
+		return ND_LOST;
+	if (n == kl->base + kl->len) {
+		kl->pending_arg = arg;
+		return ND_LEAD;
+	}
+	const struct entry *e = slot(kl, n);
+	*value = e->v;
+	*expected = e->arg;
+	trim(log, kl);
+	return e->arg == arg ? ND_FOLLOW : ND_MISMATCH;
+}
+
+void ndlog_put(struct ndlog *log, unsigned r, uint32_t key, const struct nd_value *value)
+{
+	struct keylog *kl = find(log, key);
+	if (kl == NULL || kl->pos[r] != kl->base + kl->len + 1)
+		return; /* not after a ND_LEAD of r: nothing to record */
+	if (kl->len == log->cap)
+		drop_oldest(kl);
+	if (kl->len == kl->size) {
+		/* Grow the ring, unrolling it so entry base sits in slot 0. */
+		size_t n = kl->size ? 2 * kl->size : 16;
+		if (n > log->cap)
+			n = log->cap;
+		struct entry *ring = malloc(n * sizeof *ring);
+		if (ring == NULL) {
+			/* Keep what we have; the oldest entry makes room. */
+			if (kl->len == 0) {
+				kl->base++;
+				return;
+			}
+			drop_oldest(kl);
+		} else {
+			for (size_t i = 0; i < kl->len; i++)
+				ring[i] = kl->ring[(kl->head + i) % kl->size];
+			free(kl->ring);
+			kl->ring = ring;
+			kl->size = n;
+			kl->head = 0;
+		}
+	}
+	kl->len++;
+	*slot(kl, kl->base + kl->len - 1) = (struct entry){ .arg = kl->pending_arg, .v = *value };
+	log->entries++;
+	trim(log, kl);
+}
+
+void ndlog_retire(struct ndlog *log, unsigned r)
+{
+	if (r >= log->k || !log->live[r])
+		return;
+	log->live[r] = false;
+	for (size_t i = 0; i < log->nkeys; i++)
+		trim(log, &log->keys[i]);
+}
+
+uint64_t ndlog_count(const struct ndlog *log, unsigned r, uint32_t key)
+{
+	const struct keylog *kl = find(log, key);
+	return kl ? kl->pos[r] : 0;
+}
+
+size_t ndlog_keys(const struct ndlog *log, uint32_t *keys, size_t max)
+{
+	for (size_t i = 0; i < log->nkeys && i < max; i++)
+		keys[i] = log->keys[i].key;
+	return log->nkeys;
+}
+
+uint64_t ndlog_entries(const struct ndlog *log)
+{
+	return log->entries;
+}

@@ -1,0 +1,79 @@
+/* ndlog.h — the run's nondeterminism log: what each virtualized call
+ * returned, so that every replica's n-th call of a kind returns what every
+ * other replica's n-th call of that kind returned.
+ *
+ * Calls are matched per key (a kind of call: "clock_gettime of
+ * CLOCK_MONOTONIC", "getrandom", ...), not in one sequence per replica:
+ * threads interleave differently in each replica, so a replica's n-th call
+ * overall may be another thread's call than in its siblings, but a
+ * deterministic program makes its calls of one kind in the same order as
+ * far as values go (each thread's reads stay monotonic, since entry n+1 of a
+ * clock was read after entry n). Different kinds never cross, so threads
+ * cannot cause false alarms between them.
+ *
+ * The first replica to reach entry n of a key leads: its caller reads the
+ * real value and puts it. The others follow and get it. Each entry also
+ * holds an argument that must match (getrandom's size and flags): a follower
+ * whose argument differs is behaving differently, a divergence signal.
+ *
+ * Entries every live replica has taken are dropped; a key holds at most
+ * `cap` entries, past which the oldest go and a replica that still needed
+ * one is told it was lost (it gets a fresh real value).
+ *
+ * Pure code: no I/O; single-threaded like the loop that owns it. */
+#ifndef DIEHARD_NDLOG_H
+#define DIEHARD_NDLOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A call's result, as the supervisor will hand it back: the meaning of the
+ * fields is the key's (a clock: sec and nsec; gettimeofday: sec, usec and the
+ * timezone in c, d). err is a positive errno, or 0. */
+struct nd_value {
+	int64_t a, b;
+	int32_t c, d;
+	int32_t err;
+};
+
+enum nd_outcome {
+	ND_LEAD,     /* first at this entry: read the real value, then ndlog_put */
+	ND_FOLLOW,   /* *value is what the leader got */
+	ND_MISMATCH, /* *value is the leader's, but its argument differed */
+	ND_LOST,     /* the entry was dropped (cap): read a real value, put nothing */
+};
+
+struct ndlog;
+
+/* k replicas, all live; at most cap entries kept per key (cap >= 1). NULL if
+ * out of memory. */
+struct ndlog *ndlog_new(unsigned k, size_t cap);
+void ndlog_free(struct ndlog *log);
+
+/* Replica r makes its next call of key with argument arg. *index is its
+ * position among r's calls of that key (from 0). On ND_MISMATCH, *expected is
+ * the leader's argument. Returns -1 (errno ENOMEM) if a new key cannot be
+ * tracked. */
+int ndlog_take(struct ndlog *log, unsigned r, uint32_t key, uint64_t arg, uint64_t *index, struct nd_value *value,
+	       uint64_t *expected);
+
+/* After ND_LEAD: records the value replica r's entry (key, its last index)
+ * returned. Call it before any other take of that key: a take in between
+ * would lead the same entry again. */
+void ndlog_put(struct ndlog *log, unsigned r, uint32_t key, const struct nd_value *value);
+
+/* r leaves the vote: its position no longer keeps entries. */
+void ndlog_retire(struct ndlog *log, unsigned r);
+
+/* How many calls of key replica r has made. */
+uint64_t ndlog_count(const struct ndlog *log, unsigned r, uint32_t key);
+
+/* The keys seen so far, in first-seen order: writes up to max of them and
+ * returns how many there are. */
+size_t ndlog_keys(const struct ndlog *log, uint32_t *keys, size_t max);
+
+/* Entries led so far, over all keys. */
+uint64_t ndlog_entries(const struct ndlog *log);
+
+#endif

@@ -1,0 +1,28 @@
+/* vdso.h — makes a process's vDSO clock functions enter the kernel.
+ *
+ * On x86-64, glibc, Go and static programs read clocks through the vDSO,
+ * which never makes a system call, so the seccomp filter would see nothing.
+ * The supervisor overwrites the entry points of clock_gettime, gettimeofday
+ * and time in each new program image with `mov eax, NR; syscall; ret`, and
+ * getrandom's with `return -ENOSYS` (its callers then make the real call).
+ * It does so when the image makes its first arch_prctl, which every x86-64
+ * program makes to set up thread-local storage before running any code of
+ * its own; forked children inherit the patched page.
+ *
+ * The vDSO is the same image in every process of this kernel, so the entry
+ * points' offsets are read once from the supervisor's own vDSO. */
+#ifndef DIEHARD_VDSO_H
+#define DIEHARD_VDSO_H
+
+#include <sys/types.h>
+
+/* Finds the entry points in our own vDSO. 0, or -1 when there is no vDSO or
+ * it lacks a clock entry point (then nothing needs patching: every call
+ * enters the kernel anyway). */
+int vdso_init(void);
+
+/* Patches the vDSO of the process of thread tid, through /proc/TID/mem.
+ * 0 (also when there is nothing to patch), or -errno. */
+int vdso_patch(pid_t tid);
+
+#endif

@@ -1,0 +1,683 @@
+/* virt.c — see virt.h. One listener per replica (its descendants share its
+ * filter, so their calls arrive there too); each notification is received,
+ * answered from the nondeterminism log or from the real world, and sent
+ * back, all on the supervisor's one loop.
+ *
+ * Rules kept on every notification (each was a bug somewhere else):
+ *   - the request is zeroed before each receive (the kernel rejects a dirty
+ *     one with EINVAL);
+ *   - a receive with nothing pending must not block the loop: since Linux
+ *     6.6 it returns ENOENT once no process is left to notify (the only
+ *     way the loop wakes us with nothing pending); before, the listener is
+ *     polled first;
+ *   - after reading or writing the caller's memory, the notification id is
+ *     checked again before answering: the caller may have died and its pid
+ *     been reused, and a dead caller gets no answer;
+ *   - a bad pointer is the caller's EFAULT, never ours;
+ *   - memory we may not touch (a non-dumpable program under an unprivileged
+ *     diehard) means the call goes on in the kernel, unvirtualized, and is
+ *     counted. */
+#include "virt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chacha.h"
+#include "entropy.h"
+#include "exitcode.h"
+#include "filter.h"
+#include "log.h"
+#include "ndlog.h"
+#include "sup.h"
+#include "vdso.h"
+
+/* Linux 6.6: the kernel wakes the supervisor on the CPU of the replica that
+ * just stopped in a notified call, and the replica on ours when we answer,
+ * instead of waking an idle CPU each way (measured here: 23 µs a call
+ * without, see docs/PERFORMANCE.md). Debian 12's headers predate it. */
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#endif
+#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
+#endif
+
+/* Entries kept per kind of call for replicas that fall behind: 16 MiB of
+ * log per kind at most. */
+#define LOG_CAP (1u << 19)
+/* getrandom(2) returns at most this much per call (as the kernel does). */
+#define GETRANDOM_MAX 33554431u
+
+/* Keys (ndlog.h): the kind in the top byte, details below. */
+enum {
+	KEY_CLOCK = 1 << 24,     /* | the clock id, for ids 0..65535 */
+	KEY_CPUCLOCK = 2 << 24,  /* | thread bit | which, for pid-encoded ids */
+	KEY_GETTIMEOFDAY = 3 << 24,
+	KEY_TIME = 4 << 24,
+	KEY_GETRANDOM = 5 << 24,
+	KEY_URANDOM = 6 << 24,
+	KEY_RANDOM = 7 << 24,
+};
+/* Keystream domains (chacha.h): one per source of random bytes. */
+enum { DOMAIN_GETRANDOM = 1, DOMAIN_URANDOM = 2, DOMAIN_RANDOM = 3 };
+
+/* Linux's encoding of CPU-time clock ids (clock_getcpuclockid(3)). */
+#define CPUCLOCK_PERTHREAD 4
+#define CPUCLOCK_WHICH(id) ((id) & 3)
+#define CPUCLOCK_PID(id) ((pid_t)~((id) >> 3))
+#define CPUCLOCK_SCHED 2
+#define PROCESS_CPUCLOCK(pid, which) ((clockid_t)((~(unsigned)(pid)) << 3) | (which))
+
+struct vreplica {
+	struct virt *V;
+	unsigned index;
+	int fd;               /* the listener; -1 once closed */
+	bool poll_first;      /* the kernel's receive may block on a hung-up listener */
+	struct event *ev;
+	uint64_t unvirtualized;
+};
+
+struct virt {
+	struct sup *S;
+	struct sock_fprog prog;
+	struct ndlog *log;
+	struct entropy *entropy;
+	uint8_t key[CHACHA_KEY_BYTES];
+	struct vreplica *r;
+	bool vdso_warned;
+};
+
+/* What a handler decided. */
+enum answer { ANSWER, CONTINUE, DROP };
+
+static const char *clock_name(clockid_t id)
+{
+	static const char *const names[] = {
+		"CLOCK_REALTIME", "CLOCK_MONOTONIC", "CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID",
+		"CLOCK_MONOTONIC_RAW", "CLOCK_REALTIME_COARSE", "CLOCK_MONOTONIC_COARSE", "CLOCK_BOOTTIME",
+		"CLOCK_REALTIME_ALARM", "CLOCK_BOOTTIME_ALARM", NULL, "CLOCK_TAI",
+	};
+	if (id >= 0 && (size_t)id < sizeof names / sizeof names[0] && names[id] != NULL)
+		return names[id];
+	return NULL;
+}
+
+/* The key's name in reports: the call as a user would write it. */
+static void key_name(uint32_t key, char *buf, size_t size)
+{
+	uint32_t detail = key & 0xffffff;
+	switch (key & 0xff000000u) {
+	case KEY_CLOCK: {
+		const char *n = clock_name((clockid_t)detail);
+		if (n != NULL)
+			snprintf(buf, size, "clock_gettime(%s)", n);
+		else
+			snprintf(buf, size, "clock_gettime(%u)", detail);
+		return;
+	}
+	case KEY_CPUCLOCK: {
+		static const char *const which[] = { "prof", "virt", "sched", "?" };
+		snprintf(buf, size, "clock_gettime(%s cpu clock, %s)", detail & CPUCLOCK_PERTHREAD ? "thread" : "process",
+			 which[detail & 3]);
+		return;
+	}
+	case KEY_GETTIMEOFDAY: snprintf(buf, size, "gettimeofday"); return;
+	case KEY_TIME: snprintf(buf, size, "time"); return;
+	case KEY_GETRANDOM: snprintf(buf, size, "getrandom"); return;
+	case KEY_URANDOM: snprintf(buf, size, "open(/dev/urandom)"); return;
+	case KEY_RANDOM: snprintf(buf, size, "open(/dev/random)"); return;
+	default: snprintf(buf, size, "key %#x", key); return;
+	}
+}
+
+static uint32_t clock_key(clockid_t id)
+{
+	if (id < 0)
+		return KEY_CPUCLOCK | ((uint32_t)id & (CPUCLOCK_PERTHREAD | 3));
+	/* Ids past 65535 are invalid (EINVAL); they share a key. */
+	return KEY_CLOCK | (id <= 0xffff ? (uint32_t)id : 0xffff);
+}
+
+/* ---- the caller's memory ---- */
+
+/* 0, or -errno: EFAULT for a bad address (also a short write), EPERM or
+ * EACCES when we may not, ESRCH when the caller is gone. */
+static int mem_write(pid_t tid, uint64_t addr, const void *buf, size_t n)
+{
+	struct iovec local = { (void *)buf, n };
+	struct iovec remote = { (void *)(uintptr_t)addr, n };
+	ssize_t w = process_vm_writev(tid, &local, 1, &remote, 1, 0);
+	if (w < 0)
+		return -errno;
+	return (size_t)w == n ? 0 : -EFAULT;
+}
+
+/* Reads a NUL-terminated string of at most size-1 bytes, a page at most at
+ * a time so that the end of the string's page is never overrun. */
+static int mem_read_string(pid_t tid, uint64_t addr, char *buf, size_t size)
+{
+	size_t got = 0;
+	while (got + 1 < size) {
+		size_t page_left = 4096 - ((addr + got) & 4095);
+		size_t want = size - 1 - got < page_left ? size - 1 - got : page_left;
+		struct iovec local = { buf + got, want };
+		struct iovec remote = { (void *)(uintptr_t)(addr + got), want };
+		ssize_t r = process_vm_readv(tid, &local, 1, &remote, 1, 0);
+		if (r <= 0)
+			return r < 0 ? -errno : -EFAULT;
+		if (memchr(buf + got, '\0', (size_t)r) != NULL)
+			return 0;
+		got += (size_t)r;
+	}
+	return -ENAMETOOLONG;
+}
+
+static bool still_waiting(const struct vreplica *vr, uint64_t id)
+{
+	return ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
+/* ---- reading the real world, for a leader ---- */
+
+/* A thread's CPU time, as CLOCK_THREAD_CPUTIME_ID gives it: the scheduler's
+ * runtime in ns (another thread's clock is not readable with clock_gettime
+ * from outside its process). */
+static int thread_cputime(pid_t tid, int which, struct nd_value *v)
+{
+	char path[64], buf[256];
+	if (which == CPUCLOCK_SCHED) {
+		snprintf(path, sizeof path, "/proc/%d/schedstat", (int)tid);
+	} else {
+		snprintf(path, sizeof path, "/proc/%d/stat", (int)tid);
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? EINVAL : errno;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	int err = n < 0 ? errno : 0;
+	close(fd);
+	if (err)
+		return err;
+	buf[n] = '\0';
+	unsigned long long ns;
+	if (which == CPUCLOCK_SCHED) {
+		if (sscanf(buf, "%llu", &ns) != 1)
+			return EINVAL;
+	} else {
+		/* Fields 14 and 15 (utime, stime, in clock ticks), after the
+		 * parenthesised command name, which may hold spaces. */
+		const char *p = strrchr(buf, ')');
+		unsigned long long ut, st;
+		if (p == NULL || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+			return EINVAL;
+		long hz = sysconf(_SC_CLK_TCK);
+		ns = (which == 1 ? ut : ut + st) * (1000000000ull / (unsigned long long)(hz > 0 ? hz : 100));
+	}
+	v->a = (int64_t)(ns / 1000000000ull);
+	v->b = (int64_t)(ns % 1000000000ull);
+	return 0;
+}
+
+/* clock id's real value as the caller (thread tid) would read it. */
+static void real_clock(clockid_t id, pid_t tid, struct nd_value *v)
+{
+	*v = (struct nd_value){ 0 };
+	struct timespec ts;
+	if (id == CLOCK_THREAD_CPUTIME_ID) {
+		v->err = thread_cputime(tid, CPUCLOCK_SCHED, v);
+		return;
+	}
+	if (id < 0 && (id & CPUCLOCK_PERTHREAD)) {
+		pid_t who = CPUCLOCK_PID(id);
+		v->err = thread_cputime(who ? who : tid, CPUCLOCK_WHICH(id), v);
+		return;
+	}
+	/* Process clocks: the caller's, by its pid (any thread of it will do). */
+	if (id == CLOCK_PROCESS_CPUTIME_ID)
+		id = PROCESS_CPUCLOCK(tid, CPUCLOCK_SCHED);
+	else if (id < 0 && CPUCLOCK_PID(id) == 0)
+		id = PROCESS_CPUCLOCK(tid, CPUCLOCK_WHICH(id));
+	if (clock_gettime(id, &ts) != 0) {
+		v->err = errno;
+		return;
+	}
+	v->a = ts.tv_sec;
+	v->b = ts.tv_nsec;
+}
+
+/* ---- the handlers: each fills resp and says what to do with it ---- */
+
+/* Takes replica vr's next entry of key: a follower gets the log's value, a
+ * leader (or a replica behind a dropped entry) reads it with real(). */
+typedef void real_fn(const struct seccomp_notif *req, struct nd_value *v);
+
+static void call_divergence(struct vreplica *vr, uint32_t key, uint64_t index, const char *expected, const char *got)
+{
+	struct sup *S = vr->V->S;
+	char name[64];
+	key_name(key, name, sizeof name);
+	log_event("call divergence: replica %u, %s #%" PRIu64 ": %s (the log: %s)", vr->index, name, index, got,
+		  expected);
+	report_call_divergence(S->report, vr->index, name, index, expected, got, sup_now() - S->t_start);
+}
+
+/* A call's argument (ndlog.h), for people. */
+static void describe_arg(uint32_t key, uint64_t arg, char *buf, size_t size)
+{
+	if (key == KEY_GETRANDOM)
+		snprintf(buf, size, "%" PRIu64 " bytes, flags %#" PRIx64, arg & 0xffffffffu, arg >> 32);
+	else
+		snprintf(buf, size, "flags %#" PRIx64, arg);
+}
+
+static int take(struct vreplica *vr, const struct seccomp_notif *req, uint32_t key, uint64_t arg, real_fn *real,
+		struct nd_value *v, uint64_t *index)
+{
+	uint64_t expected;
+	int outcome = ndlog_take(vr->V->log, vr->index, key, arg, index, v, &expected);
+	if (outcome < 0)
+		fatal(EXIT_INTERNAL, "out of memory in the nondeterminism log");
+	if (outcome == ND_LEAD || outcome == ND_LOST)
+		real(req, v);
+	if (outcome == ND_LEAD)
+		ndlog_put(vr->V->log, vr->index, key, v);
+	if (outcome == ND_MISMATCH) {
+		char e[64], g[64];
+		describe_arg(key, expected, e, sizeof e);
+		describe_arg(key, arg, g, sizeof g);
+		call_divergence(vr, key, *index, e, g);
+	}
+	return outcome;
+}
+
+/* What to do after writing into the caller: answer, or give up on it. */
+static enum answer after_write(struct vreplica *vr, const struct seccomp_notif *req, int err,
+			       struct seccomp_notif_resp *resp)
+{
+	if (err == -EPERM || err == -EACCES) {
+		/* We may not write into it: the kernel answers, for real. */
+		vr->unvirtualized++;
+		return CONTINUE;
+	}
+	if (err == -ESRCH || !still_waiting(vr, req->id))
+		return DROP;
+	if (err != 0)
+		resp->error = err;
+	return ANSWER;
+}
+
+static void real_clock_of(const struct seccomp_notif *req, struct nd_value *v)
+{
+	real_clock((clockid_t)(int32_t)req->data.args[0], (pid_t)req->pid, v);
+}
+
+static enum answer on_clock_gettime(struct vreplica *vr, const struct seccomp_notif *req,
+				    struct seccomp_notif_resp *resp)
+{
+	clockid_t id = (clockid_t)(int32_t)req->data.args[0];
+	struct nd_value v;
+	uint64_t index;
+	take(vr, req, clock_key(id), 0, real_clock_of, &v, &index);
+	if (v.err) {
+		resp->error = -v.err;
+		return ANSWER;
+	}
+	struct timespec ts = { .tv_sec = v.a, .tv_nsec = v.b };
+	return after_write(vr, req, mem_write((pid_t)req->pid, req->data.args[1], &ts, sizeof ts), resp);
+}
+
+static void real_gettimeofday(const struct seccomp_notif *req, struct nd_value *v)
+{
+	(void)req;
+	struct timeval tv;
+	struct timezone tz;
+	*v = (struct nd_value){ 0 };
+	/* The system call itself: it also gives the kernel's timezone. */
+	if (syscall(SYS_gettimeofday, &tv, &tz) != 0) {
+		v->err = errno;
+		return;
+	}
+	*v = (struct nd_value){ .a = tv.tv_sec, .b = tv.tv_usec, .c = tz.tz_minuteswest, .d = tz.tz_dsttime };
+}
+
+static enum answer on_gettimeofday(struct vreplica *vr, const struct seccomp_notif *req,
+				   struct seccomp_notif_resp *resp)
+{
+	struct nd_value v;
+	uint64_t index;
+	take(vr, req, KEY_GETTIMEOFDAY, 0, real_gettimeofday, &v, &index);
+	if (v.err) {
+		resp->error = -v.err;
+		return ANSWER;
+	}
+	int err = 0;
+	if (req->data.args[0] != 0) {
+		struct timeval tv = { .tv_sec = v.a, .tv_usec = v.b };
+		err = mem_write((pid_t)req->pid, req->data.args[0], &tv, sizeof tv);
+	}
+	if (err == 0 && req->data.args[1] != 0) {
+		struct timezone tz = { .tz_minuteswest = v.c, .tz_dsttime = v.d };
+		err = mem_write((pid_t)req->pid, req->data.args[1], &tz, sizeof tz);
+	}
+	return after_write(vr, req, err, resp);
+}
+
+static void real_time(const struct seccomp_notif *req, struct nd_value *v)
+{
+	(void)req;
+	*v = (struct nd_value){ .a = (int64_t)syscall(SYS_time, NULL) };
+}
+
+static enum answer on_time(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
+{
+	struct nd_value v;
+	uint64_t index;
+	take(vr, req, KEY_TIME, 0, real_time, &v, &index);
+	int err = 0;
+	if (req->data.args[0] != 0) {
+		int64_t t = v.a;
+		err = mem_write((pid_t)req->pid, req->data.args[0], &t, sizeof t);
+	}
+	resp->val = v.a;
+	return after_write(vr, req, err, resp);
+}
+
+/* getrandom's bytes are the keystream numbered by the call's index: no real
+ * value to read, nothing to record but the size and flags. */
+static void no_real_value(const struct seccomp_notif *req, struct nd_value *v)
+{
+	(void)req;
+	*v = (struct nd_value){ 0 };
+}
+
+static enum answer on_getrandom(struct vreplica *vr, const struct seccomp_notif *req,
+				struct seccomp_notif_resp *resp)
+{
+	uint64_t addr = req->data.args[0];
+	uint64_t len = req->data.args[1];
+	unsigned flags = (unsigned)req->data.args[2];
+	if ((flags & ~(unsigned)(GRND_NONBLOCK | GRND_RANDOM | GRND_INSECURE)) != 0 ||
+	    (flags & (GRND_RANDOM | GRND_INSECURE)) == (GRND_RANDOM | GRND_INSECURE)) {
+		resp->error = -EINVAL;
+		return ANSWER;
+	}
+	if (len > GETRANDOM_MAX)
+		len = GETRANDOM_MAX;
+	struct nd_value v;
+	uint64_t index;
+	/* GRND_NONBLOCK and GRND_RANDOM change nothing once the kernel's pool
+	 * is ready (it always is by the time a program runs), but a replica
+	 * passing other flags than its siblings is behaving differently. */
+	take(vr, req, KEY_GETRANDOM, len | (uint64_t)flags << 32, no_real_value, &v, &index);
+	struct chacha cc;
+	chacha_init_stream(&cc, vr->V->key, DOMAIN_GETRANDOM, index);
+	uint8_t buf[16384];
+	uint64_t done = 0;
+	int err = 0;
+	while (done < len) {
+		size_t n = len - done < sizeof buf ? (size_t)(len - done) : sizeof buf;
+		chacha_read(&cc, buf, n);
+		if ((err = mem_write((pid_t)req->pid, addr + done, buf, n)) != 0)
+			break;
+		done += n;
+	}
+	/* Like the kernel: a fault after some bytes returns how many. */
+	if (err == -EFAULT && done > 0)
+		err = 0;
+	resp->val = (int64_t)done;
+	return after_write(vr, req, err, resp);
+}
+
+/* Which random device path (as the caller sees it) names, if any: the
+ * device numbers decide, so links and relative paths count too. */
+static uint32_t random_device(pid_t tid, int dirfd, const char *path)
+{
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	if (strcmp(base, "urandom") != 0 && strcmp(base, "random") != 0)
+		return 0;
+	char full[4200];
+	if (path[0] == '/')
+		snprintf(full, sizeof full, "/proc/%d/root%s", (int)tid, path);
+	else if (dirfd == AT_FDCWD)
+		snprintf(full, sizeof full, "/proc/%d/cwd/%s", (int)tid, path);
+	else
+		snprintf(full, sizeof full, "/proc/%d/fd/%d/%s", (int)tid, dirfd, path);
+	struct stat st;
+	if (stat(full, &st) != 0 || !S_ISCHR(st.st_mode))
+		return 0;
+	if (st.st_rdev == makedev(1, 9))
+		return KEY_URANDOM;
+	if (st.st_rdev == makedev(1, 8))
+		return KEY_RANDOM;
+	return 0;
+}
+
+static enum answer on_open(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
+{
+	(void)resp;
+	bool at = req->data.nr == SYS_openat;
+	int dirfd = at ? (int)(int32_t)req->data.args[0] : AT_FDCWD;
+	int flags = (int)req->data.args[at ? 2 : 1];
+	/* Only plain reads are virtualized; writing to the device (feeding the
+	 * kernel's pool) goes on as it would. */
+	if ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_PATH | O_DIRECTORY | O_CREAT)) != 0)
+		return CONTINUE;
+	char path[4096];
+	if (mem_read_string((pid_t)req->pid, req->data.args[at ? 1 : 0], path, sizeof path) != 0)
+		return CONTINUE; /* the kernel will say what is wrong with it */
+	uint32_t key = random_device((pid_t)req->pid, dirfd, path);
+	if (key == 0)
+		return CONTINUE;
+	if (!still_waiting(vr, req->id))
+		return DROP;
+	struct nd_value v;
+	uint64_t index;
+	int kept = flags & (O_NONBLOCK | O_CLOEXEC);
+	/* A mismatch is reported; the replica still gets the n-th stream. */
+	take(vr, req, key, (uint64_t)kept, no_real_value, &v, &index);
+	int fd = entropy_open(vr->V->entropy, key == KEY_URANDOM ? DOMAIN_URANDOM : DOMAIN_RANDOM, index,
+			      (flags & O_NONBLOCK) != 0);
+	if (fd < 0) {
+		log_warn("cannot virtualize an open of /dev/%s: %s", key == KEY_URANDOM ? "urandom" : "random",
+			 strerror(errno));
+		vr->unvirtualized++;
+		return CONTINUE;
+	}
+	/* Installs the fd and answers with its number, in one step. */
+	struct seccomp_notif_addfd add = { .id = req->id, .flags = SECCOMP_ADDFD_FLAG_SEND, .srcfd = (uint32_t)fd,
+					   .newfd = 0, .newfd_flags = (uint32_t)(flags & O_CLOEXEC) };
+	if (ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0 && errno != ENOENT) {
+		/* EMFILE and the like: the caller's error, as the open's. */
+		int err = errno;
+		close(fd);
+		resp->error = -err;
+		return still_waiting(vr, req->id) ? ANSWER : DROP;
+	}
+	close(fd);
+	return DROP; /* answered by the ioctl */
+}
+
+static enum answer on_arch_prctl(struct vreplica *vr, const struct seccomp_notif *req)
+{
+	int err = vdso_patch((pid_t)req->pid);
+	if (err != 0 && err != -ESRCH && err != -ENOENT) {
+		vr->unvirtualized++;
+		if (!vr->V->vdso_warned) {
+			vr->V->vdso_warned = true;
+			log_warn("cannot patch the vDSO of pid %u: %s; its clock reads stay real and may differ "
+				 "between replicas", req->pid, strerror(-err));
+		}
+	}
+	return CONTINUE;
+}
+
+static enum answer dispatch(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
+{
+	switch (req->data.nr) {
+	case SYS_clock_gettime: return on_clock_gettime(vr, req, resp);
+	case SYS_gettimeofday: return on_gettimeofday(vr, req, resp);
+	case SYS_time: return on_time(vr, req, resp);
+	case SYS_getrandom: return on_getrandom(vr, req, resp);
+	case SYS_open:
+	case SYS_openat: return on_open(vr, req, resp);
+	case SYS_arch_prctl: return on_arch_prctl(vr, req);
+	default: return CONTINUE;
+	}
+}
+
+static void listener_close(struct vreplica *vr)
+{
+	if (vr->fd < 0)
+		return;
+	event_free(vr->ev);
+	vr->ev = NULL;
+	close(vr->fd);
+	vr->fd = -1;
+}
+
+static void on_notification(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct vreplica *vr = arg;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	if (vr->poll_first && poll(&p, 1, 0) >= 0 && !(p.revents & POLLIN)) {
+		if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
+			listener_close(vr);
+		return;
+	}
+	struct seccomp_notif req;
+	memset(&req, 0, sizeof req);
+	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) {
+		/* ENOENT: the caller died before we got to it, or no process of
+		 * this replica is left (the listener is hung up). */
+		if (errno == ENOENT && poll(&p, 1, 0) >= 0 && (p.revents & POLLHUP) && !(p.revents & POLLIN))
+			listener_close(vr);
+		else if (errno != EINTR && errno != ENOENT)
+			log_warn("replica %u: cannot receive a notification: %s", vr->index, strerror(errno));
+		return;
+	}
+	struct seccomp_notif_resp resp = { .id = req.id };
+	switch (dispatch(vr, &req, &resp)) {
+	case CONTINUE:
+		resp = (struct seccomp_notif_resp){ .id = req.id, .flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE };
+		break;
+	case DROP:
+		return;
+	case ANSWER:
+		break;
+	}
+	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 && errno != ENOENT)
+		log_warn("replica %u: cannot answer a notification: %s", vr->index, strerror(errno));
+}
+
+struct virt *virt_new(struct sup *S)
+{
+	struct virt *V = calloc(1, sizeof *V);
+	if (V == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	V->S = S;
+	if (filter_build(&V->prog) != 0)
+		fatal(EXIT_INTERNAL, "cannot build the seccomp filter (--no-virtualize runs without it)");
+	if (getrandom(V->key, sizeof V->key, 0) != (ssize_t)sizeof V->key)
+		fatal(EXIT_INTERNAL, "cannot read the run's random key: %s", strerror(errno));
+	V->log = ndlog_new(S->k, LOG_CAP);
+	V->entropy = entropy_new(S->base, V->key);
+	V->r = calloc(S->k, sizeof *V->r);
+	if (V->log == NULL || V->entropy == NULL || V->r == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	for (unsigned i = 0; i < S->k; i++)
+		V->r[i] = (struct vreplica){ .V = V, .index = i, .fd = -1 };
+	if (vdso_init() != 0)
+		log_event("no vDSO clock entry points found: clock calls enter the kernel as they are");
+	return V;
+}
+
+const struct sock_fprog *virt_filter(const struct virt *V)
+{
+	return &V->prog;
+}
+
+void virt_attach(struct virt *V, unsigned i, int listener)
+{
+	struct vreplica *vr = &V->r[i];
+	vr->fd = listener;
+	/* A kernel before 6.6 refuses; it is only slower, and its receive may
+	 * block on a hung-up listener, so we poll first there. */
+	if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, (unsigned long)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) != 0) {
+		vr->poll_first = true;
+		log_event("replica %u: synchronous wake-ups refused (%s): notified calls cost more", i,
+			  strerror(errno));
+	}
+	vr->ev = event_new(V->S->base, listener, EV_READ | EV_PERSIST, on_notification, vr);
+	if (vr->ev == NULL || event_add(vr->ev, NULL) != 0)
+		fatal(EXIT_INTERNAL, "cannot watch replica %u's system calls", i);
+}
+
+void virt_retire(struct virt *V, unsigned i, bool killed)
+{
+	ndlog_retire(V->log, i);
+	if (killed)
+		listener_close(&V->r[i]);
+}
+
+void virt_finish(struct virt *V)
+{
+	struct sup *S = V->S;
+	uint32_t keys[64];
+	size_t nkeys = ndlog_keys(V->log, keys, 64);
+	if (nkeys > 64)
+		nkeys = 64;
+	char name[64];
+	for (unsigned i = 0; i < S->k; i++) {
+		for (size_t j = 0; j < nkeys; j++) {
+			key_name(keys[j], name, sizeof name);
+			report_calls(S->report, i, name, ndlog_count(V->log, i, keys[j]));
+		}
+		report_unvirtualized(S->report, i, V->r[i].unvirtualized);
+	}
+	/* Replicas that ran to the end in the vote should have made as many
+	 * calls of each kind; one that made more or fewer behaved differently
+	 * (the check that threads cannot fool: counts do not depend on the
+	 * interleaving). */
+	for (size_t j = 0; j < nkeys; j++) {
+		uint64_t counts[VOTER_MAX];
+		unsigned idx[VOTER_MAX], n = 0;
+		for (unsigned i = 0; i < S->k && n < VOTER_MAX; i++)
+			if (S->r[i].live && S->r[i].exited) {
+				idx[n] = i;
+				counts[n++] = ndlog_count(V->log, i, keys[j]);
+			}
+		for (unsigned a = 0; a < n; a++) {
+			unsigned same = 0;
+			for (unsigned b = 0; b < n; b++)
+				same += counts[b] == counts[a];
+			if (2 * same <= n)
+				continue;
+			for (unsigned b = 0; b < n; b++)
+				if (counts[b] != counts[a]) {
+					char e[32], g[32];
+					snprintf(e, sizeof e, "%" PRIu64 " calls", counts[a]);
+					snprintf(g, sizeof g, "%" PRIu64 " calls", counts[b]);
+					call_divergence(&V->r[idx[b]], keys[j], counts[b] < counts[a] ? counts[b] : counts[a],
+							e, g);
+				}
+			break;
+		}
+	}
+}

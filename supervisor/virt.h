@@ -1,0 +1,34 @@
+/* virt.h — every replica sees the same world: the supervisor answers each
+ * replica's clock reads, getrandom calls and opens of the random devices
+ * (filter.h says which calls reach it) so that the n-th call of a kind
+ * returns the same in every replica (ndlog.h says how calls are matched).
+ * Clock values are real: the first replica to make a call reads the clock.
+ * Random bytes come from a per-run ChaCha20 key (chacha.h, entropy.h).
+ * docs/NONDETERMINISM.md lists what this covers and what it does not. */
+#ifndef DIEHARD_VIRT_H
+#define DIEHARD_VIRT_H
+
+#include <linux/filter.h>
+#include <stdbool.h>
+
+struct sup;
+struct virt;
+
+/* Builds the filter and the run's key and log; exits 125 on failure. */
+struct virt *virt_new(struct sup *S);
+
+/* The filter spawn.c installs in each replica. */
+const struct sock_fprog *virt_filter(const struct virt *V);
+
+/* Serves replica i's listener fd from now on (virt owns it). */
+void virt_attach(struct virt *V, unsigned i, int listener);
+
+/* Replica i left the vote (killed: its listener is closed too) or exited:
+ * its position no longer keeps log entries. */
+void virt_retire(struct virt *V, unsigned i, bool killed);
+
+/* At the end: compares how many calls of each kind the replicas that
+ * finished made, and writes the counts into the report. */
+void virt_finish(struct virt *V);
+
+#endif
