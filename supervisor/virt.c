@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "chacha.h"
+#include "dispute.h"
 #include "entropy.h"
 #include "exitcode.h"
 #include "filter.h"
@@ -96,6 +97,7 @@ struct virt {
 	struct sup *S;
 	struct sock_fprog prog;
 	struct ndlog *log;
+	struct disputes *disputes;
 	struct entropy *entropy;
 	uint8_t key[CHACHA_KEY_BYTES];
 	struct vreplica *r;
@@ -271,7 +273,7 @@ static void call_divergence(struct vreplica *vr, uint32_t key, uint64_t index, c
 	struct sup *S = vr->V->S;
 	char name[64];
 	key_name(key, name, sizeof name);
-	log_event("call divergence: replica %u, %s #%" PRIu64 ": %s (the log: %s)", vr->index, name, index, got,
+	log_event("call divergence: replica %u, %s #%" PRIu64 ": %s, the majority's: %s", vr->index, name, index, got,
 		  expected);
 	report_call_divergence(S->report, vr->index, name, index, expected, got, sup_now() - S->t_start);
 }
@@ -285,23 +287,49 @@ static void describe_arg(uint32_t key, uint64_t arg, char *buf, size_t size)
 		snprintf(buf, size, "flags %#" PRIx64, arg);
 }
 
+/* The replicas that may still make calls: in the vote and not exited. */
+static uint64_t still_calling(const struct sup *S)
+{
+	uint64_t m = 0;
+	for (unsigned i = 0; i < S->k; i++)
+		if (S->r[i].live && !S->r[i].exited)
+			m |= (uint64_t)1 << i;
+	return m;
+}
+
+static void on_odd(void *ctx, unsigned r, uint32_t key, uint64_t index, uint64_t expected, uint64_t got)
+{
+	struct virt *V = ctx;
+	char e[64], g[64];
+	describe_arg(key, expected, e, sizeof e);
+	describe_arg(key, got, g, sizeof g);
+	call_divergence(&V->r[r], key, index, e, g);
+}
+
 static int take(struct vreplica *vr, const struct seccomp_notif *req, uint32_t key, uint64_t arg, real_fn *real,
 		struct nd_value *v, uint64_t *index)
 {
+	struct virt *V = vr->V;
 	uint64_t expected;
-	int outcome = ndlog_take(vr->V->log, vr->index, key, arg, index, v, &expected);
+	int outcome = ndlog_take(V->log, vr->index, key, arg, index, v, &expected);
 	if (outcome < 0)
 		fatal(EXIT_INTERNAL, "out of memory in the nondeterminism log");
 	if (outcome == ND_LEAD || outcome == ND_LOST)
 		real(req, v);
 	if (outcome == ND_LEAD)
-		ndlog_put(vr->V->log, vr->index, key, v);
+		ndlog_put(V->log, vr->index, key, v);
 	if (outcome == ND_MISMATCH) {
-		char e[64], g[64];
-		describe_arg(key, expected, e, sizeof e);
-		describe_arg(key, arg, g, sizeof g);
-		call_divergence(vr, key, *index, e, g);
+		/* Who is odd is for the majority to say, once all have made it. */
+		uint64_t made = 0;
+		for (unsigned j = 0; j < V->S->k; j++)
+			if (j != vr->index && ndlog_count(V->log, j, key) > *index)
+				made |= (uint64_t)1 << j;
+		disputes_open(V->disputes, key, *index, expected, made, vr->index, arg);
+	} else if (outcome == ND_FOLLOW) {
+		disputes_note(V->disputes, key, *index, vr->index, arg);
 	}
+	if (disputes_pending(V->disputes))
+		disputes_settle(V->disputes, still_calling(V->S), false);
 	return outcome;
 }
 
@@ -597,9 +625,10 @@ struct virt *virt_new(struct sup *S)
 	if (getrandom(V->key, sizeof V->key, 0) != (ssize_t)sizeof V->key)
 		fatal(EXIT_INTERNAL, "cannot read the run's random key: %s", strerror(errno));
 	V->log = ndlog_new(S->k, LOG_CAP);
+	V->disputes = disputes_new(S->k, on_odd, V);
 	V->entropy = entropy_new(S->base, V->key);
 	V->r = calloc(S->k, sizeof *V->r);
-	if (V->log == NULL || V->entropy == NULL || V->r == NULL)
+	if (V->log == NULL || V->disputes == NULL || V->entropy == NULL || V->r == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	for (unsigned i = 0; i < S->k; i++)
 		V->r[i] = (struct vreplica){ .V = V, .index = i, .fd = -1 };
@@ -634,11 +663,14 @@ void virt_retire(struct virt *V, unsigned i, bool killed)
 	ndlog_retire(V->log, i);
 	if (killed)
 		listener_close(&V->r[i]);
+	if (disputes_pending(V->disputes))
+		disputes_settle(V->disputes, still_calling(V->S), false);
 }
 
 void virt_finish(struct virt *V)
 {
 	struct sup *S = V->S;
+	disputes_settle(V->disputes, 0, true);
 	uint32_t keys[64];
 	size_t nkeys = ndlog_keys(V->log, keys, 64);
 	if (nkeys > 64)
