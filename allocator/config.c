@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "msg.h"
@@ -221,5 +222,17 @@ void config_load(struct config *cfg)
 		struct msg m = { .len = 0 };
 		msg_str(&m, "diehard: no getrandom or /dev/urandom; heap seed is weak");
 		msg_send(&m);
+	}
+	if (!cfg->seed_given) {
+		/* Under diehard, getrandom and /dev/urandom give every replica the
+		 * same bytes (a program's own randomness must agree), but heaps
+		 * must differ: a replica's process that lost DIEHARD_SEED (a
+		 * cleared environment) still gets its own heap from the 16 bytes
+		 * the kernel puts in every new image's auxiliary vector, which
+		 * nothing virtualizes. */
+		const unsigned char *at_random = (const unsigned char *)getauxval(AT_RANDOM);
+		if (at_random != NULL)
+			for (unsigned i = 0; i < 16; i++)
+				cfg->seed[i / 8] ^= (uint64_t)at_random[i] << (8 * (i % 8));
 	}
 }

@@ -142,7 +142,7 @@ void replica_start(struct sup *S, unsigned i)
 	char **envp = spawn_environment(S->o->allocator, r->seed);
 	struct spawn_request req = { .path = S->o->path, .argv = S->o->argv, .envp = envp,
 				     .fds = { in[0], out[0][1], out[1][1] }, .pipe_ignored = S->pipe_ignored,
-				     .filter = S->virt ? virt_filter(S->virt) : NULL };
+				     .filter = S->virt ? virt_filter(S->virt) : NULL, .nofile = &S->nofile };
 	int exec_errno, listener;
 	r->pid = spawn_replica(&req, &exec_errno, &listener);
 	spawn_environment_free(envp);

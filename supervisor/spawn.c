@@ -183,6 +183,12 @@ static _Noreturn void child(const struct spawn_request *r, pid_t parent, int soc
 	 * diehard was started with. */
 	if (!r->pipe_ignored)
 		signal(SIGPIPE, SIG_DFL);
+	/* The supervisor raised its own fd limit (virt.c holds a pipe per open
+	 * random device); the program gets the one diehard was started with. */
+	if (r->nofile != NULL && setrlimit(RLIMIT_NOFILE, r->nofile) != 0) {
+		err = errno;
+		goto fail;
+	}
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <linux/filter.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 /* Finds cmd as execvp would. 0 and a malloc'ed *path, or the exit code to
@@ -20,6 +21,7 @@ struct spawn_request {
 	int fds[3];    /* become the replica's 0, 1, 2 */
 	bool pipe_ignored; /* SIGPIPE was ignored when diehard started: keep it so */
 	const struct sock_fprog *filter; /* seccomp filter to run under, or NULL */
+	const struct rlimit *nofile;     /* the fd limit diehard was started with */
 };
 
 /* Builds a replica's environment: ours, with LD_PRELOAD (allocator first),

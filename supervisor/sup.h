@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "arena.h"
@@ -77,6 +78,7 @@ struct sup {
 	unsigned nsig;
 	bool stopping;
 	bool pipe_ignored;        /* SIGPIPE was ignored when we started */
+	struct rlimit nofile;     /* the fd limit we started with, for the replicas */
 	int exit_code;
 	struct report *report;
 	struct virt *virt;        /* NULL with --no-virtualize */

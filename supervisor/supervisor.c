@@ -212,6 +212,13 @@ int supervisor_run(const struct options *o)
 	struct sigaction pipe_was;
 	S->pipe_ignored = sigaction(SIGPIPE, NULL, &pipe_was) == 0 && pipe_was.sa_handler == SIG_IGN;
 	signal(SIGPIPE, SIG_IGN); /* EPIPE is handled where it happens */
+	/* As many fds as we may: every replica's open random device is a pipe
+	 * we feed (entropy.c). The replicas get the limit back (spawn.c). */
+	if (getrlimit(RLIMIT_NOFILE, &S->nofile) != 0)
+		fatal(EXIT_INTERNAL, "getrlimit: %s", strerror(errno));
+	struct rlimit raised = { S->nofile.rlim_max, S->nofile.rlim_max };
+	if (setrlimit(RLIMIT_NOFILE, &raised) != 0)
+		log_event("cannot raise the fd limit: %s", strerror(errno));
 
 	event_set_log_callback(libevent_log);
 	S->base = event_base_new();
