@@ -40,3 +40,11 @@ run_unit() {
 @test "unit: voter (quorum, chunks, prefixes, divergence, no quorum)" {
 	run_unit test_voter
 }
+
+@test "unit: nondeterminism log and ChaCha20 (RFC 8439 vectors, lead/follow, mismatch, cap, retire)" {
+	run_unit test_ndlog
+}
+
+@test "unit: call disputes (majority decides who is odd, waiting, force, no majority, k=64)" {
+	run_unit test_dispute
+}
