@@ -42,8 +42,12 @@ replica_states() {
 		sleep 0.25
 	done
 	[[ $(grep -c "$marker" "$OUT") == 8 ]] || fail "incomplete output after fg:" "$(cat "$OUT")"
-	# Typed only now: while diehard runs, the terminal is its stdin.
-	sleep 0.5
+	# Typed only once diehard is gone: while it runs, the terminal is its
+	# stdin (each replica still sleeps 0.5 s after its last line).
+	for _ in $(seq 1 40); do
+		pgrep -f "diehard -k 3 sh -c for i in 1 2 3 4 5 6 7 8; do echo $marker" >/dev/null || break
+		sleep 0.25
+	done
 	tmux -S "$SOCK" send-keys "echo status=\$? > '$OUT.status'" Enter
 	for _ in $(seq 1 20); do
 		[[ -s $OUT.status ]] && break
