@@ -51,3 +51,16 @@ printf '   plain glibc: %s (same as the fixed program: %s)\n' "$(build/tests/sup
 set +e
 build/diehard -k 3 build/tests/sup_uninit bug 2>&1 | sed 's/^/   /'
 echo "   diehard exit status: ${PIPESTATUS[0]}"
+
+echo
+echo "== 7. the same clocks and random bytes in every replica"
+printf '   diehard -k 3 date +%%s.%%N: %s (exit %s)\n' "$(build/diehard -k 3 date +%s.%N)" "$?"
+printf '   python3 printing a set, hash seed from getrandom: %s (exit %s)\n' \
+	"$(env -u PYTHONHASHSEED build/diehard -k 3 python3 -c 'print({"a", "b", "c", "d", "e", "f"})' 2>/dev/null)" "$?"
+env -u PYTHONHASHSEED build/diehard -k 3 --no-virtualize python3 -c 'print({"a", "b", "c", "d", "e", "f"})' >/dev/null 2>&1
+status=$?
+if [[ $status == 123 ]]; then
+	echo "   the same with --no-virtualize: exit 123, no majority: each replica hashed with its own seed"
+else
+	echo "   the same with --no-virtualize: exit $status (two replicas happened to draw the same order)"
+fi
