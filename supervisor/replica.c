@@ -47,6 +47,10 @@ void replica_close_output(struct replica *r, int s)
  * signals a whole job, so its own children get it too. */
 void replica_signal(struct replica *r, int sig)
 {
+	/* Never 0 or -1: kill() would take those as our own process group or
+	 * every process we may signal. */
+	if (r->pid <= 0)
+		return;
 	if (kill(-r->pid, sig) != 0 && kill(r->pid, sig) != 0 && errno != ESRCH)
 		log_warn("cannot signal replica %u (pid %d): %s", r->index, (int)r->pid, strerror(errno));
 }
@@ -144,9 +148,9 @@ void replica_start(struct sup *S, unsigned i)
 				     .fds = { in[0], out[0][1], out[1][1] }, .pipe_ignored = S->pipe_ignored,
 				     .filter = S->virt ? virt_filter(S->virt) : NULL, .nofile = &S->nofile };
 	int exec_errno, listener;
-	r->pid = spawn_replica(&req, &exec_errno, &listener);
+	pid_t pid = spawn_replica(&req, &exec_errno, &listener);
 	spawn_environment_free(envp);
-	if (r->pid < 0) {
+	if (pid < 0) {
 		int code = exec_errno == ENOENT ? EXIT_NOT_FOUND : exec_errno ? EXIT_CANNOT_EXEC : EXIT_INTERNAL;
 		replicas_kill_all(S);
 		if (exec_errno == 0 && S->virt != NULL)
@@ -154,6 +158,7 @@ void replica_start(struct sup *S, unsigned i)
 				    "--no-virtualize runs without it)", strerror(errno));
 		fatal(code, "%s: %s", S->o->argv[0], strerror(errno));
 	}
+	r->pid = pid;
 	if (S->virt != NULL)
 		virt_attach(S->virt, i, listener);
 	close(in[0]);

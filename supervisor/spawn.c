@@ -157,7 +157,7 @@ static void child_send(int sock, char tag, int err, int fd)
 
 /* In the child: never returns. Reports the listener and any failure through
  * sock. */
-static _Noreturn void child(const struct spawn_request *r, pid_t parent, int sock)
+static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv, pid_t parent, int sock)
 {
 	int err;
 	/* Die with the supervisor: otherwise a replica outlives it, and its
@@ -205,6 +205,12 @@ static _Noreturn void child(const struct spawn_request *r, pid_t parent, int soc
 	}
 	execve(r->path, r->argv, r->envp);
 	err = errno;
+	/* As execvp: a file the kernel cannot run (a script without #!) is
+	 * run by the shell. */
+	if (err == ENOEXEC && sh_argv != NULL) {
+		execve(sh_argv[0], sh_argv, r->envp);
+		err = errno;
+	}
 fail:
 	child_send(sock, 'E', err, -1);
 	_exit(err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
@@ -240,10 +246,22 @@ pid_t spawn_replica(const struct spawn_request *r, int *exec_errno, int *listene
 	int sock[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) != 0)
 		return -1;
+	/* /bin/sh PATH ARGS..., for a file execve refuses with ENOEXEC. */
+	size_t argc = 0;
+	while (r->argv[argc] != NULL)
+		argc++;
+	char **sh_argv = calloc(argc + 2, sizeof *sh_argv);
+	if (sh_argv != NULL) {
+		sh_argv[0] = (char *)"/bin/sh";
+		sh_argv[1] = (char *)r->path;
+		for (size_t i = 1; i < argc; i++)
+			sh_argv[i + 1] = r->argv[i];
+	}
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
 		int saved = errno;
+		free(sh_argv);
 		close(sock[0]);
 		close(sock[1]);
 		errno = saved;
@@ -251,8 +269,9 @@ pid_t spawn_replica(const struct spawn_request *r, int *exec_errno, int *listene
 	}
 	if (pid == 0) {
 		close(sock[0]);
-		child(r, parent, sock[1]);
+		child(r, sh_argv, parent, sock[1]);
 	}
+	free(sh_argv);
 	close(sock[1]);
 	/* Also here, so the group exists before we might signal it (the child
 	 * may not have run yet); EACCES once it has exec'ed is harmless. */

@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -529,10 +530,23 @@ static enum answer on_open(struct vreplica *vr, const struct seccomp_notif *req,
 		vr->unvirtualized++;
 		return CONTINUE;
 	}
-	/* Installs the fd and answers with its number, in one step. */
+	/* Installs the fd and answers with its number, in one step. With
+	 * signals blocked: the kernel marks the call answered before it waits
+	 * for the fd to be installed, so a signal (a replica's SIGCHLD) in
+	 * that wait would make the caller's open return 0 with no fd, and the
+	 * restarted ioctl fail with ENOENT. */
 	struct seccomp_notif_addfd add = { .id = req->id, .flags = SECCOMP_ADDFD_FLAG_SEND, .srcfd = (uint32_t)fd,
 					   .newfd = 0, .newfd_flags = (uint32_t)(flags & O_CLOEXEC) };
-	if (ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0 && errno != ENOENT) {
+	sigset_t all, old;
+	sigfillset(&all);
+	if (sigprocmask(SIG_BLOCK, &all, &old) != 0)
+		fatal(EXIT_INTERNAL, "sigprocmask: %s", strerror(errno));
+	int added = ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+	int add_errno = errno;
+	if (sigprocmask(SIG_SETMASK, &old, NULL) != 0)
+		fatal(EXIT_INTERNAL, "sigprocmask: %s", strerror(errno));
+	errno = add_errno;
+	if (added < 0 && errno != ENOENT) {
 		/* EMFILE and the like: the caller's error, as the open's. */
 		int err = errno;
 		close(fd);

@@ -95,6 +95,27 @@ expect_error() {
 	PATH="$T/bin:$PATH" expect_error 126 "notexec-$$" -k 3 "notexec-$$"
 }
 
+@test "exec fails in the replica (file busy being written): 126, one line, and diehard's caller survives" {
+	# ETXTBSY is only found by execve itself, after the replicas are
+	# forked: diehard must then kill its own replicas and nothing else
+	# (once it sent SIGKILL to its own process group and to pid 1).
+	cp "$(type -P true)" "$T/busy"
+	local writer
+	exec {writer}>>"$T/busy" # bats owns fd 3
+	run setsid bash -c '"$1" -k 3 "$2"; echo "rc=$?"' _ "$DIEHARD" "$T/busy"
+	exec {writer}>&-
+	[[ $output == *"rc=126"* ]] || fail "the shell that ran diehard did not survive, or diehard did not exit 126:" "$output"
+	[[ $output == *"diehard: $T/busy: Text file busy"* ]] || fail "no message naming the file and the error:" "$output"
+}
+
+@test "a script without #! is run by /bin/sh, as execvp does" {
+	printf 'echo "args: $1 $2"\n' >"$T/noshebang"
+	chmod 755 "$T/noshebang"
+	capture "$T/run" sup -k 3 "$T/noshebang" one two
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(<"$T/run.err")"
+	[[ $(<"$T/run.out") == "args: one two" ]] || fail "output:" "$(<"$T/run.out")"
+}
+
 @test "an allocator that is missing, not a shared library, or a directory: 125 and one line naming it" {
 	expect_error 125 "$T/missing.so" -a "$T/missing.so" -k 3 "${PROBE[@]}"
 	echo 'not an ELF file' >"$T/text.so"
