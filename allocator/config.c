@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "msg.h"
@@ -224,15 +223,16 @@ void config_load(struct config *cfg)
 		msg_send(&m);
 	}
 	if (!cfg->seed_given) {
-		/* Under diehard, getrandom and /dev/urandom give every replica the
-		 * same bytes (a program's own randomness must agree), but heaps
-		 * must differ: a replica's process that lost DIEHARD_SEED (a
-		 * cleared environment) still gets its own heap from the 16 bytes
-		 * the kernel puts in every new image's auxiliary vector, which
-		 * nothing virtualizes. */
-		const unsigned char *at_random = (const unsigned char *)getauxval(AT_RANDOM);
-		if (at_random != NULL)
-			for (unsigned i = 0; i < 16; i++)
-				cfg->seed[i / 8] ^= (uint64_t)at_random[i] << (8 * (i % 8));
+		/* Under diehard, getrandom, /dev/urandom and even AT_RANDOM give
+		 * every replica the same bytes (a program's own randomness must
+		 * agree), but heaps must differ: a replica's process that lost
+		 * DIEHARD_SEED (a cleared environment) still gets its own heap
+		 * from what nothing virtualizes: the time-stamp counter and where
+		 * the kernel put its stack. */
+		uintptr_t here = (uintptr_t)&here;
+#if defined(__x86_64__)
+		cfg->seed[0] ^= (uint64_t)__builtin_ia32_rdtsc();
+#endif
+		cfg->seed[1] ^= (uint64_t)here;
 	}
 }

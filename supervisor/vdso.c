@@ -108,8 +108,9 @@ int vdso_init(void)
 	return have_targets ? 0 : -1;
 }
 
-/* The vDSO's address in the process of tid, from its auxiliary vector. */
-static int remote_base(pid_t tid, uint64_t *base)
+/* The vDSO's address and AT_RANDOM's in the process of tid, from its
+ * auxiliary vector (0 for what it lacks). */
+static int read_auxv(pid_t tid, uint64_t *vdso, uint64_t *random)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/auxv", (int)tid);
@@ -122,21 +123,23 @@ static int remote_base(pid_t tid, uint64_t *base)
 	close(fd);
 	if (err)
 		return err;
-	for (size_t i = 0; i < (size_t)n / sizeof aux[0] && aux[i].a_type != AT_NULL; i++)
-		if (aux[i].a_type == AT_SYSINFO_EHDR) {
-			*base = aux[i].a_un.a_val;
-			return 0;
-		}
-	*base = 0;
+	*vdso = *random = 0;
+	for (size_t i = 0; i < (size_t)n / sizeof aux[0] && aux[i].a_type != AT_NULL; i++) {
+		if (aux[i].a_type == AT_SYSINFO_EHDR)
+			*vdso = aux[i].a_un.a_val;
+		else if (aux[i].a_type == AT_RANDOM)
+			*random = aux[i].a_un.a_val;
+	}
 	return 0;
 }
 
-int vdso_patch(pid_t tid)
+int vdso_patch(pid_t tid, uint64_t *at_random)
 {
+	*at_random = 0;
 	if (!have_targets)
 		return 0;
 	uint64_t base;
-	int err = remote_base(tid, &base);
+	int err = read_auxv(tid, &base, at_random);
 	if (err || base == 0)
 		return err;
 	char path[64];
@@ -146,7 +149,20 @@ int vdso_patch(pid_t tid)
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	for (size_t t = 0; t < NTARGETS && err == 0; t++) {
+	/* Already patched (a later arch_prctl of the same image, a thread, a
+	 * forked child): nothing to do. The first target is written last, so
+	 * it being patched means all are. */
+	size_t first = NTARGETS;
+	for (size_t t = 0; t < NTARGETS && first == NTARGETS; t++)
+		if (targets[t].offset != 0)
+			first = t;
+	uint8_t now[STUB_BYTES];
+	if (pread(fd, now, STUB_BYTES, (off_t)(base + targets[first].offset)) == STUB_BYTES &&
+	    memcmp(now, targets[first].stub, STUB_BYTES) == 0) {
+		close(fd);
+		return 0;
+	}
+	for (size_t t = NTARGETS; t-- > 0 && err == 0;) {
 		if (targets[t].offset == 0)
 			continue;
 		ssize_t w = pwrite(fd, targets[t].stub, STUB_BYTES, (off_t)(base + targets[t].offset));
@@ -154,5 +170,5 @@ int vdso_patch(pid_t tid)
 			err = w < 0 ? -errno : -EIO;
 	}
 	close(fd);
-	return err;
+	return err ? err : 1;
 }

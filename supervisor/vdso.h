@@ -14,6 +14,7 @@
 #ifndef DIEHARD_VDSO_H
 #define DIEHARD_VDSO_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Finds the entry points in our own vDSO. 0, or -1 when there is no vDSO or
@@ -22,7 +23,9 @@
 int vdso_init(void);
 
 /* Patches the vDSO of the process of thread tid, through /proc/TID/mem.
- * 0 (also when there is nothing to patch), or -errno. */
-int vdso_patch(pid_t tid);
+ * 1 when it did (a new program image), 0 when there was nothing to do (no
+ * vDSO, or already patched), or -errno. *at_random is the address of the
+ * image's 16 AT_RANDOM bytes (0 if unknown). */
+int vdso_patch(pid_t tid, uint64_t *at_random);
 
 #endif

@@ -76,9 +76,10 @@ enum {
 	KEY_GETRANDOM = 5 << 24,
 	KEY_URANDOM = 6 << 24,
 	KEY_RANDOM = 7 << 24,
+	KEY_AT_RANDOM = 8 << 24,
 };
 /* Keystream domains (chacha.h): one per source of random bytes. */
-enum { DOMAIN_GETRANDOM = 1, DOMAIN_URANDOM = 2, DOMAIN_RANDOM = 3 };
+enum { DOMAIN_GETRANDOM = 1, DOMAIN_URANDOM = 2, DOMAIN_RANDOM = 3, DOMAIN_AT_RANDOM = 4 };
 
 /* Linux's encoding of CPU-time clock ids (clock_getcpuclockid(3)). */
 #define CPUCLOCK_PERTHREAD 4
@@ -146,6 +147,7 @@ static void key_name(uint32_t key, char *buf, size_t size)
 	case KEY_GETRANDOM: snprintf(buf, size, "getrandom"); return;
 	case KEY_URANDOM: snprintf(buf, size, "open(/dev/urandom)"); return;
 	case KEY_RANDOM: snprintf(buf, size, "open(/dev/random)"); return;
+	case KEY_AT_RANDOM: snprintf(buf, size, "exec (AT_RANDOM)"); return;
 	default: snprintf(buf, size, "key %#x", key); return;
 	}
 }
@@ -557,16 +559,32 @@ static enum answer on_open(struct vreplica *vr, const struct seccomp_notif *req,
 	return DROP; /* answered by the ioctl */
 }
 
+/* A new program image's first arch_prctl: its vDSO is patched, and its
+ * AT_RANDOM bytes (the kernel's 16 random bytes for each exec, which seed
+ * Go's map order and scheduler, and glibc's stack canary) become the n-th
+ * image's bytes of the run's stream, as in every replica. */
 static enum answer on_arch_prctl(struct vreplica *vr, const struct seccomp_notif *req)
 {
-	int err = vdso_patch((pid_t)req->pid);
-	if (err != 0 && err != -ESRCH && err != -ENOENT) {
+	uint64_t at_random;
+	int err = vdso_patch((pid_t)req->pid, &at_random);
+	if (err < 0 && err != -ESRCH && err != -ENOENT) {
 		vr->unvirtualized++;
 		if (!vr->V->vdso_warned) {
 			vr->V->vdso_warned = true;
 			log_warn("cannot patch the vDSO of pid %u: %s; its clock reads stay real and may differ "
 				 "between replicas", req->pid, strerror(-err));
 		}
+	}
+	if (err == 1 && at_random != 0) {
+		struct nd_value v;
+		uint64_t index;
+		take(vr, req, KEY_AT_RANDOM, 0, no_real_value, &v, &index);
+		struct chacha cc;
+		uint8_t bytes[16];
+		chacha_init_stream(&cc, vr->V->key, DOMAIN_AT_RANDOM, index);
+		chacha_read(&cc, bytes, sizeof bytes);
+		if (mem_write((pid_t)req->pid, at_random, bytes, sizeof bytes) != 0)
+			vr->unvirtualized++;
 	}
 	return CONTINUE;
 }
