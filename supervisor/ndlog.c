@@ -2,9 +2,13 @@
  *
  * Each key keeps its entries in a ring: entry number base + i lives at
  * ring[(head + i) % cap_now]. Invariants, per key:
- *   base <= pos[r] <= base + len for every live r that is not behind a cap
- *   drop (a replica behind base only ever gets ND_LOST until it reaches base);
- *   entries below the smallest live pos are dropped (trim).
+ *   base <= pos[r] <= base + len for every live r that is not lost;
+ *   a replica that found its entry dropped (behind the cap) is lost for
+ *   that key for good: it gets ND_LOST from then on, reads real values, and
+ *   keeps nothing (had it caught up, it would have been handed values read
+ *   before the real ones it just got: its clock would have gone back);
+ *   entries below the smallest pos of the live replicas not lost are
+ *   dropped (trim).
  * A few keys exist (clock ids, getrandom, the device opens), so a key is
  * found by a linear scan. */
 #include "ndlog.h"
@@ -27,6 +31,7 @@ struct keylog {
 	struct entry *ring;
 	uint64_t pending_arg; /* the leader's argument, until ndlog_put */
 	uint64_t *pos;        /* per replica: its next entry number */
+	bool *lost;           /* per replica: it fell behind the cap */
 };
 
 struct ndlog {
@@ -62,6 +67,7 @@ void ndlog_free(struct ndlog *log)
 	for (size_t i = 0; i < log->nkeys; i++) {
 		free(log->keys[i].ring);
 		free(log->keys[i].pos);
+		free(log->keys[i].lost);
 	}
 	free(log->keys);
 	free(log->live);
@@ -90,10 +96,14 @@ static struct keylog *find_or_add(struct ndlog *log, uint32_t key)
 		log->keys_size = n;
 	}
 	uint64_t *pos = calloc(log->k, sizeof *pos);
-	if (pos == NULL)
+	bool *lost = calloc(log->k, sizeof *lost);
+	if (pos == NULL || lost == NULL) {
+		free(pos);
+		free(lost);
 		return NULL;
+	}
 	kl = &log->keys[log->nkeys++];
-	*kl = (struct keylog){ .key = key, .pos = pos };
+	*kl = (struct keylog){ .key = key, .pos = pos, .lost = lost };
 	return kl;
 }
 
@@ -114,7 +124,7 @@ static void trim(const struct ndlog *log, struct keylog *kl)
 {
 	uint64_t low = kl->base + kl->len;
 	for (unsigned r = 0; r < log->k; r++)
-		if (log->live[r] && kl->pos[r] < low)
+		if (log->live[r] && !kl->lost[r] && kl->pos[r] < low)
 			low = kl->pos[r];
 	while (kl->len > 0 && kl->base < low)
 		drop_oldest(kl);
@@ -130,8 +140,10 @@ int ndlog_take(struct ndlog *log, unsigned r, uint32_t key, uint64_t arg, uint64
 	}
 	uint64_t n = kl->pos[r]++;
 	*index = n;
-	if (n < kl->base)
+	if (n < kl->base || kl->lost[r]) {
+		kl->lost[r] = true;
 		return ND_LOST;
+	}
 	if (n == kl->base + kl->len) {
 		kl->pending_arg = arg;
 		return ND_LEAD;

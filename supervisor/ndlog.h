@@ -18,7 +18,9 @@
  *
  * Entries every live replica has taken are dropped; a key holds at most
  * `cap` entries, past which the oldest go and a replica that still needed
- * one is told it was lost (it gets a fresh real value).
+ * one is lost for that key: from then on it is told so at every call (it
+ * reads fresh real values; were it to catch up, the log's values, read
+ * earlier, would take its clock backwards).
  *
  * Pure code: no I/O; single-threaded like the loop that owns it. */
 #ifndef DIEHARD_NDLOG_H
@@ -41,7 +43,7 @@ enum nd_outcome {
 	ND_LEAD,     /* first at this entry: read the real value, then ndlog_put */
 	ND_FOLLOW,   /* *value is what the leader got */
 	ND_MISMATCH, /* *value is the leader's, but its argument differed */
-	ND_LOST,     /* the entry was dropped (cap): read a real value, put nothing */
+	ND_LOST,     /* r fell behind the cap on this key: read a real value, put nothing */
 };
 
 struct ndlog;
