@@ -16,8 +16,11 @@ struct dispute {
 	struct dispute *next;
 };
 
+#define MAX_OPEN 1024
+
 struct disputes {
 	unsigned k;
+	unsigned nopen;
 	dispute_odd_fn *odd;
 	void *ctx;
 	struct dispute *open;
@@ -56,8 +59,12 @@ void disputes_open(struct disputes *D, uint32_t key, uint64_t index, uint64_t fi
 {
 	struct dispute *d = find(D, key, index);
 	if (d == NULL) {
-		if ((d = calloc(1, sizeof *d)) == NULL)
-			return; /* out of memory: this disagreement goes unreported */
+		/* A replica gone wrong could open millions: past the bound (or
+		 * out of memory) a disagreement goes unjudged; the count check
+		 * at the end still sees the replica. */
+		if (D->nopen == MAX_OPEN || (d = calloc(1, sizeof *d)) == NULL)
+			return;
+		D->nopen++;
 		d->key = key;
 		d->index = index;
 		d->first_arg = first_arg;
@@ -124,6 +131,7 @@ void disputes_settle(struct disputes *D, uint64_t waiting, bool force)
 		struct dispute *d = *p;
 		if (force || (waiting & ~d->made) == 0) {
 			*p = d->next;
+			D->nopen--;
 			verdict(D, d);
 			free(d);
 		} else {

@@ -114,9 +114,10 @@ int entropy_open(struct entropy *E, uint32_t domain, uint64_t n, int nonblocking
 	E->all = f;
 	f->ev = event_new(E->base, p[1], EV_WRITE | EV_PERSIST, on_writable, f);
 	if (f->ev == NULL || event_add(f->ev, NULL) != 0 || !feed(f)) {
+		int saved = f->ev == NULL ? ENOMEM : errno;
 		feeder_free(f);
 		close(p[0]);
-		errno = ENOMEM;
+		errno = saved;
 		return -1;
 	}
 	return p[0];

@@ -151,12 +151,15 @@ void replica_start(struct sup *S, unsigned i)
 	pid_t pid = spawn_replica(&req, &exec_errno, &listener);
 	spawn_environment_free(envp);
 	if (pid < 0) {
+		int err = errno;
 		int code = exec_errno == ENOENT ? EXIT_NOT_FOUND : exec_errno ? EXIT_CANNOT_EXEC : EXIT_INTERNAL;
 		replicas_kill_all(S);
-		if (exec_errno == 0 && S->virt != NULL)
+		if (exec_errno == 0 && S->virt != NULL && (err == EINVAL || err == EACCES || err == EFAULT))
 			fatal(code, "cannot install the seccomp filter in a replica: %s (Linux 5.19 or later is needed; "
-				    "--no-virtualize runs without it)", strerror(errno));
-		fatal(code, "%s: %s", S->o->argv[0], strerror(errno));
+				    "--no-virtualize runs without it)", strerror(err));
+		if (exec_errno == 0)
+			fatal(code, "cannot start replica %u: %s", i, strerror(err));
+		fatal(code, "%s: %s", S->o->argv[0], strerror(err));
 	}
 	r->pid = pid;
 	if (S->virt != NULL)

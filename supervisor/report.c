@@ -168,9 +168,17 @@ void report_virtualize(struct report *rp, bool on)
 	set(rp->root, "virtualize", json_boolean(on));
 }
 
+/* A replica gone wrong could make millions of odd calls: the first ones
+ * say what happened, the rest are counted. */
+#define MAX_CALL_DIVERGENCES 1000
+
 void report_call_divergence(struct report *rp, unsigned r, const char *call, uint64_t index, const char *expected,
 			    const char *got, double t)
 {
+	if (json_array_size(rp->call_divergences) >= MAX_CALL_DIVERGENCES) {
+		add_to(rp->root, "call_divergences_omitted", 1);
+		return;
+	}
 	json_array_append_new(rp->call_divergences,
 			      must(json_pack("{s:i,s:s,s:I,s:s,s:s,s:f}", "replica", r, "call", call, "index",
 					     (json_int_t)index, "expected", expected, "got", got, "time", t)));

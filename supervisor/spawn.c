@@ -174,11 +174,10 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 			err = errno;
 			goto fail;
 		}
-	/* Only fds 0-2 are inherited. */
-	for (int fd = 3; fd < 1024; fd++)
-		if (fd != sock)
-			(void)close(fd);
-	(void)close_range(1024, ~0U, 0);
+	/* Only fds 0-2 are inherited (sock is close-on-exec). */
+	if (sock > 3)
+		(void)close_range(3, (unsigned)sock - 1, 0);
+	(void)close_range((unsigned)sock + 1, ~0U, 0);
 	/* The supervisor ignores SIGPIPE for itself; the program gets what
 	 * diehard was started with. */
 	if (!r->pipe_ignored)
@@ -191,7 +190,10 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 	}
 	sigset_t none;
 	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (sigprocmask(SIG_SETMASK, &none, NULL) != 0) {
+		err = errno;
+		goto fail;
+	}
 	/* Last, so nothing above is notified; the listener reaches the
 	 * supervisor before exec, so before any notified call. */
 	if (r->filter != NULL) {
@@ -243,6 +245,8 @@ static char parent_receive(int sock, int *err, int *fd)
 
 pid_t spawn_replica(const struct spawn_request *r, int *exec_errno, int *listener)
 {
+	*exec_errno = 0;
+	*listener = -1;
 	int sock[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) != 0)
 		return -1;
@@ -291,6 +295,9 @@ pid_t spawn_replica(const struct spawn_request *r, int *exec_errno, int *listene
 		if (*listener >= 0)
 			close(*listener);
 		*listener = -1;
+		/* Without its listener the program may have exec'ed: its
+		 * first notified call would wait for us forever. */
+		(void)kill(pid, SIGKILL);
 		(void)waitpid(pid, NULL, 0);
 		errno = failed ? failed : EPROTO;
 		return -1;

@@ -108,9 +108,7 @@ int vdso_init(void)
 	return have_targets ? 0 : -1;
 }
 
-/* The vDSO's address and AT_RANDOM's in the process of tid, from its
- * auxiliary vector (0 for what it lacks). */
-static int read_auxv(pid_t tid, uint64_t *vdso, uint64_t *random)
+int vdso_auxv(pid_t tid, uint64_t *vdso, uint64_t *random)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/auxv", (int)tid);
@@ -133,42 +131,28 @@ static int read_auxv(pid_t tid, uint64_t *vdso, uint64_t *random)
 	return 0;
 }
 
-int vdso_patch(pid_t tid, uint64_t *at_random)
+int vdso_patch(int mem, uint64_t base)
 {
-	*at_random = 0;
-	if (!have_targets)
+	if (!have_targets || base == 0)
 		return 0;
-	uint64_t base;
-	int err = read_auxv(tid, &base, at_random);
-	if (err || base == 0)
-		return err;
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/mem", (int)tid);
-	/* /proc/PID/mem writes through the page protections (the vDSO is
-	 * read-only and executable), copying the page for this process alone. */
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	/* Already patched (a later arch_prctl of the same image, a thread, a
 	 * forked child): nothing to do. The first target is written last, so
 	 * it being patched means all are. */
-	size_t first = NTARGETS;
-	for (size_t t = 0; t < NTARGETS && first == NTARGETS; t++)
-		if (targets[t].offset != 0)
-			first = t;
+	size_t first = 0;
+	while (targets[first].offset == 0)
+		first++; /* have_targets: one has an offset */
 	uint8_t now[STUB_BYTES];
-	if (pread(fd, now, STUB_BYTES, (off_t)(base + targets[first].offset)) == STUB_BYTES &&
-	    memcmp(now, targets[first].stub, STUB_BYTES) == 0) {
-		close(fd);
+	if (pread(mem, now, STUB_BYTES, (off_t)(base + targets[first].offset)) == STUB_BYTES &&
+	    memcmp(now, targets[first].stub, STUB_BYTES) == 0)
 		return 0;
-	}
-	for (size_t t = NTARGETS; t-- > 0 && err == 0;) {
+	/* Writes through /proc/PID/mem pass the page protections (the vDSO
+	 * is read-only and executable), copying the page for this process. */
+	for (size_t t = NTARGETS; t-- > 0;) {
 		if (targets[t].offset == 0)
 			continue;
-		ssize_t w = pwrite(fd, targets[t].stub, STUB_BYTES, (off_t)(base + targets[t].offset));
+		ssize_t w = pwrite(mem, targets[t].stub, STUB_BYTES, (off_t)(base + targets[t].offset));
 		if (w != STUB_BYTES)
-			err = w < 0 ? -errno : -EIO;
+			return w < 0 ? -errno : -EIO;
 	}
-	close(fd);
-	return err ? err : 1;
+	return 1;
 }

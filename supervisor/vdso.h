@@ -22,10 +22,13 @@
  * enters the kernel anyway). */
 int vdso_init(void);
 
-/* Patches the vDSO of the process of thread tid, through /proc/TID/mem.
- * 1 when it did (a new program image), 0 when there was nothing to do (no
- * vDSO, or already patched), or -errno. *at_random is the address of the
- * image's 16 AT_RANDOM bytes (0 if unknown). */
-int vdso_patch(pid_t tid, uint64_t *at_random);
+/* The vDSO's address and the AT_RANDOM bytes' in the process of thread
+ * tid, from /proc/TID/auxv (0 for what it lacks). 0 or -errno. */
+int vdso_auxv(pid_t tid, uint64_t *vdso, uint64_t *random);
+
+/* Patches the vDSO at base through mem, an open /proc/PID/mem. 1 when it
+ * did (so this is a new program image), 0 when there was nothing to do (no
+ * vDSO, or already patched), or -errno. */
+int vdso_patch(int mem, uint64_t base);
 
 #endif

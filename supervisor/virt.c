@@ -6,13 +6,17 @@
  * Rules kept on every notification (each was a bug somewhere else):
  *   - the request is zeroed before each receive (the kernel rejects a dirty
  *     one with EINVAL);
- *   - a receive with nothing pending must not block the loop: since Linux
- *     6.6 it returns ENOENT once no process is left to notify (the only
- *     way the loop wakes us with nothing pending); before, the listener is
- *     polled first;
+ *   - a receive with nothing pending must not block the loop: the
+ *     listener is polled first (the loop also wakes us when it hangs up,
+ *     once no process of the replica is left, and before Linux 6.11 a
+ *     receive then sleeps for good);
  *   - after reading or writing the caller's memory, the notification id is
- *     checked again before answering: the caller may have died and its pid
- *     been reused, and a dead caller gets no answer;
+ *     checked again before answering: the caller may have died (only
+ *     SIGKILL ends a caller we received), and then gets no answer. Its tid
+ *     cannot name another process in between: that needs the pid space to
+ *     wrap within microseconds. Writes through /proc/TID/mem (the vDSO)
+ *     open the file first and check the id before writing: the open file
+ *     pins the process that was checked;
  *   - a bad pointer is the caller's EFAULT, never ours;
  *   - memory we may not touch (a non-dumpable program under an unprivileged
  *     diehard) means the call goes on in the kernel, unvirtualized, and is
@@ -34,7 +38,6 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/time.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +48,8 @@
 #include "filter.h"
 #include "log.h"
 #include "ndlog.h"
+#include "realclock.h"
+#include "remote.h"
 #include "sup.h"
 #include "vdso.h"
 
@@ -60,16 +65,18 @@
 #define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
 #endif
 
-/* Entries kept per kind of call for replicas that fall behind: 16 MiB of
- * log per kind at most. */
+/* Entries kept per kind of call for replicas that fall behind: about 20
+ * MiB of log per kind at most (40-byte entries). */
 #define LOG_CAP (1u << 19)
-/* getrandom(2) returns at most this much per call (as the kernel does). */
+/* getrandom(2) returns at most this much per call, as the kernel did before
+ * 5.18, so that one call cannot hold up the loop for long; callers loop,
+ * since a large getrandom may return fewer bytes anyway. */
 #define GETRANDOM_MAX 33554431u
 
 /* Keys (ndlog.h): the kind in the top byte, details below. */
 enum {
-	KEY_CLOCK = 1 << 24,     /* | the clock id, for ids 0..65535 */
-	KEY_CPUCLOCK = 2 << 24,  /* | thread bit | which, for pid-encoded ids */
+	KEY_CLOCK = 1 << 24,     /* | the clock id, for ids 0..15; 0xffff: any other */
+	KEY_CPUCLOCK = 2 << 24,  /* | task number << 3 | thread bit | which */
 	KEY_GETTIMEOFDAY = 3 << 24,
 	KEY_TIME = 4 << 24,
 	KEY_GETRANDOM = 5 << 24,
@@ -80,20 +87,19 @@ enum {
 /* Keystream domains (chacha.h): one per source of random bytes. */
 enum { DOMAIN_GETRANDOM = 1, DOMAIN_URANDOM = 2, DOMAIN_RANDOM = 3, DOMAIN_AT_RANDOM = 4 };
 
-/* Linux's encoding of CPU-time clock ids (clock_getcpuclockid(3)). */
-#define CPUCLOCK_PERTHREAD 4
-#define CPUCLOCK_WHICH(id) ((id) & 3)
-#define CPUCLOCK_PID(id) ((pid_t)~((id) >> 3))
-#define CPUCLOCK_SCHED 2
-#define PROCESS_CPUCLOCK(pid, which) ((clockid_t)((~(unsigned)(pid)) << 3) | (which))
+/* CPU-time clocks are keyed by the calling task too (below): the tasks
+ * of a replica are numbered in the order of their first CPU-clock read,
+ * up to this many; later ones share the last number. */
+#define CPU_TASKS 256
 
 struct vreplica {
 	struct virt *V;
 	unsigned index;
 	int fd;               /* the listener; -1 once closed */
-	bool poll_first;      /* the kernel's receive may block on a hung-up listener */
 	struct event *ev;
 	uint64_t unvirtualized;
+	pid_t cpu_task[CPU_TASKS]; /* tids, numbered by first CPU-clock read */
+	unsigned ncpu_tasks;
 };
 
 struct virt {
@@ -137,8 +143,8 @@ static void key_name(uint32_t key, char *buf, size_t size)
 	}
 	case KEY_CPUCLOCK: {
 		static const char *const which[] = { "prof", "virt", "sched", "?" };
-		snprintf(buf, size, "clock_gettime(%s cpu clock, %s)", detail & CPUCLOCK_PERTHREAD ? "thread" : "process",
-			 which[detail & 3]);
+		snprintf(buf, size, "clock_gettime(%s cpu clock, %s, task %u)",
+			 detail & CPUCLOCK_PERTHREAD ? "thread" : "process", which[detail & 3], detail >> 3);
 		return;
 	}
 	case KEY_GETTIMEOFDAY: snprintf(buf, size, "gettimeofday"); return;
@@ -151,46 +157,35 @@ static void key_name(uint32_t key, char *buf, size_t size)
 	}
 }
 
-static uint32_t clock_key(clockid_t id)
+/* The number of task tid among replica vr's CPU-clock readers. */
+static unsigned cpu_task(struct vreplica *vr, pid_t tid)
 {
-	if (id < 0)
-		return KEY_CPUCLOCK | ((uint32_t)id & (CPUCLOCK_PERTHREAD | 3));
-	/* Ids past 65535 are invalid (EINVAL); they share a key. */
-	return KEY_CLOCK | (id <= 0xffff ? (uint32_t)id : 0xffff);
+	for (unsigned i = 0; i < vr->ncpu_tasks; i++)
+		if (vr->cpu_task[i] == tid)
+			return i;
+	if (vr->ncpu_tasks == CPU_TASKS)
+		return CPU_TASKS - 1;
+	vr->cpu_task[vr->ncpu_tasks] = tid;
+	return vr->ncpu_tasks++;
 }
 
-/* ---- the caller's memory ---- */
-
-/* 0, or -errno: EFAULT for a bad address (also a short write), EPERM or
- * EACCES when we may not, ESRCH when the caller is gone. */
-static int mem_write(pid_t tid, uint64_t addr, const void *buf, size_t n)
+/* A clock read's key. A CPU-time clock is one task's (a thread's or a
+ * process's) and goes forward for that task only: matched per kind alone,
+ * a thread could be handed another's reading, smaller than its last. So
+ * the key holds the caller's number too: the n-th read of thread number j
+ * matches the n-th read of thread number j in every replica. */
+static uint32_t clock_key(struct vreplica *vr, clockid_t id, pid_t tid)
 {
-	struct iovec local = { (void *)buf, n };
-	struct iovec remote = { (void *)(uintptr_t)addr, n };
-	ssize_t w = process_vm_writev(tid, &local, 1, &remote, 1, 0);
-	if (w < 0)
-		return -errno;
-	return (size_t)w == n ? 0 : -EFAULT;
-}
-
-/* Reads a NUL-terminated string of at most size-1 bytes, a page at most at
- * a time so that the end of the string's page is never overrun. */
-static int mem_read_string(pid_t tid, uint64_t addr, char *buf, size_t size)
-{
-	size_t got = 0;
-	while (got + 1 < size) {
-		size_t page_left = 4096 - ((addr + got) & 4095);
-		size_t want = size - 1 - got < page_left ? size - 1 - got : page_left;
-		struct iovec local = { buf + got, want };
-		struct iovec remote = { (void *)(uintptr_t)(addr + got), want };
-		ssize_t r = process_vm_readv(tid, &local, 1, &remote, 1, 0);
-		if (r <= 0)
-			return r < 0 ? -errno : -EFAULT;
-		if (memchr(buf + got, '\0', (size_t)r) != NULL)
-			return 0;
-		got += (size_t)r;
-	}
-	return -ENAMETOOLONG;
+	uint32_t which;
+	if (id == CLOCK_PROCESS_CPUTIME_ID)
+		which = CPUCLOCK_SCHED;
+	else if (id == CLOCK_THREAD_CPUTIME_ID)
+		which = CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED;
+	else if (id < 0)
+		which = (uint32_t)id & (CPUCLOCK_PERTHREAD | 3);
+	else
+		return KEY_CLOCK | (id < 16 ? (uint32_t)id : 0xffff);
+	return KEY_CPUCLOCK | cpu_task(vr, tid) << 3 | which;
 }
 
 static bool still_waiting(const struct vreplica *vr, uint64_t id)
@@ -198,78 +193,9 @@ static bool still_waiting(const struct vreplica *vr, uint64_t id)
 	return ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
 }
 
-/* ---- reading the real world, for a leader ---- */
-
-/* A thread's CPU time, as CLOCK_THREAD_CPUTIME_ID gives it: the scheduler's
- * runtime in ns (another thread's clock is not readable with clock_gettime
- * from outside its process). */
-static int thread_cputime(pid_t tid, int which, struct nd_value *v)
-{
-	char path[64], buf[256];
-	if (which == CPUCLOCK_SCHED) {
-		snprintf(path, sizeof path, "/proc/%d/schedstat", (int)tid);
-	} else {
-		snprintf(path, sizeof path, "/proc/%d/stat", (int)tid);
-	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? EINVAL : errno;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	int err = n < 0 ? errno : 0;
-	close(fd);
-	if (err)
-		return err;
-	buf[n] = '\0';
-	unsigned long long ns;
-	if (which == CPUCLOCK_SCHED) {
-		if (sscanf(buf, "%llu", &ns) != 1)
-			return EINVAL;
-	} else {
-		/* Fields 14 and 15 (utime, stime, in clock ticks), after the
-		 * parenthesised command name, which may hold spaces. */
-		const char *p = strrchr(buf, ')');
-		unsigned long long ut, st;
-		if (p == NULL || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-			return EINVAL;
-		long hz = sysconf(_SC_CLK_TCK);
-		ns = (which == 1 ? ut : ut + st) * (1000000000ull / (unsigned long long)(hz > 0 ? hz : 100));
-	}
-	v->a = (int64_t)(ns / 1000000000ull);
-	v->b = (int64_t)(ns % 1000000000ull);
-	return 0;
-}
-
-/* clock id's real value as the caller (thread tid) would read it. */
-static void real_clock(clockid_t id, pid_t tid, struct nd_value *v)
-{
-	*v = (struct nd_value){ 0 };
-	struct timespec ts;
-	if (id == CLOCK_THREAD_CPUTIME_ID) {
-		v->err = thread_cputime(tid, CPUCLOCK_SCHED, v);
-		return;
-	}
-	if (id < 0 && (id & CPUCLOCK_PERTHREAD)) {
-		pid_t who = CPUCLOCK_PID(id);
-		v->err = thread_cputime(who ? who : tid, CPUCLOCK_WHICH(id), v);
-		return;
-	}
-	/* Process clocks: the caller's, by its pid (any thread of it will do). */
-	if (id == CLOCK_PROCESS_CPUTIME_ID)
-		id = PROCESS_CPUCLOCK(tid, CPUCLOCK_SCHED);
-	else if (id < 0 && CPUCLOCK_PID(id) == 0)
-		id = PROCESS_CPUCLOCK(tid, CPUCLOCK_WHICH(id));
-	if (clock_gettime(id, &ts) != 0) {
-		v->err = errno;
-		return;
-	}
-	v->a = ts.tv_sec;
-	v->b = ts.tv_nsec;
-}
-
 /* ---- the handlers: each fills resp and says what to do with it ---- */
 
-/* Takes replica vr's next entry of key: a follower gets the log's value, a
- * leader (or a replica behind a dropped entry) reads it with real(). */
+/* Reads the real value of a call, for a leader. */
 typedef void real_fn(const struct seccomp_notif *req, struct nd_value *v);
 
 static void call_divergence(struct vreplica *vr, uint32_t key, uint64_t index, const char *expected, const char *got)
@@ -310,6 +236,8 @@ static void on_odd(void *ctx, unsigned r, uint32_t key, uint64_t index, uint64_t
 	call_divergence(&V->r[r], key, index, e, g);
 }
 
+/* Takes replica vr's next entry of key: a follower gets the log's value, a
+ * leader (or a replica lost behind the cap) reads it with real(). */
 static int take(struct vreplica *vr, const struct seccomp_notif *req, uint32_t key, uint64_t arg, real_fn *real,
 		struct nd_value *v, uint64_t *index)
 {
@@ -355,22 +283,26 @@ static enum answer after_write(struct vreplica *vr, const struct seccomp_notif *
 
 static void real_clock_of(const struct seccomp_notif *req, struct nd_value *v)
 {
-	real_clock((clockid_t)(int32_t)req->data.args[0], (pid_t)req->pid, v);
+	realclock_read((clockid_t)(int32_t)req->data.args[0], (pid_t)req->pid, v);
 }
 
 static enum answer on_clock_gettime(struct vreplica *vr, const struct seccomp_notif *req,
 				    struct seccomp_notif_resp *resp)
 {
 	clockid_t id = (clockid_t)(int32_t)req->data.args[0];
+	if (!realclock_readable(id)) {
+		vr->unvirtualized++; /* a dynamic POSIX clock: the caller's fd */
+		return CONTINUE;
+	}
 	struct nd_value v;
 	uint64_t index;
-	take(vr, req, clock_key(id), 0, real_clock_of, &v, &index);
+	take(vr, req, clock_key(vr, id, (pid_t)req->pid), 0, real_clock_of, &v, &index);
 	if (v.err) {
 		resp->error = -v.err;
 		return ANSWER;
 	}
 	struct timespec ts = { .tv_sec = v.a, .tv_nsec = v.b };
-	return after_write(vr, req, mem_write((pid_t)req->pid, req->data.args[1], &ts, sizeof ts), resp);
+	return after_write(vr, req, remote_write_all((pid_t)req->pid, req->data.args[1], &ts, sizeof ts), resp);
 }
 
 static void real_gettimeofday(const struct seccomp_notif *req, struct nd_value *v)
@@ -400,11 +332,11 @@ static enum answer on_gettimeofday(struct vreplica *vr, const struct seccomp_not
 	int err = 0;
 	if (req->data.args[0] != 0) {
 		struct timeval tv = { .tv_sec = v.a, .tv_usec = v.b };
-		err = mem_write((pid_t)req->pid, req->data.args[0], &tv, sizeof tv);
+		err = remote_write_all((pid_t)req->pid, req->data.args[0], &tv, sizeof tv);
 	}
 	if (err == 0 && req->data.args[1] != 0) {
 		struct timezone tz = { .tz_minuteswest = v.c, .tz_dsttime = v.d };
-		err = mem_write((pid_t)req->pid, req->data.args[1], &tz, sizeof tz);
+		err = remote_write_all((pid_t)req->pid, req->data.args[1], &tz, sizeof tz);
 	}
 	return after_write(vr, req, err, resp);
 }
@@ -423,7 +355,7 @@ static enum answer on_time(struct vreplica *vr, const struct seccomp_notif *req,
 	int err = 0;
 	if (req->data.args[0] != 0) {
 		int64_t t = v.a;
-		err = mem_write((pid_t)req->pid, req->data.args[0], &t, sizeof t);
+		err = remote_write_all((pid_t)req->pid, req->data.args[0], &t, sizeof t);
 	}
 	resp->val = v.a;
 	return after_write(vr, req, err, resp);
@@ -464,13 +396,17 @@ static enum answer on_getrandom(struct vreplica *vr, const struct seccomp_notif 
 	while (done < len) {
 		size_t n = len - done < sizeof buf ? (size_t)(len - done) : sizeof buf;
 		chacha_read(&cc, buf, n);
-		if ((err = mem_write((pid_t)req->pid, addr + done, buf, n)) != 0)
+		ssize_t w = remote_write((pid_t)req->pid, addr + done, buf, n);
+		if (w < 0)
+			err = (int)w;
+		else
+			done += (uint64_t)w;
+		if (w != (ssize_t)n)
 			break;
-		done += n;
 	}
 	/* Like the kernel: a fault after some bytes returns how many. */
-	if (err == -EFAULT && done > 0)
-		err = 0;
+	if (err == -EFAULT || done > 0)
+		err = done > 0 ? 0 : -EFAULT;
 	resp->val = (int64_t)done;
 	return after_write(vr, req, err, resp);
 }
@@ -502,7 +438,6 @@ static uint32_t random_device(pid_t tid, int dirfd, const char *path)
 
 static enum answer on_open(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 {
-	(void)resp;
 	bool at = req->data.nr == SYS_openat;
 	int dirfd = at ? (int)(int32_t)req->data.args[0] : AT_FDCWD;
 	int flags = (int)req->data.args[at ? 2 : 1];
@@ -511,7 +446,7 @@ static enum answer on_open(struct vreplica *vr, const struct seccomp_notif *req,
 	if ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_PATH | O_DIRECTORY | O_CREAT)) != 0)
 		return CONTINUE;
 	char path[4096];
-	if (mem_read_string((pid_t)req->pid, req->data.args[at ? 1 : 0], path, sizeof path) != 0)
+	if (remote_read_string((pid_t)req->pid, req->data.args[at ? 1 : 0], path, sizeof path) != 0)
 		return CONTINUE; /* the kernel will say what is wrong with it */
 	uint32_t key = random_device((pid_t)req->pid, dirfd, path);
 	if (key == 0)
@@ -560,18 +495,30 @@ static enum answer on_open(struct vreplica *vr, const struct seccomp_notif *req,
 
 /* A new program image's first arch_prctl: its vDSO is patched, and its
  * AT_RANDOM bytes (the kernel's 16 random bytes for each exec, which seed
- * Go's map order and scheduler, and glibc's stack canary) become the n-th
- * image's bytes of the run's stream, as in every replica. */
+ * glibc's stack canary and pointer guard and Go's start-up state) become
+ * the n-th image's bytes of the run's stream, as in every replica. */
 static enum answer on_arch_prctl(struct vreplica *vr, const struct seccomp_notif *req)
 {
-	uint64_t at_random;
-	int err = vdso_patch((pid_t)req->pid, &at_random);
-	if (err < 0 && err != -ESRCH && err != -ENOENT) {
+	pid_t tid = (pid_t)req->pid;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/mem", (int)tid);
+	int mem = open(path, O_RDWR | O_CLOEXEC);
+	uint64_t base = 0, at_random = 0;
+	int err = mem < 0 ? -errno : vdso_auxv(tid, &base, &at_random);
+	/* The open file pins the process the id check vouches for. */
+	if (!still_waiting(vr, req->id)) {
+		if (mem >= 0)
+			close(mem);
+		return DROP;
+	}
+	if (err == 0)
+		err = vdso_patch(mem, base);
+	if (err < 0) {
 		vr->unvirtualized++;
 		if (!vr->V->vdso_warned) {
 			vr->V->vdso_warned = true;
-			log_warn("cannot patch the vDSO of pid %u: %s; its clock reads stay real and may differ "
-				 "between replicas", req->pid, strerror(-err));
+			log_warn("cannot patch the vDSO of pid %d: %s; its clock reads stay real and may differ "
+				 "between replicas", (int)tid, strerror(-err));
 		}
 	}
 	if (err == 1 && at_random != 0) {
@@ -582,9 +529,11 @@ static enum answer on_arch_prctl(struct vreplica *vr, const struct seccomp_notif
 		uint8_t bytes[16];
 		chacha_init_stream(&cc, vr->V->key, DOMAIN_AT_RANDOM, index);
 		chacha_read(&cc, bytes, sizeof bytes);
-		if (mem_write((pid_t)req->pid, at_random, bytes, sizeof bytes) != 0)
+		if (pwrite(mem, bytes, sizeof bytes, (off_t)at_random) != (ssize_t)sizeof bytes)
 			vr->unvirtualized++;
 	}
+	if (mem >= 0)
+		close(mem);
 	return CONTINUE;
 }
 
@@ -617,7 +566,10 @@ static void on_notification(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct vreplica *vr = arg;
 	struct pollfd p = { .fd = fd, .events = POLLIN };
-	if (vr->poll_first && poll(&p, 1, 0) >= 0 && !(p.revents & POLLIN)) {
+	if (poll(&p, 1, 0) < 0)
+		return;
+	if (!(p.revents & POLLIN)) {
+		/* Hung up: no process of this replica is left to notify. */
 		if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
 			listener_close(vr);
 		return;
@@ -625,11 +577,8 @@ static void on_notification(evutil_socket_t fd, short what, void *arg)
 	struct seccomp_notif req;
 	memset(&req, 0, sizeof req);
 	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) {
-		/* ENOENT: the caller died before we got to it, or no process of
-		 * this replica is left (the listener is hung up). */
-		if (errno == ENOENT && poll(&p, 1, 0) >= 0 && (p.revents & POLLHUP) && !(p.revents & POLLIN))
-			listener_close(vr);
-		else if (errno != EINTR && errno != ENOENT)
+		/* ENOENT: the caller died before we got to it. */
+		if (errno != EINTR && errno != ENOENT)
 			log_warn("replica %u: cannot receive a notification: %s", vr->index, strerror(errno));
 		return;
 	}
@@ -679,13 +628,10 @@ void virt_attach(struct virt *V, unsigned i, int listener)
 {
 	struct vreplica *vr = &V->r[i];
 	vr->fd = listener;
-	/* A kernel before 6.6 refuses; it is only slower, and its receive may
-	 * block on a hung-up listener, so we poll first there. */
-	if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, (unsigned long)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) != 0) {
-		vr->poll_first = true;
+	/* A kernel before 6.6 refuses; it is only slower. */
+	if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, (unsigned long)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) != 0)
 		log_event("replica %u: synchronous wake-ups refused (%s): notified calls cost more", i,
 			  strerror(errno));
-	}
 	vr->ev = event_new(V->S->base, listener, EV_READ | EV_PERSIST, on_notification, vr);
 	if (vr->ev == NULL || event_add(vr->ev, NULL) != 0)
 		fatal(EXIT_INTERNAL, "cannot watch replica %u's system calls", i);
@@ -704,10 +650,11 @@ void virt_finish(struct virt *V)
 {
 	struct sup *S = V->S;
 	disputes_settle(V->disputes, 0, true);
-	uint32_t keys[64];
-	size_t nkeys = ndlog_keys(V->log, keys, 64);
-	if (nkeys > 64)
-		nkeys = 64;
+	size_t nkeys = ndlog_keys(V->log, NULL, 0);
+	uint32_t *keys = calloc(nkeys ? nkeys : 1, sizeof *keys);
+	if (keys == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	ndlog_keys(V->log, keys, nkeys);
 	char name[64];
 	for (unsigned i = 0; i < S->k; i++) {
 		for (size_t j = 0; j < nkeys; j++) {
@@ -745,4 +692,5 @@ void virt_finish(struct virt *V)
 			break;
 		}
 	}
+	free(keys);
 }

@@ -7,8 +7,10 @@
  *   nd_threads [N]
  *
  * Each thread makes N (default 10000) rounds of clock_gettime(CLOCK_MONOTONIC)
- * and gettimeofday, and checks that neither ever steps back within the
- * thread.  Prints only "ok: 4 threads x N rounds" (never a time, which would
+ * and gettimeofday, and every 100th round reads its own and its process's
+ * CPU time (CLOCK_THREAD_CPUTIME_ID, CLOCK_PROCESS_CPUTIME_ID: the latter
+ * from a thread that is not the process's leader), and checks that none
+ * ever steps back within the thread.  Prints only "ok: 4 threads x N rounds" (never a time, which would
  * differ from run to run); exits 1 on a backwards step or an error.
  */
 #include <errno.h>
@@ -23,12 +25,33 @@
 
 static long rounds = 10000;
 
+/* Reads clock into *ts and checks it did not step back from *prev. */
+static int forward(long id, long round, clockid_t clock, const char *name, struct timespec *prev)
+{
+	struct timespec ts;
+	if (clock_gettime(clock, &ts) != 0) {
+		fprintf(stderr, "nd_threads: thread %ld: clock_gettime(%s): %s\n", id, name, strerror(errno));
+		return 1;
+	}
+	if (ts.tv_sec < prev->tv_sec || (ts.tv_sec == prev->tv_sec && ts.tv_nsec < prev->tv_nsec)) {
+		fprintf(stderr, "nd_threads: thread %ld: %s went back at round %ld: %lld.%09ld after %lld.%09ld\n", id,
+			name, round, (long long)ts.tv_sec, ts.tv_nsec, (long long)prev->tv_sec, prev->tv_nsec);
+		return 1;
+	}
+	*prev = ts;
+	return 0;
+}
+
 static void *work(void *arg)
 {
 	long id = (long)(size_t)arg;
 	struct timespec prev_ts = {0, 0}, ts;
 	struct timeval prev_tv = {0, 0}, tv;
+	struct timespec prev_thread = {0, 0}, prev_process = {0, 0};
 	for (long i = 0; i < rounds; i++) {
+		if (i % 100 == 0 && (forward(id, i, CLOCK_THREAD_CPUTIME_ID, "CLOCK_THREAD_CPUTIME_ID", &prev_thread) ||
+				     forward(id, i, CLOCK_PROCESS_CPUTIME_ID, "CLOCK_PROCESS_CPUTIME_ID", &prev_process)))
+			return (void *)1;
 		if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) {
 			fprintf(stderr, "nd_threads: thread %ld: clock_gettime: %s\n", id, strerror(errno));
 			return (void *)1;

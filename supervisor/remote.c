@@ -1,0 +1,42 @@
+/* remote.c — see remote.h. */
+#include "remote.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#define PAGE 4096u
+
+ssize_t remote_write(pid_t tid, uint64_t addr, const void *buf, size_t n)
+{
+	struct iovec local = { (void *)buf, n };
+	struct iovec remote = { (void *)(uintptr_t)addr, n };
+	ssize_t w = process_vm_writev(tid, &local, 1, &remote, 1, 0);
+	return w < 0 ? -errno : w;
+}
+
+int remote_write_all(pid_t tid, uint64_t addr, const void *buf, size_t n)
+{
+	ssize_t w = remote_write(tid, addr, buf, n);
+	if (w < 0)
+		return (int)w;
+	return (size_t)w == n ? 0 : -EFAULT;
+}
+
+int remote_read_string(pid_t tid, uint64_t addr, char *buf, size_t size)
+{
+	size_t got = 0;
+	while (got + 1 < size) {
+		size_t page_left = PAGE - ((addr + got) & (PAGE - 1));
+		size_t want = size - 1 - got < page_left ? size - 1 - got : page_left;
+		struct iovec local = { buf + got, want };
+		struct iovec remote = { (void *)(uintptr_t)(addr + got), want };
+		ssize_t r = process_vm_readv(tid, &local, 1, &remote, 1, 0);
+		if (r <= 0)
+			return r < 0 ? -errno : -EFAULT;
+		if (memchr(buf + got, '\0', (size_t)r) != NULL)
+			return 0;
+		got += (size_t)r;
+	}
+	return -ENAMETOOLONG;
+}

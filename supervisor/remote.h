@@ -1,0 +1,26 @@
+/* remote.h — reading and writing a replica's memory for the answers of
+ * notified calls. Writes go through process_vm_writev, which honours the
+ * caller's page protections: a pointer to read-only memory gets EFAULT, as
+ * from the kernel (/proc/PID/mem would write through them). */
+#ifndef DIEHARD_REMOTE_H
+#define DIEHARD_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Writes n bytes at addr in thread tid's process. Returns how many were
+ * written (fewer when a page past addr is bad), or -errno when none were:
+ * EFAULT for a bad address, EPERM or EACCES when we may not, ESRCH when the
+ * caller is gone. */
+ssize_t remote_write(pid_t tid, uint64_t addr, const void *buf, size_t n);
+
+/* remote_write of all n bytes: 0, or -errno (a short write is -EFAULT). */
+int remote_write_all(pid_t tid, uint64_t addr, const void *buf, size_t n);
+
+/* Reads a NUL-terminated string of at most size-1 bytes into buf, a page at
+ * a time so that the end of the string's page is never overrun. 0, or
+ * -errno (ENAMETOOLONG when it does not fit). */
+int remote_read_string(pid_t tid, uint64_t addr, char *buf, size_t size);
+
+#endif
