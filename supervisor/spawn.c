@@ -182,6 +182,14 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 	 * diehard was started with. */
 	if (!r->pipe_ignored)
 		signal(SIGPIPE, SIG_DFL);
+	/* Our handlers (the loop's) must not run here, where they would tell
+	 * the supervisor of a signal it never got: back to the default before
+	 * signals are let in (exec would reset them anyway). */
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_IGN && sa.sa_handler != SIG_DFL)
+			signal(sig, SIG_DFL);
+	}
 	/* The supervisor raised its own fd limit (virt.c holds a pipe per open
 	 * random device); the program gets the one diehard was started with. */
 	if (r->nofile != NULL && setrlimit(RLIMIT_NOFILE, r->nofile) != 0) {
@@ -261,10 +269,25 @@ pid_t spawn_replica(const struct spawn_request *r, int *exec_errno, int *listene
 		for (size_t i = 1; i < argc; i++)
 			sh_argv[i + 1] = r->argv[i];
 	}
+	/* Signals stay blocked from fork until the child has put its handlers
+	 * back to the defaults (child() unblocks them). */
+	sigset_t all, old;
+	sigfillset(&all);
+	if (sigprocmask(SIG_BLOCK, &all, &old) != 0) {
+		int saved = errno;
+		free(sh_argv);
+		close(sock[0]);
+		close(sock[1]);
+		errno = saved;
+		return -1;
+	}
 	pid_t parent = getpid();
 	pid_t pid = fork();
+	int fork_errno = errno;
+	if (pid != 0 && sigprocmask(SIG_SETMASK, &old, NULL) != 0)
+		fatal(EXIT_INTERNAL, "sigprocmask: %s", strerror(errno));
 	if (pid < 0) {
-		int saved = errno;
+		int saved = fork_errno;
 		free(sh_argv);
 		close(sock[0]);
 		close(sock[1]);
