@@ -30,6 +30,8 @@ struct keylog {
 	size_t size;          /* ring slots allocated */
 	struct entry *ring;
 	uint64_t pending_arg; /* the leader's argument, until ndlog_put */
+	struct nd_value last; /* the value put last, kept even once dropped */
+	bool has_last;
 	uint64_t *pos;        /* per replica: its next entry number */
 	bool *lost;           /* per replica: it fell behind the cap */
 };
@@ -186,6 +188,8 @@ void ndlog_put(struct ndlog *log, unsigned r, uint32_t key, const struct nd_valu
 	}
 	kl->len++;
 	*slot(kl, kl->base + kl->len - 1) = (struct entry){ .arg = kl->pending_arg, .v = *value };
+	kl->last = *value;
+	kl->has_last = true;
 	log->entries++;
 	trim(log, kl);
 }
@@ -197,6 +201,12 @@ void ndlog_retire(struct ndlog *log, unsigned r)
 	log->live[r] = false;
 	for (size_t i = 0; i < log->nkeys; i++)
 		trim(log, &log->keys[i]);
+}
+
+const struct nd_value *ndlog_last(const struct ndlog *log, uint32_t key)
+{
+	const struct keylog *kl = find(log, key);
+	return kl != NULL && kl->has_last ? &kl->last : NULL;
 }
 
 uint64_t ndlog_count(const struct ndlog *log, unsigned r, uint32_t key)

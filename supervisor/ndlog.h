@@ -68,6 +68,9 @@ void ndlog_put(struct ndlog *log, unsigned r, uint32_t key, const struct nd_valu
 /* r leaves the vote: its position no longer keeps entries. */
 void ndlog_retire(struct ndlog *log, unsigned r);
 
+/* The value put last for key, or NULL if none was. */
+const struct nd_value *ndlog_last(const struct ndlog *log, uint32_t key);
+
 /* How many calls of key replica r has made. */
 uint64_t ndlog_count(const struct ndlog *log, unsigned r, uint32_t key);
 

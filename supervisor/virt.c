@@ -248,8 +248,16 @@ static int take(struct vreplica *vr, const struct seccomp_notif *req, uint32_t k
 		fatal(EXIT_INTERNAL, "out of memory in the nondeterminism log");
 	if (outcome == ND_LEAD || outcome == ND_LOST)
 		real(req, v);
-	if (outcome == ND_LEAD)
+	if (outcome == ND_LEAD) {
+		/* A CPU-time clock's readings come from whichever replica leads
+		 * each entry, and replicas use CPU at different rates: never
+		 * less than the entry before, so each task's clock goes on. */
+		const struct nd_value *last = ndlog_last(V->log, key);
+		if ((key & 0xff000000u) == KEY_CPUCLOCK && last != NULL && !v->err && !last->err &&
+		    (v->a < last->a || (v->a == last->a && v->b < last->b)))
+			*v = *last;
 		ndlog_put(V->log, vr->index, key, v);
+	}
 	if (outcome == ND_MISMATCH) {
 		/* Who is odd is for the majority to say, once all have made it. */
 		uint64_t made = 0;

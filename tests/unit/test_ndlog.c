@@ -817,6 +817,27 @@ static void test_random(void)
 	      trials);
 }
 
+/* ndlog_last: the value put last for a key, kept after every replica took
+ * it (virt.c keeps CPU-time clocks from going back with it). */
+static void test_last(void)
+{
+	struct ndlog *log = ndlog_new(2, 4);
+	CHECK(ndlog_last(log, KEY_A) == NULL, "ndlog: ndlog_last is NULL for a key never seen");
+	struct took t = take(log, 0, KEY_A, 0);
+	CHECK(is_lead(t, 0) && ndlog_last(log, KEY_A) == NULL, "ndlog: ndlog_last is NULL until a value is put");
+	struct nd_value v = val(KEY_A, 0);
+	ndlog_put(log, 0, KEY_A, &v);
+	const struct nd_value *last = ndlog_last(log, KEY_A);
+	CHECK(last != NULL && last->a == v.a && last->b == v.b, "ndlog: ndlog_last is the value just put");
+	bool ok = follow(log, 1, KEY_A, 0, 0) && lead(log, 1, KEY_A, 0, 1) && follow(log, 0, KEY_A, 0, 1);
+	last = ndlog_last(log, KEY_A);
+	v = val(KEY_A, 1);
+	CHECK(ok && last != NULL && last->a == v.a && last->b == v.b,
+	      "ndlog: ndlog_last is the newest value once every replica took it (the entry itself is dropped)");
+	CHECK(ndlog_last(log, KEY_B) == NULL, "ndlog: ndlog_last is per key");
+	ndlog_free(log);
+}
+
 int main(void)
 {
 	test_chacha_block();
@@ -837,5 +858,6 @@ int main(void)
 	test_k1();
 	test_many();
 	test_random();
+	test_last();
 	return tap_done();
 }
