@@ -137,6 +137,8 @@ static void key_name(uint32_t key, char *buf, size_t size)
 		const char *n = clock_name((clockid_t)detail);
 		if (n != NULL)
 			snprintf(buf, size, "clock_gettime(%s)", n);
+		else if (detail == 0xffff)
+			snprintf(buf, size, "clock_gettime(an id past 15)");
 		else
 			snprintf(buf, size, "clock_gettime(%u)", detail);
 		return;
