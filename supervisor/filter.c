@@ -8,6 +8,7 @@
 #include "filter.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
 #include <stdlib.h>
@@ -22,9 +23,13 @@
 
 /* Every call the supervisor answers (virt.c says how). */
 static const int notified[] = {
-	SCMP_SYS(clock_gettime), SCMP_SYS(gettimeofday), SCMP_SYS(time), SCMP_SYS(getrandom),
-	SCMP_SYS(open), SCMP_SYS(openat), SCMP_SYS(arch_prctl),
+	SCMP_SYS(clock_gettime), SCMP_SYS(gettimeofday), SCMP_SYS(time), SCMP_SYS(getrandom), SCMP_SYS(arch_prctl),
 };
+
+/* Opens are answered only when they may be a read-only open of a random
+ * device; the filter cannot see the path, but it can leave the others
+ * (writes, directories, O_PATH, O_CREAT) in the kernel. */
+#define NOT_A_DEVICE_READ ((scmp_datum_t)(O_ACCMODE | O_DIRECTORY | O_PATH | O_CREAT))
 
 /* The exported program, read back from a memfd. */
 static int export_program(scmp_filter_ctx ctx, struct sock_fprog *prog)
@@ -66,6 +71,12 @@ int filter_build(struct sock_fprog *prog)
 	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ALLOW);
 	for (size_t i = 0; rc == 0 && i < sizeof notified / sizeof notified[0]; i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, notified[i], 0);
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(open), 1,
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, NOT_A_DEVICE_READ, 0));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(openat), 1,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, NOT_A_DEVICE_READ, 0));
 	if (rc == 0)
 		rc = export_program(ctx, prog);
 	seccomp_release(ctx);
