@@ -361,3 +361,24 @@ check_mismatch() {
 			fail "run $i: a replica's open went wrong:" "$(jq -c '{divergences, replicas: [.replicas[] | {index, status, killed}]}' "$T/o.json")"
 	done
 }
+
+@test "a replica spinning on clock reads is killed as a straggler mid-call; the others' output and status, no hang" {
+	# The lock winner reads the clock forever (every read a round trip
+	# to diehard); the others print and exit. diehard must kill it while
+	# it waits in a notified call, and neither it nor diehard may hang.
+	require_prog nd_loop
+	local start elapsed
+	start=$(now_ms)
+	capture "$T/spin" sup -k 3 --timeout 1 -r "$T/spin.json" sh -c '
+		if mkdir "$1/lock" 2>/dev/null; then echo $$ >"$1/lock/pid"; exec "$2" 1000000000000; fi
+		echo done' sh "$T" "$PROGS/nd_loop"
+	elapsed=$(($(now_ms) - start))
+	[[ $(<"$T/spin.rc") == 0 && $(<"$T/spin.out") == done ]] ||
+		fail "exit $(<"$T/spin.rc"), stdout $(cat "$T/spin.out")" "$(head -c 2000 "$T/spin.err")"
+	local pid
+	pid=$(<"$T/lock/pid")
+	jq -e --argjson pid "$pid" '.replicas[] | select(.pid == $pid) | (.killed | test("straggler")) and .signal == 9' \
+		"$T/spin.json" >/dev/null || fail "report: $(jq -c '[.replicas[] | {pid, status, killed}]' "$T/spin.json")"
+	proc_gone "$pid" || fail "the spinning replica (pid $pid) is still running"
+	((elapsed < 15000)) || fail "took $elapsed ms with --timeout 1"
+}
