@@ -694,8 +694,8 @@ void virt_finish(struct virt *V)
 			for (unsigned b = 0; b < n; b++)
 				if (counts[b] != counts[a]) {
 					char e[32], g[32];
-					snprintf(e, sizeof e, "%" PRIu64 " calls", counts[a]);
-					snprintf(g, sizeof g, "%" PRIu64 " calls", counts[b]);
+					snprintf(e, sizeof e, "%" PRIu64 " call%s", counts[a], counts[a] == 1 ? "" : "s");
+					snprintf(g, sizeof g, "%" PRIu64 " call%s", counts[b], counts[b] == 1 ? "" : "s");
 					call_divergence(&V->r[idx[b]], keys[j], counts[b] < counts[a] ? counts[b] : counts[a],
 							e, g);
 				}

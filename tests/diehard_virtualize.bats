@@ -339,6 +339,24 @@ check_mismatch() {
 	grep -q 'call divergence' "$T/run.err" || fail "-v does not report the call divergence:" "$(cat "$T/run.err")"
 }
 
+@test "a replica that reads another clock than the others: call divergences on both clocks, that replica, exit 0" {
+	require_prog nd_mismatch
+	capture "$T/run" sup -v -k 3 -r "$T/r.json" "$PROGS/nd_mismatch" "$T/lock" clock
+	[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == done ]] ||
+		fail "exit $(<"$T/run.rc"), stdout $(cat "$T/run.out")" "$(head -c 2000 "$T/run.err")"
+	local pid idx
+	pid=$(winner_pid)
+	idx=$(jq --argjson pid "$pid" '.replicas[] | select(.pid == $pid) | .index' "$T/r.json")
+	jq -e --argjson i "$idx" '
+		(.call_divergences | length) == 2 and all(.call_divergences[]; .replica == $i)
+		and ([.call_divergences[] | .call] | sort) == ["clock_gettime(CLOCK_MONOTONIC)", "clock_gettime(CLOCK_REALTIME)"]
+		and any(.call_divergences[]; .call == "clock_gettime(CLOCK_REALTIME)" and .got == "1 call" and .expected == "0 calls")' 		"$T/r.json" >/dev/null ||
+		fail "the report does not blame replica $idx for reading CLOCK_REALTIME instead of CLOCK_MONOTONIC:" \
+			"$(jq -c '{call_divergences, replicas: [.replicas[] | {index, pid, calls}]}' "$T/r.json")"
+	grep -q "call divergence: replica $idx, clock_gettime(CLOCK_REALTIME)" "$T/run.err" ||
+		fail "-v does not report it:" "$(cat "$T/run.err")"
+}
+
 @test "a replica whose getrandom differs in size (its call first): one call divergence, that replica, exit 0" {
 	check_mismatch early
 }

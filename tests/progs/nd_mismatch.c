@@ -3,13 +3,16 @@
  * the virtualization tests (tests/diehard_virtualize.bats): diehard reports a
  * "call divergence" naming that replica.
  *
- *   nd_mismatch LOCKDIR [early|late]
+ *   nd_mismatch LOCKDIR [early|late|clock]
  *
  * The replicas race for mkdir(LOCKDIR) (atomic: exactly one wins).  The winner
  * writes its pid to LOCKDIR/pid and calls getrandom for 8 bytes; the others
  * call it for 16.  With "early" the others wait 0.5 s first, so the winner's
  * call comes first; with "late" the winner waits.  Nobody prints the bytes:
- * every replica prints "done" and exits 0, so the output agrees.
+ * every replica prints "done" and exits 0, so the output agrees.  With
+ * "clock" the winner reads CLOCK_REALTIME where the others read
+ * CLOCK_MONOTONIC (a different clock id: a difference seen in the counts at
+ * the end), instead of calling getrandom.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,8 +40,9 @@ static void pause_half_second(void)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "early") != 0 && strcmp(argv[2], "late") != 0)) {
-		fprintf(stderr, "usage: nd_mismatch LOCKDIR [early|late]\n");
+	if (argc < 2 || argc > 3 ||
+	    (argc == 3 && strcmp(argv[2], "early") != 0 && strcmp(argv[2], "late") != 0 && strcmp(argv[2], "clock") != 0)) {
+		fprintf(stderr, "usage: nd_mismatch LOCKDIR [early|late|clock]\n");
 		return 2;
 	}
 	const char *when = argc == 3 ? argv[2] : "";
@@ -65,6 +69,15 @@ int main(int argc, char **argv)
 	if ((winner && strcmp(when, "late") == 0) || (!winner && strcmp(when, "early") == 0))
 		pause_half_second();
 
+	if (strcmp(when, "clock") == 0) {
+		struct timespec ts;
+		if (clock_gettime(winner ? CLOCK_REALTIME : CLOCK_MONOTONIC, &ts) != 0)
+			die("clock_gettime");
+		printf("done\n");
+		if (fflush(stdout) != 0)
+			die("stdout");
+		return 0;
+	}
 	unsigned char buf[16];
 	size_t n = winner ? 8 : 16;
 	ssize_t r;
