@@ -421,8 +421,10 @@ static enum answer on_getrandom(struct vreplica *vr, const struct seccomp_notif 
 	return after_write(vr, req, err, resp);
 }
 
-/* Which random device path (as the caller sees it) names, if any: the
- * device numbers decide, so links and relative paths count too. */
+/* Which random device path (as the caller sees it) names, if any: a path
+ * whose last part is urandom or random (the cheap test, made first), and
+ * whose device number says so, so relative paths and links named so count
+ * too. */
 static uint32_t random_device(pid_t tid, int dirfd, const char *path)
 {
 	const char *base = strrchr(path, '/');
