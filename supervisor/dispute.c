@@ -95,30 +95,30 @@ bool disputes_pending(const struct disputes *D)
 	return D->open != NULL;
 }
 
-static unsigned popcount(uint64_t m)
+bool dispute_majority(const uint64_t *values, unsigned n, uint64_t *majority)
 {
-	unsigned n = 0;
-	for (; m; m &= m - 1)
-		n++;
-	return n;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned same = 0;
+		for (unsigned j = 0; j < n; j++)
+			same += values[j] == values[i];
+		if (2 * same > n) {
+			*majority = values[i];
+			return true;
+		}
+	}
+	return false;
 }
 
 static void verdict(const struct disputes *D, const struct dispute *d)
 {
-	unsigned n = popcount(d->made);
-	uint64_t majority = d->first_arg;
-	bool found = false;
-	for (unsigned i = 0; i < D->k && !found; i++) {
-		if (!(d->made & ((uint64_t)1 << i)))
-			continue;
-		unsigned same = 0;
-		for (unsigned j = 0; j < D->k; j++)
-			same += (d->made & ((uint64_t)1 << j)) && d->arg[j] == d->arg[i];
-		if (2 * same > n) {
-			majority = d->arg[i];
-			found = true;
-		}
-	}
+	uint64_t made[VOTER_MAX] = { 0 };
+	unsigned n = 0;
+	for (unsigned i = 0; i < D->k; i++)
+		if (d->made & ((uint64_t)1 << i))
+			made[n++] = d->arg[i];
+	uint64_t majority;
+	if (!dispute_majority(made, n, &majority))
+		majority = d->first_arg;
 	for (unsigned i = 0; i < D->k; i++)
 		if ((d->made & ((uint64_t)1 << i)) && d->arg[i] != majority)
 			D->odd(D->ctx, i, d->key, d->index, majority, d->arg[i]);

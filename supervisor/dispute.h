@@ -20,6 +20,9 @@ struct disputes;
 typedef void dispute_odd_fn(void *ctx, unsigned replica, uint32_t key, uint64_t index, uint64_t expected,
 			    uint64_t got);
 
+/* The value more than half of values[0..n) hold, if one does. */
+bool dispute_majority(const uint64_t *values, unsigned n, uint64_t *majority);
+
 struct disputes *disputes_new(unsigned k, dispute_odd_fn *odd, void *ctx);
 void disputes_free(struct disputes *D);
 

@@ -8,7 +8,6 @@
 #include "filter.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
 #include <stdlib.h>
@@ -29,7 +28,7 @@ static const int notified[] = {
 /* Opens are answered only when they may be a read-only open of a random
  * device; the filter cannot see the path, but it can leave the others
  * (writes, directories, O_PATH, O_CREAT) in the kernel. */
-#define NOT_A_DEVICE_READ ((scmp_datum_t)(O_ACCMODE | O_DIRECTORY | O_PATH | O_CREAT))
+#define NOT_A_DEVICE_READ ((scmp_datum_t)FILTER_NOT_A_DEVICE_READ)
 
 /* The exported program, read back from a memfd. */
 static int export_program(scmp_filter_ctx ctx, struct sock_fprog *prog)

@@ -7,7 +7,12 @@
 #ifndef DIEHARD_FILTER_H
 #define DIEHARD_FILTER_H
 
+#include <fcntl.h>
 #include <linux/filter.h>
+
+/* Open flags (a mask) of which any one set means the open cannot be a
+ * read of a random device: such opens stay in the kernel. */
+#define FILTER_NOT_A_DEVICE_READ (O_ACCMODE | O_DIRECTORY | O_PATH | O_CREAT)
 
 /* Builds the BPF program with libseccomp, once, in the supervisor. 0, or -1
  * with a message printed. */

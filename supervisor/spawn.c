@@ -273,38 +273,30 @@ pid_t spawn_replica(const struct spawn_request *r, int *exec_errno, int *listene
 	 * back to the defaults (child() unblocks them). */
 	sigset_t all, old;
 	sigfillset(&all);
-	if (sigprocmask(SIG_BLOCK, &all, &old) != 0) {
-		int saved = errno;
-		free(sh_argv);
-		close(sock[0]);
-		close(sock[1]);
-		errno = saved;
-		return -1;
+	pid_t pid = -1;
+	if (sigprocmask(SIG_BLOCK, &all, &old) == 0) {
+		pid_t parent = getpid();
+		pid = fork();
+		if (pid == 0) {
+			close(sock[0]);
+			child(r, sh_argv, parent, sock[1]);
+		}
+		int fork_errno = errno;
+		if (sigprocmask(SIG_SETMASK, &old, NULL) != 0)
+			fatal(EXIT_INTERNAL, "sigprocmask: %s", strerror(errno));
+		errno = fork_errno;
 	}
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	int fork_errno = errno;
-	if (pid != 0 && sigprocmask(SIG_SETMASK, &old, NULL) != 0)
-		fatal(EXIT_INTERNAL, "sigprocmask: %s", strerror(errno));
-	if (pid < 0) {
-		int saved = fork_errno;
-		free(sh_argv);
-		close(sock[0]);
-		close(sock[1]);
-		errno = saved;
-		return -1;
-	}
-	if (pid == 0) {
-		close(sock[0]);
-		child(r, sh_argv, parent, sock[1]);
-	}
+	int saved = errno;
 	free(sh_argv);
 	close(sock[1]);
+	if (pid < 0) {
+		close(sock[0]);
+		errno = saved;
+		return -1;
+	}
 	/* Also here, so the group exists before we might signal it (the child
 	 * may not have run yet); EACCES once it has exec'ed is harmless. */
 	(void)setpgid(pid, pid);
-	*listener = -1;
-	*exec_errno = 0;
 	int err = 0, failed = 0;
 	char tag;
 	while ((tag = parent_receive(sock[0], &err, listener)) != 0) {

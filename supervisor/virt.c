@@ -454,8 +454,9 @@ static enum answer on_open(struct vreplica *vr, const struct seccomp_notif *req,
 	int dirfd = at ? (int)(int32_t)req->data.args[0] : AT_FDCWD;
 	int flags = (int)req->data.args[at ? 2 : 1];
 	/* Only plain reads are virtualized; writing to the device (feeding the
-	 * kernel's pool) goes on as it would. */
-	if ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_PATH | O_DIRECTORY | O_CREAT)) != 0)
+	 * kernel's pool) goes on as it would. The filter already leaves such
+	 * opens in the kernel; the same mask keeps this handler right alone. */
+	if ((flags & FILTER_NOT_A_DEVICE_READ) != 0)
 		return CONTINUE;
 	char path[4096];
 	if (remote_read_string((pid_t)req->pid, req->data.args[at ? 1 : 0], path, sizeof path) != 0)
@@ -687,22 +688,16 @@ void virt_finish(struct virt *V)
 				idx[n] = i;
 				counts[n++] = ndlog_count(V->log, i, keys[j]);
 			}
-		for (unsigned a = 0; a < n; a++) {
-			unsigned same = 0;
-			for (unsigned b = 0; b < n; b++)
-				same += counts[b] == counts[a];
-			if (2 * same <= n)
-				continue;
-			for (unsigned b = 0; b < n; b++)
-				if (counts[b] != counts[a]) {
-					char e[32], g[32];
-					snprintf(e, sizeof e, "%" PRIu64 " call%s", counts[a], counts[a] == 1 ? "" : "s");
-					snprintf(g, sizeof g, "%" PRIu64 " call%s", counts[b], counts[b] == 1 ? "" : "s");
-					call_divergence(&V->r[idx[b]], keys[j], counts[b] < counts[a] ? counts[b] : counts[a],
-							e, g);
-				}
-			break;
-		}
+		uint64_t m;
+		if (!dispute_majority(counts, n, &m))
+			continue;
+		for (unsigned b = 0; b < n; b++)
+			if (counts[b] != m) {
+				char e[32], g[32];
+				snprintf(e, sizeof e, "%" PRIu64 " call%s", m, m == 1 ? "" : "s");
+				snprintf(g, sizeof g, "%" PRIu64 " call%s", counts[b], counts[b] == 1 ? "" : "s");
+				call_divergence(&V->r[idx[b]], keys[j], counts[b] < m ? counts[b] : m, e, g);
+			}
 	}
 	free(keys);
 }
