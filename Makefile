@@ -86,6 +86,9 @@ SUP_PURE := supervisor/ndlog.c supervisor/chacha.c
 $(B)/tests/unit/test_ndlog: tests/unit/test_ndlog.c tests/unit/tap.h $(SUP_PURE) supervisor/ndlog.h supervisor/chacha.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -o $@ $< $(SUP_PURE)
 
+$(B)/tests/unit/test_digest: tests/unit/test_digest.c tests/unit/tap.h supervisor/digest.c supervisor/digest.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -o $@ $< supervisor/digest.c
+
 $(B)/tests/unit/test_dispute: tests/unit/test_dispute.c tests/unit/tap.h supervisor/dispute.c supervisor/dispute.h voter/voter.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -Ivoter -o $@ $< supervisor/dispute.c
 

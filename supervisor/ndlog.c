@@ -39,19 +39,22 @@ struct keylog {
 struct ndlog {
 	unsigned k;
 	size_t cap;
+	bool keep;             /* entries kept from the start, for replacements */
+	bool dropped;          /* some entry was dropped: a restart cannot replay all */
 	bool *live;
 	struct keylog *keys;
 	size_t nkeys, keys_size;
 	uint64_t entries;
 };
 
-struct ndlog *ndlog_new(unsigned k, size_t cap)
+struct ndlog *ndlog_new(unsigned k, size_t cap, bool keep)
 {
 	struct ndlog *log = calloc(1, sizeof *log);
 	if (log == NULL)
 		return NULL;
 	log->k = k;
 	log->cap = cap ? cap : 1;
+	log->keep = keep;
 	log->live = malloc(k * sizeof *log->live);
 	if (log->live == NULL) {
 		free(log);
@@ -114,22 +117,25 @@ static struct entry *slot(const struct keylog *kl, uint64_t n)
 	return &kl->ring[(kl->head + (size_t)(n - kl->base)) % kl->size];
 }
 
-static void drop_oldest(struct keylog *kl)
+static void drop_oldest(struct ndlog *log, struct keylog *kl)
 {
+	log->dropped = true;
 	kl->head = (kl->head + 1) % kl->size;
 	kl->base++;
 	kl->len--;
 }
 
-/* Drops the entries every live replica has passed. */
-static void trim(const struct ndlog *log, struct keylog *kl)
+/* Drops the entries every live replica has passed (none in keep mode). */
+static void trim(struct ndlog *log, struct keylog *kl)
 {
+	if (log->keep)
+		return;
 	uint64_t low = kl->base + kl->len;
 	for (unsigned r = 0; r < log->k; r++)
 		if (log->live[r] && !kl->lost[r] && kl->pos[r] < low)
 			low = kl->pos[r];
 	while (kl->len > 0 && kl->base < low)
-		drop_oldest(kl);
+		drop_oldest(log, kl);
 }
 
 int ndlog_take(struct ndlog *log, unsigned r, uint32_t key, uint64_t arg, uint64_t *index, struct nd_value *value,
@@ -163,7 +169,7 @@ void ndlog_put(struct ndlog *log, unsigned r, uint32_t key, const struct nd_valu
 	if (kl == NULL || kl->pos[r] != kl->base + kl->len + 1)
 		return; /* not after a ND_LEAD of r: nothing to record */
 	if (kl->len == log->cap)
-		drop_oldest(kl);
+		drop_oldest(log, kl);
 	if (kl->len == kl->size) {
 		/* Grow the ring, unrolling it so entry base sits in slot 0. */
 		size_t n = kl->size ? 2 * kl->size : 16;
@@ -173,10 +179,11 @@ void ndlog_put(struct ndlog *log, unsigned r, uint32_t key, const struct nd_valu
 		if (ring == NULL) {
 			/* Keep what we have; the oldest entry makes room. */
 			if (kl->len == 0) {
+				log->dropped = true;
 				kl->base++;
 				return;
 			}
-			drop_oldest(kl);
+			drop_oldest(log, kl);
 		} else {
 			for (size_t i = 0; i < kl->len; i++)
 				ring[i] = kl->ring[(kl->head + i) % kl->size];
@@ -201,6 +208,31 @@ void ndlog_retire(struct ndlog *log, unsigned r)
 	log->live[r] = false;
 	for (size_t i = 0; i < log->nkeys; i++)
 		trim(log, &log->keys[i]);
+}
+
+bool ndlog_restart(struct ndlog *log, unsigned r)
+{
+	if (r >= log->k)
+		return false;
+	log->live[r] = true;
+	for (size_t i = 0; i < log->nkeys; i++) {
+		log->keys[i].pos[r] = 0;
+		log->keys[i].lost[r] = false;
+	}
+	return ndlog_complete(log);
+}
+
+bool ndlog_complete(const struct ndlog *log)
+{
+	return log->keep && !log->dropped;
+}
+
+size_t ndlog_memory(const struct ndlog *log)
+{
+	size_t n = log->keys_size * sizeof *log->keys;
+	for (size_t i = 0; i < log->nkeys; i++)
+		n += log->keys[i].size * sizeof(struct entry) + log->k * (sizeof(uint64_t) + sizeof(bool));
+	return n;
 }
 
 const struct nd_value *ndlog_last(const struct ndlog *log, uint32_t key)

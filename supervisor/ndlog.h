@@ -16,11 +16,15 @@
  * holds an argument that must match (getrandom's size and flags): a follower
  * whose argument differs is behaving differently, a divergence signal.
  *
- * Entries every live replica has taken are dropped; a key holds at most
- * `cap` entries, past which the oldest go and a replica that still needed
- * one is lost for that key: from then on it is told so at every call (it
- * reads fresh real values; were it to catch up, the log's values, read
- * earlier, would take its clock backwards).
+ * Without `keep`, entries every live replica has taken are dropped. With
+ * `keep` (replacement replicas may be started), entries are kept from the
+ * start of the run so that a new replica, restarted at position 0, replays
+ * every value the others saw. Either way a key holds at most `cap` entries,
+ * past which the oldest go and a replica that still needed one is lost for
+ * that key: from then on it is told so at every call (it reads fresh real
+ * values; were it to catch up, the log's values, read earlier, would take
+ * its clock backwards). A log that has dropped a kept entry can no longer
+ * bring a new replica up (ndlog_complete).
  *
  * Pure code: no I/O; single-threaded like the loop that owns it. */
 #ifndef DIEHARD_NDLOG_H
@@ -48,9 +52,9 @@ enum nd_outcome {
 
 struct ndlog;
 
-/* k replicas, all live; at most cap entries kept per key (cap >= 1). NULL if
- * out of memory. */
-struct ndlog *ndlog_new(unsigned k, size_t cap);
+/* k replica positions, all live; at most cap entries kept per key (cap >=
+ * 1); keep: entries are kept from the start (above). NULL if out of memory. */
+struct ndlog *ndlog_new(unsigned k, size_t cap, bool keep);
 void ndlog_free(struct ndlog *log);
 
 /* Replica r makes its next call of key with argument arg. *index is its
@@ -67,6 +71,18 @@ void ndlog_put(struct ndlog *log, unsigned r, uint32_t key, const struct nd_valu
 
 /* r leaves the vote: its position no longer keeps entries. */
 void ndlog_retire(struct ndlog *log, unsigned r);
+
+/* Position r starts again from the first call of every key, for a new
+ * replica (live again). Returns whether every entry it will ask for is
+ * still kept (ndlog_complete). */
+bool ndlog_restart(struct ndlog *log, unsigned r);
+
+/* Whether every entry ever put is still kept: always false without keep
+ * once something was dropped. */
+bool ndlog_complete(const struct ndlog *log);
+
+/* Bytes of memory the kept entries use (their rings). */
+size_t ndlog_memory(const struct ndlog *log);
 
 /* The value put last for key, or NULL if none was. */
 const struct nd_value *ndlog_last(const struct ndlog *log, uint32_t key);

@@ -41,10 +41,14 @@ run_unit() {
 	run_unit test_voter
 }
 
-@test "unit: nondeterminism log and ChaCha20 (RFC 8439 vectors, lead/follow, mismatch, cap, retire)" {
+@test "unit: nondeterminism log and ChaCha20 (RFC 8439 vectors, lead/follow, mismatch, cap, retire, keep and restart)" {
 	run_unit test_ndlog
 }
 
 @test "unit: call disputes (majority decides who is odd, waiting, force, no majority, k=64)" {
 	run_unit test_dispute
+}
+
+@test "unit: output digests (SipHash-2-4-128 reference vectors, pieces, one-bit changes)" {
+	run_unit test_digest
 }

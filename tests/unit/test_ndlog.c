@@ -360,8 +360,8 @@ enum { KEY_A = 0x101, KEY_B = 0x202, KEY_C = 0x303 };
 
 static void test_basic(void)
 {
-	struct ndlog *log = ndlog_new(3, 1000);
-	CHECK(log != NULL, "ndlog: ndlog_new(3, 1000) succeeds");
+	struct ndlog *log = ndlog_new(3, 1000, false);
+	CHECK(log != NULL, "ndlog: ndlog_new(3, 1000, false) succeeds");
 	if (log == NULL)
 		return;
 
@@ -379,7 +379,7 @@ static void test_basic(void)
 
 static void test_sequence(void)
 {
-	struct ndlog *log = ndlog_new(3, 1000);
+	struct ndlog *log = ndlog_new(3, 1000, false);
 	bool ok = true;
 	for (uint64_t i = 0; i < 6; i++)
 		ok &= lead(log, 0, KEY_A, 8, i);
@@ -398,7 +398,7 @@ static void test_sequence(void)
 /* The n-th call of key A gets A's n-th value whatever the order of keys. */
 static void test_keys_do_not_cross(void)
 {
-	struct ndlog *log = ndlog_new(3, 1000);
+	struct ndlog *log = ndlog_new(3, 1000, false);
 	/* Replica 0: A B A B A C. */
 	bool ok = lead(log, 0, KEY_A, 1, 0) && lead(log, 0, KEY_B, 2, 0) && lead(log, 0, KEY_A, 1, 1) &&
 		  lead(log, 0, KEY_B, 2, 1) && lead(log, 0, KEY_A, 1, 2) && lead(log, 0, KEY_C, 3, 0);
@@ -428,7 +428,7 @@ static void test_keys_do_not_cross(void)
 
 static void test_mismatch(void)
 {
-	struct ndlog *log = ndlog_new(3, 1000);
+	struct ndlog *log = ndlog_new(3, 1000, false);
 	lead(log, 0, KEY_A, 16, 0);
 	struct took t = take(log, 1, KEY_A, 32);
 	CHECK(is_mismatch(t, 0, val(KEY_A, 0), 16),
@@ -449,7 +449,7 @@ static void test_mismatch(void)
 /* A replica running ahead leads later entries while others follow earlier. */
 static void test_run_ahead(void)
 {
-	struct ndlog *log = ndlog_new(3, 1000);
+	struct ndlog *log = ndlog_new(3, 1000, false);
 	bool ok = lead(log, 0, KEY_A, 0, 0) && follow(log, 1, KEY_A, 0, 0) && lead(log, 1, KEY_A, 0, 1) &&
 		  lead(log, 1, KEY_A, 0, 2) && lead(log, 1, KEY_A, 0, 3);
 	CHECK(ok, "ndlog: replica 1 follows entry 0 then runs ahead, leading entries 1..3");
@@ -466,7 +466,7 @@ static void test_run_ahead(void)
 
 static void test_counters(void)
 {
-	struct ndlog *log = ndlog_new(3, 1000);
+	struct ndlog *log = ndlog_new(3, 1000, false);
 	uint32_t keys[8];
 	CHECK(ndlog_keys(log, keys, 8) == 0 && ndlog_entries(log) == 0 && ndlog_count(log, 0, KEY_A) == 0,
 	      "ndlog: a new log has no keys, no entries, no calls");
@@ -503,7 +503,7 @@ static void test_counters(void)
 static void test_trim(void)
 {
 	/* Everyone keeps up, cap 2: the log never loses an entry. */
-	struct ndlog *log = ndlog_new(3, 2);
+	struct ndlog *log = ndlog_new(3, 2, false);
 	bool ok = lead(log, 0, KEY_A, 1, 0) && lead(log, 0, KEY_A, 1, 1) && follow(log, 1, KEY_A, 1, 0) &&
 		  follow(log, 1, KEY_A, 1, 1) && follow(log, 2, KEY_A, 1, 0) && follow(log, 2, KEY_A, 1, 1);
 	CHECK(ok, "ndlog: cap 2: two entries led, both followed by both followers");
@@ -523,7 +523,7 @@ static void test_trim(void)
 	ndlog_free(log);
 
 	/* cap 1 in lockstep. */
-	log = ndlog_new(3, 1);
+	log = ndlog_new(3, 1, false);
 	ok = true;
 	for (uint64_t i = 0; i < 200; i++)
 		ok &= lead(log, (unsigned)i % 3, KEY_B, i, i) && follow(log, (unsigned)(i + 1) % 3, KEY_B, i, i) &&
@@ -535,7 +535,7 @@ static void test_trim(void)
 static void test_cap(void)
 {
 	/* k=2, cap 2: replica 0 leads 5, replica 1 has taken none. */
-	struct ndlog *log = ndlog_new(2, 2);
+	struct ndlog *log = ndlog_new(2, 2, false);
 	bool ok = true;
 	for (uint64_t i = 0; i < 5; i++)
 		ok &= lead(log, 0, KEY_A, 4, i);
@@ -552,7 +552,7 @@ static void test_cap(void)
 	ndlog_free(log);
 
 	/* k=3, cap 2: replica 2 keeps up, replica 1 lags. */
-	log = ndlog_new(3, 2);
+	log = ndlog_new(3, 2, false);
 	ok = true;
 	for (uint64_t i = 0; i < 5; i++)
 		ok &= lead(log, 0, KEY_A, 4, i) && follow(log, 2, KEY_A, 4, i);
@@ -570,7 +570,7 @@ static void test_cap(void)
 	ndlog_free(log);
 
 	/* The cap is per key: a busy key does not push out another key's entries. */
-	log = ndlog_new(2, 2);
+	log = ndlog_new(2, 2, false);
 	ok = lead(log, 0, KEY_B, 0, 0);
 	for (uint64_t i = 0; i < 10; i++)
 		ok &= lead(log, 0, KEY_A, 0, i);
@@ -584,7 +584,7 @@ static void test_cap(void)
 static void test_retire(void)
 {
 	/* The laggard retires: the others go on, unaffected. */
-	struct ndlog *log = ndlog_new(3, 2);
+	struct ndlog *log = ndlog_new(3, 2, false);
 	ndlog_retire(log, 2);
 	bool ok = true;
 	for (uint64_t i = 0; i < 50; i += 2)
@@ -594,7 +594,7 @@ static void test_retire(void)
 	ndlog_free(log);
 
 	/* Retiring after some entries: what the live ones need stays. */
-	log = ndlog_new(3, 4);
+	log = ndlog_new(3, 4, false);
 	ok = lead(log, 0, KEY_A, 0, 0) && lead(log, 0, KEY_A, 0, 1) && lead(log, 0, KEY_A, 0, 2);
 	ndlog_retire(log, 0); /* the leader goes */
 	ok &= follow(log, 1, KEY_A, 0, 0) && follow(log, 2, KEY_A, 0, 0) && follow(log, 1, KEY_A, 0, 1) &&
@@ -617,7 +617,7 @@ static void test_retire(void)
 
 static void test_k1(void)
 {
-	struct ndlog *log = ndlog_new(1, 1);
+	struct ndlog *log = ndlog_new(1, 1, false);
 	bool ok = log != NULL;
 	for (uint64_t i = 0; ok && i < 1000; i++)
 		ok &= lead(log, 0, (uint32_t)(i % 3), 5, i / 3);
@@ -633,7 +633,7 @@ static void test_k1(void)
  * catch up by random amounts, so the ring grows and wraps. */
 static bool many(size_t cap, uint64_t total, unsigned burst, uint64_t *max_lag)
 {
-	struct ndlog *log = ndlog_new(3, cap);
+	struct ndlog *log = ndlog_new(3, cap, false);
 	uint64_t led = 0, f[3] = { 0, 0, 0 };
 	unsigned bad = 0;
 	*max_lag = 0;
@@ -710,7 +710,7 @@ static bool random_trial(unsigned trial)
 {
 	unsigned k = 1 + below(MK);
 	size_t cap = below(4) == 0 ? 1000000 : 1 + below(8);
-	struct ndlog *log = ndlog_new(k, cap);
+	struct ndlog *log = ndlog_new(k, cap, false);
 	bool live[MK];
 	unsigned nlive = k;
 	uint32_t seen[MKEYS];
@@ -821,7 +821,7 @@ static void test_random(void)
  * it (virt.c keeps CPU-time clocks from going back with it). */
 static void test_last(void)
 {
-	struct ndlog *log = ndlog_new(2, 4);
+	struct ndlog *log = ndlog_new(2, 4, false);
 	CHECK(ndlog_last(log, KEY_A) == NULL, "ndlog: ndlog_last is NULL for a key never seen");
 	struct took t = take(log, 0, KEY_A, 0);
 	CHECK(is_lead(t, 0) && ndlog_last(log, KEY_A) == NULL, "ndlog: ndlog_last is NULL until a value is put");
@@ -835,6 +835,56 @@ static void test_last(void)
 	CHECK(ok && last != NULL && last->a == v.a && last->b == v.b,
 	      "ndlog: ndlog_last is the newest value once every replica took it (the entry itself is dropped)");
 	CHECK(ndlog_last(log, KEY_B) == NULL, "ndlog: ndlog_last is per key");
+	ndlog_free(log);
+}
+
+/* ---- ndlog: keep mode and restart (replacement replicas) ------------- */
+
+static void test_keep_restart(void)
+{
+	/* k=3 positions, keep: replica 0 and 1 take 50 entries of two keys;
+	 * nothing is dropped although everyone passed them. */
+	struct ndlog *log = ndlog_new(3, 1000, true);
+	bool ok = true;
+	for (uint64_t i = 0; i < 50; i++)
+		ok &= lead(log, 0, KEY_A, 7, i) && follow(log, 1, KEY_A, 7, i) && lead(log, 1, KEY_B, 8, i) &&
+		      follow(log, 0, KEY_B, 8, i);
+	CHECK(ok, "ndlog keep: 50 entries of two keys led and followed");
+	CHECK(ndlog_complete(log), "ndlog keep: complete while nothing was dropped");
+	/* Replica 2 dies and a new one takes its position. */
+	ndlog_retire(log, 2);
+	CHECK(ndlog_restart(log, 2), "ndlog keep: restart of position 2 can replay everything");
+	ok = true;
+	for (uint64_t i = 0; i < 50; i++)
+		ok &= follow(log, 2, KEY_A, 7, i) && follow(log, 2, KEY_B, 8, i);
+	CHECK(ok, "ndlog keep: the new replica 2 follows all 100 old entries with their logged values");
+	CHECK(lead(log, 2, KEY_A, 7, 50) && follow(log, 0, KEY_A, 7, 50),
+	      "ndlog keep: past the log's end the new replica leads, and the others follow it");
+	/* Replica 0 is replaced too, after entry 50. */
+	CHECK(ndlog_restart(log, 0) && ndlog_count(log, 0, KEY_A) == 0 && follow(log, 0, KEY_A, 7, 0),
+	      "ndlog keep: a restarted position counts from 0 and follows entry 0 again");
+	CHECK(ndlog_memory(log) >= 101 * 40 - 1000, "ndlog keep: memory counts the kept entries (%zu bytes)",
+	      ndlog_memory(log));
+	ndlog_free(log);
+
+	/* The cap still bounds a key: past it the log is incomplete, and a
+	 * restarted position is lost on the dropped key but not on others. */
+	log = ndlog_new(2, 4, true);
+	ok = true;
+	for (uint64_t i = 0; i < 6; i++)
+		ok &= lead(log, 0, KEY_A, 1, i) && follow(log, 1, KEY_A, 1, i);
+	ok &= lead(log, 0, KEY_B, 1, 0);
+	CHECK(ok && !ndlog_complete(log), "ndlog keep, cap 4: 6 entries drop 2: the log is incomplete");
+	CHECK(!ndlog_restart(log, 1), "ndlog keep, cap 4: a restart says it cannot replay everything");
+	CHECK(is_lost(take(log, 1, KEY_A, 1), 0) && follow(log, 1, KEY_B, 1, 0),
+	      "ndlog keep, cap 4: the restarted replica is lost on the truncated key, follows the other");
+	ndlog_free(log);
+
+	/* Without keep, restart after trimming is incomplete. */
+	log = ndlog_new(2, 100, false);
+	ok = lead(log, 0, KEY_A, 1, 0) && follow(log, 1, KEY_A, 1, 0);
+	CHECK(ok && !ndlog_complete(log) && !ndlog_restart(log, 1),
+	      "ndlog without keep: never complete, a restart cannot replay");
 	ndlog_free(log);
 }
 
@@ -859,5 +909,6 @@ int main(void)
 	test_many();
 	test_random();
 	test_last();
+	test_keep_restart();
 	return tap_done();
 }
