@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -58,7 +59,7 @@ static int export_program(scmp_filter_ctx ctx, struct sock_fprog *prog)
 	return 0;
 }
 
-int filter_build(struct sock_fprog *prog)
+int filter_build(struct sock_fprog *prog, bool sleeps)
 {
 	/* A call from another architecture (an i386 program) is allowed, not
 	 * killed: it runs unvirtualized (docs/NONDETERMINISM.md). */
@@ -76,6 +77,14 @@ int filter_build(struct sock_fprog *prog)
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(openat), 1,
 				      SCMP_A2(SCMP_CMP_MASKED_EQ, NOT_A_DEVICE_READ, 0));
+	/* Relative sleeps, so that a replacement catching up skips them (an
+	 * absolute one ends at once anyway: its deadline, read from the
+	 * logged clock, is in the past). */
+	if (rc == 0 && sleeps)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(nanosleep), 0);
+	if (rc == 0 && sleeps)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(clock_nanosleep), 1,
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, TIMER_ABSTIME, 0));
 	if (rc == 0)
 		rc = export_program(ctx, prog);
 	seccomp_release(ctx);

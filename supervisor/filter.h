@@ -9,14 +9,17 @@
 
 #include <fcntl.h>
 #include <linux/filter.h>
+#include <stdbool.h>
 
 /* Open flags (a mask) of which any one set means the open cannot be a
  * read of a random device: such opens stay in the kernel. */
 #define FILTER_NOT_A_DEVICE_READ (O_ACCMODE | O_DIRECTORY | O_PATH | O_CREAT)
 
-/* Builds the BPF program with libseccomp, once, in the supervisor. 0, or -1
- * with a message printed. */
-int filter_build(struct sock_fprog *prog);
+/* Builds the BPF program with libseccomp, once, in the supervisor; with
+ * sleeps, relative nanosleep and clock_nanosleep calls are notified too
+ * (replacements skip them while they catch up). 0, or -1 with a message
+ * printed. */
+int filter_build(struct sock_fprog *prog, bool sleeps);
 
 /* In the replica, between fork and exec: installs prog and returns the
  * listener fd (close-on-exec), or -1 with errno. Async-signal-safe. */

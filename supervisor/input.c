@@ -21,19 +21,53 @@
 #include "sup.h"
 
 
-/* The input ring may drop what every replica still reading has consumed. */
+/* The input ring may drop what every replica still reading from it has
+ * consumed. Replicas fed from the input log (replacements catching up)
+ * never hold it back. */
 static void input_advance_head(struct sup *S)
 {
 	size_t low = S->in->tail;
-	for (unsigned i = 0; i < S->k; i++)
-		if (S->r[i].in_fd >= 0 && S->r[i].in_off < low)
+	for (unsigned i = 0; i < S->nslots; i++)
+		if (S->r[i].in_fd >= 0 && !S->r[i].log_fed && S->r[i].in_off < low)
 			low = S->r[i].in_off;
 	ring_consume_to(S->in, low);
 }
 
 
+/* Feeds a replacement from the input log; once it votes and has reached
+ * the ring's oldest byte, it reads from the ring like the others. */
+static bool write_from_log(struct sup *S, struct replica *r)
+{
+	if (r->live && r->in_off >= S->in->head) {
+		r->log_fed = false;
+		return false;
+	}
+	while (r->in_fd >= 0 && r->in_off < S->in->tail) {
+		ssize_t n = inputlog_send(S->inlog, r->in_off, r->in_fd, S->in->tail - r->in_off);
+		if (n > 0) {
+			r->in_off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n < 0 && errno == ENODATA) {
+			replica_kill(S, r, "the input log no longer holds the input it still needed (--input-log)");
+			return true;
+		}
+		replica_close_input(r); /* EPIPE: it reads no more */
+	}
+	if (r->in_fd >= 0 && r->in_off == S->in->tail && S->stdin_eof)
+		replica_close_input(r);
+	return true;
+}
+
+
 static void write_input(struct sup *S, struct replica *r)
 {
+	if (r->log_fed && write_from_log(S, r))
+		return;
 	while (r->in_fd >= 0 && r->in_off < S->in->tail) {
 		ssize_t n = write(r->in_fd, ring_at(S->in, r->in_off), S->in->tail - r->in_off);
 		if (n > 0) {
@@ -54,7 +88,7 @@ static void write_input(struct sup *S, struct replica *r)
 
 void input_update(struct sup *S)
 {
-	for (unsigned i = 0; i < S->k; i++) {
+	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
 		if (r->in_fd < 0)
 			continue;
@@ -117,7 +151,7 @@ void input_on_stdin(evutil_socket_t fd, short what, void *arg)
 		S->in->tail += (size_t)n;
 		report_input(S->report, (size_t)n);
 	}
-	for (unsigned i = 0; i < S->k; i++)
+	for (unsigned i = 0; i < S->nslots; i++)
 		write_input(S, &S->r[i]);
 	input_update(S);
 }
@@ -129,7 +163,7 @@ void input_start(struct sup *S)
 {
 	if (fcntl(STDIN_FILENO, F_GETFL) < 0) {
 		S->stdin_eof = true;
-		for (unsigned i = 0; i < S->k; i++)
+		for (unsigned i = 0; i < S->nslots; i++)
 			replica_close_input(&S->r[i]);
 	} else {
 		struct stat st;

@@ -79,6 +79,32 @@ bool inputlog_complete(const struct inputlog *l)
 	return l != NULL && !l->broken && l->released == 0;
 }
 
+ssize_t inputlog_send(struct inputlog *l, size_t off, int fd, size_t max)
+{
+	if (l == NULL || off < l->released || l->broken) {
+		errno = ENODATA;
+		return -1;
+	}
+	if (off >= l->bytes || max == 0)
+		return 0;
+	size_t n = l->bytes - off < max ? l->bytes - off : max;
+	loff_t at = (loff_t)off;
+	ssize_t w = splice(l->fd, &at, fd, NULL, n, SPLICE_F_NONBLOCK);
+	if (w >= 0 || errno != EINVAL)
+		return w;
+	/* No splice between these two: through a buffer. */
+	char buf[65536];
+	if (n > sizeof buf)
+		n = sizeof buf;
+	ssize_t r = pread(l->fd, buf, n, (off_t)off);
+	if (r <= 0) {
+		if (r == 0)
+			errno = ENODATA;
+		return -1;
+	}
+	return write(fd, buf, (size_t)r);
+}
+
 void inputlog_free(struct inputlog *l)
 {
 	if (l == NULL)

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 struct inputlog;
 
@@ -18,6 +19,11 @@ void inputlog_append(struct inputlog *l, const void *p, size_t n);
 size_t inputlog_bytes(const struct inputlog *l);      /* appended so far */
 size_t inputlog_retained_from(const struct inputlog *l); /* first byte still held */
 bool inputlog_complete(const struct inputlog *l);
+/* Writes logged bytes from offset off on (at most max) into fd, a
+ * non-blocking pipe, without copying them through us where the kernel can
+ * (splice). Returns the bytes written, or -1 with errno (EAGAIN: the pipe is
+ * full; ENODATA: those bytes were released). */
+ssize_t inputlog_send(struct inputlog *l, size_t off, int fd, size_t max);
 void inputlog_free(struct inputlog *l);
 
 #endif

@@ -37,7 +37,17 @@ static const char usage[] =
 	"      --idle MS         quiet time before a partial chunk is voted (default 50)\n"
 	"      --timeout SECONDS how long a replica may trail the majority silently (default 10)\n"
 	"      --window BYTES    output a replica may run ahead or behind (default 1M)\n"
-	"      --input-log BYTES input kept for replaying to new replicas (default 64M)\n"
+	"      --respawns N      replacements allowed in the run (default 16): a killed\n"
+	"                        replica is replaced by a fresh-seeded one that re-runs\n"
+	"                        the command from the start, replaying input, clocks and\n"
+	"                        random values; ties are broken by extra replicas\n"
+	"      --no-respawn      the same as --respawns 0: for commands whose side\n"
+	"                        effects (files written, messages sent) must not happen again\n"
+	"      --respawn-rate N  at most N replacements in any minute (default 30)\n"
+	"      --input-log BYTES input kept for replaying to new replicas (default 64M;\n"
+	"                        up to 64G)\n"
+	"      --call-log N      clock and random answers kept per kind of call for new\n"
+	"                        replicas (default 512K entries, 40 bytes each)\n"
 	"      --no-virtualize   let each replica read its own clocks and random bytes\n"
 	"                        (by default they all see the same: docs/NONDETERMINISM.md)\n"
 	"  -h, --help            this text\n"
@@ -64,9 +74,9 @@ static unsigned long parse_number(const char *s, const char *what, unsigned long
 	return v;
 }
 
-/* A size like 65536, 64K or 1M (up to 1G); window sizes are rounded up to a
- * power of two of at least 64 KiB, log sizes may be 0. */
-static size_t parse_size(const char *s, const char *what, bool zero_ok)
+/* A size like 65536, 64K, 1M or 2G, up to max; window sizes are rounded
+ * up to a power of two of at least 64 KiB, log sizes may be 0. */
+static size_t parse_size(const char *s, const char *what, bool zero_ok, unsigned long long max, const char *maxname)
 {
 	char *end;
 	errno = 0;
@@ -76,12 +86,13 @@ static size_t parse_size(const char *s, const char *what, bool zero_ok)
 		shift = 10;
 	else if (*end == 'M' || *end == 'm')
 		shift = 20;
+	else if (*end == 'G' || *end == 'g')
+		shift = 30;
 	if (shift)
 		end++;
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || (v == 0 && !zero_ok) ||
-	    v > (1ULL << 30) >> shift) {
+	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || (v == 0 && !zero_ok) || v > max >> shift) {
 		char msg[128];
-		snprintf(msg, sizeof msg, "%s must be a size like 1M or 65536, up to 1G, not '%%s'", what);
+		snprintf(msg, sizeof msg, "%s must be a size like 1M or 65536, up to %s, not '%%s'", what, maxname);
 		bad_usage(msg, s);
 	}
 	size_t bytes = (size_t)v << shift;
@@ -126,7 +137,8 @@ static const char *check_allocator(const char *path)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE };
+	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_RESPAWNS, OPT_NO_RESPAWN,
+	       OPT_RESPAWN_RATE, OPT_CALL_LOG };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
 		{ "report", required_argument, NULL, 'r' },   { "verbose", no_argument, NULL, 'v' },
@@ -134,10 +146,15 @@ int main(int argc, char **argv)
 		{ "window", required_argument, NULL, OPT_WINDOW }, { "help", no_argument, NULL, 'h' },
 		{ "input-log", required_argument, NULL, OPT_INPUT_LOG },
 		{ "no-virtualize", no_argument, NULL, OPT_NO_VIRTUALIZE },
+		{ "respawns", required_argument, NULL, OPT_RESPAWNS },
+		{ "no-respawn", no_argument, NULL, OPT_NO_RESPAWN },
+		{ "respawn-rate", required_argument, NULL, OPT_RESPAWN_RATE },
+		{ "call-log", required_argument, NULL, OPT_CALL_LOG },
 		{ "version", no_argument, NULL, 'V' },         { NULL, 0, NULL, 0 },
 	};
 	struct options o = { .k = 3, .idle_ms = 50, .straggler_ms = 10000, .window = 1 << 20,
-			     .input_log = (size_t)64 << 20, .virtualize = true };
+			     .input_log = (size_t)64 << 20, .virtualize = true, .respawns = 16, .respawn_rate = 30,
+			     .call_log = (size_t)512 << 10 };
 	const char *allocator = NULL;
 	int c;
 	opterr = 0;
@@ -167,10 +184,22 @@ int main(int argc, char **argv)
 			break;
 		}
 		case OPT_WINDOW:
-			o.window = parse_size(optarg, "--window", false);
+			o.window = parse_size(optarg, "--window", false, 1ULL << 30, "1G");
 			break;
 		case OPT_INPUT_LOG:
-			o.input_log = parse_size(optarg, "--input-log", true);
+			o.input_log = parse_size(optarg, "--input-log", true, 64ULL << 30, "64G");
+			break;
+		case OPT_CALL_LOG:
+			o.call_log = parse_size(optarg, "--call-log", false, 64ULL << 20, "64M");
+			break;
+		case OPT_RESPAWNS:
+			o.respawns = (unsigned)parse_number(optarg, "--respawns", 0, 1000000);
+			break;
+		case OPT_NO_RESPAWN:
+			o.respawns = 0;
+			break;
+		case OPT_RESPAWN_RATE:
+			o.respawn_rate = (unsigned)parse_number(optarg, "--respawn-rate", 1, 1000000);
 			break;
 		case OPT_NO_VIRTUALIZE:
 			o.virtualize = false;

@@ -43,15 +43,25 @@ static void excerpt(char *out, size_t cap, const unsigned char *p, size_t len)
 }
 
 
-static void mask_names(char *out, size_t cap, uint64_t mask)
+/* The replicas (by id) of a mask of slots. */
+static void mask_names(const struct sup *S, char *out, size_t cap, uint64_t mask)
 {
 	size_t o = 0;
 	out[0] = '\0';
-	for (unsigned i = 0; i < 64 && o + 4 < cap; i++)
+	for (unsigned i = 0; i < S->nslots && o + 12 < cap; i++)
 		if (mask & ((uint64_t)1 << i))
-			o += (size_t)snprintf(out + o, cap - o, "%s%u", o ? "," : "", i);
+			o += (size_t)snprintf(out + o, cap - o, "%s%u", o ? "," : "", S->r[i].id);
 	if (o == 0)
 		snprintf(out, cap, "none");
+}
+
+static unsigned mask_ids(const struct sup *S, uint64_t mask, unsigned *ids)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < S->nslots; i++)
+		if (mask & ((uint64_t)1 << i))
+			ids[n++] = S->r[i].id;
+	return n;
 }
 
 
@@ -114,15 +124,18 @@ static void majority_excerpt(struct sup *S, struct stream *st, size_t at, uint64
 static void record_divergence(struct sup *S, struct stream *st, size_t at, uint64_t agree, unsigned i,
 			      const char *kind)
 {
-	char who[128], theirs[40], mine[40] = "";
-	mask_names(who, sizeof who, agree);
+	char who[256], theirs[40], mine[40] = "";
+	mask_names(S, who, sizeof who, agree);
 	majority_excerpt(S, st, at, agree, theirs, sizeof theirs);
 	struct ring *rr = S->r[i].ring[st - S->s];
 	if (rr->head <= at && at < rr->tail)
 		excerpt(mine, sizeof mine, ring_at(rr, at), rr->tail - at);
-	report_divergence(S->report, st->name, at, agree, i, theirs, mine, kind, sup_now() - S->t_start);
+	unsigned ids[VOTER_MAX];
+	unsigned nids = mask_ids(S, agree, ids);
+	report_divergence(S->report, st->name, at, ids, nids, S->r[i].id, theirs, mine, kind, sup_now() - S->t_start);
 	log_event("divergence on %s at byte %zu: %s wrote %s, replica %u wrote %s", st->name, at,
-		  agree ? who : "the committed output", theirs[0] ? theirs : "(end)", i, mine[0] ? mine : "(end)");
+		  agree ? who : "the committed output", theirs[0] ? theirs : "(end)", S->r[i].id,
+		  mine[0] ? mine : "(end)");
 }
 
 
@@ -133,7 +146,7 @@ static void stop_no_quorum(struct sup *S, struct stream *st, const struct voter_
 	char sides[512];
 	size_t o = 0;
 	sides[0] = '\0';
-	for (unsigned i = 0; i < S->k && o + 64 < sizeof sides; i++) {
+	for (unsigned i = 0; i < S->nslots && o + 64 < sizeof sides; i++) {
 		struct replica *r = &S->r[i];
 		if (!r->live)
 			continue;
@@ -141,7 +154,7 @@ static void stop_no_quorum(struct sup *S, struct stream *st, const struct voter_
 		char ex[40] = "";
 		if (rr->head <= at && rr->tail > at)
 			excerpt(ex, sizeof ex, ring_at(rr, at), rr->tail - at);
-		o += (size_t)snprintf(sides + o, sizeof sides - o, "%sreplica %u: %s", o ? "; " : "", i,
+		o += (size_t)snprintf(sides + o, sizeof sides - o, "%sreplica %u: %s", o ? "; " : "", r->id,
 				      ex[0] ? ex : "(end)");
 	}
 	log_warn("no majority on %s at byte %zu (%s): %s", st->name, at, why, sides);
@@ -151,19 +164,67 @@ static void stop_no_quorum(struct sup *S, struct stream *st, const struct voter_
 }
 
 
-/* A replica that has not reached the committed offset: check what it wrote
- * since against the committed history. */
+/* Feeds what replica r wrote on stream s in [from, to) into its digest, a
+ * block at a time: at each block's end, compares with the committed block's
+ * digest. False (and r killed) on a mismatch. */
+static bool absorb(struct sup *S, struct stream *st, struct replica *r, size_t from, size_t to)
+{
+	int s = (int)(st - S->s);
+	struct ring *rr = r->ring[s];
+	if (S->o->respawns == 0)
+		return true;
+	while (from < to) {
+		size_t block = from / DIGEST_BLOCK, end = (block + 1) * DIGEST_BLOCK;
+		size_t n = (to < end ? to : end) - from;
+		digest_update(&r->dg[s], ring_at(rr, from), n);
+		from += n;
+		if (from != end)
+			break;
+		uint8_t d[DIGEST_BYTES];
+		digest_final(&r->dg[s], d);
+		digest_init(&r->dg[s], S->dkey);
+		if (block < st->ndig && memcmp(d, st->dig[block], sizeof d) != 0) {
+			record_divergence(S, st, block * DIGEST_BLOCK, 0, r->index, "late output differs (by digest)");
+			char why[160];
+			snprintf(why, sizeof why, "its output differs from the committed %s within bytes %zu-%zu", st->name,
+				 block * DIGEST_BLOCK, end - 1);
+			replica_kill(S, r, why);
+			return false;
+		}
+	}
+	return true;
+}
+
+
+/* A replica that has not reached the committed offset (a slow one, or a
+ * replacement catching up): check what it wrote since against the committed
+ * output. Bytes the history ring still holds are compared byte for byte;
+ * older ones by digest (absorb). */
 static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 {
 	int s = (int)(st - S->s);
 	struct ring *rr = r->ring[s];
-	if (!r->live || (rr->head >= st->committed && !(st->ended && rr->tail > st->committed)))
+	if ((!r->live && !r->joining) || (rr->head >= st->committed && !(st->ended && rr->tail > st->committed)))
 		return;
 	if (st->hist->head > rr->head) {
-		char why[160];
-		snprintf(why, sizeof why, "more than %zu bytes behind on %s", st->hist->size, st->name);
-		replica_kill(S, r, why);
-		return;
+		if (r->live || S->o->respawns == 0) {
+			/* Backpressure keeps voters inside the history ring. */
+			char why[160];
+			snprintf(why, sizeof why, "more than %zu bytes behind on %s", st->hist->size, st->name);
+			replica_kill(S, r, why);
+			return;
+		}
+		size_t to = rr->tail < st->hist->head ? rr->tail : st->hist->head;
+		if (!absorb(S, st, r, rr->head, to))
+			return;
+		ring_consume_to(rr, to);
+		if (rr->head < st->hist->head) {
+			if (r->eof[s]) {
+				record_divergence(S, st, rr->tail, 0, r->index, "output ended early");
+				replica_kill(S, r, "its output ended before the committed output");
+			}
+			return;
+		}
 	}
 	size_t end = rr->tail < st->committed ? rr->tail : st->committed;
 	size_t n = end - rr->head;
@@ -186,7 +247,45 @@ static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 		replica_kill(S, r, "wrote past the end the majority agreed on");
 		return;
 	}
+	if (r->joining && !absorb(S, st, r, rr->head, end))
+		return;
 	ring_consume_to(rr, end);
+}
+
+
+/* Digests committed bytes block by block, for replacements that will need
+ * to check output older than the history ring. Past the cap, digests stop
+ * and replacement becomes impossible (replace_replayable says so). */
+#define MAX_DIGESTS ((size_t)4 << 20) /* 256 GiB of output a stream, 64 MiB of digests */
+
+void output_digest_commit(struct sup *S, struct stream *st, const unsigned char *p, size_t n)
+{
+	if (S->o->respawns == 0 || st->dig_full)
+		return;
+	size_t at = st->committed;
+	while (n > 0) {
+		size_t end = (at / DIGEST_BLOCK + 1) * DIGEST_BLOCK;
+		size_t m = end - at < n ? end - at : n;
+		digest_update(&st->cur, p, m);
+		p += m;
+		n -= m;
+		at += m;
+		if (at != end)
+			continue;
+		if (st->ndig == st->dig_size) {
+			size_t size = st->dig_size ? 2 * st->dig_size : 1024;
+			void *grown = size <= MAX_DIGESTS ? realloc(st->dig, size * sizeof *st->dig) : NULL;
+			if (grown == NULL) {
+				st->dig_full = true;
+				log_event("%s: no more room for output digests after %zu bytes", st->name, at);
+				return;
+			}
+			st->dig = grown;
+			st->dig_size = size;
+		}
+		digest_final(&st->cur, st->dig[st->ndig++]);
+		digest_init(&st->cur, S->dkey);
+	}
 }
 
 
@@ -213,9 +312,10 @@ static void commit(struct sup *S, struct stream *st, const struct voter_result *
 		if (S->stopping)
 			return;
 		ring_push_overwrite(st->hist, p, res->commit);
+		output_digest_commit(S, st, p, res->commit);
 		st->committed += res->commit;
 		report_committed(S->report, st->name, res->commit);
-		for (unsigned i = 0; i < S->k; i++)
+		for (unsigned i = 0; i < S->nslots; i++)
 			if (res->agree & ((uint64_t)1 << i))
 				ring_consume_to(S->r[i].ring[s], st->committed);
 	}
@@ -230,7 +330,7 @@ static void commit(struct sup *S, struct stream *st, const struct voter_result *
 /* Resumes reading replicas whose rings have room again. */
 static void resume_reading(struct sup *S, int s)
 {
-	for (unsigned i = 0; i < S->k; i++) {
+	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
 		if (r->out_paused[s] && r->out_fd[s] >= 0 && ring_free(r->ring[s]) > 0) {
 			r->out_paused[s] = false;
@@ -249,7 +349,7 @@ static size_t commit_room(struct sup *S, struct stream *st)
 {
 	int s = (int)(st - S->s);
 	size_t slowest = st->committed;
-	for (unsigned i = 0; i < S->k; i++)
+	for (unsigned i = 0; i < S->nslots; i++)
 		if (S->r[i].live && S->r[i].ring[s]->head < slowest)
 			slowest = S->r[i].ring[s]->head;
 	return slowest + st->hist->size - st->committed;
@@ -270,44 +370,113 @@ static size_t first_difference(const struct voter_view *v, const struct voter_re
 }
 
 
+/* Whether a replica other than r still runs that votes or will: a voter,
+ * or a replacement catching up. */
+static bool others_running(const struct sup *S, const struct replica *r)
+{
+	for (unsigned i = 0; i < S->nslots; i++) {
+		const struct replica *o = &S->r[i];
+		if (o != r && (o->live || o->joining) && !o->exited)
+			return true;
+	}
+	return false;
+}
+
+
+/* Whether r's stream s counts as ended for the vote. The end of a replica
+ * that died of a SIGKILL from outside is wherever it happened to be: once
+ * another voter has written past it, the replica is out (it would have gone
+ * on); while another replica still runs, its end waits (two replicas killed
+ * at the same offset must not agree that the output ends there). Until r is
+ * reaped we cannot tell how it died, so its end waits too. A program that
+ * SIGKILLs itself does so at the same point in every replica: once no other
+ * runs, those ends count. */
+static bool ended(struct sup *S, struct replica *r, int s)
+{
+	if (!r->eof[s])
+		return false;
+	if (r->exited && !r->sigkilled)
+		return true;
+	if (r->sigkilled)
+		for (unsigned i = 0; i < S->nslots; i++) {
+			const struct replica *o = &S->r[i];
+			if (o != r && o->live && o->ring[s]->tail > r->ring[s]->tail) {
+				replica_kill(S, r, "killed by a SIGKILL from outside diehard while the others went on");
+				return false;
+			}
+		}
+	return !others_running(S, r);
+}
+
+
+/* Whether a voter's stream ended at the committed offset and another voter
+ * already wrote past that end: then the vote is a prefix vote, so that a
+ * replica that died early (a crash) is found wrong now, not once a whole
+ * chunk is full. */
+static bool contradicted_end(const struct voter_view *v, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (!v[i].live || !v[i].eof)
+			continue;
+		for (unsigned j = 0; j < n; j++)
+			if (v[j].live && v[j].data != NULL && v[j].len > v[i].len)
+				return true;
+	}
+	return false;
+}
+
+
 void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 {
 	int s = (int)(st - S->s);
 	for (;;) {
 		/* Late replicas are checked even once the stream has ended: one
-		 * may still write past the agreed end. */
-		for (unsigned i = 0; i < S->k; i++)
+		 * may still write past the agreed end. Replacements that reach
+		 * the frontier vote from here on. */
+		for (unsigned i = 0; i < S->nslots; i++) {
 			catch_up(S, st, &S->r[i]);
+			replace_check_joined(S, &S->r[i]);
+		}
 		if (S->stopping || st->ended)
 			break;
 		unsigned live = sup_live_count(S);
-		unsigned quorum = voter_quorum(live, S->k);
+		unsigned quorum = sup_quorum(S);
 		if (live < quorum) {
+			if (replace_wait(S, "too few replicas left"))
+				break;
 			struct voter_result none = { 0 };
 			stop_no_quorum(S, st, &none, "too few replicas left");
 			return;
 		}
 		struct voter_view v[VOTER_MAX];
-		for (unsigned i = 0; i < S->k; i++) {
+		for (unsigned i = 0; i < S->nslots; i++) {
 			struct replica *r = &S->r[i];
 			struct ring *rr = r->ring[s];
-			bool at_c = rr->head == st->committed;
+			bool at_c = r->live && rr->head == st->committed;
+			bool eof = at_c && ended(S, r, s);
 			v[i] = (struct voter_view){
 				.data = at_c ? ring_at(rr, st->committed) : NULL,
 				.len = at_c ? rr->tail - st->committed : 0,
-				.eof = at_c && r->eof[s],
+				.eof = eof,
 				.live = r->live,
 			};
 		}
+		if (live != sup_live_count(S))
+			continue; /* ended() took a replica out: count again */
 		struct voter_result res;
-		voter_decide(v, S->k, quorum, CHUNK, mode, &res);
-		for (unsigned i = 0; i < S->k; i++)
+		voter_decide(v, S->nslots, quorum, CHUNK, contradicted_end(v, S->nslots) ? VOTER_PREFIX : mode, &res);
+		for (unsigned i = 0; i < S->nslots; i++)
 			if (res.diverged & ((uint64_t)1 << i)) {
 				record_divergence(S, st, st->committed + first_difference(v, &res, i), res.agree, i,
 						  "differs from the majority");
 				replica_kill(S, &S->r[i], "output differs from the majority");
 			}
 		if (res.no_quorum) {
+			/* k = 2 detects only: any disagreement stops the run. */
+			char why[64];
+			snprintf(why, sizeof why, "no majority on %s at byte %zu", st->name, st->committed + res.diff_offset);
+			if (S->k >= 3 && replace_wait(S, why))
+				break;
 			stop_no_quorum(S, st, &res, "the replicas disagree");
 			return;
 		}
@@ -345,7 +514,7 @@ void output_on_readable(evutil_socket_t fd, short what, void *arg)
 		replica_close_output(r, s);
 	} else {
 		rr->tail += (size_t)n;
-		report_bytes(S->report, r->index, S->s[s].name, (size_t)n);
+		report_bytes(S->report, r->id, S->s[s].name, (size_t)n);
 		/* Progress: a replica that still writes is slow, not hung (three
 		 * CPU-bound replicas on two cores trail each other by seconds).
 		 * Its straggler clocks start again. */

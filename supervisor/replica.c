@@ -57,30 +57,34 @@ void replica_signal(struct replica *r, int sig)
 
 
 /* Takes r out of the vote for good and kills it. */
+/* Takes r out of the vote (or out of catching up) for good, kills it, and
+ * asks for a replacement. */
 void replica_kill(struct sup *S, struct replica *r, const char *why)
 {
-	if (!r->live)
+	if (!r->live && !r->joining)
 		return;
 	r->live = false;
+	r->joining = false;
 	r->killed = true;
 	snprintf(r->why, sizeof r->why, "%s", why);
 	if (!r->exited)
 		replica_signal(r, SIGKILL);
-	log_event("kill replica %u (pid %d): %s", r->index, (int)r->pid, why);
+	log_event("kill replica %u (pid %d): %s", r->id, (int)r->pid, why);
 	if (S->virt != NULL)
 		virt_retire(S->virt, r->index, true);
-	report_kill(S->report, r->index, why, sup_now() - S->t_start);
+	report_kill(S->report, r->id, why, sup_now() - S->t_start);
 	replica_close_input(r);
 	for (int s = 0; s < NSTREAMS; s++)
 		replica_close_output(r, s);
 	input_update(S); /* it may have been the slowest reader */
+	replace_request(S);
 }
 
 
 void replicas_kill_all(struct sup *S)
 {
-	for (unsigned i = 0; i < S->k; i++)
-		if (!S->r[i].exited)
+	for (unsigned i = 0; i < S->nslots; i++)
+		if (S->r[i].used && !S->r[i].exited)
 			replica_signal(&S->r[i], SIGKILL);
 }
 
@@ -92,21 +96,27 @@ void replicas_reap(struct sup *S)
 		pid_t pid = waitpid(-1, &wstatus, WNOHANG);
 		if (pid <= 0)
 			break;
-		for (unsigned i = 0; i < S->k; i++) {
+		if (replace_reap_zombie(S, pid, wstatus))
+			continue;
+		for (unsigned i = 0; i < S->nslots; i++) {
 			struct replica *r = &S->r[i];
-			if (r->pid != pid || r->exited)
+			if (!r->used || r->pid != pid || r->exited)
 				continue;
 			r->exited = true;
 			r->wstatus = wstatus;
 			if (S->virt != NULL)
 				virt_retire(S->virt, i, false);
 			r->end_time = sup_now() - S->t_start;
-			report_exit(S->report, i, replica_status(wstatus), WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0,
-				    r->end_time);
+			report_exit(S->report, r->id, replica_status(wstatus),
+				    WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0, r->end_time);
 			if (WIFSIGNALED(wstatus))
-				log_event("replica %u (pid %d) killed by signal %d", i, (int)pid, WTERMSIG(wstatus));
+				log_event("replica %u (pid %d) killed by signal %d", r->id, (int)pid, WTERMSIG(wstatus));
 			else
-				log_event("replica %u (pid %d) exited with %d", i, (int)pid, WEXITSTATUS(wstatus));
+				log_event("replica %u (pid %d) exited with %d", r->id, (int)pid, WEXITSTATUS(wstatus));
+			/* A SIGKILL we did not send most likely came from outside
+			 * (the OOM killer, a person): output.c does not let its
+			 * end of output count while other voters still run. */
+			r->sigkilled = WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL && !r->killed;
 		}
 	}
 }
@@ -129,7 +139,23 @@ static void set_nonblocking(int fd)
 }
 
 
-void replica_start(struct sup *S, unsigned i)
+/* Resets slot i for a new process; the one it held, if killed and not yet
+ * reaped, is remembered so that its exit still reaches the report. */
+static void slot_reset(struct sup *S, struct replica *r)
+{
+	if (r->used && !r->exited)
+		replace_zombie(S, r->pid, r->id);
+	unsigned i = r->index;
+	*r = (struct replica){ .index = i, .in_fd = -1, .out_fd = { -1, -1 }, .replaces = -1 };
+	for (int s = 0; s < NSTREAMS; s++) {
+		r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
+		r->ring[s]->head = r->ring[s]->tail = 0;
+		digest_init(&r->dg[s], S->dkey);
+	}
+}
+
+
+void replica_start(struct sup *S, unsigned i, int replaces, const char *why)
 {
 	struct replica *r = &S->r[i];
 	int in[2], out[NSTREAMS][2];
@@ -142,6 +168,10 @@ void replica_start(struct sup *S, unsigned i)
 	(void)fcntl(in[1], F_SETPIPE_SZ, PIPE_BYTES);
 	(void)fcntl(out[0][0], F_SETPIPE_SZ, PIPE_BYTES);
 	(void)fcntl(out[1][0], F_SETPIPE_SZ, PIPE_BYTES);
+	uint64_t old_seed[2] = { r->seed[0], r->seed[1] };
+	if (S->virt != NULL && r->used)
+		virt_detach(S->virt, i);
+	slot_reset(S, r);
 	seed_from_urandom(r->seed);
 	char **envp = spawn_environment(S->o->allocator, r->seed);
 	struct spawn_request req = { .path = S->o->path, .argv = S->o->argv, .envp = envp,
@@ -158,39 +188,60 @@ void replica_start(struct sup *S, unsigned i)
 			fatal(code, "cannot install the seccomp filter in a replica: %s (Linux 5.19 or later is needed; "
 				    "--no-virtualize runs without it)", strerror(err));
 		if (exec_errno == 0)
-			fatal(code, "cannot start replica %u: %s", i, strerror(err));
+			fatal(code, "cannot start replica %u: %s", S->next_id, strerror(err));
 		fatal(code, "%s: %s", S->o->argv[0], strerror(err));
 	}
 	r->pid = pid;
+	r->used = true;
+	r->exited = false;
+	r->id = S->next_id++;
+	r->replaces = replaces;
+	r->spawn_time = sup_now() - S->t_start;
 	if (S->virt != NULL)
 		virt_attach(S->virt, i, listener);
 	close(in[0]);
 	close(out[0][1]);
 	close(out[1][1]);
-	r->index = i;
-	r->live = true;
+	/* A replacement is fed from the input log (never holding back the
+	 * input ring) and votes once it has caught up. Without a log, only a
+	 * run that has dropped no input yet can be replayed: from the ring. */
+	bool replacement = why != NULL;
+	r->joining = replacement;
+	r->replacement = replacement;
+	r->live = !replacement;
+	r->log_fed = replacement && inputlog_complete(S->inlog);
 	r->in_fd = in[1];
 	set_nonblocking(r->in_fd);
-	struct input_arg *ia = malloc(sizeof *ia);
-	if (ia == NULL)
-		fatal(EXIT_INTERNAL, "out of memory");
-	*ia = (struct input_arg){ S, r };
-	r->in_ev = event_new(S->base, r->in_fd, EV_WRITE | EV_PERSIST, input_on_writable, ia);
+	r->in_arg = (struct input_arg){ S, r };
+	r->in_ev = event_new(S->base, r->in_fd, EV_WRITE | EV_PERSIST, input_on_writable, &r->in_arg);
 	for (int s = 0; s < NSTREAMS; s++) {
 		r->out_fd[s] = out[s][0];
 		set_nonblocking(r->out_fd[s]);
-		r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
-		struct output_arg *oa = malloc(sizeof *oa);
-		if (oa == NULL)
-			fatal(EXIT_INTERNAL, "out of memory");
-		*oa = (struct output_arg){ S, r, s };
-		r->out_ev[s] = event_new(S->base, r->out_fd[s], EV_READ | EV_PERSIST, output_on_readable, oa);
+		r->out_arg[s] = (struct output_arg){ S, r, s };
+		r->out_ev[s] = event_new(S->base, r->out_fd[s], EV_READ | EV_PERSIST, output_on_readable, &r->out_arg[s]);
 		if (r->out_ev[s] == NULL || event_add(r->out_ev[s], NULL) != 0)
-			fatal(EXIT_INTERNAL, "cannot watch replica %u's output", i);
+			fatal(EXIT_INTERNAL, "cannot watch replica %u's output", r->id);
 	}
 	if (r->in_ev == NULL)
-		fatal(EXIT_INTERNAL, "cannot watch replica %u's input", i);
-	report_replica(S->report, i, r->pid, r->seed);
-	log_event("spawn replica %u (pid %d) seed %016" PRIx64 "%016" PRIx64, i, (int)r->pid, r->seed[1],
-		  r->seed[0]);
+		fatal(EXIT_INTERNAL, "cannot watch replica %u's input", r->id);
+	report_replica(S->report, r->id, i, r->pid, r->seed, r->spawn_time);
+	if (!replacement) {
+		log_event("spawn replica %u (pid %d) seed %016" PRIx64 "%016" PRIx64, r->id, (int)r->pid, r->seed[1],
+			  r->seed[0]);
+		return;
+	}
+	size_t input = inputlog_bytes(S->inlog);
+	char was[64] = "";
+	if (replaces >= 0)
+		snprintf(was, sizeof was, ", whose seed was %016" PRIx64 "%016" PRIx64, old_seed[1], old_seed[0]);
+	log_event("spawn replica %u (pid %d) seed %016" PRIx64 "%016" PRIx64 ": %s%s; it runs the command again "
+		  "from the start, replaying %zu input bytes and the logged clock and random values (files it "
+		  "writes are written again)",
+		  r->id, (int)r->pid, r->seed[1], r->seed[0], why, was, input);
+	report_replacement(S->report, r->id, i, replaces, replaces >= 0 ? old_seed : NULL, r->seed, why,
+			   r->spawn_time, input);
+	/* Input already read goes to it at once; a run with nothing committed
+	 * yet has it vote at once. */
+	input_on_writable(-1, 0, &r->in_arg);
+	replace_check_joined(S, r);
 }

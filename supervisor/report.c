@@ -22,6 +22,7 @@ struct report {
 	json_t *divergences;
 	json_t *committed;
 	json_t *call_divergences;
+	json_t *replacements;
 	struct timespec start;
 	bool written;
 };
@@ -71,6 +72,7 @@ struct report *report_new(const struct options *o)
 	rp->replicas = attach(rp->root, "replicas", json_array());
 	rp->divergences = attach(rp->root, "divergences", json_array());
 	rp->call_divergences = attach(rp->root, "call_divergences", json_array());
+	rp->replacements = attach(rp->root, "replacements", json_array());
 	rp->committed = attach(rp->root, "committed", json_pack("{s:i,s:i}", "stdout", 0, "stderr", 0));
 	set(rp->root, "input_bytes", json_integer(0));
 	return rp;
@@ -81,13 +83,84 @@ static json_t *replica(struct report *rp, unsigned i)
 	return json_array_get(rp->replicas, i);
 }
 
-void report_replica(struct report *rp, unsigned i, pid_t pid, const uint64_t seed[2])
+static void seed_hex(char hex[33], const uint64_t seed[2])
+{
+	snprintf(hex, 33, "%016" PRIx64 "%016" PRIx64, seed[1], seed[0]);
+}
+
+void report_replica(struct report *rp, unsigned id, unsigned slot, pid_t pid, const uint64_t seed[2], double t)
 {
 	char hex[33];
-	snprintf(hex, sizeof hex, "%016" PRIx64 "%016" PRIx64, seed[1], seed[0]);
+	seed_hex(hex, seed);
+	/* Ids are handed out in order, so id is the array position. */
+	if (json_array_size(rp->replicas) != id)
+		fatal(EXIT_INTERNAL, "report: replica %u out of order", id);
 	json_array_append_new(rp->replicas,
-			      must(json_pack("{s:i,s:i,s:s,s:{s:i,s:i}}", "index", i, "pid", (int)pid, "seed", hex,
-					     "bytes", "stdout", 0, "stderr", 0)));
+			      must(json_pack("{s:i,s:i,s:i,s:s,s:f,s:{s:i,s:i}}", "index", id, "slot", slot, "pid",
+					     (int)pid, "seed", hex, "spawned_at", t, "bytes", "stdout", 0, "stderr", 0)));
+}
+
+void report_replacement(struct report *rp, unsigned id, unsigned slot, int replaces, const uint64_t old_seed[2],
+			const uint64_t seed[2], const char *why, double t, size_t input_bytes)
+{
+	char hex[33], old[33] = "";
+	seed_hex(hex, seed);
+	if (old_seed != NULL)
+		seed_hex(old, old_seed);
+	json_t *e = must(json_pack("{s:i,s:i,s:s,s:s,s:f,s:I,s:b}", "replica", id, "slot", slot, "seed", hex, "why",
+				   why, "time", t, "input_bytes", (json_int_t)input_bytes, "caught_up", 0));
+	if (replaces >= 0) {
+		set(e, "replaces", json_integer(replaces));
+		set(e, "old_seed", json_string(old));
+		set(replica(rp, id), "replaces", json_integer(replaces));
+	}
+	json_array_append_new(rp->replacements, e);
+}
+
+void report_caught_up(struct report *rp, unsigned id, double t, double seconds, size_t input_bytes, size_t out,
+		      size_t err)
+{
+	json_t *rep = replica(rp, id);
+	if (rep != NULL)
+		set(rep, "caught_up_at", json_real(t));
+	size_t i;
+	json_t *e;
+	json_array_foreach(rp->replacements, i, e) {
+		if (json_integer_value(json_object_get(e, "replica")) != (json_int_t)id)
+			continue;
+		set(e, "caught_up", json_true());
+		set(e, "caught_up_at", json_real(t));
+		set(e, "catch_up_seconds", json_real(seconds));
+		set(e, "input_bytes_replayed", json_integer((json_int_t)input_bytes));
+		set(e, "output_bytes_checked", json_pack("{s:I,s:I}", "stdout", (json_int_t)out, "stderr", (json_int_t)err));
+	}
+}
+
+void report_respawns(struct report *rp, unsigned limit, unsigned rate)
+{
+	set(rp->root, "respawns", json_pack("{s:i,s:i,s:i}", "limit", limit, "rate_per_minute", rate, "used", 0));
+}
+
+void report_respawn_refused(struct report *rp, const char *why)
+{
+	json_t *r = json_object_get(rp->root, "respawns");
+	if (r != NULL && json_object_get(r, "refused") == NULL)
+		set(r, "refused", json_string(why));
+}
+
+void report_log_memory(struct report *rp, uint64_t entries, size_t bytes, bool complete, uint64_t skipped_sleeps)
+{
+	set(rp->root, "call_log", json_pack("{s:I,s:I,s:b,s:I}", "entries", (json_int_t)entries, "bytes",
+					    (json_int_t)bytes, "complete", complete, "skipped_sleeps",
+					    (json_int_t)skipped_sleeps));
+}
+
+void report_end(struct report *rp, unsigned live, unsigned respawns)
+{
+	set(rp->root, "live_at_end", json_integer(live));
+	json_t *r = json_object_get(rp->root, "respawns");
+	if (r != NULL)
+		set(r, "used", json_integer(respawns));
 }
 
 void report_input(struct report *rp, size_t n)
@@ -105,21 +178,15 @@ void report_committed(struct report *rp, const char *stream, size_t n)
 	add_to(rp->committed, stream, n);
 }
 
-static json_t *mask_array(uint64_t mask)
+void report_divergence(struct report *rp, const char *stream, size_t offset, const unsigned *agree, unsigned nagree,
+		       unsigned r, const char *majority_hex, const char *replica_hex, const char *kind, double t)
 {
-	json_t *a = must(json_array());
-	for (unsigned i = 0; i < 64; i++)
-		if (mask & ((uint64_t)1 << i))
-			json_array_append_new(a, must(json_integer(i)));
-	return a;
-}
-
-void report_divergence(struct report *rp, const char *stream, size_t offset, uint64_t agree, unsigned r,
-		       const char *majority_hex, const char *replica_hex, const char *kind, double t)
-{
+	json_t *ids = must(json_array());
+	for (unsigned i = 0; i < nagree; i++)
+		json_array_append_new(ids, must(json_integer(agree[i])));
 	json_array_append_new(rp->divergences,
 			      must(json_pack("{s:s,s:I,s:o,s:i,s:s,s:s,s:s,s:f}", "stream", stream, "offset",
-					     (json_int_t)offset, "agreed", mask_array(agree), "replica", r, "majority_hex",
+					     (json_int_t)offset, "agreed", ids, "replica", r, "majority_hex",
 					     majority_hex, "replica_hex", replica_hex, "kind", kind, "time", t)));
 }
 
@@ -137,6 +204,15 @@ void report_kill(struct report *rp, unsigned r, const char *why, double t)
 		return;
 	set(rep, "killed", json_string(why));
 	set(rep, "killed_at", json_real(t));
+}
+
+void report_stopped(struct report *rp, unsigned r, const char *why, double t)
+{
+	json_t *rep = replica(rp, r);
+	if (rep == NULL)
+		return;
+	set(rep, "stopped", json_string(why));
+	set(rep, "stopped_at", json_real(t));
 }
 
 void report_exit(struct report *rp, unsigned r, int status, int signal, double t)

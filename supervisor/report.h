@@ -12,14 +12,29 @@ struct options;
 struct report;
 
 struct report *report_new(const struct options *o);
-void report_replica(struct report *rp, unsigned i, pid_t pid, const uint64_t seed[2]);
+/* Replicas are numbered by id, in the order they were started: 0..k-1,
+ * then each replacement. */
+void report_replica(struct report *rp, unsigned id, unsigned slot, pid_t pid, const uint64_t seed[2], double t);
+/* Replica id replaces replica `replaces` (-1: a tie-breaker; old_seed then
+ * NULL), started at t with input_bytes of input to replay. */
+void report_replacement(struct report *rp, unsigned id, unsigned slot, int replaces, const uint64_t old_seed[2],
+			const uint64_t seed[2], const char *why, double t, size_t input_bytes);
+void report_caught_up(struct report *rp, unsigned id, double t, double seconds, size_t input_bytes, size_t out,
+		      size_t err);
+void report_respawns(struct report *rp, unsigned limit, unsigned rate);
+void report_respawn_refused(struct report *rp, const char *why);
+void report_log_memory(struct report *rp, uint64_t entries, size_t bytes, bool complete, uint64_t skipped_sleeps);
+void report_end(struct report *rp, unsigned live, unsigned respawns);
 void report_input(struct report *rp, size_t n);
 void report_bytes(struct report *rp, unsigned i, const char *stream, size_t n);
 void report_committed(struct report *rp, const char *stream, size_t n);
-void report_divergence(struct report *rp, const char *stream, size_t offset, uint64_t agree, unsigned replica,
+void report_divergence(struct report *rp, const char *stream, size_t offset, const unsigned *agree, unsigned nagree,
+		       unsigned replica,
 		       const char *majority_hex, const char *replica_hex, const char *kind, double t);
 void report_status_divergence(struct report *rp, unsigned replica, int status, int majority);
 void report_kill(struct report *rp, unsigned replica, const char *why, double t);
+/* A replacement not needed any more: the run ended before it caught up. */
+void report_stopped(struct report *rp, unsigned replica, const char *why, double t);
 void report_exit(struct report *rp, unsigned replica, int status, int signal, double t);
 void report_no_quorum(struct report *rp, const char *stream, size_t offset, const char *why, const char *sides);
 void report_input_log(struct report *rp, size_t bytes, size_t retained_from, bool complete);

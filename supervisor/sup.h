@@ -4,6 +4,7 @@
  *   input.c       stdin, read once and broadcast to every replica
  *   output.c      replicas' output: capture, vote, commit
  *   virt.c        replicas' clock and random calls, answered alike
+ *   replace.c     replacements: fresh-seeded replicas that replay the run
  * Everything runs on one libevent loop; nothing here is thread-safe or
  * needs to be. See supervisor.h for the public entry point.
  */
@@ -18,6 +19,7 @@
 #include <sys/types.h>
 
 #include "arena.h"
+#include "digest.h"
 #include "inputlog.h"
 #include "report.h"
 #include "supervisor.h"
@@ -27,9 +29,32 @@
 #define CHUNK 4096u
 #define NSTREAMS 2
 #define TICK_MS 100u
+/* Committed output is digested in blocks of this size (a power of two, no
+ * larger than the smallest --window): older output than the history ring
+ * holds is checked by digest, a block at a time. */
+#define DIGEST_BLOCK ((size_t)64 << 10)
 
+struct sup;
+
+/* Callback arguments: the loop hands each event its replica (and stream). */
+struct input_arg {
+	struct sup *S;
+	struct replica *r;
+};
+
+struct output_arg {
+	struct sup *S;
+	struct replica *r;
+	int s;
+};
+
+/* A slot holds one replica process at a time; a replacement takes the slot
+ * of the one it replaces (or a spare slot, to break a tie). Slots index the
+ * voter's views, the rings and the logs; ids name processes to people. */
 struct replica {
-	unsigned index;
+	unsigned index;            /* its slot in S->r */
+	unsigned id;               /* the process's number in messages and the report */
+	bool used;                 /* the slot holds (or held) a process */
 	pid_t pid;
 	uint64_t seed[2];
 	int in_fd;                 /* our end of its stdin; -1 once closed */
@@ -41,9 +66,19 @@ struct replica {
 	struct ring *ring[NSTREAMS];
 	bool eof[NSTREAMS];
 	bool live;                 /* votes; false once killed or diverged */
+	bool joining;              /* a replacement catching up: checked against the
+				      committed output, not yet voting */
+	bool log_fed;              /* its input comes from the input log, not the ring */
+	bool replacement;          /* started by replace.c: it may skip sleeps */
+	struct digest dg[NSTREAMS]; /* catching up: digest of its current block */
+	double spawn_time;         /* seconds after the start */
+	int replaces;              /* id of the replica it replaced; -1: none */
+	struct input_arg in_arg;
+	struct output_arg out_arg[NSTREAMS];
 	bool exited;               /* reaped */
 	int wstatus;
 	bool killed;               /* by us; why says why */
+	bool sigkilled;            /* died of a SIGKILL we did not send */
 	char why[192];
 	double behind_since;       /* since when it trails the committed output without writing */
 	double exit_wait_since;    /* since when it runs, silent, after the majority exited */
@@ -57,12 +92,26 @@ struct stream {
 	size_t emitted;    /* committed bytes already written out */
 	struct ring *hist; /* recently committed bytes; emitted from here */
 	bool ended;        /* the quorum agreed the stream ends */
+	/* Digests of the committed output, block by block (replacements only):
+	 * dig[n] covers bytes [n, n+1) * DIGEST_BLOCK. */
+	uint8_t (*dig)[DIGEST_BYTES];
+	size_t ndig, dig_size;
+	struct digest cur; /* the block being committed */
+	bool dig_full;     /* past the cap: older output can no longer be checked */
+};
+
+/* A killed process whose slot was taken before it was reaped. */
+struct zombie {
+	pid_t pid;
+	unsigned id;
 };
 
 struct sup {
 	const struct options *o;
 	struct event_base *base;
-	unsigned k;
+	unsigned k;               /* replicas wanted in the vote */
+	unsigned nslots;          /* k, plus spares for tie-breakers (k >= 3) */
+	unsigned next_id;
 	struct replica *r;
 	struct stream s[NSTREAMS];
 	struct arena *arena;
@@ -83,28 +132,29 @@ struct sup {
 	struct report *report;
 	struct virt *virt;        /* NULL with --no-virtualize */
 	double t_start;
-};
-
-/* Callback arguments: the loop hands each event its replica (and stream). */
-struct input_arg {
-	struct sup *S;
-	struct replica *r;
-};
-
-struct output_arg {
-	struct sup *S;
-	struct replica *r;
-	int s;
+	/* replace.c */
+	uint8_t dkey[DIGEST_KEY_BYTES]; /* the run's digest key */
+	struct event *respawn_ev;  /* a deferred replacement pass */
+	unsigned respawns;         /* replacements started */
+	double tokens;             /* the rate bound's bucket */
+	double tokens_at;
+	bool want_extra;           /* a tie: one more voter is wanted */
+	char refused[160];         /* why replacement is impossible, once said */
+	struct zombie *zombies;
+	size_t nzombies, zombies_size;
 };
 
 /* supervisor.c */
 double sup_now(void);
 unsigned sup_live_count(const struct sup *S);
+unsigned sup_quorum(const struct sup *S);
 void sup_finish(struct sup *S, int code);
 void sup_check_done(struct sup *S);
 
 /* replica.c */
-void replica_start(struct sup *S, unsigned i);
+/* Starts a process in slot i: an original replica (replaces < 0, why NULL)
+ * or a replacement that replays the run (replace.c). */
+void replica_start(struct sup *S, unsigned i, int replaces, const char *why);
 int replica_status(int wstatus);
 void replica_close_input(struct replica *r);
 void replica_close_output(struct replica *r, int s);
@@ -119,7 +169,19 @@ void input_update(struct sup *S);
 void input_on_writable(evutil_socket_t fd, short what, void *arg);
 void input_on_stdin(evutil_socket_t fd, short what, void *arg);
 
+/* replace.c */
+void replace_init(struct sup *S);
+void replace_request(struct sup *S);
+void replace_maintain(struct sup *S);
+bool replace_wait(struct sup *S, const char *why);
+bool replace_replayable(struct sup *S, char *why, size_t size);
+void replace_check_joined(struct sup *S, struct replica *r);
+bool replace_replaying(const struct sup *S, const struct replica *r);
+void replace_zombie(struct sup *S, pid_t pid, unsigned id);
+bool replace_reap_zombie(struct sup *S, pid_t pid, int wstatus);
+
 /* output.c */
+void output_digest_commit(struct sup *S, struct stream *st, const unsigned char *p, size_t n);
 void output_vote(struct sup *S, struct stream *st, enum voter_mode mode);
 void output_on_readable(evutil_socket_t fd, short what, void *arg);
 void output_on_idle(evutil_socket_t fd, short what, void *arg);

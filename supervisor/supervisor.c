@@ -42,9 +42,19 @@ double sup_now(void)
 unsigned sup_live_count(const struct sup *S)
 {
 	unsigned n = 0;
-	for (unsigned i = 0; i < S->k; i++)
+	for (unsigned i = 0; i < S->nslots; i++)
 		n += S->r[i].live;
 	return n;
+}
+
+
+/* A strict majority of the voters, never fewer than two when k >= 2; with
+ * tie-breakers in the vote (more voters than k), a majority of k: the tie
+ * is broken once that many agree. */
+unsigned sup_quorum(const struct sup *S)
+{
+	unsigned live = sup_live_count(S);
+	return voter_quorum(live < S->k ? live : S->k, S->k);
 }
 
 
@@ -68,56 +78,75 @@ int replica_status(int wstatus)
 }
 
 
-/* Everything is over when every replica is reaped and has no pipe open. */
+/* Everything is over when every voter is reaped with no pipe open (and
+ * every killed replica reaped), the streams' ends are agreed and a quorum
+ * agrees on the exit status. Replacements still catching up then are not
+ * waited for. */
 void sup_check_done(struct sup *S)
 {
 	if (S->stopping)
 		return;
-	for (unsigned i = 0; i < S->k; i++) {
+	if (S->nzombies > 0)
+		return;
+	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
+		if (!r->used || r->joining)
+			continue;
 		if (!r->exited || r->out_fd[0] >= 0 || r->out_fd[1] >= 0)
 			return;
 	}
-	/* Final votes: every stream is at end of stream for everyone. */
+	/* Final votes: every stream is at end of stream for every voter. */
 	for (int s = 0; s < NSTREAMS; s++) {
 		output_vote(S, &S->s[s], VOTER_CHUNKS);
 		if (S->stopping)
 			return;
 	}
+	for (int s = 0; s < NSTREAMS; s++)
+		if (!S->s[s].ended)
+			return; /* a replacement is to break a tie */
 	/* The exit status, voted among the replicas still in the vote. */
 	int codes[VOTER_MAX];
 	unsigned n = 0;
-	for (unsigned i = 0; i < S->k; i++)
+	for (unsigned i = 0; i < S->nslots; i++)
 		if (S->r[i].live)
 			codes[n++] = replica_status(S->r[i].wstatus);
-	unsigned quorum = voter_quorum(n, S->k);
+	unsigned quorum = sup_quorum(S);
+	int best = -1;
+	unsigned best_same = 0;
 	for (unsigned i = 0; i < n; i++) {
 		unsigned same = 0;
 		for (unsigned j = 0; j < n; j++)
 			same += codes[j] == codes[i];
-		if (same >= quorum) {
-			for (unsigned j = 0; j < S->k; j++) {
-				struct replica *r = &S->r[j];
-				if (r->live && replica_status(r->wstatus) != codes[i]) {
-					char why[96];
-					snprintf(why, sizeof why, "exit status %d differs from the majority's %d",
-						 replica_status(r->wstatus), codes[i]);
-					report_status_divergence(S->report, j, replica_status(r->wstatus), codes[i]);
-					log_event("divergence: replica %u %s", j, why);
-					r->live = false;
-				}
-			}
-			report_set_exit(S->report, codes[i], NULL);
-			sup_finish(S, codes[i]);
-			return;
+		if (same >= quorum && same > best_same) {
+			best = (int)i;
+			best_same = same;
 		}
 	}
+	if (best >= 0) {
+		int code = codes[best];
+		for (unsigned j = 0; j < S->nslots; j++) {
+			struct replica *r = &S->r[j];
+			if (r->live && replica_status(r->wstatus) != code) {
+				char why[96];
+				snprintf(why, sizeof why, "exit status %d differs from the majority's %d",
+					 replica_status(r->wstatus), code);
+				report_status_divergence(S->report, r->id, replica_status(r->wstatus), code);
+				log_event("divergence: replica %u %s", r->id, why);
+				r->live = false;
+			}
+		}
+		report_set_exit(S->report, code, NULL);
+		sup_finish(S, code);
+		return;
+	}
+	if (S->k >= 3 && n > 0 && replace_wait(S, "no majority on the exit status"))
+		return;
 	char list[256];
 	size_t o = 0;
 	list[0] = '\0';
-	for (unsigned i = 0; i < S->k && o + 32 < sizeof list; i++)
+	for (unsigned i = 0; i < S->nslots && o + 32 < sizeof list; i++)
 		if (S->r[i].live)
-			o += (size_t)snprintf(list + o, sizeof list - o, "%sreplica %u: %d", o ? ", " : "", i,
+			o += (size_t)snprintf(list + o, sizeof list - o, "%sreplica %u: %d", o ? ", " : "", S->r[i].id,
 					      replica_status(S->r[i].wstatus));
 	log_warn("no majority on the exit status (%s)", n ? list : "no replica left");
 	report_no_quorum(S->report, "status", 0, "the exit statuses disagree", list);
@@ -137,19 +166,27 @@ static bool overdue(double *since, bool cond, double t, double limit)
 	return t - *since > limit;
 }
 
+/* Stragglers: a voter or a replacement that trails the committed output,
+ * or a voter still running once the majority exited or once another voter
+ * finished (exited, not by a signal) while it stays silent, for longer
+ * than --timeout. Output restarts the clock: slow is not hung. */
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	struct sup *S = arg;
 	double t = sup_now(), limit = S->o->straggler_ms / 1000.0;
-	unsigned exited_live = 0;
-	for (unsigned i = 0; i < S->k; i++)
-		exited_live += S->r[i].live && S->r[i].exited;
-	unsigned quorum = voter_quorum(sup_live_count(S), S->k);
-	for (unsigned i = 0; i < S->k; i++) {
+	unsigned exited_live = 0, finished = 0;
+	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
-		if (!r->live)
+		/* A replica killed from outside did not finish. */
+		exited_live += r->live && r->exited && !r->sigkilled;
+		finished += r->live && r->exited && WIFEXITED(r->wstatus);
+	}
+	unsigned quorum = sup_quorum(S);
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct replica *r = &S->r[i];
+		if (!r->live && !r->joining)
 			continue;
 		bool behind = false;
 		for (int s = 0; s < NSTREAMS; s++)
@@ -159,11 +196,14 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 			snprintf(why, sizeof why, "straggler: behind the committed output and silent for more than %.1f s",
 				 limit);
 			replica_kill(S, r, why);
-		} else if (overdue(&r->exit_wait_since, !r->exited && exited_live >= quorum, t, limit)) {
-			snprintf(why, sizeof why, "straggler: still running, silent, %.1f s after the majority exited", limit);
+		} else if (overdue(&r->exit_wait_since, r->live && !r->exited && (exited_live >= quorum || finished > 0),
+				   t, limit)) {
+			snprintf(why, sizeof why, "straggler: still running, silent, %.1f s after %s", limit,
+				 exited_live >= quorum ? "the majority exited" : "another replica finished");
 			replica_kill(S, r, why);
 		}
 	}
+	replace_maintain(S);
 	for (int s = 0; s < NSTREAMS; s++)
 		output_vote(S, &S->s[s], VOTER_CHUNKS);
 	input_update(S);
@@ -184,8 +224,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	}
 	log_event("forwarding signal %d", (int)sig);
 	int forward = sig == SIGTSTP ? SIGSTOP : (int)sig;
-	for (unsigned i = 0; i < S->k; i++)
-		if (!S->r[i].exited)
+	for (unsigned i = 0; i < S->nslots; i++)
+		if (S->r[i].used && !S->r[i].exited)
 			replica_signal(&S->r[i], forward);
 	if (sig == SIGTSTP)
 		(void)kill(getpid(), SIGSTOP); /* stop ourselves too, like a shell job */
@@ -224,14 +264,18 @@ int supervisor_run(const struct options *o)
 	S->base = event_base_new();
 	if (S->base == NULL)
 		fatal(EXIT_INTERNAL, "cannot create the event loop");
-	/* Rings: per replica stdout, stderr; per stream the history; the input. */
-	unsigned nrings = S->k * NSTREAMS + NSTREAMS + 1;
+	/* Slots: k, and as many spares for tie-breakers when k >= 3. */
+	S->nslots = S->k;
+	if (S->k >= 3 && o->respawns > 0)
+		S->nslots = 2 * S->k < VOTER_MAX ? 2 * S->k : VOTER_MAX;
+	/* Rings: per slot stdout, stderr; per stream the history; the input. */
+	unsigned nrings = S->nslots * NSTREAMS + NSTREAMS + 1;
 	S->arena = arena_create(nrings, o->window);
 	if (S->arena == NULL)
 		fatal(EXIT_INTERNAL, "cannot create the output arena: %s", strerror(errno));
 	for (int s = 0; s < NSTREAMS; s++)
 		S->s[s] = (struct stream){ .fd = s + 1, .name = s == 0 ? "stdout" : "stderr",
-					   .hist = arena_ring(S->arena, S->k * NSTREAMS + (unsigned)s) };
+					   .hist = arena_ring(S->arena, S->nslots * NSTREAMS + (unsigned)s) };
 	S->in = arena_ring(S->arena, nrings - 1);
 	S->inlog = inputlog_new(o->input_log);
 
@@ -251,15 +295,23 @@ int supervisor_run(const struct options *o)
 		if (S->sig_ev[i] == NULL || event_add(S->sig_ev[i], NULL) != 0)
 			fatal(EXIT_INTERNAL, "cannot watch signals");
 
+	replace_init(S);
 	report_virtualize(S->report, o->virtualize);
+	report_respawns(S->report, o->respawns, o->respawn_rate);
 	if (o->virtualize)
 		S->virt = virt_new(S);
 
-	S->r = calloc(S->k, sizeof *S->r);
+	S->r = calloc(S->nslots, sizeof *S->r);
 	if (S->r == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct replica *r = &S->r[i];
+		*r = (struct replica){ .index = i, .in_fd = -1, .out_fd = { -1, -1 }, .replaces = -1 };
+		for (int s = 0; s < NSTREAMS; s++)
+			r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
+	}
 	for (unsigned i = 0; i < S->k; i++)
-		replica_start(S, i);
+		replica_start(S, i, -1, NULL);
 
 	input_start(S);
 	S->idle_ev = evtimer_new(S->base, output_on_idle, S);
@@ -269,6 +321,10 @@ int supervisor_run(const struct options *o)
 		fatal(EXIT_INTERNAL, "cannot create timers");
 
 	event_base_dispatch(S->base);
+	for (unsigned i = 0; i < S->nslots; i++)
+		if (S->r[i].joining && !S->r[i].exited)
+			report_stopped(S->report, S->r[i].id, "the run ended before it caught up", sup_now() - S->t_start);
+	report_end(S->report, sup_live_count(S), S->respawns);
 	replicas_kill_all(S);
 	if (S->virt != NULL)
 		virt_finish(S->virt);

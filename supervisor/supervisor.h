@@ -14,6 +14,9 @@ struct options {
 	unsigned straggler_ms;    /* how long a replica may trail the quorum */
 	size_t window;            /* bytes a replica may be ahead or behind */
 	size_t input_log;         /* input bytes kept for replay (0: none) */
+	unsigned respawns;        /* replacements allowed in the run (0: none) */
+	unsigned respawn_rate;    /* at most this many in any minute */
+	size_t call_log;          /* entries kept per kind of virtualized call */
 	bool virtualize;          /* same clocks and randomness in every replica */
 	char **argv;              /* the command */
 	const char *path;         /* argv[0] resolved */

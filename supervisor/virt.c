@@ -65,9 +65,6 @@
 #define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
 #endif
 
-/* Entries kept per kind of call for replicas that fall behind: about 20
- * MiB of log per kind at most (40-byte entries). */
-#define LOG_CAP (1u << 19)
 /* getrandom(2) returns at most this much per call, as the kernel did before
  * 5.18, so that one call cannot hold up the loop for long; callers loop,
  * since a large getrandom may return fewer bytes anyway. */
@@ -94,7 +91,9 @@ enum { DOMAIN_GETRANDOM = 1, DOMAIN_URANDOM = 2, DOMAIN_RANDOM = 3, DOMAIN_AT_RA
 
 struct vreplica {
 	struct virt *V;
-	unsigned index;
+	unsigned index;       /* the slot */
+	bool used;            /* a process was attached */
+	bool reported;        /* its call counts are in the report */
 	int fd;               /* the listener; -1 once closed */
 	struct event *ev;
 	uint64_t unvirtualized;
@@ -111,6 +110,7 @@ struct virt {
 	uint8_t key[CHACHA_KEY_BYTES];
 	struct vreplica *r;
 	bool vdso_warned;
+	uint64_t skipped_sleeps;  /* by replacements catching up */
 };
 
 /* What a handler decided. */
@@ -205,9 +205,10 @@ static void call_divergence(struct vreplica *vr, uint32_t key, uint64_t index, c
 	struct sup *S = vr->V->S;
 	char name[64];
 	key_name(key, name, sizeof name);
-	log_event("call divergence: replica %u, %s #%" PRIu64 ": %s, the majority's: %s", vr->index, name, index, got,
+	unsigned id = S->r[vr->index].id;
+	log_event("call divergence: replica %u, %s #%" PRIu64 ": %s, the majority's: %s", id, name, index, got,
 		  expected);
-	report_call_divergence(S->report, vr->index, name, index, expected, got, sup_now() - S->t_start);
+	report_call_divergence(S->report, id, name, index, expected, got, sup_now() - S->t_start);
 }
 
 /* A call's argument (ndlog.h), for people. */
@@ -223,7 +224,7 @@ static void describe_arg(uint32_t key, uint64_t arg, char *buf, size_t size)
 static uint64_t still_calling(const struct sup *S)
 {
 	uint64_t m = 0;
-	for (unsigned i = 0; i < S->k; i++)
+	for (unsigned i = 0; i < S->nslots; i++)
 		if (S->r[i].live && !S->r[i].exited)
 			m |= (uint64_t)1 << i;
 	return m;
@@ -263,7 +264,7 @@ static int take(struct vreplica *vr, const struct seccomp_notif *req, uint32_t k
 	if (outcome == ND_MISMATCH) {
 		/* Who is odd is for the majority to say, once all have made it. */
 		uint64_t made = 0;
-		for (unsigned j = 0; j < V->S->k; j++)
+		for (unsigned j = 0; j < V->S->nslots; j++)
 			if (j != vr->index && ndlog_count(V->log, j, key) > *index)
 				made |= (uint64_t)1 << j;
 		disputes_open(V->disputes, key, *index, expected, made, vr->index, arg);
@@ -550,9 +551,23 @@ static enum answer on_arch_prctl(struct vreplica *vr, const struct seccomp_notif
 	return CONTINUE;
 }
 
+/* A relative sleep: a replacement still replaying the run goes as fast as
+ * it can (its clock reads return the logged times anyway); everyone else
+ * sleeps in the kernel. */
+static enum answer on_sleep(struct vreplica *vr, struct seccomp_notif_resp *resp)
+{
+	if (!replace_replaying(vr->V->S, &vr->V->S->r[vr->index]))
+		return CONTINUE;
+	vr->V->skipped_sleeps++;
+	resp->val = 0;
+	return ANSWER;
+}
+
 static enum answer dispatch(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 {
 	switch (req->data.nr) {
+	case SYS_nanosleep:
+	case SYS_clock_nanosleep: return on_sleep(vr, resp);
 	case SYS_clock_gettime: return on_clock_gettime(vr, req, resp);
 	case SYS_gettimeofday: return on_gettimeofday(vr, req, resp);
 	case SYS_time: return on_time(vr, req, resp);
@@ -592,7 +607,8 @@ static void on_notification(evutil_socket_t fd, short what, void *arg)
 	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) {
 		/* ENOENT: the caller died before we got to it. */
 		if (errno != EINTR && errno != ENOENT)
-			log_warn("replica %u: cannot receive a notification: %s", vr->index, strerror(errno));
+			log_warn("replica %u: cannot receive a notification: %s", vr->V->S->r[vr->index].id,
+				 strerror(errno));
 		return;
 	}
 	struct seccomp_notif_resp resp = { .id = req.id };
@@ -606,7 +622,7 @@ static void on_notification(evutil_socket_t fd, short what, void *arg)
 		break;
 	}
 	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 && errno != ENOENT)
-		log_warn("replica %u: cannot answer a notification: %s", vr->index, strerror(errno));
+		log_warn("replica %u: cannot answer a notification: %s", vr->V->S->r[vr->index].id, strerror(errno));
 }
 
 struct virt *virt_new(struct sup *S)
@@ -615,17 +631,19 @@ struct virt *virt_new(struct sup *S)
 	if (V == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	V->S = S;
-	if (filter_build(&V->prog) != 0)
+	if (filter_build(&V->prog, S->o->respawns > 0) != 0)
 		fatal(EXIT_INTERNAL, "cannot build the seccomp filter (--no-virtualize runs without it)");
 	if (getrandom(V->key, sizeof V->key, 0) != (ssize_t)sizeof V->key)
 		fatal(EXIT_INTERNAL, "cannot read the run's random key: %s", strerror(errno));
-	V->log = ndlog_new(S->k, LOG_CAP);
-	V->disputes = disputes_new(S->k, on_odd, V);
+	/* With replacements, entries are kept from the start of the run (up
+	 * to --call-log per kind) so that a new replica replays them. */
+	V->log = ndlog_new(S->nslots, S->o->call_log, S->o->respawns > 0);
+	V->disputes = disputes_new(S->nslots, on_odd, V);
 	V->entropy = entropy_new(S->base, V->key);
-	V->r = calloc(S->k, sizeof *V->r);
+	V->r = calloc(S->nslots, sizeof *V->r);
 	if (V->log == NULL || V->disputes == NULL || V->entropy == NULL || V->r == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
-	for (unsigned i = 0; i < S->k; i++)
+	for (unsigned i = 0; i < S->nslots; i++)
 		V->r[i] = (struct vreplica){ .V = V, .index = i, .fd = -1 };
 	if (vdso_init() != 0)
 		log_event("no vDSO clock entry points found: clock calls enter the kernel as they are");
@@ -637,17 +655,56 @@ const struct sock_fprog *virt_filter(const struct virt *V)
 	return &V->prog;
 }
 
+bool virt_replayable(const struct virt *V)
+{
+	return ndlog_complete(V->log);
+}
+
+/* The counts of calls slot i's process made, into its report entry. */
+static void report_counts(struct virt *V, unsigned i)
+{
+	struct vreplica *vr = &V->r[i];
+	if (!vr->used || vr->reported)
+		return;
+	vr->reported = true;
+	struct sup *S = V->S;
+	size_t nkeys = ndlog_keys(V->log, NULL, 0);
+	uint32_t *keys = calloc(nkeys ? nkeys : 1, sizeof *keys);
+	if (keys == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	ndlog_keys(V->log, keys, nkeys);
+	char name[64];
+	for (size_t j = 0; j < nkeys; j++) {
+		key_name(keys[j], name, sizeof name);
+		report_calls(S->report, S->r[i].id, name, ndlog_count(V->log, i, keys[j]));
+	}
+	report_unvirtualized(S->report, S->r[i].id, vr->unvirtualized);
+	free(keys);
+}
+
 void virt_attach(struct virt *V, unsigned i, int listener)
 {
 	struct vreplica *vr = &V->r[i];
-	vr->fd = listener;
+	listener_close(vr);
+	bool again = vr->used;
+	*vr = (struct vreplica){ .V = V, .index = i, .used = true, .fd = listener };
+	/* A new process in a used slot starts from the first call of every
+	 * kind: it replays what the log holds. */
+	if (again)
+		(void)ndlog_restart(V->log, i);
 	/* A kernel before 6.6 refuses; it is only slower. */
 	if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, (unsigned long)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) != 0)
-		log_event("replica %u: synchronous wake-ups refused (%s): notified calls cost more", i,
+		log_event("replica %u: synchronous wake-ups refused (%s): notified calls cost more", V->S->r[i].id,
 			  strerror(errno));
 	vr->ev = event_new(V->S->base, listener, EV_READ | EV_PERSIST, on_notification, vr);
 	if (vr->ev == NULL || event_add(vr->ev, NULL) != 0)
-		fatal(EXIT_INTERNAL, "cannot watch replica %u's system calls", i);
+		fatal(EXIT_INTERNAL, "cannot watch replica %u's system calls", V->S->r[i].id);
+}
+
+void virt_detach(struct virt *V, unsigned i)
+{
+	report_counts(V, i);
+	listener_close(&V->r[i]);
 }
 
 void virt_retire(struct virt *V, unsigned i, bool killed)
@@ -655,6 +712,7 @@ void virt_retire(struct virt *V, unsigned i, bool killed)
 	ndlog_retire(V->log, i);
 	if (killed)
 		listener_close(&V->r[i]);
+	report_counts(V, i);
 	if (disputes_pending(V->disputes))
 		disputes_settle(V->disputes, still_calling(V->S), false);
 }
@@ -663,19 +721,13 @@ void virt_finish(struct virt *V)
 {
 	struct sup *S = V->S;
 	disputes_settle(V->disputes, 0, true);
+	for (unsigned i = 0; i < S->nslots; i++)
+		report_counts(V, i);
 	size_t nkeys = ndlog_keys(V->log, NULL, 0);
 	uint32_t *keys = calloc(nkeys ? nkeys : 1, sizeof *keys);
 	if (keys == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	ndlog_keys(V->log, keys, nkeys);
-	char name[64];
-	for (unsigned i = 0; i < S->k; i++) {
-		for (size_t j = 0; j < nkeys; j++) {
-			key_name(keys[j], name, sizeof name);
-			report_calls(S->report, i, name, ndlog_count(V->log, i, keys[j]));
-		}
-		report_unvirtualized(S->report, i, V->r[i].unvirtualized);
-	}
 	/* Replicas that ran to the end in the vote should have made as many
 	 * calls of each kind; one that made more or fewer behaved differently
 	 * (the check that threads cannot fool: counts do not depend on the
@@ -683,7 +735,7 @@ void virt_finish(struct virt *V)
 	for (size_t j = 0; j < nkeys; j++) {
 		uint64_t counts[VOTER_MAX];
 		unsigned idx[VOTER_MAX], n = 0;
-		for (unsigned i = 0; i < S->k && n < VOTER_MAX; i++)
+		for (unsigned i = 0; i < S->nslots && n < VOTER_MAX; i++)
 			if (S->r[i].live && S->r[i].exited) {
 				idx[n] = i;
 				counts[n++] = ndlog_count(V->log, i, keys[j]);
@@ -700,4 +752,6 @@ void virt_finish(struct virt *V)
 			}
 	}
 	free(keys);
+	report_log_memory(S->report, ndlog_entries(V->log), ndlog_memory(V->log), ndlog_complete(V->log),
+			  V->skipped_sleeps);
 }

@@ -20,8 +20,17 @@ struct virt *virt_new(struct sup *S);
 /* The filter spawn.c installs in each replica. */
 const struct sock_fprog *virt_filter(const struct virt *V);
 
-/* Serves replica i's listener fd from now on (virt owns it). */
+/* Serves slot i's listener fd from now on (virt owns it). A slot used
+ * before starts from the first call of every kind again (a replacement
+ * replays the log). */
 void virt_attach(struct virt *V, unsigned i, int listener);
+
+/* Slot i's process is about to be replaced: its counts go to the report
+ * and its listener is closed. */
+void virt_detach(struct virt *V, unsigned i);
+
+/* Whether a new replica could replay every logged value (nothing dropped). */
+bool virt_replayable(const struct virt *V);
 
 /* Replica i left the vote (killed: its listener is closed too) or exited:
  * its position no longer keeps log entries. */

@@ -1,0 +1,274 @@
+/* replace.c — replacements: a replica that was killed (it wrote something
+ * else, crashed, hung, or was killed from outside) is replaced by a new
+ * process with a fresh seed that re-executes the command from the start and
+ * replays the run: the whole input from byte 0 (from the input log, at its
+ * own pace, never holding back the input ring), and the nondeterminism log
+ * (its n-th clock, random or exec call of a kind gets what the n-th call got
+ * in the run). Its output is checked against what was committed, byte for
+ * byte where the history ring still holds the bytes and by digest for older
+ * blocks (output.c); once it reaches the committed frontier on every stream
+ * it votes again (replace_check_joined). It is a divergence like any other
+ * if it disagrees on the way.
+ *
+ * The same machinery breaks ties: when the voters disagree and no majority
+ * can form (k >= 3), replace_wait starts one more replica in a spare slot
+ * (at most one catching up at a time) until a quorum of k agrees; the
+ * losers are then killed and replaced like any other.
+ *
+ * Bounds: --respawns replacements in the run, --respawn-rate in any minute
+ * (a token bucket: a replacement past the rate waits for its turn); and the
+ * logs: a replacement is impossible once the input log, the nondeterminism
+ * log or the output digests lost their start. Then the run goes on with
+ * fewer replicas and says so, once (a -v line and the report).
+ *
+ * A replacement runs on a spawn pass (respawn_ev), never inside a vote: a
+ * kill only asks for one (replace_request). */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+
+#include "exitcode.h"
+#include "log.h"
+#include "sup.h"
+
+static void on_respawn(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct sup *S = arg;
+	replace_maintain(S);
+	/* A replacement may be what a finished run was waiting for. */
+	sup_check_done(S);
+}
+
+void replace_init(struct sup *S)
+{
+	if (getrandom(S->dkey, sizeof S->dkey, 0) != (ssize_t)sizeof S->dkey)
+		fatal(EXIT_INTERNAL, "cannot read the run's digest key: %s", strerror(errno));
+	S->respawn_ev = event_new(S->base, -1, 0, on_respawn, S);
+	if (S->respawn_ev == NULL)
+		fatal(EXIT_INTERNAL, "cannot create the respawn event");
+	S->tokens = S->o->respawn_rate;
+	S->tokens_at = sup_now();
+	for (int s = 0; s < NSTREAMS; s++)
+		digest_init(&S->s[s].cur, S->dkey);
+}
+
+void replace_request(struct sup *S)
+{
+	if (S->o->respawns > 0 && S->respawn_ev != NULL && !S->stopping)
+		event_active(S->respawn_ev, EV_TIMEOUT, 0);
+}
+
+/* Whether a new replica could be brought to the committed frontier: the
+ * logs still hold the run from its start. */
+bool replace_replayable(struct sup *S, char *why, size_t size)
+{
+	if (S->o->respawns == 0) {
+		snprintf(why, size, "replacement is off (--respawns 0)");
+		return false;
+	}
+	if (S->respawns >= S->o->respawns) {
+		snprintf(why, size, "the respawn bound (--respawns %u) is reached", S->o->respawns);
+		return false;
+	}
+	if (!inputlog_complete(S->inlog) && S->in->head != 0) {
+		snprintf(why, size, "the input log no longer holds the input from its start (--input-log %zu)",
+			 S->o->input_log);
+		return false;
+	}
+	if (S->virt != NULL && !virt_replayable(S->virt)) {
+		snprintf(why, size, "the nondeterminism log dropped its oldest entries (--call-log %zu)",
+			 S->o->call_log);
+		return false;
+	}
+	for (int s = 0; s < NSTREAMS; s++)
+		if (S->s[s].dig_full) {
+			snprintf(why, size, "the digests of committed %s reached their cap", S->s[s].name);
+			return false;
+		}
+	return true;
+}
+
+/* Says once why replicas can no longer be replaced. */
+static void refuse(struct sup *S, const char *why)
+{
+	if (S->refused[0] != '\0')
+		return;
+	snprintf(S->refused, sizeof S->refused, "%s", why);
+	log_event("cannot replace replicas: %s; going on with %u in the vote", why, sup_live_count(S));
+	report_respawn_refused(S->report, why);
+}
+
+/* The rate bound: a token bucket of respawn_rate tokens, refilled at
+ * respawn_rate a minute. */
+static bool take_token(struct sup *S)
+{
+	double t = sup_now();
+	double rate = S->o->respawn_rate;
+	S->tokens += (t - S->tokens_at) * rate / 60.0;
+	if (S->tokens > rate)
+		S->tokens = rate;
+	S->tokens_at = t;
+	if (S->tokens < 1.0)
+		return false;
+	S->tokens -= 1.0;
+	return true;
+}
+
+static unsigned count_joining(const struct sup *S)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < S->nslots; i++)
+		n += S->r[i].joining;
+	return n;
+}
+
+/* A slot for a new replica: one whose process left the vote, the original
+ * k first; a spare only for a tie-breaker. */
+static int free_slot(const struct sup *S, bool spare)
+{
+	for (unsigned i = 0; i < S->nslots; i++) {
+		const struct replica *r = &S->r[i];
+		if (i >= S->k && !spare)
+			break;
+		if (!r->used || (!r->live && !r->joining))
+			return (int)i;
+	}
+	return -1;
+}
+
+void replace_maintain(struct sup *S)
+{
+	if (S->stopping || S->k < 2 || S->o->respawns == 0)
+		return;
+	for (;;) {
+		unsigned in_vote = sup_live_count(S) + count_joining(S);
+		bool extra = S->want_extra && count_joining(S) == 0;
+		if (in_vote >= S->k && !extra)
+			return;
+		char why[160];
+		if (!replace_replayable(S, why, sizeof why)) {
+			refuse(S, why);
+			S->want_extra = false;
+			return;
+		}
+		int slot = free_slot(S, extra && in_vote >= S->k);
+		if (slot < 0) {
+			refuse(S, "every spare slot holds a replica that is still in the vote");
+			S->want_extra = false;
+			return;
+		}
+		if (!take_token(S)) {
+			log_event("replacement deferred: --respawn-rate %u a minute reached", S->o->respawn_rate);
+			return; /* the tick tries again */
+		}
+		struct replica *r = &S->r[slot];
+		char cause[256];
+		if (r->used && r->killed)
+			snprintf(cause, sizeof cause, "replaces replica %u (%s)", r->id, r->why);
+		else if (r->used)
+			snprintf(cause, sizeof cause, "replaces replica %u (it left the vote)", r->id);
+		else
+			snprintf(cause, sizeof cause, "breaks a tie: no majority among the replicas in the vote");
+		if (extra)
+			S->want_extra = false;
+		S->respawns++;
+		replica_start(S, (unsigned)slot, r->used ? (int)r->id : -1, cause);
+	}
+}
+
+/* A vote cannot be decided with the voters there are. Whether it should
+ * wait for a replica that is catching up or about to be started (true), or
+ * give up (false: nothing more can be done). */
+bool replace_wait(struct sup *S, const char *why)
+{
+	if (S->stopping || S->k < 2)
+		return false;
+	if (count_joining(S) > 0)
+		return true;
+	char no[160];
+	if (!replace_replayable(S, no, sizeof no)) {
+		refuse(S, no);
+		return false;
+	}
+	if (sup_live_count(S) >= S->k && free_slot(S, true) < 0) {
+		refuse(S, "every spare slot holds a replica that is still in the vote");
+		return false;
+	}
+	if (!S->want_extra && sup_live_count(S) >= S->k)
+		log_event("%s: starting one more replica to break the tie", why);
+	S->want_extra = sup_live_count(S) >= S->k;
+	replace_request(S);
+	return true;
+}
+
+/* A replacement that has reached the committed frontier on every stream
+ * votes from now on. */
+void replace_check_joined(struct sup *S, struct replica *r)
+{
+	if (!r->joining)
+		return;
+	for (int s = 0; s < NSTREAMS; s++)
+		if (r->ring[s]->head != S->s[s].committed)
+			return;
+	r->joining = false;
+	r->live = true;
+	r->behind_since = 0;
+	double t = sup_now() - S->t_start;
+	size_t checked = S->s[0].committed + S->s[1].committed;
+	log_event("replica %u caught up after %.3f s (%zu input bytes replayed, %zu output bytes checked): it votes",
+		  r->id, t - r->spawn_time, r->in_off, checked);
+	report_caught_up(S->report, r->id, t, t - r->spawn_time, r->in_off, S->s[0].committed, S->s[1].committed);
+}
+
+/* Whether r, a replacement, is still replaying the run: catching up on the
+ * committed output, or behind the output of the voter furthest ahead. Such
+ * a replica skips its relative sleeps (virt.c): it re-lives the past, whose
+ * clock readings it gets from the log anyway, as fast as it can. */
+bool replace_replaying(const struct sup *S, const struct replica *r)
+{
+	if (!r->replacement)
+		return false;
+	if (r->joining)
+		return true;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		const struct replica *o = &S->r[i];
+		if (o == r || !o->live)
+			continue;
+		for (int s = 0; s < NSTREAMS; s++)
+			if (o->ring[s]->tail > r->ring[s]->tail)
+				return true;
+	}
+	return false;
+}
+
+void replace_zombie(struct sup *S, pid_t pid, unsigned id)
+{
+	if (S->nzombies == S->zombies_size) {
+		size_t n = S->zombies_size ? 2 * S->zombies_size : 8;
+		struct zombie *z = realloc(S->zombies, n * sizeof *z);
+		if (z == NULL)
+			fatal(EXIT_INTERNAL, "out of memory");
+		S->zombies = z;
+		S->zombies_size = n;
+	}
+	S->zombies[S->nzombies++] = (struct zombie){ pid, id };
+}
+
+bool replace_reap_zombie(struct sup *S, pid_t pid, int wstatus)
+{
+	for (size_t i = 0; i < S->nzombies; i++)
+		if (S->zombies[i].pid == pid) {
+			report_exit(S->report, S->zombies[i].id, replica_status(wstatus),
+				    WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0, sup_now() - S->t_start);
+			S->zombies[i] = S->zombies[--S->nzombies];
+			return true;
+		}
+	return false;
+}
