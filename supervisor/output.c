@@ -26,10 +26,52 @@
 #include "sup.h"
 
 
+/* The interactive flush. A prefix vote happens once a quorum of the voters
+ * has been quiet for idle_ms: not all of them, so a replica that runs at
+ * another phase (a replacement started later, one slowed down) cannot keep
+ * postponing it by writing while the others wait. The timer is armed by the
+ * first write after a vote, not pushed back by every write. */
+static void arm_idle_in(struct sup *S, double seconds)
+{
+	if (seconds < 0.001)
+		seconds = 0.001;
+	struct timeval tv = { .tv_sec = (time_t)seconds, .tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6) };
+	if (event_add(S->idle_ev, &tv) != 0)
+		fatal(EXIT_INTERNAL, "cannot arm the idle timer");
+}
+
+
 static void arm_idle(struct sup *S)
 {
-	struct timeval tv = { .tv_sec = S->o->idle_ms / 1000, .tv_usec = (S->o->idle_ms % 1000) * 1000 };
-	event_add(S->idle_ev, &tv);
+	if (!evtimer_pending(S->idle_ev, NULL))
+		arm_idle_in(S, S->o->idle_ms / 1000.0);
+}
+
+
+/* How long until `quorum` voters have been quiet for idle_ms (0: now). */
+static double quiet_wait(struct sup *S)
+{
+	double idle = S->o->idle_ms / 1000.0, now = sup_now(), waits[VOTER_MAX];
+	unsigned n = 0;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		const struct replica *r = &S->r[i];
+		if (r->live && !r->joining) {
+			double w = r->last_output + idle - now;
+			waits[n++] = w > 0 ? w : 0;
+		}
+	}
+	unsigned q = sup_quorum(S);
+	if (q == 0 || n < q)
+		return 0;
+	/* the q-th smallest wait */
+	for (unsigned a = 0; a < q; a++)
+		for (unsigned b = a + 1; b < n; b++)
+			if (waits[b] < waits[a]) {
+				double t = waits[a];
+				waits[a] = waits[b];
+				waits[b] = t;
+			}
+	return waits[q - 1];
 }
 
 
@@ -426,6 +468,31 @@ static bool contradicted_end(const struct voter_view *v, unsigned n)
 }
 
 
+/* Whether two of the replicas that agree on a prefix provably differ at the
+ * first byte after it (different bytes, or one ended there). */
+static bool parting(const struct voter_view *v, unsigned n, const struct voter_result *res)
+{
+	size_t c = res->commit;
+	int first = -1;
+	for (unsigned i = 0; i < n; i++) {
+		if (!(res->agree & ((uint64_t)1 << i)))
+			continue;
+		bool said = v[i].len > c || v[i].eof;
+		if (!said)
+			continue;
+		if (first < 0) {
+			first = (int)i;
+			continue;
+		}
+		const struct voter_view *a = &v[first], *b = &v[i];
+		bool a_ends = a->len == c, b_ends = b->len == c;
+		if (a_ends != b_ends || (!a_ends && a->data[c] != b->data[c]))
+			return true;
+	}
+	return false;
+}
+
+
 void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 {
 	int s = (int)(st - S->s);
@@ -463,8 +530,25 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 		}
 		if (live != sup_live_count(S))
 			continue; /* ended() took a replica out: count again */
+		/* Whole chunks first: exact, and what breaks a tie once a fresh
+		 * replica agrees with one side. A prefix vote only when that
+		 * decides nothing: the replicas went quiet (mode), or one's
+		 * output ended where another's goes on (a crash shows now,
+		 * not once a chunk is full). */
 		struct voter_result res;
-		voter_decide(v, S->nslots, quorum, CHUNK, contradicted_end(v, S->nslots) ? VOTER_PREFIX : mode, &res);
+		voter_decide(v, S->nslots, quorum, CHUNK, VOTER_CHUNKS, &res);
+		bool undecided = res.commit == 0 && !res.ended && res.diverged == 0;
+		if (undecided && (mode == VOTER_PREFIX || contradicted_end(v, S->nslots))) {
+			if (res.no_quorum && S->k >= 3 && replace_wait(S, "no majority"))
+				break;
+			voter_decide(v, S->nslots, quorum, CHUNK, VOTER_PREFIX, &res);
+			/* The replicas that share this prefix part ways right after
+			 * it: with two of three wrong, their common prefix is no
+			 * answer. Whole chunks said a quorum may still form: wait
+			 * for it. */
+			if (res.commit > 0 && !res.ended && S->k >= 3 && parting(v, S->nslots, &res))
+				break;
+		}
 		for (unsigned i = 0; i < S->nslots; i++)
 			if (res.diverged & ((uint64_t)1 << i)) {
 				record_divergence(S, st, st->committed + first_difference(v, &res, i), res.agree, i,
@@ -514,6 +598,7 @@ void output_on_readable(evutil_socket_t fd, short what, void *arg)
 		replica_close_output(r, s);
 	} else {
 		rr->tail += (size_t)n;
+		r->last_output = sup_now();
 		report_bytes(S->report, r->id, S->s[s].name, (size_t)n);
 		/* Progress: a replica that still writes is slow, not hung (three
 		 * CPU-bound replicas on two cores trail each other by seconds).
@@ -534,6 +619,11 @@ void output_on_idle(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct sup *S = arg;
+	double wait = quiet_wait(S);
+	if (wait > 0) {
+		arm_idle_in(S, wait);
+		return;
+	}
 	for (int s = 0; s < NSTREAMS; s++)
 		output_vote(S, &S->s[s], VOTER_PREFIX);
 	sup_check_done(S);

@@ -95,13 +95,15 @@ bool replace_replayable(struct sup *S, char *why, size_t size)
 	return true;
 }
 
+static unsigned count_sound(const struct sup *S);
+
 /* Says once why replicas can no longer be replaced. */
 static void refuse(struct sup *S, const char *why)
 {
 	if (S->refused[0] != '\0')
 		return;
 	snprintf(S->refused, sizeof S->refused, "%s", why);
-	log_event("cannot replace replicas: %s; going on with %u in the vote", why, sup_live_count(S));
+	log_event("cannot replace replicas: %s; going on with %u in the vote", why, count_sound(S));
 	report_respawn_refused(S->report, why);
 }
 
@@ -121,6 +123,17 @@ static bool take_token(struct sup *S)
 	return true;
 }
 
+/* Voters that may still be right: a replica that died of a SIGKILL from
+ * outside stays in the vote until someone writes past its end (output.c),
+ * but a replacement for it starts at once. */
+static unsigned count_sound(const struct sup *S)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < S->nslots; i++)
+		n += S->r[i].live && !S->r[i].sigkilled;
+	return n;
+}
+
 static unsigned count_joining(const struct sup *S)
 {
 	unsigned n = 0;
@@ -130,13 +143,11 @@ static unsigned count_joining(const struct sup *S)
 }
 
 /* A slot for a new replica: one whose process left the vote, the original
- * k first; a spare only for a tie-breaker. */
-static int free_slot(const struct sup *S, bool spare)
+ * k first, then the spares. */
+static int free_slot(const struct sup *S)
 {
 	for (unsigned i = 0; i < S->nslots; i++) {
 		const struct replica *r = &S->r[i];
-		if (i >= S->k && !spare)
-			break;
 		if (!r->used || (!r->live && !r->joining))
 			return (int)i;
 	}
@@ -148,7 +159,7 @@ void replace_maintain(struct sup *S)
 	if (S->stopping || S->k < 2 || S->o->respawns == 0)
 		return;
 	for (;;) {
-		unsigned in_vote = sup_live_count(S) + count_joining(S);
+		unsigned in_vote = count_sound(S) + count_joining(S);
 		bool extra = S->want_extra && count_joining(S) == 0;
 		if (in_vote >= S->k && !extra)
 			return;
@@ -158,7 +169,7 @@ void replace_maintain(struct sup *S)
 			S->want_extra = false;
 			return;
 		}
-		int slot = free_slot(S, extra && in_vote >= S->k);
+		int slot = free_slot(S);
 		if (slot < 0) {
 			refuse(S, "every spare slot holds a replica that is still in the vote");
 			S->want_extra = false;
@@ -168,18 +179,29 @@ void replace_maintain(struct sup *S)
 			log_event("replacement deferred: --respawn-rate %u a minute reached", S->o->respawn_rate);
 			return; /* the tick tries again */
 		}
-		struct replica *r = &S->r[slot];
+		/* Whom it replaces: a replica killed, or dead of a SIGKILL from
+		 * outside, that has no replacement yet; else it breaks a tie. */
+		struct replica *old = NULL;
+		for (unsigned i = 0; i < S->nslots && old == NULL; i++) {
+			struct replica *r = &S->r[i];
+			if (r->used && !r->replaced && (r->killed || (r->live && r->sigkilled)))
+				old = r;
+		}
 		char cause[256];
-		if (r->used && r->killed)
-			snprintf(cause, sizeof cause, "replaces replica %u (%s)", r->id, r->why);
-		else if (r->used)
-			snprintf(cause, sizeof cause, "replaces replica %u (it left the vote)", r->id);
+		if (old != NULL && old->killed)
+			snprintf(cause, sizeof cause, "replaces replica %u (%s)", old->id, old->why);
+		else if (old != NULL)
+			snprintf(cause, sizeof cause, "replaces replica %u (killed by a SIGKILL from outside diehard)",
+				 old->id);
 		else
 			snprintf(cause, sizeof cause, "breaks a tie: no majority among the replicas in the vote");
+		if (old != NULL)
+			old->replaced = true;
 		if (extra)
 			S->want_extra = false;
 		S->respawns++;
-		replica_start(S, (unsigned)slot, r->used ? (int)r->id : -1, cause);
+		replica_start(S, (unsigned)slot, old != NULL ? (int)old->id : -1,
+			      old != NULL ? old->seed : NULL, cause);
 	}
 }
 
@@ -197,12 +219,12 @@ bool replace_wait(struct sup *S, const char *why)
 		refuse(S, no);
 		return false;
 	}
-	if (sup_live_count(S) >= S->k && free_slot(S, true) < 0) {
+	if (sup_live_count(S) >= S->k && free_slot(S) < 0) {
 		refuse(S, "every spare slot holds a replica that is still in the vote");
 		return false;
 	}
 	if (!S->want_extra && sup_live_count(S) >= S->k)
-		log_event("%s: starting one more replica to break the tie", why);
+		log_event("tie (%s): starting one more replica to break it", why);
 	S->want_extra = sup_live_count(S) >= S->k;
 	replace_request(S);
 	return true;

@@ -155,7 +155,7 @@ static void slot_reset(struct sup *S, struct replica *r)
 }
 
 
-void replica_start(struct sup *S, unsigned i, int replaces, const char *why)
+void replica_start(struct sup *S, unsigned i, int replaces, const uint64_t *old_seed_in, const char *why)
 {
 	struct replica *r = &S->r[i];
 	int in[2], out[NSTREAMS][2];
@@ -168,7 +168,9 @@ void replica_start(struct sup *S, unsigned i, int replaces, const char *why)
 	(void)fcntl(in[1], F_SETPIPE_SZ, PIPE_BYTES);
 	(void)fcntl(out[0][0], F_SETPIPE_SZ, PIPE_BYTES);
 	(void)fcntl(out[1][0], F_SETPIPE_SZ, PIPE_BYTES);
-	uint64_t old_seed[2] = { r->seed[0], r->seed[1] };
+	uint64_t old_seed[2] = { 0, 0 };
+	if (old_seed_in != NULL)
+		memcpy(old_seed, old_seed_in, sizeof old_seed);
 	if (S->virt != NULL && r->used)
 		virt_detach(S->virt, i);
 	slot_reset(S, r);

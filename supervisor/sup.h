@@ -79,9 +79,11 @@ struct replica {
 	int wstatus;
 	bool killed;               /* by us; why says why */
 	bool sigkilled;            /* died of a SIGKILL we did not send */
+	bool replaced;             /* a replacement was started for it */
 	char why[192];
 	double behind_since;       /* since when it trails the committed output without writing */
 	double exit_wait_since;    /* since when it runs, silent, after the majority exited */
+	double last_output;        /* when it last wrote to stdout or stderr */
 	double end_time;
 };
 
@@ -152,9 +154,10 @@ void sup_finish(struct sup *S, int code);
 void sup_check_done(struct sup *S);
 
 /* replica.c */
-/* Starts a process in slot i: an original replica (replaces < 0, why NULL)
- * or a replacement that replays the run (replace.c). */
-void replica_start(struct sup *S, unsigned i, int replaces, const char *why);
+/* Starts a process in slot i: an original replica (why NULL) or one that
+ * replays the run (replace.c), replacing replica `replaces` whose seed was
+ * old_seed (-1, NULL: a tie-breaker). */
+void replica_start(struct sup *S, unsigned i, int replaces, const uint64_t *old_seed, const char *why);
 int replica_status(int wstatus);
 void replica_close_input(struct replica *r);
 void replica_close_output(struct replica *r, int s);

@@ -311,7 +311,7 @@ int supervisor_run(const struct options *o)
 			r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
 	}
 	for (unsigned i = 0; i < S->k; i++)
-		replica_start(S, i, -1, NULL);
+		replica_start(S, i, -1, NULL, NULL);
 
 	input_start(S);
 	S->idle_ev = evtimer_new(S->base, output_on_idle, S);

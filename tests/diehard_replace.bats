@@ -1,0 +1,313 @@
+#!/usr/bin/env bats
+# Replacement with replay: a killed replica (it wrote something else,
+# crashed, hung, or was killed from outside) is replaced by a fresh-seeded
+# one that re-runs the command, replays the input and the logged clock and
+# random values, is checked against the committed output and votes again.
+# Ties are broken by extra replicas; hangs end in bounded time; the bounds
+# (--respawns, logs) are said out loud.
+#
+# As in diehard_vote.bats, one replica is made to behave differently by a
+# race for a lock directory (mkdir is atomic).
+
+load helpers
+
+setup() {
+	require_diehard
+	require_jq
+	T=$BATS_TEST_TMPDIR
+	ulimit -c 0
+}
+
+# live_pids PATTERN: pids of processes whose command line matches PATTERN.
+live_pids() {
+	pgrep -f -- "$1" || true
+}
+
+@test "a producer whose replicas are killed from outside every 200 ms: exact output, k live at the end, every replacement reported" {
+	local lines=${REPLACE_LINES:-1200}
+	cat >"$T/prod.sh" <<-'EOF'
+		i=0
+		while [ "$i" -lt "$1" ]; do echo "line $i of the producer"; i=$((i + 1)); sleep 0.01; done
+	EOF
+	bash "$T/prod.sh" "$lines" >"$T/plain"
+	start_bg "$T/run" sup -v -k 3 --respawns 1000 --respawn-rate 1000 -r "$T/r.json" bash "$T/prod.sh" "$lines"
+	local dh=$BG_PID kills=0 t_end=$((SECONDS + ${REPLACE_SECONDS:-12}))
+	sleep 0.3
+	while ((SECONDS < t_end)) && proc_alive "$dh"; do
+		local victim
+		victim=$(live_pids "^bash $T/prod.sh" | shuf -n 1)
+		if [[ -n $victim ]] && kill -KILL "$victim" 2>/dev/null; then
+			kills=$((kills + 1))
+		fi
+		sleep 0.2
+	done
+	await_exit "$dh" 240
+	[[ $BG_RC == 0 ]] || fail "exit $BG_RC, expected 0" "$(tail -20 "$T/run.err")"
+	same_bytes "$T/plain" "$T/run.out" "the producer's output with replicas killed every 200 ms"
+	((kills >= 20)) || fail "only $kills replicas were killed: the test did not test"
+	# Every replica killed from outside was replaced (a kill may also hit a
+	# replacement, or land on a process as it exits).
+	jq -e --argjson kills "$kills" '
+		(.replacements | length) >= ($kills * 3 / 4) and
+		all(.replacements[]; (.replaces | type) == "number" and (.old_seed | test("^[0-9a-f]{32}$"))
+			and (.seed | test("^[0-9a-f]{32}$")) and .seed != .old_seed and (.why | length) > 0
+			and .time > 0) and
+		.live_at_end == 3 and .respawns.used == (.replacements | length)' "$T/r.json" >/dev/null ||
+		fail "report ($kills kills):" "$(jq -c '{live_at_end, respawns, n: (.replacements | length)}' "$T/r.json")"
+	# The replicas in the vote at the end caught up: their report says so.
+	jq -e '[.replacements[] | select(.caught_up)] | length > 0 and
+		all(.[]; .catch_up_seconds >= 0 and .output_bytes_checked.stdout >= 0)' "$T/r.json" >/dev/null ||
+		fail "no replacement caught up:" "$(jq -c '.replacements[-3:]' "$T/r.json")"
+	grep -q 'spawn replica [0-9]* (pid [0-9]*) seed [0-9a-f]*: replaces replica [0-9]* (' "$T/run.err" ||
+		fail "no -v line for a replacement:" "$(head -20 "$T/run.err")"
+	grep -q 'caught up after [0-9.]* s' "$T/run.err" || fail "no -v line for a catch-up"
+}
+
+@test "a program that spins forever on one heap layout in four: the right output in every run, or 123 in bounded time, never a hang" {
+	require_prog sup_hang
+	local right=0 runs=20 all_spun=0
+	plain "$PROGS/sup_hang" 3 >"$T/expected" || true
+	printf 'line 0\nline 1\nline 2\nanswer 42\n' >"$T/right"
+	for i in $(seq "$runs"); do
+		local t0
+		t0=$(now_ms)
+		capture "$T/run$i" timeout 15 "$DIEHARD" -v -k 3 --timeout 0.5 -r "$T/r$i.json" "$PROGS/sup_hang" 3
+		local rc
+		rc=$(<"$T/run$i.rc")
+		if [[ $rc == 124 ]]; then
+			# All three spinning (one run in 64) looks like a long
+			# computation: nothing to vote against, the paper's admitted
+			# hang. Any other hang is a bug.
+			! grep -q 'exited with' "$T/run$i.err" ||
+				fail "run $i hung after a replica finished (killed by the test's timeout after 15 s)" "$(cat "$T/run$i.err")"
+			all_spun=$((all_spun + 1))
+			continue
+		fi
+		if [[ $rc == 0 ]]; then
+			same_bytes "$T/right" "$T/run$i.out" "run $i: exit 0 must come with the right output"
+			right=$((right + 1))
+		else
+			[[ $rc == 123 ]] || fail "run $i exited $rc" "$(cat "$T/run$i.err")"
+			is_prefix "$T/run$i.out" "$T/right" || fail "run $i wrote a wrong answer" "$(cat "$T/run$i.out")"
+		fi
+		# (respawns + 1) x timeout, plus start-up slack.
+		(($(now_ms) - t0 < 17 * 500 + 5000)) || fail "run $i took $(($(now_ms) - t0)) ms"
+	done
+	((all_spun <= 2)) || fail "$all_spun of $runs runs had every replica spinning: expected one in 64"
+	((right >= runs - all_spun - 1)) || fail "only $right of $runs runs gave the right answer"
+	# Spinning replicas were found: some run replaced a straggler.
+	cat "$T"/r*.json | jq -s -e '[.[].replacements[] | select(.why | test("straggler"))] | length > 0' >/dev/null ||
+		fail "no run replaced a straggler (1 in 4 replicas spins: the test did not test)"
+}
+
+@test "--respawns 0: a spinning replica is still killed once another finished, but not replaced" {
+	require_prog sup_hang
+	# Find a run where some replica spins: about 58% of runs have one.
+	local found=0
+	for i in $(seq 30); do
+		capture "$T/run" timeout 60 "$DIEHARD" -k 3 --respawns 0 --timeout 0.5 -r "$T/r.json" "$PROGS/sup_hang" 1
+		[[ $(<"$T/run.rc") != 124 ]] || fail "diehard --respawns 0 hung" "$(cat "$T/run.err")"
+		if jq -e '[.replicas[] | select(.killed != null)] | length > 0' "$T/r.json" >/dev/null; then
+			found=1
+			break
+		fi
+	done
+	((found)) || fail "no run of 30 had a spinning replica"
+	jq -e '(.replacements | length) == 0 and .respawns.limit == 0 and (.replicas | length) == 3
+		and any(.replicas[]; (.killed // "") | test("straggler"))' "$T/r.json" >/dev/null ||
+		fail "report:" "$(jq -c '{replacements, respawns, r: [.replicas[] | {index, killed}]}' "$T/r.json")"
+}
+
+@test "replicas that go wrong at random (planted uninitialized read): the right output, k live at the end" {
+	require_prog sup_flaky
+	plain "$PROGS/sup_flaky" 25 1 >"$T/right" # under glibc the bug never shows
+	local replaced=0 i n
+	# 80 ms between lines: each line is voted as it comes (--idle is 50),
+	# so a wrong line is caught while the run goes on, and replaced.
+	for i in 1 2 3; do
+		capture "$T/run$i" sup -v -k 3 -r "$T/r$i.json" "$PROGS/sup_flaky" 25 32 80
+		[[ $(<"$T/run$i.rc") == 0 ]] || fail "run $i: exit $(<"$T/run$i.rc")" "$(tail -20 "$T/run$i.err")"
+		same_bytes "$T/right" "$T/run$i.out" "run $i of sup_flaky under diehard -k 3"
+		n=$(jq '.replacements | length' "$T/r$i.json")
+		replaced=$((replaced + n))
+		jq -e '.live_at_end == 3 or .respawns.used == .respawns.limit' "$T/r$i.json" >/dev/null ||
+			fail "run $i: report:" "$(jq -c '{live_at_end, respawns, replacements}' "$T/r$i.json")"
+	done
+	# A replica goes wrong in a round with probability 7/256: 25 rounds x
+	# 3 replicas x 3 runs leave no divergence at all with probability 0.2%.
+	((replaced > 0)) || fail "no replica was replaced in 3 runs: the test did not test"
+}
+
+@test "a replacement replays the clock, getrandom and /dev/urandom values the others saw" {
+	require_cmd python3
+	cat >"$T/nd.py" <<-'EOF'
+		import os, sys, time
+		print("time", time.time(), time.monotonic_ns())
+		print("getrandom", os.getrandom(16).hex())
+		with open("/dev/urandom", "rb") as f:
+		    print("urandom", f.read(16).hex())
+		print("set", sorted(set(["a", "b", "c"])), hash("abc"))
+		sys.stdout.flush()
+		if os.path.isdir(sys.argv[1]) and not os.path.exists(sys.argv[1] + "/lock"):
+		    try:
+		        os.mkdir(sys.argv[1] + "/lock")
+		        os.kill(os.getpid(), 9)
+		    except FileExistsError:
+		        pass
+		time.sleep(0.5)
+		print("done", time.time())
+	EOF
+	capture "$T/run" sup -v -k 3 -r "$T/r.json" env -u PYTHONHASHSEED python3 "$T/nd.py" "$T"
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
+	[[ $(grep -c . "$T/run.out") == 5 ]] || fail "output:" "$(cat "$T/run.out")"
+	# The replica that killed itself was replaced; its replacement saw the
+	# same time, random bytes and hash seed as the committed output (or it
+	# would have been killed for differing), caught up and voted.
+	jq -e '(.replacements | length) == 1 and .replacements[0].caught_up and .live_at_end == 3
+		and ([.divergences[] | select(.replica == 3)] | length) == 0
+		and .replicas[3].calls.getrandom == .replicas[1].calls.getrandom' "$T/r.json" >/dev/null ||
+		fail "report:" "$(jq -c '{replacements, divergences, live_at_end}' "$T/r.json")"
+}
+
+@test "two of three replicas wrong, each differently: a fresh replica breaks the tie, the right output and exit 0" {
+	capture "$T/run" sup -v -k 3 -r "$T/r.json" sh -c '
+		if mkdir "$1/lock1" 2>/dev/null; then echo "wrong one"; exit 0; fi
+		if mkdir "$1/lock2" 2>/dev/null; then echo "wrong two"; exit 0; fi
+		echo "right"' sh "$T"
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
+	[[ $(<"$T/run.out") == right ]] || fail "stdout: $(cat "$T/run.out")"
+	grep -q 'tie (no majority on stdout at byte 0): starting one more replica' "$T/run.err" ||
+		fail "no -v line for the tie:" "$(cat "$T/run.err")"
+	jq -e 'any(.replacements[]; has("replaces") | not) and ([.divergences[] | select(.stream == "stdout")] | length) == 2
+		and .exit_code == 0' "$T/r.json" >/dev/null ||
+		fail "report:" "$(jq -c '{replacements, divergences}' "$T/r.json")"
+	# Without replacement it is no majority, as before.
+	rm -rf "$T/lock1" "$T/lock2"
+	capture "$T/run0" sup -k 3 --respawns 0 sh -c '
+		if mkdir "$1/lock1" 2>/dev/null; then echo "wrong one"; exit 0; fi
+		if mkdir "$1/lock2" 2>/dev/null; then echo "wrong two"; exit 0; fi
+		echo "right"' sh "$T"
+	[[ $(<"$T/run0.rc") == 123 ]] || fail "--respawns 0: exit $(<"$T/run0.rc"), expected 123"
+}
+
+@test "three different exit statuses: tie-breakers decide the status" {
+	capture "$T/run" sup -k 3 -r "$T/r.json" sh -c '
+		if mkdir "$1/lock" 2>/dev/null; then exit 1; fi
+		if mkdir "$1/lock2" 2>/dev/null; then exit 2; fi
+		exit 0' sh "$T"
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc"), expected 0" "$(cat "$T/run.err")"
+	jq -e '(.replacements | length) >= 1 and ([.divergences[] | select(.stream == "status")] | length) == 2' \
+		"$T/r.json" >/dev/null || fail "report:" "$(jq -c '{replacements, divergences}' "$T/r.json")"
+}
+
+@test "every replica disagreeing (an uninitialized read): tie-breakers are bounded, then no majority (123)" {
+	require_prog sup_uninit
+	local t0
+	t0=$(now_ms)
+	capture "$T/run" sup -v -k 3 -r "$T/r.json" "$PROGS/sup_uninit" bug
+	[[ $(<"$T/run.rc") == 123 ]] || fail "exit $(<"$T/run.rc"), expected 123" "$(cat "$T/run.err")"
+	# k=3 has three spare slots for tie-breakers: at most 3 are started.
+	jq -e '(.replacements | length) >= 1 and (.replacements | length) <= 3 and .no_quorum.stream == "stdout"
+		and (.respawns.refused | length) > 0' "$T/r.json" >/dev/null ||
+		fail "report:" "$(jq -c '{replacements: (.replacements | length), respawns, no_quorum}' "$T/r.json")"
+	(($(now_ms) - t0 < 20000)) || fail "took $(($(now_ms) - t0)) ms"
+}
+
+@test "a replacement checks output older than the history ring by digest: caught up past a 64K window" {
+	capture "$T/run" sup -v -k 3 --window 64K -r "$T/r.json" sh -c '
+		seq 1 300000
+		if mkdir "$1/lock" 2>/dev/null; then kill -KILL $$; fi
+		sleep 1
+		seq 300001 300010' sh "$T"
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(tail "$T/run.err")"
+	same_bytes <(seq 1 300010) "$T/run.out" "seq with one replica killed after 2 MB"
+	jq -e '(.replacements | length) == 1 and .replacements[0].caught_up and .replacements[0].replaces >= 0
+		and .replacements[0].output_bytes_checked.stdout == 1988895 and .live_at_end == 3' "$T/r.json" >/dev/null ||
+		fail "report:" "$(jq -c '{replacements, live_at_end}' "$T/r.json")"
+}
+
+@test "a replacement whose old output differs is caught by digest and killed; the run goes on" {
+	# Replicas number themselves by how many came before: 0, 1, 2 print the
+	# same; a replacement (number 3 on) prints something else at the start,
+	# far behind the history ring by the time it runs.
+	mkdir "$T/n"
+	capture "$T/run" sup -v -k 3 --window 64K --respawns 2 -r "$T/r.json" sh -c '
+		n=$(ls "$1/n" | wc -l); mkdir "$1/n/$n.$$"
+		if [ "$n" -ge 3 ]; then echo replacement; else echo original; fi
+		seq 1 300000
+		if mkdir "$1/lock" 2>/dev/null; then kill -KILL $$; fi
+		sleep 1
+		echo end' sh "$T"
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(tail "$T/run.err")"
+	same_bytes <(echo original; seq 1 300000; echo end) "$T/run.out" "the originals' output"
+	jq -e '[.divergences[] | select(.kind == "late output differs (by digest)" and .offset == 0)] | length >= 1' \
+		"$T/r.json" >/dev/null || fail "report:" "$(jq -c '.divergences' "$T/r.json")"
+	grep -q 'its output differs from the committed stdout within bytes 0-65535' "$T/run.err" ||
+		fail "no kill line naming the digest block:" "$(grep kill "$T/run.err")"
+}
+
+@test "a log that lost its start refuses replacement with a clear line; the run goes on with fewer replicas" {
+	# 6.9 MB of input against a 1K input log: the log's front is released.
+	capture "$T/run" sh -c 'seq 1000000 | "$0" -v -k 3 --input-log 1K -r "$1/r.json" sh -c "
+		cat >/dev/null
+		if mkdir \"$1/lock\" 2>/dev/null; then kill -KILL \$\$; fi
+		sleep 0.5; echo done"' "$DIEHARD" "$T"
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(tail "$T/run.err")"
+	[[ $(<"$T/run.out") == done ]] || fail "stdout: $(cat "$T/run.out")"
+	grep -q 'cannot replace replicas: the input log no longer holds the input from its start (--input-log 1024); going on with 2 in the vote' "$T/run.err" ||
+		fail "no clear line:" "$(grep -v 'call div' "$T/run.err" | tail)"
+	jq -e '(.replacements | length) == 0 and (.respawns.refused | test("input log")) and .live_at_end == 2
+		and .input_log.complete == false' "$T/r.json" >/dev/null ||
+		fail "report:" "$(jq -c '{replacements, respawns, live_at_end, input_log}' "$T/r.json")"
+}
+
+@test "a replacement replays the whole input from byte 0 and catches up" {
+	seq 200000 >"$T/in"
+	capture "$T/run" sh -c 'exec "$0" -v -k 3 -r "$1/r.json" sh -c "
+		head -c 600000
+		if mkdir \"$1/lock\" 2>/dev/null; then kill -KILL \$\$; fi
+		sleep 0.5
+		cat" <"$1/in"' "$DIEHARD" "$T"
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(tail "$T/run.err")"
+	same_bytes "$T/in" "$T/run.out" "head then cat of the input"
+	jq -e '.replacements[0].caught_up and .replacements[0].input_bytes_replayed > 0 and .live_at_end == 3' \
+		"$T/r.json" >/dev/null || fail "report:" "$(jq -c '{replacements, live_at_end}' "$T/r.json")"
+}
+
+@test "interactive bc with a replica killed between two lines still answers" {
+	require_cmd bc
+	mkfifo "$T/in"
+	"$DIEHARD" -k 3 -v -r "$T/r.json" bc -q <"$T/in" >"$T/out" 2>"$T/err" &
+	local dh=$!
+	exec 7>"$T/in"
+	echo '1+1' >&7
+	wait_until 10 grep -qx 2 "$T/out" || fail "no answer to 1+1" "$(cat "$T/err")"
+	local victim
+	victim=$(pgrep -P "$dh" bc | head -1)
+	[[ -n $victim ]] || fail "no bc replica found under diehard $dh"
+	kill -KILL "$victim"
+	sleep 0.3
+	echo '2+3' >&7
+	wait_until 10 grep -qx 5 "$T/out" || fail "no answer to 2+3 after a replica was killed" "$(cat "$T/err")"
+	echo '7*6' >&7
+	wait_until 10 grep -qx 42 "$T/out" || fail "no answer to 7*6" "$(cat "$T/err")"
+	exec 7>&-
+	await_exit "$dh" 20
+	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(cat "$T/err")"
+	[[ $(cat "$T/out") == $'2\n5\n42' ]] || fail "output:" "$(cat "$T/out")"
+	jq -e '(.replacements | length) == 1 and .replacements[0].caught_up' "$T/r.json" >/dev/null ||
+		fail "report:" "$(jq -c '.replacements' "$T/r.json")"
+}
+
+@test "bad respawn options are refused with one line and exit 125" {
+	for args in "--respawns -1" "--respawns x" "--respawns 1000001" "--respawn-rate 0" "--call-log 0" \
+		"--call-log 65M" "--input-log 65G" "--respawns"; do
+		# shellcheck disable=SC2086
+		capture "$T/bad" "$DIEHARD" $args true
+		[[ $(<"$T/bad.rc") == 125 ]] || fail "$args: exit $(<"$T/bad.rc"), expected 125"
+		[[ $(wc -l <"$T/bad.err") == 1 ]] || fail "$args: not one line:" "$(cat "$T/bad.err")"
+		grep -q '^diehard: ' "$T/bad.err" || fail "$args:" "$(cat "$T/bad.err")"
+	done
+	capture "$T/ok" "$DIEHARD" --no-respawn --respawn-rate 5 --call-log 1K --input-log 2G -k 3 echo hi
+	[[ $(<"$T/ok.rc") == 0 && $(<"$T/ok.out") == hi ]] || fail "valid options refused:" "$(cat "$T/ok.err")"
+}
