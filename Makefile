@@ -95,6 +95,10 @@ $(B)/tests/unit/test_dispute: tests/unit/test_dispute.c tests/unit/tap.h supervi
 $(B)/bench/%: bench/%.c | $(B)/bench
 	$(CC) $(WARN) -O2 -g -pthread -o $@ $< -lm
 
+# The digest benchmark links the supervisor's digest module.
+$(B)/bench/digest_speed: bench/digest_speed.c supervisor/digest.c supervisor/digest.h | $(B)/bench
+	$(CC) $(WARN) -O2 -g -Isupervisor -o $@ $< supervisor/digest.c
+
 $(B) $(B)/tests $(B)/tests/static $(B)/tests/unit $(B)/bench:
 	mkdir -p $@
 

@@ -224,7 +224,7 @@ static bool absorb(struct sup *S, struct stream *st, struct replica *r, size_t f
 			break;
 		uint8_t d[DIGEST_BYTES];
 		digest_final(&r->dg[s], d);
-		digest_init(&r->dg[s], S->dkey);
+		digest_init(&r->dg[s], &S->dkey);
 		if (block < st->ndig && memcmp(d, st->dig[block], sizeof d) != 0) {
 			record_divergence(S, st, block * DIGEST_BLOCK, 0, r->index, "late output differs (by digest)");
 			char why[160];
@@ -326,7 +326,7 @@ void output_digest_commit(struct sup *S, struct stream *st, const unsigned char 
 			st->dig_size = size;
 		}
 		digest_final(&st->cur, st->dig[st->ndig++]);
-		digest_init(&st->cur, S->dkey);
+		digest_init(&st->cur, &S->dkey);
 	}
 }
 
@@ -493,6 +493,17 @@ static bool parting(const struct voter_view *v, unsigned n, const struct voter_r
 }
 
 
+/* Whether a live voter has said nothing yet past offset c (no byte there, no
+ * end): it may still side with one of the parting replicas. */
+static bool pending(const struct voter_view *v, unsigned n, size_t c)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (v[i].live && !(v[i].len > c || v[i].eof))
+			return true;
+	return false;
+}
+
+
 void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 {
 	int s = (int)(st - S->s);
@@ -546,8 +557,19 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 			 * it: with two of three wrong, their common prefix is no
 			 * answer. Whole chunks said a quorum may still form: wait
 			 * for it. */
-			if (res.commit > 0 && !res.ended && S->k >= 3 && parting(v, S->nslots, &res))
-				break;
+			if (res.commit > 0 && !res.ended && S->k >= 3 && parting(v, S->nslots, &res)) {
+				if (pending(v, S->nslots, res.commit))
+					break; /* a voter yet to speak may still decide it */
+				char why[64];
+				snprintf(why, sizeof why, "no majority on %s at byte %zu", st->name,
+					 st->committed + res.commit);
+				if (replace_wait(S, why))
+					break;
+				/* No tie-breaker can come: no majority past here. */
+				struct voter_result at = { .no_quorum = true, .diff_offset = res.commit };
+				stop_no_quorum(S, st, &at, "the replicas disagree");
+				return;
+			}
 		}
 		for (unsigned i = 0; i < S->nslots; i++)
 			if (res.diverged & ((uint64_t)1 << i)) {

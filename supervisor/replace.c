@@ -48,15 +48,17 @@ static void on_respawn(evutil_socket_t fd, short what, void *arg)
 
 void replace_init(struct sup *S)
 {
-	if (getrandom(S->dkey, sizeof S->dkey, 0) != (ssize_t)sizeof S->dkey)
+	uint8_t seed[DIGEST_SEED_BYTES];
+	if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed)
 		fatal(EXIT_INTERNAL, "cannot read the run's digest key: %s", strerror(errno));
+	digest_key_init(&S->dkey, seed);
 	S->respawn_ev = event_new(S->base, -1, 0, on_respawn, S);
 	if (S->respawn_ev == NULL)
 		fatal(EXIT_INTERNAL, "cannot create the respawn event");
 	S->tokens = S->o->respawn_rate;
 	S->tokens_at = sup_now();
 	for (int s = 0; s < NSTREAMS; s++)
-		digest_init(&S->s[s].cur, S->dkey);
+		digest_init(&S->s[s].cur, &S->dkey);
 }
 
 void replace_request(struct sup *S)

@@ -73,6 +73,7 @@ void replica_kill(struct sup *S, struct replica *r, const char *why)
 	if (S->virt != NULL)
 		virt_retire(S->virt, r->index, true);
 	report_kill(S->report, r->id, why, sup_now() - S->t_start);
+	report_input_fed(S->report, r->id, r->in_off);
 	replica_close_input(r);
 	for (int s = 0; s < NSTREAMS; s++)
 		replica_close_output(r, s);
@@ -109,6 +110,8 @@ void replicas_reap(struct sup *S)
 			r->end_time = sup_now() - S->t_start;
 			report_exit(S->report, r->id, replica_status(wstatus),
 				    WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0, r->end_time);
+			if (!r->killed)
+				report_input_fed(S->report, r->id, r->in_off);
 			if (WIFSIGNALED(wstatus))
 				log_event("replica %u (pid %d) killed by signal %d", r->id, (int)pid, WTERMSIG(wstatus));
 			else
@@ -150,7 +153,7 @@ static void slot_reset(struct sup *S, struct replica *r)
 	for (int s = 0; s < NSTREAMS; s++) {
 		r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
 		r->ring[s]->head = r->ring[s]->tail = 0;
-		digest_init(&r->dg[s], S->dkey);
+		digest_init(&r->dg[s], &S->dkey);
 	}
 }
 

@@ -206,13 +206,25 @@ void report_kill(struct report *rp, unsigned r, const char *why, double t)
 	set(rep, "killed_at", json_real(t));
 }
 
-void report_stopped(struct report *rp, unsigned r, const char *why, double t)
+void report_stopped(struct report *rp, unsigned r, const char *why, double t, size_t input_bytes)
 {
 	json_t *rep = replica(rp, r);
 	if (rep == NULL)
 		return;
 	set(rep, "stopped", json_string(why));
 	set(rep, "stopped_at", json_real(t));
+	size_t i;
+	json_t *e;
+	json_array_foreach(rp->replacements, i, e)
+		if (json_integer_value(json_object_get(e, "replica")) == (json_int_t)r)
+			set(e, "input_bytes_replayed", json_integer((json_int_t)input_bytes));
+}
+
+void report_input_fed(struct report *rp, unsigned r, size_t n)
+{
+	json_t *rep = replica(rp, r);
+	if (rep != NULL)
+		set(rep, "input_bytes", json_integer((json_int_t)n));
 }
 
 void report_exit(struct report *rp, unsigned r, int status, int signal, double t)

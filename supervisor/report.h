@@ -34,7 +34,9 @@ void report_divergence(struct report *rp, const char *stream, size_t offset, con
 void report_status_divergence(struct report *rp, unsigned replica, int status, int majority);
 void report_kill(struct report *rp, unsigned replica, const char *why, double t);
 /* A replacement not needed any more: the run ended before it caught up. */
-void report_stopped(struct report *rp, unsigned replica, const char *why, double t);
+void report_stopped(struct report *rp, unsigned replica, const char *why, double t, size_t input_bytes);
+/* The input bytes written to a replica so far (its last word wins). */
+void report_input_fed(struct report *rp, unsigned replica, size_t n);
 void report_exit(struct report *rp, unsigned replica, int status, int signal, double t);
 void report_no_quorum(struct report *rp, const char *stream, size_t offset, const char *why, const char *sides);
 void report_input_log(struct report *rp, size_t bytes, size_t retained_from, bool complete);

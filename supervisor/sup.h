@@ -135,7 +135,7 @@ struct sup {
 	struct virt *virt;        /* NULL with --no-virtualize */
 	double t_start;
 	/* replace.c */
-	uint8_t dkey[DIGEST_KEY_BYTES]; /* the run's digest key */
+	struct digest_key dkey; /* the run's digest key */
 	struct event *respawn_ev;  /* a deferred replacement pass */
 	unsigned respawns;         /* replacements started */
 	double tokens;             /* the rate bound's bucket */

@@ -224,9 +224,18 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	}
 	log_event("forwarding signal %d", (int)sig);
 	int forward = sig == SIGTSTP ? SIGSTOP : (int)sig;
+	bool running = false;
 	for (unsigned i = 0; i < S->nslots; i++)
-		if (S->r[i].used && !S->r[i].exited)
+		if (S->r[i].used && !S->r[i].exited) {
 			replica_signal(&S->r[i], forward);
+			running = true;
+		}
+	/* Nobody left to end by it: the run ends as the signal asked. */
+	if (!running && (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT)) {
+		log_warn("signal %d and no replica running: stopping", (int)sig);
+		sup_finish(S, 128 + (int)sig);
+		return;
+	}
 	if (sig == SIGTSTP)
 		(void)kill(getpid(), SIGSTOP); /* stop ourselves too, like a shell job */
 }
@@ -321,9 +330,13 @@ int supervisor_run(const struct options *o)
 		fatal(EXIT_INTERNAL, "cannot create timers");
 
 	event_base_dispatch(S->base);
-	for (unsigned i = 0; i < S->nslots; i++)
+	for (unsigned i = 0; i < S->nslots; i++) {
 		if (S->r[i].joining && !S->r[i].exited)
-			report_stopped(S->report, S->r[i].id, "the run ended before it caught up", sup_now() - S->t_start);
+			report_stopped(S->report, S->r[i].id, "the run ended before it caught up", sup_now() - S->t_start,
+				       S->r[i].in_off);
+		if (S->r[i].used && !S->r[i].exited && !S->r[i].killed)
+			report_input_fed(S->report, S->r[i].id, S->r[i].in_off);
+	}
 	report_end(S->report, sup_live_count(S), S->respawns);
 	replicas_kill_all(S);
 	if (S->virt != NULL)
