@@ -57,7 +57,7 @@ BENCHES   := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
 .PHONY: all check unit bats bench demo deps install uninstall clean
 
-all: $(B)/libdiehard.so $(B)/diehard $(PROGS) $(STATICS) $(UNITS) $(BENCHES)
+all: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard $(PROGS) $(STATICS) $(UNITS) $(BENCHES)
 
 $(B)/diehard: $(SUP_SRC) $(SUP_HDR) | $(B)
 	@$(PKG_CONFIG) --exists $(SUP_PKGS) || { echo "missing libraries ($(SUP_PKGS)): run make deps" >&2; exit 1; }
@@ -65,6 +65,11 @@ $(B)/diehard: $(SUP_SRC) $(SUP_HDR) | $(B)
 
 $(B)/libdiehard.so: $(ALLOC_SRC) $(ALLOC_HDR) allocator/exports.map | $(B)
 	$(CC) $(ALLOC_CFLAGS) $(ALLOC_LDFLAGS) -o $@ $(ALLOC_SRC)
+
+# The fault injector over glibc's malloc (bench/tolerance's baseline, and
+# the traces its dangling-pointer runs replay).
+$(B)/libinject.so: bench/inject/libinject.c allocator/inject.c allocator/inject.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) -O2 -fPIC -fvisibility=hidden -shared -Iallocator -o $@ bench/inject/libinject.c allocator/inject.c
 
 # Helper programs run by the Bats tests (planted bugs, stress, seeds).
 $(B)/tests/%: tests/progs/%.c | $(B)/tests
@@ -115,7 +120,7 @@ demo: all
 deps:
 	bash .ci/deps
 
-install: $(B)/libdiehard.so $(B)/diehard
+install: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)
 	install -m 0644 $(B)/libdiehard.so $(DESTDIR)$(LIBDIR)/libdiehard.so
 	install -m 0755 $(B)/diehard $(DESTDIR)$(BINDIR)/diehard

@@ -19,6 +19,7 @@
 
 #include "cache.h"
 #include "diehard.h"
+#include "inject.h"
 #include "os.h"
 #include "sizeclass.h"
 #include "stream.h"
@@ -85,12 +86,34 @@ static size_t usable_size(const void *p)
 	return large_usable(diehard.large, p);
 }
 
+/* Fault injection (inject.h), off unless DIEHARD_INJECT is set: one
+ * predictable branch on the entry points below. */
+static void *alloc_injected(size_t size, bool zeroed)
+{
+	uint64_t idx;
+	size_t real = inject_request(size, &idx);
+	void *p = alloc_bytes(real, zeroed);
+	if (p != NULL && zeroed && real <= SMALL_MAX)
+		memset(p, 0, real);
+	inject_allocated(p, size, idx);
+	return p;
+}
+
 EXPORT void *malloc(size_t size)
 {
+	if (__builtin_expect(inject_on, 0))
+		return alloc_injected(size == 0 ? 1 : size, false);
 	return alloc_bytes(size == 0 ? 1 : size, false);
 }
 
 EXPORT void free(void *p)
+{
+	if (__builtin_expect(inject_on, 0) && inject_free(p))
+		return; /* freed early by the injector: the dangling free is ignored */
+	diehard_free_object(p);
+}
+
+void diehard_free_object(void *p)
 {
 	if (p == NULL || atomic_load_explicit(&diehard_state, memory_order_acquire) != DIEHARD_READY)
 		return; /* before start-up nothing can be ours */
@@ -114,6 +137,8 @@ EXPORT void *calloc(size_t n, size_t size)
 	}
 	if (total == 0)
 		total = 1;
+	if (__builtin_expect(inject_on, 0))
+		return alloc_injected(total, true);
 	/* Zeroed even in fill mode: calloc's contract. */
 	void *p = alloc_bytes(total, true);
 	/* Large objects are fresh mappings, already zero. */
@@ -129,7 +154,9 @@ static void *move_object(void *p, size_t old, size_t size)
 	if (q == NULL)
 		return NULL;
 	memcpy(q, p, old < size ? old : size);
-	free(p);
+	if (__builtin_expect(inject_on, 0))
+		inject_moved(p, q);
+	diehard_free_object(p);
 	return q;
 }
 
