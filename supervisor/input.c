@@ -34,42 +34,17 @@ static void input_advance_head(struct sup *S)
 }
 
 
-/* Feeds a replacement from the input log; once it votes and has reached
- * the ring's oldest byte, it reads from the ring like the others. */
-static bool write_from_log(struct sup *S, struct replica *r)
-{
-	if (r->live && r->in_off >= S->in->head) {
-		r->log_fed = false;
-		return false;
-	}
-	while (r->in_fd >= 0 && r->in_off < S->in->tail) {
-		ssize_t n = inputlog_send(S->inlog, r->in_off, r->in_fd, S->in->tail - r->in_off);
-		if (n > 0) {
-			r->in_off += (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			break;
-		if (n < 0 && errno == ENODATA) {
-			replica_kill(S, r, "the input log no longer holds the input it still needed (--input-log)");
-			return true;
-		}
-		replica_close_input(r); /* EPIPE: it reads no more */
-	}
-	if (r->in_fd >= 0 && r->in_off == S->in->tail && S->stdin_eof)
-		replica_close_input(r);
-	return true;
-}
-
-
+/* Writes replica r what it has not had yet: a replacement from the input
+ * log until it votes and has reached the ring's oldest byte, then (like the
+ * others) from the ring. */
 static void write_input(struct sup *S, struct replica *r)
 {
-	if (r->log_fed && write_from_log(S, r))
-		return;
+	if (r->log_fed && r->live && r->in_off >= S->in->head)
+		r->log_fed = false;
 	while (r->in_fd >= 0 && r->in_off < S->in->tail) {
-		ssize_t n = write(r->in_fd, ring_at(S->in, r->in_off), S->in->tail - r->in_off);
+		size_t want = S->in->tail - r->in_off;
+		ssize_t n = r->log_fed ? inputlog_send(S->inlog, r->in_off, r->in_fd, want)
+				       : write(r->in_fd, ring_at(S->in, r->in_off), want);
 		if (n > 0) {
 			r->in_off += (size_t)n;
 			continue;
@@ -78,6 +53,10 @@ static void write_input(struct sup *S, struct replica *r)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			break;
+		if (n < 0 && errno == ENODATA && r->log_fed) {
+			replica_kill(S, r, "the input log no longer holds the input it still needed (--input-log)");
+			return;
+		}
 		/* EPIPE: the program closed its stdin or died; it reads no more. */
 		replica_close_input(r);
 	}
