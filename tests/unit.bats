@@ -49,6 +49,6 @@ run_unit() {
 	run_unit test_dispute
 }
 
-@test "unit: output digests (SipHash-2-4-128 reference vectors, pieces, one-bit changes)" {
+@test "unit: output digests (SipHash-2-4-128 reference vectors, NH+SipHash fed in pieces across segments, one-bit changes, swaps, lengths)" {
 	run_unit test_digest
 }
