@@ -10,8 +10,10 @@
 #include <errno.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -59,16 +61,62 @@ static int export_program(scmp_filter_ctx ctx, struct sock_fprog *prog)
 	return 0;
 }
 
-int filter_build(struct sock_fprog *prog, bool sleeps)
+/* A pid argument compared as the 32-bit int it is (the upper half of the
+ * register is not defined for an int). */
+#define PID_IS(arg, pid) SCMP_CMP((arg), SCMP_CMP_MASKED_EQ, 0xffffffffu, (scmp_datum_t)(uint32_t)(pid))
+
+/* Refusals: sandboxed, only the init (pid 1) can be named from inside, so
+ * only it is guarded; unsandboxed, diehard and the siblings share our pid
+ * space: the calls that reach another process's memory or fds are refused
+ * outright, and signals to diehard by pid, group or broadcast. */
+static int add_refusals(scmp_filter_ctx ctx, const struct filter_spec *spec)
 {
-	/* A call from another architecture (an i386 program) is allowed, not
-	 * killed: it runs unvirtualized (docs/NONDETERMINISM.md). */
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-	if (ctx == NULL) {
-		log_warn("seccomp_init failed");
-		return -1;
+	const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
+	int rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(ioctl), 1,
+				  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, (scmp_datum_t)TIOCSTI));
+	if (spec->sandboxed) {
+		if (rc == 0)
+			rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(ptrace), 1, PID_IS(1, 1));
+		if (rc == 0)
+			rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(process_vm_readv), 1, PID_IS(0, 1));
+		if (rc == 0)
+			rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(process_vm_writev), 1, PID_IS(0, 1));
+		if (rc == 0)
+			rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(pidfd_open), 1, PID_IS(0, 1));
+		if (rc == 0)
+			rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(kcmp), 1, PID_IS(0, 1));
+		if (rc == 0)
+			rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(kcmp), 1, PID_IS(1, 1));
+		return rc;
 	}
-	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ALLOW);
+	static const int everywhere[] = { SCMP_SYS(ptrace), SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev),
+					  SCMP_SYS(pidfd_getfd), SCMP_SYS(kcmp), SCMP_SYS(pidfd_send_signal) };
+	for (size_t i = 0; rc == 0 && i < sizeof everywhere / sizeof everywhere[0]; i++)
+		rc = seccomp_rule_add(ctx, eperm, everywhere[i], 0);
+	const pid_t us = spec->supervisor, group = spec->supervisor_group;
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(kill), 1, PID_IS(0, us));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(kill), 1, PID_IS(0, -group));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(kill), 1, PID_IS(0, -1));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(tkill), 1, PID_IS(0, us));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(tgkill), 1, PID_IS(0, us));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(rt_sigqueueinfo), 1, PID_IS(0, us));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(rt_tgsigqueueinfo), 1, PID_IS(0, us));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(pidfd_open), 1, PID_IS(0, us));
+	return rc;
+}
+
+/* The calls the supervisor answers. */
+static int add_notified(scmp_filter_ctx ctx, bool sleeps)
+{
+	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < sizeof notified / sizeof notified[0]; i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, notified[i], 0);
 	if (rc == 0)
@@ -85,6 +133,23 @@ int filter_build(struct sock_fprog *prog, bool sleeps)
 	if (rc == 0 && sleeps)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(clock_nanosleep), 1,
 				      SCMP_A1(SCMP_CMP_MASKED_EQ, TIMER_ABSTIME, 0));
+	return rc;
+}
+
+int filter_build(struct sock_fprog *prog, const struct filter_spec *spec)
+{
+	/* A call from another architecture (an i386 program) is allowed, not
+	 * killed: it runs unvirtualized (docs/NONDETERMINISM.md). */
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (ctx == NULL) {
+		log_warn("seccomp_init failed");
+		return -1;
+	}
+	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ALLOW);
+	if (rc == 0 && spec->notify)
+		rc = add_notified(ctx, spec->sleeps);
+	if (rc == 0)
+		rc = add_refusals(ctx, spec);
 	if (rc == 0)
 		rc = export_program(ctx, prog);
 	seccomp_release(ctx);
@@ -95,9 +160,9 @@ int filter_build(struct sock_fprog *prog, bool sleeps)
 	return 0;
 }
 
-int filter_install(const struct sock_fprog *prog)
+int filter_install(const struct sock_fprog *prog, bool listener)
 {
-	unsigned long flags = SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+	unsigned long flags = listener ? SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV : 0;
 	/* Without no_new_privs only a privileged supervisor may install a
 	 * filter; trying that first keeps setuid programs working under a root
 	 * diehard. */
@@ -107,5 +172,5 @@ int filter_install(const struct sock_fprog *prog)
 			return -1;
 		fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, prog);
 	}
-	return fd < 0 ? -1 : (int)fd;
+	return fd < 0 ? -1 : listener ? (int)fd : 0;
 }

@@ -10,19 +10,34 @@
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 /* Open flags (a mask) of which any one set means the open cannot be a
  * read of a random device: such opens stay in the kernel. */
 #define FILTER_NOT_A_DEVICE_READ (O_ACCMODE | O_DIRECTORY | O_PATH | O_CREAT)
 
-/* Builds the BPF program with libseccomp, once, in the supervisor; with
- * sleeps, relative nanosleep and clock_nanosleep calls are notified too
- * (replacements skip them while they catch up). 0, or -1 with a message
+struct filter_spec {
+	bool notify;        /* clocks, randomness, device opens and new images go
+			       to the supervisor (not with --no-virtualize) */
+	bool sleeps;        /* relative nanosleep and clock_nanosleep too
+			       (replacements skip them while they catch up) */
+	bool sandboxed;     /* in namespaces (sandbox.h): the init is pid 1 */
+	pid_t supervisor;   /* not sandboxed: our pid and process group */
+	pid_t supervisor_group;
+};
+
+/* Builds the BPF program with libseccomp, in the supervisor. Besides the
+ * notified calls it refuses (EPERM) every way out of the replica the
+ * namespaces leave open: tracing, reading or writing the memory of,
+ * comparing or taking fds from, and (unsandboxed) signalling, anything
+ * outside it (the init, or diehard and the other replicas), and pushing
+ * bytes into a terminal's input (TIOCSTI). 0, or -1 with a message
  * printed. */
-int filter_build(struct sock_fprog *prog, bool sleeps);
+int filter_build(struct sock_fprog *prog, const struct filter_spec *spec);
 
 /* In the replica, between fork and exec: installs prog and returns the
- * listener fd (close-on-exec), or -1 with errno. Async-signal-safe. */
-int filter_install(const struct sock_fprog *prog);
+ * listener fd (close-on-exec; 0 without listener), or -1 with errno.
+ * Async-signal-safe. */
+int filter_install(const struct sock_fprog *prog, bool listener);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "exitcode.h"
 #include "log.h"
+#include "sandbox.h"
 #include "spawn.h"
 #include "supervisor.h"
 #include "voter.h"
@@ -48,6 +49,10 @@ static const char usage[] =
 	"                        up to 64G)\n"
 	"      --call-log N      clock and random answers kept per kind of call for new\n"
 	"                        replicas (default 512K entries, 40 bytes each)\n"
+	"      --sandbox MODE    auto (default): each replica in its own user (unless\n"
+	"                        root), pid and mount namespaces, or, where the kernel\n"
+	"                        refuses them, a warning and none; on: namespaces or\n"
+	"                        nothing runs; off: none (docs/SANDBOX.md)\n"
 	"      --no-virtualize   let each replica read its own clocks and random bytes\n"
 	"                        (by default they all see the same: docs/NONDETERMINISM.md)\n"
 	"  -h, --help            this text\n"
@@ -137,8 +142,11 @@ static const char *check_allocator(const char *path)
 
 int main(int argc, char **argv)
 {
+	/* A sandboxed replica's init (sandbox.h), not a command line. */
+	if (argc == 4 && strcmp(argv[1], SANDBOX_INIT_ARG) == 0 && getpid() == 1)
+		sandbox_init_exec_main(argv[2], argv[3]);
 	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_RESPAWNS, OPT_NO_RESPAWN,
-	       OPT_RESPAWN_RATE, OPT_CALL_LOG };
+	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
 		{ "report", required_argument, NULL, 'r' },   { "verbose", no_argument, NULL, 'v' },
@@ -150,6 +158,7 @@ int main(int argc, char **argv)
 		{ "no-respawn", no_argument, NULL, OPT_NO_RESPAWN },
 		{ "respawn-rate", required_argument, NULL, OPT_RESPAWN_RATE },
 		{ "call-log", required_argument, NULL, OPT_CALL_LOG },
+		{ "sandbox", required_argument, NULL, OPT_SANDBOX },
 		{ "version", no_argument, NULL, 'V' },         { NULL, 0, NULL, 0 },
 	};
 	struct options o = { .k = 3, .idle_ms = 50, .straggler_ms = 10000, .window = 1 << 20,
@@ -200,6 +209,16 @@ int main(int argc, char **argv)
 			break;
 		case OPT_RESPAWN_RATE:
 			o.respawn_rate = (unsigned)parse_number(optarg, "--respawn-rate", 1, 1000000);
+			break;
+		case OPT_SANDBOX:
+			if (strcmp(optarg, "auto") == 0)
+				o.sandbox = SANDBOX_AUTO;
+			else if (strcmp(optarg, "on") == 0)
+				o.sandbox = SANDBOX_ON;
+			else if (strcmp(optarg, "off") == 0)
+				o.sandbox = SANDBOX_OFF;
+			else
+				bad_usage("--sandbox must be auto, on or off, not '%s'", optarg);
 			break;
 		case OPT_NO_VIRTUALIZE:
 			o.virtualize = false;

@@ -1,5 +1,6 @@
 /* realclock.c — see realclock.h. */
 #include "realclock.h"
+#include "sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -95,6 +96,16 @@ static int process_cputime(pid_t pid, int which, struct nd_value *v)
 	return 0;
 }
 
+/* The pid a clock id names, which the caller (tid) gave in its own pid
+ * namespace, in ours: 0 for the caller itself, -1 for no such process. */
+static pid_t named(pid_t tid, pid_t who)
+{
+	if (who == 0)
+		return 0;
+	pid_t g = sandbox_global_pid(tid, who);
+	return g > 0 ? g : -1;
+}
+
 void realclock_read(clockid_t id, pid_t tid, struct nd_value *v)
 {
 	*v = (struct nd_value){ 0 };
@@ -103,11 +114,11 @@ void realclock_read(clockid_t id, pid_t tid, struct nd_value *v)
 	} else if (id == CLOCK_PROCESS_CPUTIME_ID) {
 		v->err = process_cputime(tid, CPUCLOCK_SCHED, v);
 	} else if (id < 0 && (id & CPUCLOCK_PERTHREAD)) {
-		pid_t who = CPUCLOCK_PID(id);
-		v->err = thread_cputime(who ? who : tid, CPUCLOCK_WHICH(id), v);
+		pid_t who = named(tid, CPUCLOCK_PID(id));
+		v->err = who < 0 ? EINVAL : thread_cputime(who ? who : tid, CPUCLOCK_WHICH(id), v);
 	} else if (id < 0) {
-		pid_t who = CPUCLOCK_PID(id);
-		v->err = process_cputime(who ? who : tid, CPUCLOCK_WHICH(id), v);
+		pid_t who = named(tid, CPUCLOCK_PID(id));
+		v->err = who < 0 ? EINVAL : process_cputime(who ? who : tid, CPUCLOCK_WHICH(id), v);
 	} else {
 		struct timespec ts;
 		if (clock_gettime(id, &ts) != 0) {

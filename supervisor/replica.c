@@ -14,6 +14,7 @@
 
 #include "exitcode.h"
 #include "log.h"
+#include "sandbox.h"
 #include "spawn.h"
 #include "sup.h"
 
@@ -44,13 +45,23 @@ void replica_close_output(struct replica *r, int s)
 
 
 /* Signals a replica's process group (it leads one: spawn.c), as a terminal
- * signals a whole job, so its own children get it too. */
+ * signals a whole job, so its own children get it too. A sandboxed one's
+ * init does that for us (and SIGKILL to the init ends them all). */
 void replica_signal(struct replica *r, int sig)
 {
 	/* Never 0 or -1: kill() would take those as our own process group or
 	 * every process we may signal. */
 	if (r->pid <= 0)
 		return;
+	if (r->status_fd >= 0) {
+		/* SIGSTOP would stop the init, not the program: the init
+		 * turns SIGTSTP into SIGSTOP for the program's group. */
+		if (sig == SIGSTOP)
+			sig = SIGTSTP;
+		if (kill(r->pid, sig) != 0 && errno != ESRCH)
+			log_warn("cannot signal replica %u (pid %d): %s", r->index, (int)r->pid, strerror(errno));
+		return;
+	}
 	if (kill(-r->pid, sig) != 0 && kill(r->pid, sig) != 0 && errno != ESRCH)
 		log_warn("cannot signal replica %u (pid %d): %s", r->index, (int)r->pid, strerror(errno));
 }
@@ -90,6 +101,25 @@ void replicas_kill_all(struct sup *S)
 }
 
 
+/* A sandboxed replica's status is its program's, which the init wrote
+ * before it exited; an init that wrote nothing was killed (by us, or from
+ * outside) and its status is the replica's. */
+static int program_status(struct replica *r, int init_status)
+{
+	if (r->status_fd < 0)
+		return init_status;
+	int st, status = init_status;
+	ssize_t n;
+	do
+		n = read(r->status_fd, &st, sizeof st);
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)sizeof st)
+		status = st;
+	close(r->status_fd);
+	r->status_fd = -1;
+	return status;
+}
+
 void replicas_reap(struct sup *S)
 {
 	for (;;) {
@@ -104,7 +134,7 @@ void replicas_reap(struct sup *S)
 			if (!r->used || r->pid != pid || r->exited)
 				continue;
 			r->exited = true;
-			r->wstatus = wstatus;
+			r->wstatus = wstatus = program_status(r, wstatus);
 			if (S->virt != NULL)
 				virt_retire(S->virt, i, false);
 			r->end_time = sup_now() - S->t_start;
@@ -148,8 +178,10 @@ static void slot_reset(struct sup *S, struct replica *r)
 {
 	if (r->used && !r->exited)
 		replace_zombie(S, r->pid, r->id);
+	if (r->status_fd >= 0)
+		close(r->status_fd);
 	unsigned i = r->index;
-	*r = (struct replica){ .index = i, .in_fd = -1, .out_fd = { -1, -1 }, .replaces = -1 };
+	*r = (struct replica){ .index = i, .in_fd = -1, .status_fd = -1, .out_fd = { -1, -1 }, .replaces = -1 };
 	for (int s = 0; s < NSTREAMS; s++) {
 		r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
 		r->ring[s]->head = r->ring[s]->tail = 0;
@@ -181,14 +213,29 @@ void replica_start(struct sup *S, unsigned i, int replaces, const uint64_t *old_
 	char **envp = spawn_environment(S->o->allocator, r->seed);
 	struct spawn_request req = { .path = S->o->path, .argv = S->o->argv, .envp = envp,
 				     .fds = { in[0], out[0][1], out[1][1] }, .pipe_ignored = S->pipe_ignored,
-				     .filter = S->virt ? virt_filter(S->virt) : NULL, .nofile = &S->nofile };
-	int exec_errno, listener;
-	pid_t pid = spawn_replica(&req, &exec_errno, &listener);
+				     .filter = &S->filter, .listener = S->virt != NULL, .nofile = &S->nofile };
+	struct spawn_result res;
+	pid_t pid;
+	for (;;) {
+		req.ns_flags = S->ns_flags;
+		pid = spawn_replica(&req, &res);
+		if (pid >= 0 || res.ns_errno == 0 || !sup_sandbox_refused(S, res.ns_errno))
+			break;
+		req.filter = &S->filter; /* rebuilt for a replica without namespaces */
+	}
 	spawn_environment_free(envp);
+	int exec_errno = res.exec_errno, listener = res.listener;
 	if (pid < 0) {
 		int err = errno;
 		int code = exec_errno == ENOENT ? EXIT_NOT_FOUND : exec_errno ? EXIT_CANNOT_EXEC : EXIT_INTERNAL;
 		replicas_kill_all(S);
+		if (res.ns_errno != 0)
+			fatal(EXIT_INTERNAL, "cannot make replica %u's namespaces (%s): %s (--sandbox off runs without)",
+			      S->next_id, sandbox_describe(S->ns_flags), strerror(res.ns_errno));
+		if (exec_errno == 0 && err == EBUSY)
+			fatal(code, "cannot install the seccomp filter in a replica: %s (another seccomp listener, such "
+				    "as an outer diehard's, watches this process; --no-virtualize runs without one)",
+			      strerror(err));
 		if (exec_errno == 0 && S->virt != NULL && (err == EINVAL || err == EACCES || err == EFAULT))
 			fatal(code, "cannot install the seccomp filter in a replica: %s (Linux 5.19 or later is needed; "
 				    "--no-virtualize runs without it)", strerror(err));
@@ -197,6 +244,7 @@ void replica_start(struct sup *S, unsigned i, int replaces, const uint64_t *old_
 		fatal(code, "%s: %s", S->o->argv[0], strerror(err));
 	}
 	r->pid = pid;
+	r->status_fd = res.status_fd;
 	r->used = true;
 	r->exited = false;
 	r->id = S->next_id++;

@@ -256,6 +256,14 @@ void report_virtualize(struct report *rp, bool on)
 	set(rp->root, "virtualize", json_boolean(on));
 }
 
+void report_sandbox(struct report *rp, const char *namespaces, const char *why_none)
+{
+	json_t *sb = json_pack("{s:s}", "namespaces", namespaces);
+	if (sb != NULL && why_none != NULL)
+		set(sb, "why_none", json_string(why_none));
+	set(rp->root, "sandbox", sb);
+}
+
 /* A replica gone wrong could make millions of odd calls: the first ones
  * say what happened, the rest are counted. */
 #define MAX_CALL_DIVERGENCES 1000

@@ -41,6 +41,8 @@ void report_exit(struct report *rp, unsigned replica, int status, int signal, do
 void report_no_quorum(struct report *rp, const char *stream, size_t offset, const char *why, const char *sides);
 void report_input_log(struct report *rp, size_t bytes, size_t retained_from, bool complete);
 void report_virtualize(struct report *rp, bool on);
+/* The replicas' namespaces ("user, pid, mount", or "none" and why). */
+void report_sandbox(struct report *rp, const char *namespaces, const char *why_none);
 void report_call_divergence(struct report *rp, unsigned replica, const char *call, uint64_t index,
 			    const char *expected, const char *got, double t);
 void report_calls(struct report *rp, unsigned replica, const char *call, uint64_t count);

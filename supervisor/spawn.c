@@ -12,12 +12,14 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "exitcode.h"
 #include "filter.h"
 #include "log.h"
+#include "sandbox.h"
 
 extern char **environ;
 
@@ -129,7 +131,8 @@ void spawn_environment_free(char **envp)
 /* The child's messages on its report socket (SOCK_SEQPACKET, close-on-exec:
  * a successful exec closes it, which the parent reads as end of file). */
 struct child_msg {
-	char tag;  /* 'L' listener (fd attached), 'F' filter refused, 'E' exec failed */
+	char tag;  /* 'L' listener (fd attached), 'F' filter refused, 'E' exec failed,
+		      'N' namespaces refused, 'P' the init is up (nothing to do) */
 	int err;
 };
 
@@ -205,13 +208,15 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 	/* Last, so nothing above is notified; the listener reaches the
 	 * supervisor before exec, so before any notified call. */
 	if (r->filter != NULL) {
-		int listener = filter_install(r->filter);
+		int listener = filter_install(r->filter, r->listener);
 		if (listener < 0) {
 			child_send(sock, 'F', errno, -1);
 			_exit(EXIT_INTERNAL);
 		}
-		child_send(sock, 'L', 0, listener);
-		close(listener);
+		if (r->listener) {
+			child_send(sock, 'L', 0, listener);
+			close(listener);
+		}
 	}
 	execve(r->path, r->argv, r->envp);
 	err = errno;
@@ -224,6 +229,77 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 fail:
 	child_send(sock, 'E', err, -1);
 	_exit(err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+}
+
+/* Closes every fd from 3 on but a and b. */
+static void close_all_but(int a, int b)
+{
+	if (a > b) {
+		int t = a;
+		a = b;
+		b = t;
+	}
+	if (a > 3)
+		(void)close_range(3, (unsigned)a - 1, 0);
+	if (b > a + 1)
+		(void)close_range((unsigned)a + 1, (unsigned)b - 1, 0);
+	(void)close_range((unsigned)b + 1, ~0U, 0);
+}
+
+/* The sandboxed child, pid 1 of its namespaces: sets them up, forks the
+ * program (child() above, as pid 2) and becomes its init. All signals
+ * are blocked on entry. */
+static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_argv, int sock, int status_fd,
+				 uid_t uid, gid_t gid)
+{
+	int err;
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+		err = errno;
+		goto fail;
+	}
+	/* Our parent cannot be named from here: a message it will never read
+	 * (it died before the line above) fails, and we go. */
+	child_send(sock, 'P', 0, -1);
+	if ((err = sandbox_enter(r->ns_flags, uid, gid)) != 0)
+		goto fail;
+	(void)setpgid(0, 0);
+	/* The program's 0-2 pass through us; nothing else of diehard's does. */
+	for (int i = 0; i < 3; i++)
+		if (dup2(r->fds[i], i) != i) {
+			err = errno;
+			goto fail;
+		}
+	close_all_but(sock, status_fd);
+	/* Our handlers (the loop's) are diehard's; the program inherits the
+	 * dispositions (child() resets them too). SIGCHLD must not be
+	 * ignored here, or its children would never reach waitpid. */
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_IGN && sa.sa_handler != SIG_DFL)
+			signal(sig, SIG_DFL);
+	}
+	signal(SIGCHLD, SIG_DFL);
+	struct spawn_request prog = *r;
+	prog.fds[0] = 0, prog.fds[1] = 1, prog.fds[2] = 2;
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(status_fd);
+		child(&prog, sh_argv, 1, sock);
+	}
+	if (pid < 0) {
+		err = errno;
+		goto fail;
+	}
+	(void)setpgid(pid, pid);
+	/* The program's pipes are its own: diehard sees their end when the
+	 * program (and what it started) closes them, not when we do. */
+	close(sock);
+	for (int i = 0; i < 3; i++)
+		close(i);
+	sandbox_init_exec(pid, status_fd);
+fail:
+	child_send(sock, 'N', err, -1);
+	_exit(EXIT_INTERNAL);
 }
 
 /* One message from the child: its tag, or 0 at end of file (the exec
@@ -251,13 +327,27 @@ static char parent_receive(int sock, int *err, int *fd)
 	return m.tag;
 }
 
-pid_t spawn_replica(const struct spawn_request *r, int *exec_errno, int *listener)
+/* clone(2) as fork: no new stack, the child returns here. glibc's fork
+ * cannot make namespaces, and its clone() wants a stack; the child only
+ * makes system calls before it execs (or, the init, forever). */
+static pid_t clone_fork(unsigned long flags)
 {
-	*exec_errno = 0;
-	*listener = -1;
-	int sock[2];
+	return (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, 0);
+}
+
+pid_t spawn_replica(const struct spawn_request *r, struct spawn_result *res)
+{
+	*res = (struct spawn_result){ .listener = -1, .status_fd = -1 };
+	int sock[2], status[2] = { -1, -1 };
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) != 0)
 		return -1;
+	if (r->ns_flags != 0 && pipe2(status, O_CLOEXEC) != 0) {
+		int saved = errno;
+		close(sock[0]);
+		close(sock[1]);
+		errno = saved;
+		return -1;
+	}
 	/* /bin/sh PATH ARGS..., for a file execve refuses with ENOEXEC. */
 	size_t argc = 0;
 	while (r->argv[argc] != NULL)
@@ -270,15 +360,21 @@ pid_t spawn_replica(const struct spawn_request *r, int *exec_errno, int *listene
 			sh_argv[i + 1] = r->argv[i];
 	}
 	/* Signals stay blocked from fork until the child has put its handlers
-	 * back to the defaults (child() unblocks them). */
+	 * back to the defaults (child() unblocks them; the init never does). */
 	sigset_t all, old;
 	sigfillset(&all);
 	pid_t pid = -1;
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
 	if (sigprocmask(SIG_BLOCK, &all, &old) == 0) {
 		pid_t parent = getpid();
-		pid = fork();
+		pid = r->ns_flags != 0 ? clone_fork(r->ns_flags) : fork();
 		if (pid == 0) {
 			close(sock[0]);
+			if (r->ns_flags != 0) {
+				close(status[0]);
+				init_child(r, sh_argv, sock[1], status[1], uid, gid);
+			}
 			child(r, sh_argv, parent, sock[1]);
 		}
 		int fork_errno = errno;
@@ -289,8 +385,15 @@ pid_t spawn_replica(const struct spawn_request *r, int *exec_errno, int *listene
 	int saved = errno;
 	free(sh_argv);
 	close(sock[1]);
+	if (status[1] >= 0)
+		close(status[1]);
 	if (pid < 0) {
 		close(sock[0]);
+		if (status[0] >= 0)
+			close(status[0]);
+		/* The kernel refused the namespaces themselves. */
+		if (r->ns_flags != 0)
+			res->ns_errno = saved;
 		errno = saved;
 		return -1;
 	}
@@ -299,23 +402,28 @@ pid_t spawn_replica(const struct spawn_request *r, int *exec_errno, int *listene
 	(void)setpgid(pid, pid);
 	int err = 0, failed = 0;
 	char tag;
-	while ((tag = parent_receive(sock[0], &err, listener)) != 0) {
+	while ((tag = parent_receive(sock[0], &err, &res->listener)) != 0) {
 		if (tag == 'E')
-			*exec_errno = failed = err;
+			res->exec_errno = failed = err;
+		else if (tag == 'N')
+			res->ns_errno = failed = err;
 		else if (tag == 'F')
 			failed = err ? err : EINVAL;
 	}
 	close(sock[0]);
-	if (failed || (r->filter != NULL && *listener < 0)) {
-		if (*listener >= 0)
-			close(*listener);
-		*listener = -1;
+	if (failed || (r->filter != NULL && r->listener && res->listener < 0)) {
+		if (res->listener >= 0)
+			close(res->listener);
+		res->listener = -1;
 		/* Without its listener the program may have exec'ed: its
 		 * first notified call would wait for us forever. */
 		(void)kill(pid, SIGKILL);
 		(void)waitpid(pid, NULL, 0);
+		if (status[0] >= 0)
+			close(status[0]);
 		errno = failed ? failed : EPROTO;
 		return -1;
 	}
+	res->status_fd = status[0];
 	return pid;
 }

@@ -21,7 +21,17 @@ struct spawn_request {
 	int fds[3];    /* become the replica's 0, 1, 2 */
 	bool pipe_ignored; /* SIGPIPE was ignored when diehard started: keep it so */
 	const struct sock_fprog *filter; /* seccomp filter to run under, or NULL */
+	bool listener;                   /* the filter notifies: send its listener */
 	const struct rlimit *nofile;     /* the fd limit diehard was started with */
+	unsigned long ns_flags;          /* sandbox.h: namespaces to make (0: none) */
+};
+
+struct spawn_result {
+	int exec_errno;  /* the exec failed with this (the child is reaped) */
+	int ns_errno;    /* the namespaces could not be made (the child is reaped) */
+	int listener;    /* the filter's user-notify fd, or -1 */
+	int status_fd;   /* sandboxed: the init writes the program's wait status
+			    here before it exits; else -1 */
 };
 
 /* Builds a replica's environment: ours, with LD_PRELOAD (allocator first),
@@ -29,11 +39,13 @@ struct spawn_request {
 char **spawn_environment(const char *allocator, const uint64_t seed[2]);
 void spawn_environment_free(char **envp);
 
-/* Starts the replica. Returns its pid, or -1 with *exec_errno set when the
- * exec itself failed (then the child is already reaped). With a filter,
- * *listener is its user-notify fd, received before the program runs: the
- * program's first notified call waits for the supervisor to serve it.
- * A filter the kernel refuses is a -1 with *exec_errno 0 and errno set. */
-pid_t spawn_replica(const struct spawn_request *r, int *exec_errno, int *listener);
+/* Starts the replica. Returns its pid (sandboxed: its init's), or -1 with
+ * errno and, when the exec itself failed or the namespaces could not be
+ * made, res->exec_errno or res->ns_errno (the child is already reaped).
+ * With a notifying filter, res->listener is its user-notify fd, received
+ * before the program runs: the program's first notified call waits for
+ * the supervisor to serve it. A filter the kernel refuses is a -1 with
+ * both errnos 0 and errno set. */
+pid_t spawn_replica(const struct spawn_request *r, struct spawn_result *res);
 
 #endif

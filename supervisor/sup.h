@@ -12,6 +12,7 @@
 #define DIEHARD_SUP_H
 
 #include <event2/event.h>
+#include <linux/filter.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,6 +59,8 @@ struct replica {
 	pid_t pid;
 	uint64_t seed[2];
 	int in_fd;                 /* our end of its stdin; -1 once closed */
+	int status_fd;             /* sandboxed: its init's report of the program's
+				      wait status; -1 otherwise */
 	int out_fd[NSTREAMS];      /* our ends of its stdout, stderr; -1 at EOF */
 	struct event *in_ev;
 	struct event *out_ev[NSTREAMS];
@@ -133,6 +136,8 @@ struct sup {
 	int exit_code;
 	struct report *report;
 	struct virt *virt;        /* NULL with --no-virtualize */
+	struct sock_fprog filter; /* the seccomp filter every replica runs under */
+	unsigned long ns_flags;   /* sandbox.h: each replica's namespaces (0: none) */
 	double t_start;
 	/* replace.c */
 	struct digest_key dkey; /* the run's digest key */
@@ -148,6 +153,10 @@ struct sup {
 
 /* supervisor.c */
 double sup_now(void);
+/* The kernel refused a replica's namespaces (err): true when the run goes
+ * on without them (said once, the filter rebuilt), false when --sandbox on
+ * asked for them. */
+bool sup_sandbox_refused(struct sup *S, int err);
 unsigned sup_live_count(const struct sup *S);
 unsigned sup_quorum(const struct sup *S);
 void sup_finish(struct sup *S, int code);

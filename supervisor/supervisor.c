@@ -20,13 +20,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "exitcode.h"
+#include "filter.h"
 #include "log.h"
+#include "sandbox.h"
 #include "spawn.h"
 #include "sup.h"
 
@@ -211,6 +214,33 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 }
 
 
+/* The seccomp filter for the current sandbox (rebuilt when namespaces turn
+ * out to be refused). */
+static void build_filter(struct sup *S)
+{
+	free(S->filter.filter);
+	struct filter_spec spec = { .notify = S->virt != NULL, .sleeps = S->o->respawns > 0,
+				    .sandboxed = S->ns_flags != 0, .supervisor = getpid(), .supervisor_group = getpgrp() };
+	if (filter_build(&S->filter, &spec) != 0)
+		fatal(EXIT_INTERNAL, "cannot build the seccomp filter");
+}
+
+
+bool sup_sandbox_refused(struct sup *S, int err)
+{
+	if (S->o->sandbox == SANDBOX_ON)
+		return false;
+	log_warn("no namespaces for the replicas (%s: %s): they run in diehard's pid space and /proc, where a "
+		 "replica can still open another's /proc/PID/mem; the seccomp filter refuses them ptrace, "
+		 "process_vm_*, pidfd_getfd, kcmp and signals to diehard (--sandbox off: this without the warning)",
+		 sandbox_describe(S->ns_flags), strerror(err));
+	S->ns_flags = 0;
+	report_sandbox(S->report, "none", strerror(err));
+	build_filter(S);
+	return true;
+}
+
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what;
@@ -257,6 +287,10 @@ int supervisor_run(const struct options *o)
 	struct sup S0 = { .o = o, .k = o->k, .exit_code = EXIT_INTERNAL };
 	struct sup *S = &S0;
 	S->t_start = sup_now();
+	/* Not dumpable: no process of the same user (a replica without
+	 * namespaces, or anything else) may trace us or open our memory. */
+	if (prctl(PR_SET_DUMPABLE, 0) != 0)
+		fatal(EXIT_INTERNAL, "prctl(PR_SET_DUMPABLE): %s", strerror(errno));
 	S->report = report_new(o);
 	struct sigaction pipe_was;
 	S->pipe_ignored = sigaction(SIGPIPE, NULL, &pipe_was) == 0 && pipe_was.sa_handler == SIG_IGN;
@@ -309,13 +343,17 @@ int supervisor_run(const struct options *o)
 	report_respawns(S->report, o->respawns, o->respawn_rate);
 	if (o->virtualize)
 		S->virt = virt_new(S);
+	S->ns_flags = o->sandbox == SANDBOX_OFF ? 0 : sandbox_clone_flags();
+	report_sandbox(S->report, S->ns_flags ? sandbox_describe(S->ns_flags) : "none",
+		       S->ns_flags ? NULL : "--sandbox off");
+	build_filter(S);
 
 	S->r = calloc(S->nslots, sizeof *S->r);
 	if (S->r == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
-		*r = (struct replica){ .index = i, .in_fd = -1, .out_fd = { -1, -1 }, .replaces = -1 };
+		*r = (struct replica){ .index = i, .in_fd = -1, .status_fd = -1, .out_fd = { -1, -1 }, .replaces = -1 };
 		for (int s = 0; s < NSTREAMS; s++)
 			r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
 	}

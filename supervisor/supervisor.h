@@ -18,6 +18,7 @@ struct options {
 	unsigned respawn_rate;    /* at most this many in any minute */
 	size_t call_log;          /* entries kept per kind of virtualized call */
 	bool virtualize;          /* same clocks and randomness in every replica */
+	int sandbox;              /* enum sandbox_mode (sandbox.h) */
 	char **argv;              /* the command */
 	const char *path;         /* argv[0] resolved */
 };

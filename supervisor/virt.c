@@ -103,7 +103,6 @@ struct vreplica {
 
 struct virt {
 	struct sup *S;
-	struct sock_fprog prog;
 	struct ndlog *log;
 	struct disputes *disputes;
 	struct entropy *entropy;
@@ -631,8 +630,6 @@ struct virt *virt_new(struct sup *S)
 	if (V == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	V->S = S;
-	if (filter_build(&V->prog, S->o->respawns > 0) != 0)
-		fatal(EXIT_INTERNAL, "cannot build the seccomp filter (--no-virtualize runs without it)");
 	if (getrandom(V->key, sizeof V->key, 0) != (ssize_t)sizeof V->key)
 		fatal(EXIT_INTERNAL, "cannot read the run's random key: %s", strerror(errno));
 	/* With replacements, entries are kept from the start of the run (up
@@ -648,11 +645,6 @@ struct virt *virt_new(struct sup *S)
 	if (vdso_init() != 0)
 		log_event("no vDSO clock entry points found: clock calls enter the kernel as they are");
 	return V;
-}
-
-const struct sock_fprog *virt_filter(const struct virt *V)
-{
-	return &V->prog;
 }
 
 bool virt_replayable(const struct virt *V)

@@ -17,8 +17,6 @@ struct virt;
 /* Builds the filter and the run's key and log; exits 125 on failure. */
 struct virt *virt_new(struct sup *S);
 
-/* The filter spawn.c installs in each replica. */
-const struct sock_fprog *virt_filter(const struct virt *V);
 
 /* Serves slot i's listener fd from now on (virt owns it). A slot used
  * before starts from the first call of every kind again (a replacement

@@ -232,7 +232,7 @@ live_pids() {
 	# far behind the history ring by the time it runs.
 	mkdir "$T/n"
 	capture "$T/run" sup -v -k 3 --window 64K --respawns 2 -r "$T/r.json" sh -c '
-		n=$(ls "$1/n" | wc -l); mkdir "$1/n/$n.$$"
+		n=$(ls "$1/n" | wc -l); mkdir "$1/n/$n.$DIEHARD_SEED"
 		if [ "$n" -ge 3 ]; then echo replacement; else echo original; fi
 		seq 1 300000
 		if mkdir "$1/lock" 2>/dev/null; then kill -KILL $$; fi
@@ -283,7 +283,11 @@ live_pids() {
 	echo '1+1' >&7
 	wait_until 10 grep -qx 2 "$T/out" || fail "no answer to 1+1" "$(cat "$T/err")"
 	local victim
-	victim=$(pgrep -P "$dh" bc | head -1)
+	local p
+	for p in $(pgrep -P "$dh"); do
+		p=$(program_of "$p")
+		[[ $(cat "/proc/$p/comm" 2>/dev/null) == bc ]] && victim=$p && break
+	done
 	[[ -n $victim ]] || fail "no bc replica found under diehard $dh"
 	kill -KILL "$victim"
 	sleep 0.3

@@ -45,12 +45,13 @@ count_lines() {
 }
 
 # spawned K ERRFILE: diehard -v has started K replicas and they have exec'd
-# their command (their /proc/PID/comm is no longer diehard's).
+# their command (its /proc/PID/comm is no longer diehard's).
 spawned() {
-	local pid n=0
+	local pid prog n=0
 	[[ $(count_lines '^diehard: spawn replica' "$2") == "$1" ]] || return 1
 	for pid in $(spawned_pids "$2"); do
-		[[ $(cat "/proc/$pid/comm" 2>/dev/null) != diehard ]] && n=$((n + 1))
+		prog=$(program_of "$pid")
+		[[ -n $prog && $(cat "/proc/$prog/comm" 2>/dev/null) != diehard ]] && n=$((n + 1))
 	done
 	((n == $1))
 }
@@ -116,7 +117,7 @@ check_forwarded() {
 	local pids pid
 	pids=$(spawned_pids "$T/dh.err")
 	for pid in $pids; do
-		[[ $(cat "/proc/$pid/comm") == sleep ]] || fail "pid $pid is not a replica of sleep"
+		[[ $(cat "/proc/$(program_of "$pid")/comm") == sleep ]] || fail "pid $pid is not a replica of sleep"
 	done
 	kill -KILL "$BG_PID"
 	await_exit "$BG_PID" 5

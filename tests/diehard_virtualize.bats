@@ -309,7 +309,8 @@ print(time.process_time())'
 	done
 }
 
-# winner_pid: the pid of the replica that took the lock ($T/lock).
+# winner_pid: the seed of the replica that took the lock ($T/lock; pids are
+# alike in sandboxed replicas, their DIEHARD_SEED is not).
 winner_pid() {
 	[[ -s $T/lock/pid ]] || fail "no replica took the lock"
 	cat "$T/lock/pid"
@@ -326,8 +327,8 @@ check_mismatch() {
 	[[ $(<"$T/run.out") == done ]] || fail "stdout: $(cat "$T/run.out")"
 	local pid idx
 	pid=$(winner_pid)
-	idx=$(jq --argjson pid "$pid" '.replicas[] | select(.pid == $pid) | .index' "$T/r.json")
-	[[ $idx =~ ^[0-9]+$ ]] || fail "no replica with pid $pid in the report:" "$(jq -c '[.replicas[] | {index, pid}]' "$T/r.json")"
+	idx=$(jq --arg seed "$pid" '.replicas[] | select(.seed == $seed) | .index' "$T/r.json")
+	[[ $idx =~ ^[0-9]+$ ]] || fail "no replica with seed $pid in the report:" "$(jq -c '[.replicas[] | {index, pid}]' "$T/r.json")"
 	jq -e --argjson i "$idx" '
 		(.call_divergences | length) == 1
 		and (.call_divergences[0] | .replica == $i and .call == "getrandom"
@@ -346,7 +347,7 @@ check_mismatch() {
 		fail "exit $(<"$T/run.rc"), stdout $(cat "$T/run.out")" "$(head -c 2000 "$T/run.err")"
 	local pid idx
 	pid=$(winner_pid)
-	idx=$(jq --argjson pid "$pid" '.replicas[] | select(.pid == $pid) | .index' "$T/r.json")
+	idx=$(jq --arg seed "$pid" '.replicas[] | select(.seed == $seed) | .index' "$T/r.json")
 	jq -e --argjson i "$idx" '
 		(.call_divergences | length) == 2 and all(.call_divergences[]; .replica == $i)
 		and ([.call_divergences[] | .call] | sort) == ["clock_gettime(CLOCK_MONOTONIC)", "clock_gettime(CLOCK_REALTIME)"]
@@ -388,13 +389,13 @@ check_mismatch() {
 	local start elapsed
 	start=$(now_ms)
 	capture "$T/spin" sup -k 3 --timeout 1 -r "$T/spin.json" sh -c '
-		if mkdir "$1/lock" 2>/dev/null; then echo $$ >"$1/lock/pid"; exec "$2" 1000000000000; fi
+		if mkdir "$1/lock" 2>/dev/null; then echo $DIEHARD_SEED >"$1/lock/pid"; exec "$2" 1000000000000; fi
 		echo done' sh "$T" "$PROGS/nd_loop"
 	elapsed=$(($(now_ms) - start))
 	[[ $(<"$T/spin.rc") == 0 && $(<"$T/spin.out") == done ]] ||
 		fail "exit $(<"$T/spin.rc"), stdout $(cat "$T/spin.out")" "$(head -c 2000 "$T/spin.err")"
 	local pid
-	pid=$(<"$T/lock/pid")
+	pid=$(jq --arg seed "$(<"$T/lock/pid")" '.replicas[] | select(.seed == $seed) | .pid' "$T/spin.json")
 	jq -e --argjson pid "$pid" '.replicas[] | select(.pid == $pid) | (.killed | test("straggler")) and .signal == 9' \
 		"$T/spin.json" >/dev/null || fail "report: $(jq -c '[.replicas[] | {pid, status, killed}]' "$T/spin.json")"
 	proc_gone "$pid" || fail "the spinning replica (pid $pid) is still running"

@@ -19,17 +19,18 @@ setup() {
 	ulimit -c 0 # crashing replicas leave no core files
 }
 
-# winner_pid: the pid of the replica that took the lock.
+# winner_pid: the seed of the replica that took the lock (pids are alike
+# in sandboxed replicas; their DIEHARD_SEED is not).
 winner_pid() {
 	[[ -s $T/lock/pid ]] || fail "no replica took the lock"
 	cat "$T/lock/pid"
 }
 
-# replica_index REPORT PID: the index of the replica with that pid.
+# replica_index REPORT SEED: the index of the replica with that seed.
 replica_index() {
 	local i
-	i=$(jq --argjson pid "$2" '.replicas[] | select(.pid == $pid) | .index' "$1")
-	[[ $i =~ ^[0-9]+$ ]] || fail "no replica with pid $2 in $1:" "$(cat "$1")"
+	i=$(jq --arg seed "$2" '.replicas[] | select(.seed == $seed) | .index' "$1")
+	[[ $i =~ ^[0-9]+$ ]] || fail "no replica with seed $2 in $1:" "$(cat "$1")"
 	echo "$i"
 }
 
@@ -39,7 +40,7 @@ replica_index() {
 # output arrives after the majority has committed everything).
 ODD_SCRIPT='
 if mkdir "$1/lock" 2>/dev/null; then
-	echo $$ >"$1/lock/pid"
+	echo $DIEHARD_SEED >"$1/lock/pid"
 	[ "$2" = late ] && sleep 0.5
 	eval "$3"
 else
@@ -56,8 +57,8 @@ check_odd_replica() {
 	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc"), expected 0 (the majority's)" "$(cat "$T/run.err")"
 	same_bytes <(seq 10) "$T/run.out" "the majority's output"
 	local pid idx
-	pid=$(winner_pid)
-	idx=$(replica_index "$T/r.json" "$pid")
+	idx=$(replica_index "$T/r.json" "$(winner_pid)")
+	pid=$(jq ".replicas[$idx].pid" "$T/r.json")
 	grep -Eq "divergence on stdout at byte $offset: .*replica $idx wrote" "$T/run.err" ||
 		fail "-v does not report replica $idx's divergence at byte $offset:" "$(cat "$T/run.err")"
 	grep -Eq "kill replica $idx \(pid $pid\)" "$T/run.err" ||
@@ -110,7 +111,7 @@ check_odd_replica() {
 
 @test "k=3: a replica whose stderr differs: the majority's stderr, exit 0, the odd one reported" {
 	capture "$T/run" sup -v -k 3 -r "$T/r.json" sh -c '
-		if mkdir "$1/lock" 2>/dev/null; then echo $$ >"$1/lock/pid"; echo "warning: 1" >&2
+		if mkdir "$1/lock" 2>/dev/null; then echo $DIEHARD_SEED >"$1/lock/pid"; echo "warning: 1" >&2
 		else sleep 0.5; echo "warning: 2" >&2; fi
 		echo done' sh "$T"
 	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
@@ -127,7 +128,7 @@ check_odd_replica() {
 @test "k=3: a replica that crashes (SIGSEGV) mid-stream: the output is complete, not truncated" {
 	capture "$T/run" sup -v -k 3 -r "$T/r.json" sh -c '
 		if mkdir "$1/lock" 2>/dev/null; then
-			echo $$ >"$1/lock/pid"; seq 100000 | head -c 300000; kill -SEGV $$
+			echo $DIEHARD_SEED >"$1/lock/pid"; seq 100000 | head -c 300000; kill -SEGV $$
 		else
 			seq 100000
 		fi' sh "$T"
@@ -156,14 +157,14 @@ check_odd_replica() {
 	local start elapsed
 	start=$(now_ms)
 	capture "$T/run" sup -v -k 3 --timeout 1 -r "$T/r.json" sh -c '
-		if mkdir "$1/lock" 2>/dev/null; then echo $$ >"$1/lock/pid"; while :; do :; done; fi
+		if mkdir "$1/lock" 2>/dev/null; then echo $DIEHARD_SEED >"$1/lock/pid"; while :; do :; done; fi
 		echo done; exit 4' sh "$T"
 	elapsed=$(($(now_ms) - start))
 	[[ $(<"$T/run.rc") == 4 ]] || fail "exit $(<"$T/run.rc"), expected 4 (the majority's)" "$(cat "$T/run.err")"
 	[[ $(<"$T/run.out") == done ]] || fail "stdout: $(cat "$T/run.out")"
 	local pid idx
-	pid=$(winner_pid)
-	idx=$(replica_index "$T/r.json" "$pid")
+	idx=$(replica_index "$T/r.json" "$(winner_pid)")
+	pid=$(jq ".replicas[$idx].pid" "$T/r.json")
 	grep -Eq "kill replica $idx \(pid $pid\): .*straggler" "$T/run.err" ||
 		fail "-v does not report the straggler:" "$(cat "$T/run.err")"
 	jq -e --argjson i "$idx" '(.replicas[$i].killed | test("straggler")) and .replicas[$i].signal == 9
@@ -180,7 +181,7 @@ check_odd_replica() {
 	"$PROGS/sup_gen" 5M 11 >"$T/in"
 	capture "$T/run" sh -c 'exec "$@" <"$0"' "$T/in" \
 		timeout "$SUP_TIMEOUT" "$DIEHARD" -v -k 3 --timeout 1 -r "$T/r.json" sh -c '
-			if mkdir "$1/lock" 2>/dev/null; then echo $$ >"$1/lock/pid"; exec sleep 60; fi
+			if mkdir "$1/lock" 2>/dev/null; then echo $DIEHARD_SEED >"$1/lock/pid"; exec sleep 60; fi
 			exec cat' sh "$T"
 	[[ $(<"$T/run.rc") == 0 ]] ||
 		fail "exit $(<"$T/run.rc"), expected 0 (124: hung, killed by the hang guard)" "$(cat "$T/run.err")"
@@ -225,7 +226,7 @@ check_odd_replica() {
 
 @test "exit status is voted: k=3 with one replica exiting 7 gives the majority's 0 and reports the odd status" {
 	capture "$T/run" sup -k 3 -r "$T/r.json" sh -c \
-		'echo same; if mkdir "$1/lock" 2>/dev/null; then echo $$ >"$1/lock/pid"; exit 7; fi' sh "$T"
+		'echo same; if mkdir "$1/lock" 2>/dev/null; then echo $DIEHARD_SEED >"$1/lock/pid"; exit 7; fi' sh "$T"
 	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc"), expected 0" "$(cat "$T/run.err")"
 	[[ $(<"$T/run.out") == same ]] || fail "stdout: $(cat "$T/run.out")"
 	local idx

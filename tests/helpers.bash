@@ -295,3 +295,13 @@ now_ms() {
 	local t=$EPOCHREALTIME
 	echo $((${t/./} / 1000))
 }
+
+# program_of PID: the process running a replica's program: PID itself, or,
+# when PID is a sandboxed replica's init (diehard-init), its child.
+program_of() {
+	if [[ $(cat "/proc/$1/comm" 2>/dev/null) == diehard-init ]]; then
+		pgrep -P "$1" | head -n 1
+	else
+		echo "$1"
+	fi
+}

@@ -1,0 +1,275 @@
+/* sandbox.c — see sandbox.h. The init side runs between clone and exit in
+ * a copy of diehard (single-threaded, so plain libc is safe there, but it
+ * allocates nothing and uses no stdio). */
+#include "sandbox.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+unsigned long sandbox_clone_flags(void)
+{
+	unsigned long flags = CLONE_NEWPID | CLONE_NEWNS;
+	if (geteuid() != 0)
+		flags |= CLONE_NEWUSER;
+	return flags;
+}
+
+const char *sandbox_describe(unsigned long flags)
+{
+	return flags & CLONE_NEWUSER ? "user, pid, mount" : "pid, mount";
+}
+
+/* Writes s to path (a /proc file), all of it in one write. */
+static int write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	size_t n = strlen(s);
+	ssize_t w = write(fd, s, n);
+	int err = w == (ssize_t)n ? 0 : w < 0 ? errno : EIO;
+	close(fd);
+	return err;
+}
+
+/* "ID ID 1\n" without stdio. */
+static void format_map(char *buf, unsigned long id)
+{
+	char digits[24];
+	int n = 0;
+	do
+		digits[n++] = (char)('0' + id % 10);
+	while ((id /= 10) != 0);
+	char *p = buf;
+	for (int rep = 0; rep < 2; rep++) {
+		for (int i = n - 1; i >= 0; i--)
+			*p++ = digits[i];
+		*p++ = ' ';
+	}
+	memcpy(p, "1\n", 3);
+}
+
+int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid)
+{
+	int err;
+	if (flags & CLONE_NEWUSER) {
+		/* The user is itself inside, not root: files it makes are its
+		 * own, programs that refuse to run as root still run. The
+		 * kernel wants setgroups denied before an unprivileged gid map. */
+		/* Our /proc files belong to root while we are not dumpable
+		 * (diehard is not, and we are its copy): dumpable for the three
+		 * writes, while nothing can name us yet but diehard's user. */
+		char map[64];
+		if (prctl(PR_SET_DUMPABLE, 1) != 0)
+			return errno;
+		format_map(map, uid);
+		err = write_file("/proc/self/uid_map", map);
+		if (err == 0)
+			err = write_file("/proc/self/setgroups", "deny");
+		format_map(map, gid);
+		if (err == 0)
+			err = write_file("/proc/self/gid_map", map);
+		if (prctl(PR_SET_DUMPABLE, 0) != 0 && err == 0)
+			err = errno;
+		if (err != 0)
+			return err;
+	}
+	/* Nothing mounted here may reach the host's mount table (as root the
+	 * copies are shared with it), then a /proc of the new pid namespace
+	 * over the old one. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
+		return errno;
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+		return errno;
+	return 0;
+}
+
+/* Reaps every child that has ended; true (and *st) when prog is one. */
+static bool reap(pid_t prog, int *st)
+{
+	bool ended = false;
+	for (;;) {
+		int s;
+		pid_t p = waitpid(-1, &s, WNOHANG | __WALL);
+		if (p <= 0)
+			return ended;
+		if (p != prog)
+			continue;
+		if (WIFSTOPPED(s)) {
+			/* The program asked to be traced by its parent (us): we
+			 * are no debugger, let it go on. */
+			(void)ptrace(PTRACE_DETACH, prog, NULL, (void *)(long)WSTOPSIG(s));
+			continue;
+		}
+		*st = s;
+		ended = true;
+	}
+}
+
+_Noreturn void sandbox_init_run(pid_t prog, int status_fd)
+{
+	/* Every signal stays blocked (as spawn.c forked us) and is taken
+	 * here: a blocked signal is queued even for a namespace's init,
+	 * with its sender. */
+	sigset_t all;
+	sigfillset(&all);
+	for (;;) {
+		siginfo_t si;
+		int sig = sigwaitinfo(&all, &si);
+		if (sig < 0)
+			continue;
+		if (sig == SIGCHLD) {
+			int st;
+			if (!reap(prog, &st))
+				continue;
+			ssize_t w;
+			do
+				w = write(status_fd, &st, sizeof st);
+			while (w < 0 && errno == EINTR);
+			/* Our exit kills whatever the program left behind. */
+			_exit(w == (ssize_t)sizeof st ? 0 : 125);
+		}
+		/* From diehard (outside the namespace: no pid here) and sent
+		 * with kill(): forwarded as diehard forwards a terminal's
+		 * signals, to the whole job. From inside, or from the kernel:
+		 * dropped. */
+		if (si.si_code != SI_USER || si.si_pid != 0)
+			continue;
+		int forward = sig == SIGTSTP ? SIGSTOP : sig;
+		if (kill(-prog, forward) != 0)
+			(void)kill(prog, forward);
+	}
+}
+
+/* A decimal int without stdio. */
+static void format_int(char *buf, int v)
+{
+	char digits[16];
+	int n = 0;
+	unsigned u = (unsigned)v;
+	do
+		digits[n++] = (char)('0' + u % 10);
+	while ((u /= 10) != 0);
+	while (n > 0)
+		*buf++ = digits[--n];
+	*buf = '\0';
+}
+
+_Noreturn void sandbox_init_exec(pid_t prog, int status_fd)
+{
+	extern char **environ;
+	char p[16], f[16];
+	format_int(p, (int)prog);
+	format_int(f, status_fd);
+	char *argv[] = { (char *)"diehard-init", (char *)SANDBOX_INIT_ARG, p, f, NULL };
+	if (fcntl(status_fd, F_SETFD, 0) != 0)
+		sandbox_init_run(prog, status_fd);
+	/* Our own /proc now: pid 1 is us. Signals stay blocked (and queued)
+	 * across the exec. Should it fail (diehard's file replaced), the
+	 * copy goes on as the init. */
+	execve("/proc/self/exe", argv, environ);
+	sandbox_init_run(prog, status_fd);
+}
+
+_Noreturn void sandbox_init_exec_main(const char *prog, const char *status_fd)
+{
+	/* Tracing us would only let the program lie about its own status,
+	 * but nothing needs to. */
+	(void)prctl(PR_SET_DUMPABLE, 0);
+	(void)prctl(PR_SET_NAME, "diehard-init");
+	int fd = atoi(status_fd);
+	(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+	sandbox_init_run((pid_t)atoi(prog), fd);
+}
+
+/* Reads the NSpid line of /proc/PID[/task/TID]/status: its first and last
+ * fields. false if there is none. */
+static bool read_nspid(const char *status_path, pid_t *first, pid_t *last, int *levels)
+{
+	FILE *f = fopen(status_path, "re");
+	if (f == NULL)
+		return false;
+	char line[256];
+	bool found = false;
+	while (fgets(line, sizeof line, f) != NULL) {
+		if (strncmp(line, "NSpid:", 6) != 0)
+			continue;
+		char *p = line + 6, *end;
+		*levels = 0;
+		for (;;) {
+			long v = strtol(p, &end, 10);
+			if (end == p)
+				break;
+			if (*levels == 0)
+				*first = (pid_t)v;
+			*last = (pid_t)v;
+			++*levels;
+			p = end;
+		}
+		found = *levels > 0;
+		break;
+	}
+	fclose(f);
+	return found;
+}
+
+/* Searches dir (/proc or /proc/PID/task) for the entry in tid's pid
+ * namespace whose innermost pid is nspid. */
+static pid_t search(const char *dir, const struct stat *ns, pid_t nspid)
+{
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return 0;
+	pid_t found = 0;
+	struct dirent *e;
+	while (found == 0 && (e = readdir(d)) != NULL) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (end == e->d_name || *end != '\0')
+			continue;
+		char path[512];
+		pid_t first, last;
+		int levels;
+		snprintf(path, sizeof path, "%s/%ld/status", dir, pid);
+		if (!read_nspid(path, &first, &last, &levels) || levels < 2 || last != nspid)
+			continue;
+		struct stat st;
+		snprintf(path, sizeof path, "/proc/%ld/ns/pid", (long)first);
+		if (stat(path, &st) == 0 && st.st_ino == ns->st_ino && st.st_dev == ns->st_dev)
+			found = first;
+	}
+	closedir(d);
+	return found;
+}
+
+pid_t sandbox_global_pid(pid_t tid, pid_t nspid)
+{
+	char path[64];
+	pid_t first, last;
+	int levels;
+	snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+	if (!read_nspid(path, &first, &last, &levels) || levels < 2)
+		return nspid; /* not in a namespace of ours */
+	if (last == nspid)
+		return tid;
+	struct stat ns;
+	snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)tid);
+	if (stat(path, &ns) != 0)
+		return 0;
+	/* Its own threads first (pthread_getcpuclockid), then processes. */
+	snprintf(path, sizeof path, "/proc/%d/task", (int)tid);
+	pid_t g = search(path, &ns, nspid);
+	return g != 0 ? g : search("/proc", &ns, nspid);
+}

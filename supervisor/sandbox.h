@@ -1,0 +1,59 @@
+/* sandbox.h — each replica in namespaces of its own, so that it can reach
+ * neither diehard nor its siblings.
+ *
+ * A sandboxed replica is a small init of ours (pid 1 of a new pid
+ * namespace, cloned from diehard) and the program under it (pid 2, the
+ * same in every replica, so getpid and $$ agree). With it: a mount
+ * namespace whose /proc is the new pid namespace's (siblings and diehard
+ * are not there to open, trace or signal), and, when diehard is not root,
+ * a user namespace mapping the user to itself (the kernel asks for one
+ * before an unprivileged process may create the others). The file system
+ * stays shared. The init forwards the signals diehard sends it (and only
+ * those: a signal from inside the replica is dropped), reaps orphans, and
+ * when the program ends it hands diehard the program's wait status and
+ * exits, which kills whatever the program left running. */
+#ifndef DIEHARD_SANDBOX_H
+#define DIEHARD_SANDBOX_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+enum sandbox_mode {
+	SANDBOX_AUTO, /* namespaces when the kernel allows, else say so once and go on */
+	SANDBOX_ON,   /* namespaces or nothing runs (exit 125) */
+	SANDBOX_OFF,  /* replicas in diehard's own namespaces */
+};
+
+/* The clone flags of a sandboxed replica: a user namespace only when we are
+ * not root (as root, a user namespace would cost the program its
+ * privileges over the host's files and ports). */
+unsigned long sandbox_clone_flags(void);
+
+/* Names the namespaces in flags ("user, pid, mount"). */
+const char *sandbox_describe(unsigned long flags);
+
+/* In the cloned child, before anything else: maps the user (when a user
+ * namespace was made), gives the mount namespace its own /proc. 0, or an
+ * errno. Async-signal-safe. */
+int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid);
+
+/* The init's life once the program (prog, its pid 2) is forked: forwards
+ * signals from outside to the program's process group, reaps, and writes
+ * the program's wait status to status_fd when it ends. Never returns. */
+_Noreturn void sandbox_init_run(pid_t prog, int status_fd);
+
+/* The init, once the program is forked, execs diehard again as
+ *   diehard SANDBOX_INIT_ARG PROG STATUS_FD
+ * so that nothing of the supervisor's memory (seeds, keys, the shared
+ * rings) stays in a process the program can name; main() hands such a
+ * command line to sandbox_init_exec_main. */
+#define SANDBOX_INIT_ARG "--sandbox-init"
+_Noreturn void sandbox_init_exec(pid_t prog, int status_fd);
+_Noreturn void sandbox_init_exec_main(const char *prog, const char *status_fd);
+
+/* The pid the supervisor's namespace gives to pid nspid of the namespace
+ * that thread tid (a pid of ours) lives in; nspid itself when tid is in our
+ * namespace; 0 when there is no such process. */
+pid_t sandbox_global_pid(pid_t tid, pid_t nspid);
+
+#endif
