@@ -9,6 +9,7 @@
 
 PREFIX  ?= /usr/local
 LIBDIR  ?= $(PREFIX)/lib
+LIBEXECDIR ?= $(PREFIX)/libexec/diehard
 BINDIR  ?= $(PREFIX)/bin
 DOCDIR  ?= $(PREFIX)/share/doc/diehard
 DESTDIR ?=
@@ -57,11 +58,16 @@ BENCHES   := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
 .PHONY: all check unit bats bench demo deps install uninstall clean
 
-all: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard $(PROGS) $(STATICS) $(UNITS) $(BENCHES)
+all: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard $(B)/diehard-init $(PROGS) $(STATICS) $(UNITS) $(BENCHES)
 
 $(B)/diehard: $(SUP_SRC) $(SUP_HDR) | $(B)
 	@$(PKG_CONFIG) --exists $(SUP_PKGS) || { echo "missing libraries ($(SUP_PKGS)): run make deps" >&2; exit 1; }
-	$(CC) $(WARN) $(CFLAGS) -Ivoter $(SUP_CFLAGS) -DDIEHARD_LIBDIR='"$(LIBDIR)"' -o $@ $(SUP_SRC) $(SUP_LIBS)
+	$(CC) $(WARN) $(CFLAGS) -Ivoter $(SUP_CFLAGS) -DDIEHARD_LIBDIR='"$(LIBDIR)"' -DDIEHARD_LIBEXECDIR='"$(LIBEXECDIR)"' -o $@ $(SUP_SRC) $(SUP_LIBS)
+
+# A sandboxed replica's init (supervisor/sandbox.h): static, so that its
+# exec costs no dynamic linking on every replica's start.
+$(B)/diehard-init: supervisor/init/main.c supervisor/sandbox.c supervisor/sandbox.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) -static -Isupervisor -o $@ supervisor/init/main.c supervisor/sandbox.c
 
 $(B)/libdiehard.so: $(ALLOC_SRC) $(ALLOC_HDR) allocator/exports.map | $(B)
 	$(CC) $(ALLOC_CFLAGS) $(ALLOC_LDFLAGS) -o $@ $(ALLOC_SRC)
@@ -120,14 +126,15 @@ demo: all
 deps:
 	bash .ci/deps
 
-install: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)
+install: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard $(B)/diehard-init
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(LIBEXECDIR)
+	install -m 0755 $(B)/diehard-init $(DESTDIR)$(LIBEXECDIR)/diehard-init
 	install -m 0644 $(B)/libdiehard.so $(DESTDIR)$(LIBDIR)/libdiehard.so
 	install -m 0755 $(B)/diehard $(DESTDIR)$(BINDIR)/diehard
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
 
 uninstall:
-	rm -f $(DESTDIR)$(LIBDIR)/libdiehard.so $(DESTDIR)$(BINDIR)/diehard
+	rm -f $(DESTDIR)$(LIBDIR)/libdiehard.so $(DESTDIR)$(BINDIR)/diehard $(DESTDIR)$(LIBEXECDIR)/diehard-init
 	rm -rf $(DESTDIR)$(DOCDIR)
 
 clean:

@@ -22,6 +22,9 @@
 #ifndef DIEHARD_LIBDIR
 #define DIEHARD_LIBDIR "/usr/local/lib"
 #endif
+#ifndef DIEHARD_LIBEXECDIR
+#define DIEHARD_LIBEXECDIR "/usr/local/libexec/diehard"
+#endif
 
 static const char usage[] =
 	"usage: diehard [options] [--] COMMAND [ARG]...\n"
@@ -109,19 +112,26 @@ static size_t parse_size(const char *s, const char *what, bool zero_ok, unsigned
 	return ring; /* rings are powers of two */
 }
 
-/* libdiehard.so beside our own executable (the build tree), else installed. */
-static const char *find_allocator(void)
+/* NAME beside our own executable (the build tree) if it is there with
+ * mode (R_OK, X_OK), else in the installed directory dir. */
+static const char *find_beside(const char *name, int mode, const char *dir)
 {
-	static char path[PATH_MAX];
-	char self[PATH_MAX];
+	char path[PATH_MAX], self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
 	if (n > 0) {
 		self[n] = '\0';
-		snprintf(path, sizeof path, "%s/libdiehard.so", dirname(self));
-		if (access(path, R_OK) == 0)
-			return path;
+		snprintf(path, sizeof path, "%s/%s", dirname(self), name);
+		if (access(path, mode) == 0)
+			return strdup(path);
 	}
-	return DIEHARD_LIBDIR "/libdiehard.so";
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	return strdup(path);
+}
+
+/* libdiehard.so beside our own executable (the build tree), else installed. */
+static const char *find_allocator(void)
+{
+	return find_beside("libdiehard.so", R_OK, DIEHARD_LIBDIR);
 }
 
 static const char *check_allocator(const char *path)
@@ -142,9 +152,6 @@ static const char *check_allocator(const char *path)
 
 int main(int argc, char **argv)
 {
-	/* A sandboxed replica's init (sandbox.h), not a command line. */
-	if (argc == 4 && strcmp(argv[1], SANDBOX_INIT_ARG) == 0 && getpid() == 1)
-		sandbox_init_exec_main(argv[2], argv[3]);
 	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_RESPAWNS, OPT_NO_RESPAWN,
 	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX };
 	static const struct option longopts[] = {
@@ -239,6 +246,9 @@ int main(int argc, char **argv)
 		bad_usage("%s", "no command given");
 	o.argv = argv + optind;
 	o.allocator = check_allocator(allocator ? allocator : find_allocator());
+	o.init_path = find_beside("diehard-init", X_OK, DIEHARD_LIBEXECDIR);
+	if (o.init_path != NULL && access(o.init_path, X_OK) != 0)
+		o.init_path = NULL; /* the sandbox's init stays a copy of diehard */
 	char *path;
 	int code = spawn_resolve(o.argv[0], &path);
 	if (code != 0)

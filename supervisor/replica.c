@@ -190,41 +190,69 @@ static void slot_reset(struct sup *S, struct replica *r)
 }
 
 
-void replica_start(struct sup *S, unsigned i, int replaces, const uint64_t *old_seed_in, const char *why)
+/* A replica between its fork and the child's word (spawn.h). */
+struct launch {
+	int in[2], out[NSTREAMS][2];
+	char **envp;
+	struct spawn_request req;
+	struct spawn_pending sp;
+	struct spawn_result res;
+	pid_t pid;
+};
+
+/* The first half of a start: pipes, a fresh seed, the fork. */
+static void launch(struct sup *S, unsigned i, struct launch *L)
 {
 	struct replica *r = &S->r[i];
-	int in[2], out[NSTREAMS][2];
-	if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out[0], O_CLOEXEC) != 0 || pipe2(out[1], O_CLOEXEC) != 0)
+	if (pipe2(L->in, O_CLOEXEC) != 0 || pipe2(L->out[0], O_CLOEXEC) != 0 || pipe2(L->out[1], O_CLOEXEC) != 0)
 		fatal(EXIT_INTERNAL, "pipe: %s", strerror(errno));
 	/* Bigger pipes: fewer wake-ups and system calls per byte (a 64 KiB pipe
 	 * costs diehard a third more CPU on a 1 GB stream). 256 KiB keeps k=16's
 	 * 48 pipes well inside the per-user pipe memory, past which new pipes
 	 * would shrink to one page. A refusal is harmless. */
-	(void)fcntl(in[1], F_SETPIPE_SZ, PIPE_BYTES);
-	(void)fcntl(out[0][0], F_SETPIPE_SZ, PIPE_BYTES);
-	(void)fcntl(out[1][0], F_SETPIPE_SZ, PIPE_BYTES);
-	uint64_t old_seed[2] = { 0, 0 };
-	if (old_seed_in != NULL)
-		memcpy(old_seed, old_seed_in, sizeof old_seed);
+	(void)fcntl(L->in[1], F_SETPIPE_SZ, PIPE_BYTES);
+	(void)fcntl(L->out[0][0], F_SETPIPE_SZ, PIPE_BYTES);
+	(void)fcntl(L->out[1][0], F_SETPIPE_SZ, PIPE_BYTES);
 	if (S->virt != NULL && r->used)
 		virt_detach(S->virt, i);
 	slot_reset(S, r);
 	seed_from_urandom(r->seed);
-	char **envp = spawn_environment(S->o->allocator, r->seed);
-	struct spawn_request req = { .path = S->o->path, .argv = S->o->argv, .envp = envp,
-				     .fds = { in[0], out[0][1], out[1][1] }, .pipe_ignored = S->pipe_ignored,
-				     .filter = &S->filter, .listener = S->virt != NULL, .nofile = &S->nofile };
-	struct spawn_result res;
-	pid_t pid;
-	for (;;) {
-		req.ns_flags = S->ns_flags;
-		pid = spawn_replica(&req, &res);
-		if (pid >= 0 || res.ns_errno == 0 || !sup_sandbox_refused(S, res.ns_errno))
+	L->envp = spawn_environment(S->o->allocator, r->seed);
+	L->req = (struct spawn_request){ .path = S->o->path, .argv = S->o->argv, .envp = L->envp,
+					 .fds = { L->in[0], L->out[0][1], L->out[1][1] }, .pipe_ignored = S->pipe_ignored,
+					 .filter = &S->filter, .listener = S->virt != NULL, .nofile = &S->nofile,
+					 .ns_flags = S->ns_flags, .init_path = S->o->init_path };
+	L->pid = spawn_start(&L->req, &L->sp, &L->res);
+}
+
+/* The second half: the child's word, and, should the kernel refuse the
+ * namespaces, the start again without them (or the end of the run). */
+static pid_t finish(struct sup *S, struct launch *L)
+{
+	pid_t pid = L->pid >= 0 ? spawn_finish(&L->sp, &L->res) : -1;
+	while (pid < 0 && L->res.ns_errno != 0 && L->req.ns_flags != 0) {
+		/* The first refusal is said once; replicas launched with it
+		 * meanwhile just start again. */
+		if (S->ns_flags != 0 && !sup_sandbox_refused(S, L->res.ns_errno))
 			break;
-		req.filter = &S->filter; /* rebuilt for a replica without namespaces */
+		L->req.ns_flags = S->ns_flags;
+		L->req.filter = &S->filter; /* rebuilt for a replica without namespaces */
+		pid = spawn_replica(&L->req, &L->res);
 	}
-	spawn_environment_free(envp);
+	spawn_environment_free(L->envp);
+	L->envp = NULL;
+	return pid;
+}
+
+static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, const uint64_t old_seed[2],
+		   const char *why)
+{
+	struct replica *r = &S->r[i];
+	pid_t pid = finish(S, L);
+	struct spawn_result res = L->res;
 	int exec_errno = res.exec_errno, listener = res.listener;
+	int in[2] = { L->in[0], L->in[1] }, out[NSTREAMS][2] = { { L->out[0][0], L->out[0][1] },
+								 { L->out[1][0], L->out[1][1] } };
 	if (pid < 0) {
 		int err = errno;
 		int code = exec_errno == ENOENT ? EXIT_NOT_FOUND : exec_errno ? EXIT_CANNOT_EXEC : EXIT_INTERNAL;
@@ -297,4 +325,29 @@ void replica_start(struct sup *S, unsigned i, int replaces, const uint64_t *old_
 	 * yet has it vote at once. */
 	input_on_writable(-1, 0, &r->in_arg);
 	replace_check_joined(S, r);
+}
+
+
+void replica_start(struct sup *S, unsigned i, int replaces, const uint64_t *old_seed_in, const char *why)
+{
+	uint64_t old_seed[2] = { 0, 0 };
+	if (old_seed_in != NULL)
+		memcpy(old_seed, old_seed_in, sizeof old_seed);
+	struct launch L;
+	launch(S, i, &L);
+	attach(S, i, &L, replaces, old_seed, why);
+}
+
+
+void replicas_start(struct sup *S, unsigned n)
+{
+	/* All forked first: their namespaces and execs overlap. */
+	struct launch *L = calloc(n, sizeof *L);
+	if (L == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	for (unsigned i = 0; i < n; i++)
+		launch(S, i, &L[i]);
+	for (unsigned i = 0; i < n; i++)
+		attach(S, i, &L[i], -1, NULL, NULL);
+	free(L);
 }

@@ -167,31 +167,17 @@ static void format_int(char *buf, int v)
 	*buf = '\0';
 }
 
-_Noreturn void sandbox_init_exec(pid_t prog, int status_fd)
+_Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_fd)
 {
 	extern char **environ;
 	char p[16], f[16];
 	format_int(p, (int)prog);
 	format_int(f, status_fd);
-	char *argv[] = { (char *)"diehard-init", (char *)SANDBOX_INIT_ARG, p, f, NULL };
-	if (fcntl(status_fd, F_SETFD, 0) != 0)
-		sandbox_init_run(prog, status_fd);
-	/* Our own /proc now: pid 1 is us. Signals stay blocked (and queued)
-	 * across the exec. Should it fail (diehard's file replaced), the
-	 * copy goes on as the init. */
-	execve("/proc/self/exe", argv, environ);
+	char *argv[] = { (char *)"diehard-init", p, f, NULL };
+	/* Signals stay blocked (and queued) across the exec. */
+	if (init_path != NULL && fcntl(status_fd, F_SETFD, 0) == 0)
+		execve(init_path, argv, environ);
 	sandbox_init_run(prog, status_fd);
-}
-
-_Noreturn void sandbox_init_exec_main(const char *prog, const char *status_fd)
-{
-	/* Tracing us would only let the program lie about its own status,
-	 * but nothing needs to. */
-	(void)prctl(PR_SET_DUMPABLE, 0);
-	(void)prctl(PR_SET_NAME, "diehard-init");
-	int fd = atoi(status_fd);
-	(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-	sandbox_init_run((pid_t)atoi(prog), fd);
 }
 
 /* Reads the NSpid line of /proc/PID[/task/TID]/status: its first and last

@@ -42,14 +42,13 @@ int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid);
  * the program's wait status to status_fd when it ends. Never returns. */
 _Noreturn void sandbox_init_run(pid_t prog, int status_fd);
 
-/* The init, once the program is forked, execs diehard again as
- *   diehard SANDBOX_INIT_ARG PROG STATUS_FD
+/* The init, once the program is forked, execs init_path (diehard-init, a
+ * small static program: supervisor/init/main.c) as
+ *   diehard-init PROG STATUS_FD
  * so that nothing of the supervisor's memory (seeds, keys, the shared
- * rings) stays in a process the program can name; main() hands such a
- * command line to sandbox_init_exec_main. */
-#define SANDBOX_INIT_ARG "--sandbox-init"
-_Noreturn void sandbox_init_exec(pid_t prog, int status_fd);
-_Noreturn void sandbox_init_exec_main(const char *prog, const char *status_fd);
+ * rings) stays in a process the program can name. Without it (NULL, or
+ * the exec fails) the copy of diehard goes on as the init. */
+_Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_fd);
 
 /* The pid the supervisor's namespace gives to pid nspid of the namespace
  * that thread tid (a pid of ours) lives in; nspid itself when tid is in our

@@ -296,7 +296,7 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	close(sock);
 	for (int i = 0; i < 3; i++)
 		close(i);
-	sandbox_init_exec(pid, status_fd);
+	sandbox_init_exec(r->init_path, pid, status_fd);
 fail:
 	child_send(sock, 'N', err, -1);
 	_exit(EXIT_INTERNAL);
@@ -335,9 +335,10 @@ static pid_t clone_fork(unsigned long flags)
 	return (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, 0);
 }
 
-pid_t spawn_replica(const struct spawn_request *r, struct spawn_result *res)
+pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struct spawn_result *res)
 {
 	*res = (struct spawn_result){ .listener = -1, .status_fd = -1 };
+	*sp = (struct spawn_pending){ .pid = -1, .sock = -1, .status_fd = -1 };
 	int sock[2], status[2] = { -1, -1 };
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) != 0)
 		return -1;
@@ -400,9 +401,16 @@ pid_t spawn_replica(const struct spawn_request *r, struct spawn_result *res)
 	/* Also here, so the group exists before we might signal it (the child
 	 * may not have run yet); EACCES once it has exec'ed is harmless. */
 	(void)setpgid(pid, pid);
+	*sp = (struct spawn_pending){ .pid = pid, .sock = sock[0], .status_fd = status[0],
+				      .want_listener = r->filter != NULL && r->listener };
+	return pid;
+}
+
+pid_t spawn_finish(struct spawn_pending *sp, struct spawn_result *res)
+{
 	int err = 0, failed = 0;
 	char tag;
-	while ((tag = parent_receive(sock[0], &err, &res->listener)) != 0) {
+	while ((tag = parent_receive(sp->sock, &err, &res->listener)) != 0) {
 		if (tag == 'E')
 			res->exec_errno = failed = err;
 		else if (tag == 'N')
@@ -410,8 +418,10 @@ pid_t spawn_replica(const struct spawn_request *r, struct spawn_result *res)
 		else if (tag == 'F')
 			failed = err ? err : EINVAL;
 	}
-	close(sock[0]);
-	if (failed || (r->filter != NULL && r->listener && res->listener < 0)) {
+	close(sp->sock);
+	sp->sock = -1;
+	pid_t pid = sp->pid;
+	if (failed || (sp->want_listener && res->listener < 0)) {
 		if (res->listener >= 0)
 			close(res->listener);
 		res->listener = -1;
@@ -419,11 +429,21 @@ pid_t spawn_replica(const struct spawn_request *r, struct spawn_result *res)
 		 * first notified call would wait for us forever. */
 		(void)kill(pid, SIGKILL);
 		(void)waitpid(pid, NULL, 0);
-		if (status[0] >= 0)
-			close(status[0]);
+		if (sp->status_fd >= 0)
+			close(sp->status_fd);
+		sp->status_fd = -1;
 		errno = failed ? failed : EPROTO;
 		return -1;
 	}
-	res->status_fd = status[0];
+	res->status_fd = sp->status_fd;
+	sp->status_fd = -1;
 	return pid;
+}
+
+pid_t spawn_replica(const struct spawn_request *r, struct spawn_result *res)
+{
+	struct spawn_pending sp;
+	if (spawn_start(r, &sp, res) < 0)
+		return -1;
+	return spawn_finish(&sp, res);
 }

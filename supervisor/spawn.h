@@ -24,6 +24,7 @@ struct spawn_request {
 	bool listener;                   /* the filter notifies: send its listener */
 	const struct rlimit *nofile;     /* the fd limit diehard was started with */
 	unsigned long ns_flags;          /* sandbox.h: namespaces to make (0: none) */
+	const char *init_path;           /* diehard-init, or NULL (sandbox.h) */
 };
 
 struct spawn_result {
@@ -47,5 +48,17 @@ void spawn_environment_free(char **envp);
  * the supervisor to serve it. A filter the kernel refuses is a -1 with
  * both errnos 0 and errno set. */
 pid_t spawn_replica(const struct spawn_request *r, struct spawn_result *res);
+
+/* spawn_replica in two halves, so that several replicas set themselves up
+ * at once: spawn_start forks (its -1 is spawn_replica's, the namespaces'
+ * refusal included), spawn_finish waits for the child's word. */
+struct spawn_pending {
+	pid_t pid;
+	int sock;      /* the child's report socket */
+	int status_fd;
+	bool want_listener;
+};
+pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struct spawn_result *res);
+pid_t spawn_finish(struct spawn_pending *sp, struct spawn_result *res);
 
 #endif

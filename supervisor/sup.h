@@ -167,6 +167,8 @@ void sup_check_done(struct sup *S);
  * replays the run (replace.c), replacing replica `replaces` whose seed was
  * old_seed (-1, NULL: a tie-breaker). */
 void replica_start(struct sup *S, unsigned i, int replaces, const uint64_t *old_seed, const char *why);
+/* The first n replicas, forked all at once. */
+void replicas_start(struct sup *S, unsigned n);
 int replica_status(int wstatus);
 void replica_close_input(struct replica *r);
 void replica_close_output(struct replica *r, int s);

@@ -357,8 +357,7 @@ int supervisor_run(const struct options *o)
 		for (int s = 0; s < NSTREAMS; s++)
 			r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
 	}
-	for (unsigned i = 0; i < S->k; i++)
-		replica_start(S, i, -1, NULL, NULL);
+	replicas_start(S, S->k);
 
 	input_start(S);
 	S->idle_ev = evtimer_new(S->base, output_on_idle, S);
