@@ -86,10 +86,11 @@ int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid)
 		if (err != 0)
 			return err;
 	}
-	/* Nothing mounted here may reach the host's mount table (as root the
-	 * copies are shared with it), then a /proc of the new pid namespace
-	 * over the old one. */
-	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
+	/* Nothing mounted here may reach the host's mount table: as root the
+	 * copies are shared with it (in a new user namespace the kernel made
+	 * them slaves already). Then a /proc of the new pid namespace over
+	 * the old one. */
+	if (!(flags & CLONE_NEWUSER) && mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
 		return errno;
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		return errno;
