@@ -136,7 +136,7 @@ struct child_msg {
 	int err;
 };
 
-static void child_send(int sock, char tag, int err, int fd)
+static bool child_send(int sock, char tag, int err, int fd)
 {
 	struct child_msg m = { tag, err };
 	struct iovec iov = { &m, sizeof m };
@@ -155,7 +155,7 @@ static void child_send(int sock, char tag, int err, int fd)
 		c->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(c), &fd, sizeof fd);
 	}
-	(void)!sendmsg(sock, &msg, MSG_NOSIGNAL);
+	return sendmsg(sock, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof m;
 }
 
 /* In the child: never returns. Reports the listener and any failure through
@@ -259,7 +259,8 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	}
 	/* Our parent cannot be named from here: a message it will never read
 	 * (it died before the line above) fails, and we go. */
-	child_send(sock, 'P', 0, -1);
+	if (!child_send(sock, 'P', 0, -1))
+		_exit(EXIT_INTERNAL);
 	if ((err = sandbox_enter(r->ns_flags, uid, gid)) != 0)
 		goto fail;
 	(void)setpgid(0, 0);
