@@ -272,7 +272,7 @@ bool replace_replaying(const struct sup *S, const struct replica *r)
 	return false;
 }
 
-void replace_zombie(struct sup *S, pid_t pid, unsigned id)
+void replace_zombie(struct sup *S, pid_t pid, unsigned id, int status_fd)
 {
 	if (S->nzombies == S->zombies_size) {
 		size_t n = S->zombies_size ? 2 * S->zombies_size : 8;
@@ -282,13 +282,14 @@ void replace_zombie(struct sup *S, pid_t pid, unsigned id)
 		S->zombies = z;
 		S->zombies_size = n;
 	}
-	S->zombies[S->nzombies++] = (struct zombie){ pid, id };
+	S->zombies[S->nzombies++] = (struct zombie){ pid, id, status_fd };
 }
 
 bool replace_reap_zombie(struct sup *S, pid_t pid, int wstatus)
 {
 	for (size_t i = 0; i < S->nzombies; i++)
 		if (S->zombies[i].pid == pid) {
+			wstatus = replica_program_status(&S->zombies[i].status_fd, wstatus);
 			report_exit(S->report, S->zombies[i].id, replica_status(wstatus),
 				    WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0, sup_now() - S->t_start);
 			S->zombies[i] = S->zombies[--S->nzombies];

@@ -55,9 +55,12 @@ void replica_signal(struct replica *r, int sig)
 		return;
 	if (r->status_fd >= 0) {
 		/* SIGSTOP would stop the init, not the program: the init
-		 * turns SIGTSTP into SIGSTOP for the program's group. */
+		 * turns SIGTSTP into SIGSTOP for the program's group; and
+		 * SIGKILL would lose a status the program may already have. */
 		if (sig == SIGSTOP)
 			sig = SIGTSTP;
+		else if (sig == SIGKILL)
+			sig = SANDBOX_KILL_SIGNAL;
 		if (kill(r->pid, sig) != 0 && errno != ESRCH)
 			log_warn("cannot signal replica %u (pid %d): %s", r->index, (int)r->pid, strerror(errno));
 		return;
@@ -95,28 +98,37 @@ void replica_kill(struct sup *S, struct replica *r, const char *why)
 
 void replicas_kill_all(struct sup *S)
 {
-	for (unsigned i = 0; i < S->nslots; i++)
-		if (S->r[i].used && !S->r[i].exited)
-			replica_signal(&S->r[i], SIGKILL);
+	/* At the end, or when nothing can start: no status is wanted any
+	 * more, and a sandboxed replica's init goes too (with it everything
+	 * in its namespace). */
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct replica *r = &S->r[i];
+		if (!r->used || r->exited)
+			continue;
+		if (r->status_fd < 0)
+			replica_signal(r, SIGKILL);
+		else if (r->pid > 0 && kill(r->pid, SIGKILL) != 0 && errno != ESRCH)
+			log_warn("cannot kill replica %u (pid %d): %s", r->id, (int)r->pid, strerror(errno));
+	}
 }
 
 
 /* A sandboxed replica's status is its program's, which the init wrote
  * before it exited; an init that wrote nothing was killed (by us, or from
  * outside) and its status is the replica's. */
-static int program_status(struct replica *r, int init_status)
+int replica_program_status(int *status_fd, int init_status)
 {
-	if (r->status_fd < 0)
+	if (*status_fd < 0)
 		return init_status;
 	int st, status = init_status;
 	ssize_t n;
 	do
-		n = read(r->status_fd, &st, sizeof st);
+		n = read(*status_fd, &st, sizeof st);
 	while (n < 0 && errno == EINTR);
 	if (n == (ssize_t)sizeof st)
 		status = st;
-	close(r->status_fd);
-	r->status_fd = -1;
+	close(*status_fd);
+	*status_fd = -1;
 	return status;
 }
 
@@ -134,7 +146,7 @@ void replicas_reap(struct sup *S)
 			if (!r->used || r->pid != pid || r->exited)
 				continue;
 			r->exited = true;
-			r->wstatus = wstatus = program_status(r, wstatus);
+			r->wstatus = wstatus = replica_program_status(&r->status_fd, wstatus);
 			if (S->virt != NULL)
 				virt_retire(S->virt, i, false);
 			r->end_time = sup_now() - S->t_start;
@@ -176,8 +188,10 @@ static void set_nonblocking(int fd)
  * reaped, is remembered so that its exit still reaches the report. */
 static void slot_reset(struct sup *S, struct replica *r)
 {
-	if (r->used && !r->exited)
-		replace_zombie(S, r->pid, r->id);
+	if (r->used && !r->exited) {
+		replace_zombie(S, r->pid, r->id, r->status_fd);
+		r->status_fd = -1;
+	}
 	if (r->status_fd >= 0)
 		close(r->status_fd);
 	unsigned i = r->index;

@@ -148,8 +148,8 @@ _Noreturn void sandbox_init_run(pid_t prog, int status_fd)
 		 * dropped. */
 		if (si.si_code != SI_USER || si.si_pid != 0)
 			continue;
-		int forward = sig == SIGTSTP ? SIGSTOP : sig;
-		if (kill(-prog, forward) != 0)
+		int forward = sig == SIGTSTP ? SIGSTOP : sig == SANDBOX_KILL_SIGNAL ? SIGKILL : sig;
+		if (kill(-prog, forward) != 0 || forward == SIGKILL)
 			(void)kill(prog, forward);
 	}
 }

@@ -15,6 +15,7 @@
 #ifndef DIEHARD_SANDBOX_H
 #define DIEHARD_SANDBOX_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -41,6 +42,13 @@ int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid);
  * signals from outside to the program's process group, reaps, and writes
  * the program's wait status to status_fd when it ends. Never returns. */
 _Noreturn void sandbox_init_run(pid_t prog, int status_fd);
+
+/* diehard's "kill your program" to an init: the init SIGKILLs the
+ * program's group, then reports its status as ever, so that a program
+ * that had already died (of SIGSEGV, say) is reported as it died, not as
+ * killed. SIGKILL to the init itself ends the replica at once, status
+ * unknown (the run's end). */
+#define SANDBOX_KILL_SIGNAL SIGRTMAX
 
 /* The init, once the program is forked, execs init_path (diehard-init, a
  * small static program: supervisor/init/main.c) as

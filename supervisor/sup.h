@@ -109,6 +109,7 @@ struct stream {
 struct zombie {
 	pid_t pid;
 	unsigned id;
+	int status_fd; /* sandboxed: its init's status pipe (replica.c) */
 };
 
 struct sup {
@@ -170,6 +171,9 @@ void replica_start(struct sup *S, unsigned i, int replaces, const uint64_t *old_
 /* The first n replicas, forked all at once. */
 void replicas_start(struct sup *S, unsigned n);
 int replica_status(int wstatus);
+/* A sandboxed replica's program's wait status, read from its init's pipe (closed
+ * then); init_status when the init wrote none (it was killed). */
+int replica_program_status(int *status_fd, int init_status);
 void replica_close_input(struct replica *r);
 void replica_close_output(struct replica *r, int s);
 void replica_signal(struct replica *r, int sig);
@@ -191,7 +195,7 @@ bool replace_wait(struct sup *S, const char *why);
 bool replace_replayable(struct sup *S, char *why, size_t size);
 void replace_check_joined(struct sup *S, struct replica *r);
 bool replace_replaying(const struct sup *S, const struct replica *r);
-void replace_zombie(struct sup *S, pid_t pid, unsigned id);
+void replace_zombie(struct sup *S, pid_t pid, unsigned id, int status_fd);
 bool replace_reap_zombie(struct sup *S, pid_t pid, int wstatus);
 
 /* output.c */
