@@ -38,7 +38,7 @@ ALLOC_CORE := $(filter-out allocator/entry.c allocator/strings.c,$(ALLOC_SRC))
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # The supervisor: libraries found with pkg-config.
-SUP_PKGS   := libevent jansson libseccomp
+SUP_PKGS   := libevent jansson libseccomp libelf
 # Deferred (=): asked when the link runs, so `make deps all` works in one go
 # on a machine that did not have the libraries when make started.
 SUP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(SUP_PKGS) 2>/dev/null)
@@ -92,13 +92,17 @@ $(B)/tests/unit/%: tests/unit/%.c tests/unit/tap.h $(ALLOC_CORE) $(ALLOC_HDR) | 
 $(B)/tests/unit/test_voter: tests/unit/test_voter.c tests/unit/tap.h voter/voter.c voter/voter.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Ivoter -o $@ $< voter/voter.c
 
-# The supervisor's pure modules (nondeterminism log, ChaCha20) likewise.
+# The supervisor's pure modules (nondeterminism log, ChaCha20, digests,
+# disputes, UTF-8 escaping) likewise.
 SUP_PURE := supervisor/ndlog.c supervisor/chacha.c
 $(B)/tests/unit/test_ndlog: tests/unit/test_ndlog.c tests/unit/tap.h $(SUP_PURE) supervisor/ndlog.h supervisor/chacha.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -o $@ $< $(SUP_PURE)
 
 $(B)/tests/unit/test_digest: tests/unit/test_digest.c tests/unit/tap.h supervisor/digest.c supervisor/digest.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -o $@ $< supervisor/digest.c
+
+$(B)/tests/unit/test_utf8: tests/unit/test_utf8.c tests/unit/tap.h supervisor/utf8.c supervisor/utf8.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -o $@ $< supervisor/utf8.c
 
 $(B)/tests/unit/test_dispute: tests/unit/test_dispute.c tests/unit/tap.h supervisor/dispute.c supervisor/dispute.h voter/voter.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -Ivoter -o $@ $< supervisor/dispute.c

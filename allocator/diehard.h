@@ -40,6 +40,13 @@ static inline bool diehard_ready(void)
 	return diehard_start();
 }
 
+/* Exported (exports.map), never called: the supervisor checks that the
+ * library it is told to preload defines it, so a wrong -a (another .so,
+ * one for another machine) is refused instead of running every replica on
+ * glibc's malloc. A new number when what diehard relies on changes (the
+ * DIEHARD_* variables it sets, the fill and seed semantics). */
+extern const char diehard_abi_1[];
+
 /* free without the injector's check (entry.c): the injector's early frees. */
 void diehard_free_object(void *p) __attribute__((weak));
 

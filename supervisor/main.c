@@ -1,5 +1,6 @@
 /* main.c — the diehard command line. */
 #include <errno.h>
+#include <event2/event.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -7,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include "elfcheck.h"
 #include "exitcode.h"
 #include "log.h"
 #include "sandbox.h"
@@ -36,11 +39,13 @@ static const char usage[] =
 	"                        only, 2 detects without masking)\n"
 	"  -a, --allocator PATH  libdiehard.so to preload (default: beside diehard, else\n"
 	"                        " DIEHARD_LIBDIR ")\n"
-	"  -r, --report FILE     write a JSON report of the run (docs/REPORT.md)\n"
+	"  -r, --report FILE     write a JSON report of the run (docs/REPORT.md); FILE is\n"
+	"                        created before anything runs (a FIFO needs a reader)\n"
 	"  -v, --verbose         one line on stderr per event (spawn, divergence, kill, exit)\n"
 	"      --idle MS         quiet time before a partial chunk is voted (default 50)\n"
 	"      --timeout SECONDS how long a replica may trail the majority silently (default 10)\n"
-	"      --window BYTES    output a replica may run ahead or behind (default 1M)\n"
+	"      --window BYTES    output a replica may run ahead or behind (default 1M;\n"
+	"                        up to 1G)\n"
 	"      --respawns N      replacements allowed in the run (default 16): a killed\n"
 	"                        replica is replaced by a fresh-seeded one that re-runs\n"
 	"                        the command from the start, replaying input, clocks and\n"
@@ -49,9 +54,9 @@ static const char usage[] =
 	"                        effects (files written, messages sent) must not happen again\n"
 	"      --respawn-rate N  at most N replacements in any minute (default 30)\n"
 	"      --input-log BYTES input kept for replaying to new replicas (default 64M;\n"
-	"                        up to 64G)\n"
+	"                        0: none; up to 64G)\n"
 	"      --call-log N      clock and random answers kept per kind of call for new\n"
-	"                        replicas (default 512K entries, 40 bytes each)\n"
+	"                        replicas (default 512K entries, 40 bytes each; up to 64M)\n"
 	"      --sandbox MODE    auto (default): each replica in its own user (unless\n"
 	"                        root), pid and mount namespaces, or, where the kernel\n"
 	"                        refuses them, a warning and none; on: namespaces or\n"
@@ -82,9 +87,28 @@ static unsigned long parse_number(const char *s, const char *what, unsigned long
 	return v;
 }
 
-/* A size like 65536, 64K, 1M or 2G, up to max; window sizes are rounded
- * up to a power of two of at least 64 KiB, log sizes may be 0. */
-static size_t parse_size(const char *s, const char *what, bool zero_ok, unsigned long long max, const char *maxname)
+/* The shortest name of a size: 1G, 64M, 65536. The messages print their
+ * maximum with it, so what they offer is what the check accepts. */
+static void size_name(char *buf, size_t size, unsigned long long v)
+{
+	static const char suffix[] = "KMG";
+	int i = -1;
+	while (i < 2 && v != 0 && v % 1024 == 0) {
+		v /= 1024;
+		i++;
+	}
+	if (i < 0)
+		snprintf(buf, size, "%llu", v);
+	else
+		snprintf(buf, size, "%llu%c", v, suffix[i]);
+}
+
+/* A number with an optional K, M or G (powers of 1024), from min to max:
+ * --window and --input-log take bytes, --call-log entries. A bad value
+ * gets one line offering the examples given and the maximum, each of
+ * which this accepts. */
+static unsigned long long parse_size(const char *s, const char *what, const char *like, unsigned long long min,
+				     unsigned long long max)
 {
 	char *end;
 	errno = 0;
@@ -98,18 +122,22 @@ static size_t parse_size(const char *s, const char *what, bool zero_ok, unsigned
 		shift = 30;
 	if (shift)
 		end++;
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || (v == 0 && !zero_ok) || v > max >> shift) {
-		char msg[128];
-		snprintf(msg, sizeof msg, "%s must be a size like 1M or 65536, up to %s, not '%%s'", what, maxname);
+	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v > max >> shift || v << shift < min) {
+		char msg[160], top[32];
+		size_name(top, sizeof top, max);
+		snprintf(msg, sizeof msg, "%s must be %s, up to %s, not '%%s'", what, like, top);
 		bad_usage(msg, s);
 	}
-	size_t bytes = (size_t)v << shift;
-	if (zero_ok)
-		return bytes;
+	return v << shift;
+}
+
+/* A ring's size for a --window: a power of two of at least 64 KiB. */
+static size_t ring_size(unsigned long long bytes)
+{
 	size_t ring = 64 << 10;
 	while (ring < bytes)
 		ring <<= 1;
-	return ring; /* rings are powers of two */
+	return ring;
 }
 
 /* NAME beside our own executable (the build tree) if it is there with
@@ -134,24 +162,94 @@ static const char *find_allocator(void)
 	return find_beside("libdiehard.so", R_OK, DIEHARD_LIBDIR);
 }
 
+/* The allocator must be ours (elfcheck.h): a wrong one would run every
+ * replica on glibc's malloc and make every run agree. Then its absolute
+ * path, as LD_PRELOAD takes it. */
 static const char *check_allocator(const char *path)
 {
+	char why[160];
+	if (!elfcheck_allocator(path, why, sizeof why))
+		fatal(EXIT_INTERNAL, "the allocator %s %s", path, why);
 	char *abs = realpath(path, NULL);
-	int fd = abs ? open(abs, O_RDONLY | O_CLOEXEC) : -1;
-	unsigned char magic[4];
-	if (fd < 0)
-		fatal(EXIT_INTERNAL, "cannot read the allocator %s: %s", path, strerror(errno));
-	bool elf = read(fd, magic, 4) == 4 && memcmp(magic, "\177ELF", 4) == 0;
-	close(fd);
-	if (!elf)
-		fatal(EXIT_INTERNAL, "the allocator %s is not a shared library", path);
+	if (abs == NULL)
+		fatal(EXIT_INTERNAL, "the allocator %s cannot be read: %s", path, strerror(errno));
 	if (strchr(abs, ':') != NULL || strchr(abs, ' ') != NULL)
 		fatal(EXIT_INTERNAL, "the allocator's path %s cannot be preloaded (it has ':' or ' ')", abs);
 	return abs;
 }
 
+/* Descriptors 0-2 closed when we start would be taken by our own (the
+ * loop's signal pipe on 1-2 reads our error messages back as signals):
+ * each closed one becomes /dev/null, as daemons do. Before anything else,
+ * stdio included. Without a stderr the message is lost; the status is not. */
+static void reserve_std_fds(void)
+{
+	for (int fd = 0; fd <= 2; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		int got = open("/dev/null", O_RDWR);
+		if (got != fd)
+			fatal(EXIT_INTERNAL, "cannot open /dev/null for the closed fd %d: %s", fd,
+			      got < 0 ? strerror(errno) : "another fd was free first");
+	}
+}
+
+/* The report file, opened (created or truncated) before anything runs, so
+ * that its errors come first and the run's end cannot block on it: a FIFO
+ * with no reader is refused (ENXIO of a non-blocking open), then writes
+ * block again as a file's do. */
+static int open_report(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0666);
+	if (fd < 0 && errno == ENXIO)
+		fatal(EXIT_INTERNAL, "the report %s is a FIFO that has no reader", path);
+	if (fd < 0)
+		fatal(EXIT_INTERNAL, "cannot write the report %s: %s", path, strerror(errno));
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+		fatal(EXIT_INTERNAL, "the report %s: fcntl: %s", path, strerror(errno));
+	return fd;
+}
+
+/* libevent ends the process with exit(1) when it cannot go on (a
+ * socketpair refused for lack of fds while the loop is built); its log
+ * callback (supervisor.c) has said why in one line by then. Our own
+ * failures exit 125. */
+static void libevent_fatal(int err)
+{
+	(void)err;
+	exit(EXIT_INTERNAL);
+}
+
+/* Descriptors a run needs to start its replicas, measured (ulimit -n at
+ * which `diehard -k K` just starts): per replica, while all are being
+ * started at once, both ends of its three pipes and its report socket,
+ * sandboxed its init's status pipe, virtualized its seccomp listener; ten
+ * for the loop, the arena, the input log; the report file; those already
+ * open. The
+ * supervisor raises its soft limit to the hard one, so the hard one counts.
+ * Short of it, a run would fail half-started with a message from whichever
+ * part ran out first: one line now instead. A large limit is not counted. */
+static void check_fd_limit(const struct options *o)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		fatal(EXIT_INTERNAL, "getrlimit: %s", strerror(errno));
+	if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 4096)
+		return;
+	unsigned long open_now = 0;
+	for (int fd = 0; fd < (int)rl.rlim_max; fd++)
+		open_now += fcntl(fd, F_GETFD) >= 0;
+	unsigned long per = 7UL + (o->sandbox != SANDBOX_OFF) + o->virtualize;
+	unsigned long need = open_now + 10 + per * o->k + (o->report_path != NULL);
+	if (rl.rlim_max < need)
+		fatal(EXIT_INTERNAL, "too few file descriptors: -k %u needs %lu, the limit (ulimit -n) is %lu", o->k,
+		      need, (unsigned long)rl.rlim_max);
+}
+
 int main(int argc, char **argv)
 {
+	reserve_std_fds();
 	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_RESPAWNS, OPT_NO_RESPAWN,
 	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX };
 	static const struct option longopts[] = {
@@ -168,11 +266,12 @@ int main(int argc, char **argv)
 		{ "sandbox", required_argument, NULL, OPT_SANDBOX },
 		{ "version", no_argument, NULL, 'V' },         { NULL, 0, NULL, 0 },
 	};
-	struct options o = { .k = 3, .idle_ms = 50, .straggler_ms = 10000, .window = 1 << 20,
+	struct options o = { .k = 3, .report_fd = -1, .idle_ms = 50, .straggler_ms = 10000, .window = 1 << 20,
 			     .input_log = (size_t)64 << 20, .virtualize = true, .respawns = 16, .respawn_rate = 30,
 			     .call_log = (size_t)512 << 10 };
 	const char *allocator = NULL;
 	int c;
+	event_set_fatal_callback(libevent_fatal);
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:k:a:r:vhV", longopts, NULL)) != -1) {
 		switch (c) {
@@ -200,13 +299,14 @@ int main(int argc, char **argv)
 			break;
 		}
 		case OPT_WINDOW:
-			o.window = parse_size(optarg, "--window", false, 1ULL << 30, "1G");
+			o.window = ring_size(parse_size(optarg, "--window", "bytes like 1M or 65536", 1, 1ULL << 30));
 			break;
 		case OPT_INPUT_LOG:
-			o.input_log = parse_size(optarg, "--input-log", true, 64ULL << 30, "64G");
+			o.input_log = parse_size(optarg, "--input-log", "bytes like 64M or 0 (none)", 0, 64ULL << 30);
 			break;
 		case OPT_CALL_LOG:
-			o.call_log = parse_size(optarg, "--call-log", false, 64ULL << 20, "64M");
+			o.call_log = parse_size(optarg, "--call-log", "a number of entries like 512K or 1000", 1,
+					       64ULL << 20);
 			break;
 		case OPT_RESPAWNS:
 			o.respawns = (unsigned)parse_number(optarg, "--respawns", 0, 1000000);
@@ -254,5 +354,10 @@ int main(int argc, char **argv)
 	if (code != 0)
 		return code;
 	o.path = path;
+	check_fd_limit(&o);
+	/* The last check: a command line refused above leaves an old report
+	 * as it was. */
+	if (o.report_path != NULL)
+		o.report_fd = open_report(o.report_path);
 	return supervisor_run(&o);
 }

@@ -107,8 +107,10 @@ static unsigned mask_ids(const struct sup *S, uint64_t mask, unsigned *ids)
 }
 
 
-/* Writes committed bytes to the world. A closed reader ends the run the way
- * SIGPIPE ends a plain program. */
+/* Writes committed bytes to the world; the report counts what was written,
+ * not what was voted. A closed reader ends the run the way SIGPIPE ends a
+ * plain program; any other failure (a full disk, EIO) ends it with 125:
+ * output the majority agreed on could not be delivered. */
 static void emit(struct sup *S, struct stream *st, const unsigned char *p, size_t len)
 {
 	while (len > 0) {
@@ -116,6 +118,7 @@ static void emit(struct sup *S, struct stream *st, const unsigned char *p, size_
 		if (n > 0) {
 			p += n;
 			len -= (size_t)n;
+			report_committed(S->report, st->name, (size_t)n);
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -137,9 +140,15 @@ static void emit(struct sup *S, struct stream *st, const unsigned char *p, size_
 			signal(SIGPIPE, SIG_DFL);
 			raise(SIGPIPE);
 		}
-		log_warn("writing %s: %s", st->name, strerror(errno));
+		char why[128];
+		snprintf(why, sizeof why, "cannot write %s: %s", st->name, strerror(n < 0 ? errno : EIO));
+		log_warn("%s", why);
+		report_set_exit(S->report, EXIT_INTERNAL, why);
+		sup_finish(S, EXIT_INTERNAL); /* first: no replacement is asked for */
+		for (unsigned i = 0; i < S->nslots; i++)
+			if (S->r[i].used && !S->r[i].exited)
+				replica_kill(S, &S->r[i], why);
 		replicas_kill_all(S);
-		sup_finish(S, EXIT_INTERNAL);
 		return;
 	}
 }
@@ -356,7 +365,6 @@ static void commit(struct sup *S, struct stream *st, const struct voter_result *
 		ring_push_overwrite(st->hist, p, res->commit);
 		output_digest_commit(S, st, p, res->commit);
 		st->committed += res->commit;
-		report_committed(S->report, st->name, res->commit);
 		for (unsigned i = 0; i < S->nslots; i++)
 			if (res->agree & ((uint64_t)1 << i))
 				ring_consume_to(S->r[i].ring[s], st->committed);

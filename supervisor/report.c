@@ -10,13 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "exitcode.h"
 #include "log.h"
 #include "supervisor.h"
+#include "utf8.h"
 
 struct report {
 	const char *path;
+	int fd; /* opened before the run (main.c); -1: no report */
 	json_t *root;
 	json_t *replicas;
 	json_t *divergences;
@@ -40,6 +43,20 @@ static void set(json_t *obj, const char *key, json_t *value)
 		fatal(EXIT_INTERNAL, "out of memory building the report");
 }
 
+/* A string for the report. Strings from outside (argv, paths, reasons that
+ * quote them) are bytes: what is not UTF-8 is written as \xNN (utf8.h),
+ * so no byte in a file name can refuse a run. Ours go through it too. */
+static json_t *text(const char *s)
+{
+	size_t n;
+	char *esc = utf8_escape(s, strlen(s), &n);
+	if (esc == NULL)
+		fatal(EXIT_INTERNAL, "out of memory building the report");
+	json_t *j = json_stringn(esc, n);
+	free(esc);
+	return must(j);
+}
+
 /* Puts value under key and returns it, borrowed: the root owns it. */
 static json_t *attach(json_t *obj, const char *key, json_t *value)
 {
@@ -59,15 +76,16 @@ struct report *report_new(const struct options *o)
 	if (rp == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	rp->path = o->report_path;
+	rp->fd = o->report_fd;
 	clock_gettime(CLOCK_REALTIME, &rp->start);
 	rp->root = must(json_object());
 	json_t *cmd = must(json_array());
 	for (char **a = o->argv; *a != NULL; a++)
-		json_array_append_new(cmd, must(json_string(*a)));
+		json_array_append_new(cmd, text(*a));
 	set(rp->root, "version", json_integer(1));
 	set(rp->root, "command", cmd);
 	set(rp->root, "k", json_integer(o->k));
-	set(rp->root, "allocator", json_string(o->allocator));
+	set(rp->root, "allocator", text(o->allocator));
 	set(rp->root, "start", json_real((double)rp->start.tv_sec + rp->start.tv_nsec / 1e9));
 	rp->replicas = attach(rp->root, "replicas", json_array());
 	rp->divergences = attach(rp->root, "divergences", json_array());
@@ -96,8 +114,8 @@ void report_replica(struct report *rp, unsigned id, unsigned slot, pid_t pid, co
 	if (json_array_size(rp->replicas) != id)
 		fatal(EXIT_INTERNAL, "report: replica %u out of order", id);
 	json_array_append_new(rp->replicas,
-			      must(json_pack("{s:i,s:i,s:i,s:s,s:f,s:{s:i,s:i}}", "index", id, "slot", slot, "pid",
-					     (int)pid, "seed", hex, "spawned_at", t, "bytes", "stdout", 0, "stderr", 0)));
+			      must(json_pack("{s:i,s:i,s:i,s:o,s:f,s:{s:i,s:i}}", "index", id, "slot", slot, "pid",
+					     (int)pid, "seed", text(hex), "spawned_at", t, "bytes", "stdout", 0, "stderr", 0)));
 }
 
 void report_replacement(struct report *rp, unsigned id, unsigned slot, int replaces, const uint64_t old_seed[2],
@@ -107,11 +125,11 @@ void report_replacement(struct report *rp, unsigned id, unsigned slot, int repla
 	seed_hex(hex, seed);
 	if (old_seed != NULL)
 		seed_hex(old, old_seed);
-	json_t *e = must(json_pack("{s:i,s:i,s:s,s:s,s:f,s:I,s:b}", "replica", id, "slot", slot, "seed", hex, "why",
-				   why, "time", t, "input_bytes", (json_int_t)input_bytes, "caught_up", 0));
+	json_t *e = must(json_pack("{s:i,s:i,s:o,s:o,s:f,s:I,s:b}", "replica", id, "slot", slot, "seed", text(hex),
+				   "why", text(why), "time", t, "input_bytes", (json_int_t)input_bytes, "caught_up", 0));
 	if (replaces >= 0) {
 		set(e, "replaces", json_integer(replaces));
-		set(e, "old_seed", json_string(old));
+		set(e, "old_seed", text(old));
 		set(replica(rp, id), "replaces", json_integer(replaces));
 	}
 	json_array_append_new(rp->replacements, e);
@@ -145,7 +163,7 @@ void report_respawn_refused(struct report *rp, const char *why)
 {
 	json_t *r = json_object_get(rp->root, "respawns");
 	if (r != NULL && json_object_get(r, "refused") == NULL)
-		set(r, "refused", json_string(why));
+		set(r, "refused", text(why));
 }
 
 void report_log_memory(struct report *rp, uint64_t entries, size_t bytes, bool complete, uint64_t skipped_sleeps)
@@ -185,9 +203,10 @@ void report_divergence(struct report *rp, const char *stream, size_t offset, con
 	for (unsigned i = 0; i < nagree; i++)
 		json_array_append_new(ids, must(json_integer(agree[i])));
 	json_array_append_new(rp->divergences,
-			      must(json_pack("{s:s,s:I,s:o,s:i,s:s,s:s,s:s,s:f}", "stream", stream, "offset",
+			      must(json_pack("{s:o,s:I,s:o,s:i,s:o,s:o,s:o,s:f}", "stream", text(stream), "offset",
 					     (json_int_t)offset, "agreed", ids, "replica", r, "majority_hex",
-					     majority_hex, "replica_hex", replica_hex, "kind", kind, "time", t)));
+					     text(majority_hex), "replica_hex", text(replica_hex), "kind", text(kind),
+					     "time", t)));
 }
 
 void report_status_divergence(struct report *rp, unsigned r, int status, int majority)
@@ -202,7 +221,7 @@ void report_kill(struct report *rp, unsigned r, const char *why, double t)
 	json_t *rep = replica(rp, r);
 	if (rep == NULL)
 		return;
-	set(rep, "killed", json_string(why));
+	set(rep, "killed", text(why));
 	set(rep, "killed_at", json_real(t));
 }
 
@@ -211,7 +230,7 @@ void report_stopped(struct report *rp, unsigned r, const char *why, double t, si
 	json_t *rep = replica(rp, r);
 	if (rep == NULL)
 		return;
-	set(rep, "stopped", json_string(why));
+	set(rep, "stopped", text(why));
 	set(rep, "stopped_at", json_real(t));
 	size_t i;
 	json_t *e;
@@ -241,7 +260,8 @@ void report_exit(struct report *rp, unsigned r, int status, int signal, double t
 void report_no_quorum(struct report *rp, const char *stream, size_t offset, const char *why, const char *sides)
 {
 	set(rp->root, "no_quorum",
-	    json_pack("{s:s,s:I,s:s,s:s}", "stream", stream, "offset", (json_int_t)offset, "why", why, "sides", sides));
+	    json_pack("{s:o,s:I,s:o,s:o}", "stream", text(stream), "offset", (json_int_t)offset, "why", text(why), "sides",
+		      text(sides)));
 }
 
 void report_input_log(struct report *rp, size_t bytes, size_t retained_from, bool complete)
@@ -276,8 +296,9 @@ void report_call_divergence(struct report *rp, unsigned r, const char *call, uin
 		return;
 	}
 	json_array_append_new(rp->call_divergences,
-			      must(json_pack("{s:i,s:s,s:I,s:s,s:s,s:f}", "replica", r, "call", call, "index",
-					     (json_int_t)index, "expected", expected, "got", got, "time", t)));
+			      must(json_pack("{s:i,s:o,s:I,s:o,s:o,s:f}", "replica", r, "call", text(call), "index",
+					     (json_int_t)index, "expected", text(expected), "got",
+					     text(got), "time", t)));
 }
 
 void report_calls(struct report *rp, unsigned r, const char *call, uint64_t count)
@@ -302,18 +323,51 @@ void report_set_exit(struct report *rp, int code, const char *reason)
 {
 	set(rp->root, "exit_code", json_integer(code));
 	if (reason != NULL)
-		set(rp->root, "exit_reason", json_string(reason));
+		set(rp->root, "exit_reason", text(reason));
 }
 
+/* Writes n bytes to fd, a piece at a time if it takes several (a pipe,
+ * a signal in between); false with errno set on failure. */
+static bool write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return false;
+		if (w == 0) {
+			errno = EIO;
+			return false;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+/* The file was opened before the run (main.c: errors come before anything
+ * runs, and a FIFO without a reader cannot hang us now); the text is the
+ * one json_dump_file would write: two-space indent, sorted keys, no
+ * newline at the end. */
 void report_write(struct report *rp)
 {
-	if (rp->path == NULL || rp->written)
+	if (rp->fd < 0 || rp->written)
 		return;
 	rp->written = true;
 	struct timespec end;
 	clock_gettime(CLOCK_REALTIME, &end);
 	set(rp->root, "wall_seconds",
 	    json_real((double)(end.tv_sec - rp->start.tv_sec) + (end.tv_nsec - rp->start.tv_nsec) / 1e9));
-	if (json_dump_file(rp->root, rp->path, JSON_INDENT(2) | JSON_SORT_KEYS) != 0)
+	char *doc = json_dumps(rp->root, JSON_INDENT(2) | JSON_SORT_KEYS);
+	bool ok = doc != NULL && write_all(rp->fd, doc, strlen(doc));
+	if (doc == NULL)
+		log_warn("cannot write the report to %s: out of memory", rp->path);
+	else if (!ok)
 		log_warn("cannot write the report to %s: %s", rp->path, strerror(errno));
+	free(doc);
+	/* A file system may say only now that the data did not fit. */
+	if (close(rp->fd) != 0 && ok)
+		log_warn("cannot write the report to %s: %s", rp->path, strerror(errno));
+	rp->fd = -1;
 }

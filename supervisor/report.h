@@ -48,7 +48,8 @@ void report_call_divergence(struct report *rp, unsigned replica, const char *cal
 void report_calls(struct report *rp, unsigned replica, const char *call, uint64_t count);
 void report_unvirtualized(struct report *rp, unsigned replica, uint64_t count);
 void report_set_exit(struct report *rp, int code, const char *reason);
-/* Writes the file if one was asked for (once); warns on failure. */
+/* Writes the report to the file main.c opened, if one was asked for
+ * (once), and closes it; warns on failure. */
 void report_write(struct report *rp);
 
 #endif

@@ -10,6 +10,7 @@ struct options {
 	unsigned k;               /* replicas */
 	const char *allocator;    /* path of libdiehard.so */
 	const char *report_path;  /* JSON report, or NULL */
+	int report_fd;            /* that file, opened before the run; -1: none */
 	unsigned idle_ms;         /* quiet time before a partial chunk is voted */
 	unsigned straggler_ms;    /* how long a replica may trail the quorum */
 	size_t window;            /* bytes a replica may be ahead or behind */

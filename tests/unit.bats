@@ -52,3 +52,7 @@ run_unit() {
 @test "unit: output digests (SipHash-2-4-128 reference vectors, NH+SipHash fed in pieces across segments, one-bit changes, swaps, lengths)" {
 	run_unit test_digest
 }
+
+@test "unit: UTF-8 escaping for the report (valid sequences kept, each invalid byte as \\xNN: cut, overlong, surrogates, past U+10FFFF)" {
+	run_unit test_utf8
+}
