@@ -1,6 +1,11 @@
 /* entropy.c — see entropy.h. Each pipe's writer is fed a page at a time:
  * writes of PIPE_BUF bytes or less are all-or-nothing, so the keystream is
- * never split by a partial write, and a page is what a pipe frees up. */
+ * never split by a partial write, and a page is what a pipe frees up.
+ * Each pipe holds one page (not the default 16): a program that keeps
+ * thousands of random devices open costs 4 KiB of kernel memory, one fd
+ * and about 200 bytes here per open; a read of more than a page waits for
+ * us to refill it, a wake-up per page. A page is made in one buffer shared
+ * by all feeders and the stream rewound if the pipe had no room for it. */
 #include "entropy.h"
 
 #include <errno.h>
@@ -18,9 +23,8 @@ struct feeder {
 	struct entropy *E;
 	int fd;             /* write end */
 	struct event *ev;
-	struct chacha cc;
-	uint8_t buf[PAGE];
-	size_t off;         /* bytes of buf already written */
+	struct chacha cc;   /* the stream from the first byte not yet written */
+	unsigned *open;     /* the owner's count of live pipes */
 	struct feeder *prev, *next;
 };
 
@@ -28,6 +32,7 @@ struct entropy {
 	struct event_base *base;
 	uint8_t key[CHACHA_KEY_BYTES];
 	struct feeder *all;
+	uint8_t page[PAGE]; /* the page being written, for any feeder */
 };
 
 struct entropy *entropy_new(struct event_base *base, const uint8_t key[CHACHA_KEY_BYTES])
@@ -42,6 +47,8 @@ struct entropy *entropy_new(struct event_base *base, const uint8_t key[CHACHA_KE
 
 static void feeder_free(struct feeder *f)
 {
+	if (*f->open > 0)
+		--*f->open;
 	if (f->ev != NULL)
 		event_free(f->ev);
 	close(f->fd);
@@ -63,21 +70,20 @@ void entropy_free(struct entropy *E)
 	free(E);
 }
 
-/* Writes until the pipe is full. false once the reader is gone. */
+/* Writes until the pipe is full. false once the reader is gone. A write of
+ * a page (PIPE_BUF) to a non-blocking pipe is all or nothing. */
 static bool feed(struct feeder *f)
 {
 	for (;;) {
-		if (f->off == PAGE) {
-			chacha_read(&f->cc, f->buf, PAGE);
-			f->off = 0;
-		}
-		ssize_t w = write(f->fd, f->buf + f->off, PAGE - f->off);
-		if (w > 0) {
-			f->off += (size_t)w;
+		struct chacha before = f->cc;
+		chacha_read(&f->cc, f->E->page, PAGE);
+		ssize_t w;
+		do
+			w = write(f->fd, f->E->page, PAGE);
+		while (w < 0 && errno == EINTR);
+		if (w == (ssize_t)PAGE)
 			continue;
-		}
-		if (w < 0 && errno == EINTR)
-			continue;
+		f->cc = before; /* not written: the same bytes next time */
 		if (w < 0 && errno == EAGAIN)
 			return true;
 		return false; /* EPIPE: every reader closed it */
@@ -93,11 +99,13 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
 		feeder_free(f);
 }
 
-int entropy_open(struct entropy *E, uint32_t domain, uint64_t n, int nonblocking)
+int entropy_open(struct entropy *E, uint32_t domain, uint64_t n, int nonblocking, unsigned *open)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
 		return -1;
+	/* Refused (a kernel without F_SETPIPE_SZ): a bigger pipe still works. */
+	(void)fcntl(p[1], F_SETPIPE_SZ, (int)PAGE);
 	/* The reader's end blocks like the device unless it asked otherwise. */
 	if (!nonblocking && fcntl(p[0], F_SETFL, 0) != 0)
 		goto fail;
@@ -106,7 +114,8 @@ int entropy_open(struct entropy *E, uint32_t domain, uint64_t n, int nonblocking
 		goto fail;
 	f->E = E;
 	f->fd = p[1];
-	f->off = PAGE;
+	f->open = open;
+	++*open;
 	chacha_init_stream(&f->cc, E->key, domain, n);
 	f->next = E->all;
 	if (E->all != NULL)

@@ -17,9 +17,10 @@ struct entropy;
 struct entropy *entropy_new(struct event_base *base, const uint8_t key[CHACHA_KEY_BYTES]);
 void entropy_free(struct entropy *E);
 
-/* A new pipe for keystream (domain, n), already holding its first 64 KiB.
+/* A new pipe for keystream (domain, n), already holding its first page.
  * Returns the read end (close-on-exec, O_NONBLOCK if nonblocking) for the
- * caller to hand over and close, or -1 with errno. */
-int entropy_open(struct entropy *E, uint32_t domain, uint64_t n, int nonblocking);
+ * caller to hand over and close, or -1 with errno. *open counts the pipes
+ * alive for the caller: one more now, one less when its reader is gone. */
+int entropy_open(struct entropy *E, uint32_t domain, uint64_t n, int nonblocking, unsigned *open);
 
 #endif

@@ -86,6 +86,8 @@ struct replica {
 	char why[192];
 	double behind_since;       /* since when it trails the committed output without writing */
 	double exit_wait_since;    /* since when it runs, silent, after the majority exited */
+	double input_stall_since;  /* since when it holds back input the others wait for */
+	size_t input_seen;         /* its in_off then: reading any restarts the clock */
 	double last_output;        /* when it last wrote to stdout or stderr */
 	double end_time;
 };

@@ -169,10 +169,28 @@ static bool overdue(double *since, bool cond, double t, double limit)
 	return t - *since > limit;
 }
 
+/* Whether r holds back the input a quorum of the other voters wait for:
+ * the ring is full, r has not read its oldest byte, and they have read all
+ * of it (or closed their stdin). */
+static bool holds_input(struct sup *S, const struct replica *r)
+{
+	if (!r->live || r->in_fd < 0 || r->log_fed || ring_free(S->in) > 0 || r->in_off > S->in->head ||
+	    r->in_off >= S->in->tail)
+		return false;
+	unsigned waiting = 0;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		const struct replica *o = &S->r[i];
+		waiting += o != r && o->live && !o->exited && (o->in_fd < 0 || o->in_off >= S->in->tail);
+	}
+	return waiting >= sup_quorum(S);
+}
+
 /* Stragglers: a voter or a replacement that trails the committed output,
  * or a voter still running once the majority exited or once another voter
- * finished (exited, not by a signal) while it stays silent, for longer
- * than --timeout. Output restarts the clock: slow is not hung. */
+ * finished (exited, not by a signal) while it stays silent, or a voter
+ * that stopped reading the input the others wait for, for longer than
+ * --timeout. Output (or, for the last, reading) restarts the clock: slow
+ * is not hung. */
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -204,6 +222,16 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 			snprintf(why, sizeof why, "straggler: still running, silent, %.1f s after %s", limit,
 				 exited_live >= quorum ? "the majority exited" : "another replica finished");
 			replica_kill(S, r, why);
+		} else {
+			if (r->in_off != r->input_seen)
+				r->input_stall_since = 0;
+			r->input_seen = r->in_off;
+			if (overdue(&r->input_stall_since, holds_input(S, r), t, limit)) {
+				snprintf(why, sizeof why,
+					 "straggler: stopped reading its input for more than %.1f s while the others "
+					 "wait for it", limit);
+				replica_kill(S, r, why);
+			}
 		}
 	}
 	replace_maintain(S);

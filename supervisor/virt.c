@@ -110,6 +110,10 @@ struct virt {
 	struct vreplica *r;
 	bool vdso_warned;
 	uint64_t skipped_sleeps;  /* by replacements catching up */
+	uint64_t open_failures;   /* random device opens we could not answer */
+	unsigned *random_open;    /* per slot: its random-device pipes alive */
+	unsigned random_cap;      /* at most this many per slot (the rest EMFILE) */
+	bool cap_said;
 };
 
 /* What a handler decided. */
@@ -471,11 +475,28 @@ static enum answer on_open(struct vreplica *vr, const struct seccomp_notif *req,
 	int kept = flags & (O_NONBLOCK | O_CLOEXEC);
 	/* A mismatch is reported; the replica still gets the n-th stream. */
 	take(vr, req, key, (uint64_t)kept, no_real_value, &v, &index);
-	int fd = entropy_open(vr->V->entropy, key == KEY_URANDOM ? DOMAIN_URANDOM : DOMAIN_RANDOM, index,
-			      (flags & O_NONBLOCK) != 0);
+	/* Each open holds one of our fds: past a share of our limit, the
+	 * program's open fails as if its own limit were reached (at the same
+	 * open in every replica that keeps them all open), and diehard keeps
+	 * the fds it needs to go on. */
+	struct virt *V = vr->V;
+	if (V->random_open[vr->index] >= V->random_cap) {
+		if (!V->cap_said)
+			log_warn("replica %u keeps %u random devices open: further opens fail with EMFILE",
+				 V->S->r[vr->index].id, V->random_cap);
+		V->cap_said = true;
+		resp->error = -EMFILE;
+		return still_waiting(vr, req->id) ? ANSWER : DROP;
+	}
+	int fd = entropy_open(V->entropy, key == KEY_URANDOM ? DOMAIN_URANDOM : DOMAIN_RANDOM, index,
+			      (flags & O_NONBLOCK) != 0, &V->random_open[vr->index]);
 	if (fd < 0) {
-		log_warn("cannot virtualize an open of /dev/%s: %s", key == KEY_URANDOM ? "urandom" : "random",
-			 strerror(errno));
+		/* Said once a run (a replica opening thousands of them would
+		 * flood stderr): the rest are counted, in the report too. */
+		if (vr->V->open_failures++ == 0)
+			log_warn("cannot virtualize an open of /dev/%s: %s (it reads the real device; further "
+				 "such opens are counted, not said)",
+				 key == KEY_URANDOM ? "urandom" : "random", strerror(errno));
 		vr->unvirtualized++;
 		return CONTINUE;
 	}
@@ -638,7 +659,14 @@ struct virt *virt_new(struct sup *S)
 	V->disputes = disputes_new(S->nslots, on_odd, V);
 	V->entropy = entropy_new(S->base, V->key);
 	V->r = calloc(S->nslots, sizeof *V->r);
-	if (V->log == NULL || V->disputes == NULL || V->entropy == NULL || V->r == NULL)
+	V->random_open = calloc(S->nslots, sizeof *V->random_open);
+	/* Our fd limit (raised to the hard one), less what the run needs for
+	 * itself, shared by the slots; between 16 and 65536 each. */
+	rlim_t limit = S->nofile.rlim_max == RLIM_INFINITY ? 1 << 20 : S->nofile.rlim_max;
+	rlim_t reserve = 256 + 16 * (rlim_t)S->nslots;
+	rlim_t share = limit > reserve ? (limit - reserve) / S->nslots : 0;
+	V->random_cap = share < 16 ? 16 : share > 65536 ? 65536 : (unsigned)share;
+	if (V->random_open == NULL || V->log == NULL || V->disputes == NULL || V->entropy == NULL || V->r == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	for (unsigned i = 0; i < S->nslots; i++)
 		V->r[i] = (struct vreplica){ .V = V, .index = i, .fd = -1 };
@@ -712,6 +740,9 @@ void virt_retire(struct virt *V, unsigned i, bool killed)
 void virt_finish(struct virt *V)
 {
 	struct sup *S = V->S;
+	if (V->open_failures > 1)
+		log_warn("%" PRIu64 " opens of /dev/urandom or /dev/random in all could not be virtualized",
+			 V->open_failures);
 	disputes_settle(V->disputes, 0, true);
 	for (unsigned i = 0; i < S->nslots; i++)
 		report_counts(V, i);
