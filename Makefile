@@ -43,8 +43,11 @@ SUP_PKGS   := libevent jansson libseccomp libelf
 # on a machine that did not have the libraries when make started.
 SUP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(SUP_PKGS) 2>/dev/null)
 SUP_LIBS   = $(shell $(PKG_CONFIG) --libs $(SUP_PKGS) 2>/dev/null)
-SUP_SRC    := $(sort $(wildcard supervisor/*.c)) voter/voter.c
-SUP_HDR    := $(wildcard supervisor/*.h) voter/voter.h
+# supervisor/sandbox/init.c is diehard-init's own program.
+SUP_SRC    := $(sort $(filter-out supervisor/sandbox/init.c,$(wildcard supervisor/*.c supervisor/*/*.c))) voter/voter.c
+SUP_HDR    := $(wildcard supervisor/*.h supervisor/*/*.h) voter/voter.h
+# Each concern's folder is on the include path: modules include by name.
+SUP_INC    := -Isupervisor -Isupervisor/virt -Isupervisor/sandbox -Ivoter
 
 PROG_SRC  := $(wildcard tests/progs/*.c)
 PROGS     := $(patsubst tests/progs/%.c,$(B)/tests/%,$(PROG_SRC))
@@ -62,12 +65,12 @@ all: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard $(B)/diehard-init $(PROGS
 
 $(B)/diehard: $(SUP_SRC) $(SUP_HDR) | $(B)
 	@$(PKG_CONFIG) --exists $(SUP_PKGS) || { echo "missing libraries ($(SUP_PKGS)): run make deps" >&2; exit 1; }
-	$(CC) $(WARN) $(CFLAGS) -Ivoter $(SUP_CFLAGS) -DDIEHARD_LIBDIR='"$(LIBDIR)"' -DDIEHARD_LIBEXECDIR='"$(LIBEXECDIR)"' -o $@ $(SUP_SRC) $(SUP_LIBS)
+	$(CC) $(WARN) $(CFLAGS) $(SUP_INC) $(SUP_CFLAGS) -DDIEHARD_LIBDIR='"$(LIBDIR)"' -DDIEHARD_LIBEXECDIR='"$(LIBEXECDIR)"' -o $@ $(SUP_SRC) $(SUP_LIBS)
 
-# A sandboxed replica's init (supervisor/sandbox.h): static, so that its
+# A sandboxed replica's init (supervisor/sandbox/sandbox.h): static, so that its
 # exec costs no dynamic linking on every replica's start.
-$(B)/diehard-init: supervisor/init/main.c supervisor/sandbox.c supervisor/sandbox.h | $(B)
-	$(CC) $(WARN) $(CFLAGS) -static -Isupervisor -o $@ supervisor/init/main.c supervisor/sandbox.c
+$(B)/diehard-init: supervisor/sandbox/init.c supervisor/sandbox/sandbox.c supervisor/sandbox/sandbox.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) -static -Isupervisor/sandbox -o $@ supervisor/sandbox/init.c supervisor/sandbox/sandbox.c
 
 $(B)/libdiehard.so: $(ALLOC_SRC) $(ALLOC_HDR) allocator/exports.map | $(B)
 	$(CC) $(ALLOC_CFLAGS) $(ALLOC_LDFLAGS) -o $@ $(ALLOC_SRC)
@@ -94,9 +97,9 @@ $(B)/tests/unit/test_voter: tests/unit/test_voter.c tests/unit/tap.h voter/voter
 
 # The supervisor's pure modules (nondeterminism log, ChaCha20, digests,
 # disputes, UTF-8 escaping) likewise.
-SUP_PURE := supervisor/ndlog.c supervisor/chacha.c
-$(B)/tests/unit/test_ndlog: tests/unit/test_ndlog.c tests/unit/tap.h $(SUP_PURE) supervisor/ndlog.h supervisor/chacha.h | $(B)/tests/unit
-	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -o $@ $< $(SUP_PURE)
+SUP_PURE := supervisor/virt/ndlog.c supervisor/virt/chacha.c
+$(B)/tests/unit/test_ndlog: tests/unit/test_ndlog.c tests/unit/tap.h $(SUP_PURE) supervisor/virt/ndlog.h supervisor/virt/chacha.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/virt -o $@ $< $(SUP_PURE)
 
 $(B)/tests/unit/test_digest: tests/unit/test_digest.c tests/unit/tap.h supervisor/digest.c supervisor/digest.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -o $@ $< supervisor/digest.c
@@ -104,8 +107,8 @@ $(B)/tests/unit/test_digest: tests/unit/test_digest.c tests/unit/tap.h superviso
 $(B)/tests/unit/test_utf8: tests/unit/test_utf8.c tests/unit/tap.h supervisor/utf8.c supervisor/utf8.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -o $@ $< supervisor/utf8.c
 
-$(B)/tests/unit/test_dispute: tests/unit/test_dispute.c tests/unit/tap.h supervisor/dispute.c supervisor/dispute.h voter/voter.h | $(B)/tests/unit
-	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -Ivoter -o $@ $< supervisor/dispute.c
+$(B)/tests/unit/test_dispute: tests/unit/test_dispute.c tests/unit/tap.h supervisor/virt/dispute.c supervisor/virt/dispute.h voter/voter.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/virt -Ivoter -o $@ $< supervisor/virt/dispute.c
 
 $(B)/bench/%: bench/%.c | $(B)/bench
 	$(CC) $(WARN) -O2 -g -pthread -o $@ $< -lm

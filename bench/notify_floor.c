@@ -5,7 +5,7 @@
  *   notify_floor [--sync-wake-up] [--epoll] N
  *
  * Why: under diehard every clock, random-number and open call of a replica
- * stops in the kernel until the supervisor answers it (supervisor/virt.c).
+ * stops in the kernel until the supervisor answers it (supervisor/virt/virt.c).
  * The least such a call can cost is one notify round trip: the caller
  * sleeps, the listener wakes, receives, sends, the caller wakes. This
  * program measures that floor, so that bench/virtualize can tell the

@@ -1,4 +1,4 @@
-/* diehard-init — a sandboxed replica's pid 1 (supervisor/sandbox.h).
+/* diehard-init — a sandboxed replica's pid 1 (supervisor/sandbox/sandbox.h).
  *
  *   diehard-init PROG STATUS_FD
  *

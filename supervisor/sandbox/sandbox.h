@@ -51,7 +51,7 @@ _Noreturn void sandbox_init_run(pid_t prog, int status_fd);
 #define SANDBOX_KILL_SIGNAL SIGRTMAX
 
 /* The init, once the program is forked, execs init_path (diehard-init, a
- * small static program: supervisor/init/main.c) as
+ * small static program: supervisor/sandbox/init.c) as
  *   diehard-init PROG STATUS_FD
  * so that nothing of the supervisor's memory (seeds, keys, the shared
  * rings) stays in a process the program can name. Without it (NULL, or
