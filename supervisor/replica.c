@@ -55,12 +55,18 @@ void replica_signal(struct replica *r, int sig)
 		return;
 	if (r->status_fd >= 0) {
 		/* SIGSTOP would stop the init, not the program: the init
-		 * turns SIGTSTP into SIGSTOP for the program's group; and
-		 * SIGKILL would lose a status the program may already have. */
+		 * turns SIGTSTP into SIGSTOP for the program's group. SIGKILL
+		 * to the init would lose the status the program may already
+		 * have (a crash): the program is killed here, at once, as
+		 * before, and the init kills the rest of its group. */
 		if (sig == SIGSTOP)
 			sig = SIGTSTP;
-		else if (sig == SIGKILL)
+		if (sig == SIGKILL) {
+			if (r->program_pid > 0 && kill(r->program_pid, SIGKILL) != 0 && errno != ESRCH)
+				log_warn("cannot kill replica %u's program (pid %d): %s", r->index,
+					 (int)r->program_pid, strerror(errno));
 			sig = SANDBOX_KILL_SIGNAL;
+		}
 		if (kill(r->pid, sig) != 0 && errno != ESRCH)
 			log_warn("cannot signal replica %u (pid %d): %s", r->index, (int)r->pid, strerror(errno));
 		return;
@@ -287,6 +293,7 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 	}
 	r->pid = pid;
 	r->status_fd = res.status_fd;
+	r->program_pid = res.program_pid;
 	r->used = true;
 	r->exited = false;
 	r->id = S->next_id++;

@@ -132,7 +132,8 @@ void spawn_environment_free(char **envp)
  * a successful exec closes it, which the parent reads as end of file). */
 struct child_msg {
 	char tag;  /* 'L' listener (fd attached), 'F' filter refused, 'E' exec failed,
-		      'N' namespaces refused, 'P' the init is up (nothing to do) */
+		      'N' namespaces refused, 'P' the init is up (nothing to do),
+		      'C' the sandboxed program's credentials (its pid) */
 	int err;
 };
 
@@ -202,6 +203,12 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 	sigset_t none;
 	sigemptyset(&none);
 	if (sigprocmask(SIG_SETMASK, &none, NULL) != 0) {
+		err = errno;
+		goto fail;
+	}
+	/* Sandboxed: our pid, as diehard sees it, for it to kill us itself
+	 * (a kill through the init would come late). */
+	if (r->ns_flags != 0 && !child_send(sock, 'C', 0, -1)) {
 		err = errno;
 		goto fail;
 	}
@@ -305,13 +312,13 @@ fail:
 
 /* One message from the child: its tag, or 0 at end of file (the exec
  * worked); an attached fd goes to *fd. */
-static char parent_receive(int sock, int *err, int *fd)
+static char parent_receive(int sock, int *err, int *fd, pid_t *sender)
 {
 	struct child_msg m = { 0, 0 };
 	struct iovec iov = { &m, sizeof m };
 	union {
 		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
 	} ctl;
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
 			      .msg_controllen = sizeof ctl.buf };
@@ -322,8 +329,14 @@ static char parent_receive(int sock, int *err, int *fd)
 	if (n <= 0)
 		return 0;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
 			memcpy(fd, CMSG_DATA(c), sizeof *fd);
+		} else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
+			/* The kernel's word, in our pid namespace (SO_PASSCRED). */
+			struct ucred cred;
+			memcpy(&cred, CMSG_DATA(c), sizeof cred);
+			*sender = cred.pid;
+		}
 	*err = m.err;
 	return m.tag;
 }
@@ -343,6 +356,15 @@ pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struc
 	int sock[2], status[2] = { -1, -1 };
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) != 0)
 		return -1;
+	/* Sandboxed, the program's pid in our namespace comes with its 'C'. */
+	int on = 1;
+	if (r->ns_flags != 0 && setsockopt(sock[0], SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0) {
+		int saved = errno;
+		close(sock[0]);
+		close(sock[1]);
+		errno = saved;
+		return -1;
+	}
 	if (r->ns_flags != 0 && pipe2(status, O_CLOEXEC) != 0) {
 		int saved = errno;
 		close(sock[0]);
@@ -411,8 +433,11 @@ pid_t spawn_finish(struct spawn_pending *sp, struct spawn_result *res)
 {
 	int err = 0, failed = 0;
 	char tag;
-	while ((tag = parent_receive(sp->sock, &err, &res->listener)) != 0) {
-		if (tag == 'E')
+	pid_t sender = 0;
+	while ((tag = parent_receive(sp->sock, &err, &res->listener, &sender)) != 0) {
+		if (tag == 'C')
+			res->program_pid = sender;
+		else if (tag == 'E')
 			res->exec_errno = failed = err;
 		else if (tag == 'N')
 			res->ns_errno = failed = err;

@@ -33,6 +33,7 @@ struct spawn_result {
 	int listener;    /* the filter's user-notify fd, or -1 */
 	int status_fd;   /* sandboxed: the init writes the program's wait status
 			    here before it exits; else -1 */
+	pid_t program_pid; /* sandboxed: the program's pid in our namespace */
 };
 
 /* Builds a replica's environment: ours, with LD_PRELOAD (allocator first),

@@ -61,6 +61,7 @@ struct replica {
 	int in_fd;                 /* our end of its stdin; -1 once closed */
 	int status_fd;             /* sandboxed: its init's report of the program's
 				      wait status; -1 otherwise */
+	pid_t program_pid;         /* sandboxed: its program (the init's child) */
 	int out_fd[NSTREAMS];      /* our ends of its stdout, stderr; -1 at EOF */
 	struct event *in_ev;
 	struct event *out_ev[NSTREAMS];

@@ -43,11 +43,12 @@ int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid);
  * the program's wait status to status_fd when it ends. Never returns. */
 _Noreturn void sandbox_init_run(pid_t prog, int status_fd);
 
-/* diehard's "kill your program" to an init: the init SIGKILLs the
- * program's group, then reports its status as ever, so that a program
- * that had already died (of SIGSEGV, say) is reported as it died, not as
- * killed. SIGKILL to the init itself ends the replica at once, status
- * unknown (the run's end). */
+/* diehard's "kill your program's group" to an init, sent once diehard has
+ * SIGKILLed the program itself (its pid came with spawn.c's 'C' message):
+ * the init SIGKILLs the rest of the group, reaps the program and reports
+ * its status as ever, so a program that had already died (of SIGSEGV,
+ * say) is reported as it died. SIGKILL to the init itself ends the
+ * replica at once, status unknown (the run's end). */
 #define SANDBOX_KILL_SIGNAL SIGRTMAX
 
 /* The init, once the program is forked, execs init_path (diehard-init, a
