@@ -159,6 +159,16 @@ static bool child_send(int sock, char tag, int err, int fd)
 	return sendmsg(sock, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof m;
 }
 
+/* fds become 0, 1 and 2 (all of them at least 3: diehard reserved 0-2).
+ * 0, or an errno. */
+static int take_stdio(const int fds[3])
+{
+	for (int i = 0; i < 3; i++)
+		if (dup2(fds[i], i) != i)
+			return errno;
+	return 0;
+}
+
 /* In the child: never returns. Reports the listener and any failure through
  * sock. */
 static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv, pid_t parent, int sock)
@@ -173,11 +183,8 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 	/* Its own process group: a terminal's ^C reaches diehard alone, which
 	 * forwards it, so every replica gets each signal exactly once. */
 	(void)setpgid(0, 0);
-	for (int i = 0; i < 3; i++)
-		if (dup2(r->fds[i], i) != i) {
-			err = errno;
-			goto fail;
-		}
+	if ((err = take_stdio(r->fds)) != 0)
+		goto fail;
 	/* Only fds 0-2 are inherited (sock is close-on-exec). */
 	if (sock > 3)
 		(void)close_range(3, (unsigned)sock - 1, 0);
@@ -272,11 +279,8 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 		goto fail;
 	(void)setpgid(0, 0);
 	/* The program's 0-2 pass through us; nothing else of diehard's does. */
-	for (int i = 0; i < 3; i++)
-		if (dup2(r->fds[i], i) != i) {
-			err = errno;
-			goto fail;
-		}
+	if ((err = take_stdio(r->fds)) != 0)
+		goto fail;
 	close_all_but(sock, status_fd);
 	/* Our handlers (the loop's) are diehard's; the program inherits the
 	 * dispositions (child() resets them too). SIGCHLD must not be

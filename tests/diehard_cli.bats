@@ -13,24 +13,6 @@ setup() {
 	PROBE=(sh -c ": >'$T/ran'")
 }
 
-# expect_error CODE PATTERN DIEHARD-ARGS...: diehard exits with CODE, prints
-# nothing on stdout and exactly one line on stderr, starting "diehard: " and
-# matching the extended regex PATTERN; no replica ran.
-expect_error() {
-	local code=$1 pattern=$2
-	shift 2
-	capture "$T/run" sup "$@"
-	local rc err
-	rc=$(<"$T/run.rc")
-	err=$(<"$T/run.err")
-	[[ $rc == "$code" ]] || fail "diehard $* exited with $rc, expected $code" "stderr: $err"
-	[[ ! -s $T/run.out ]] || fail "diehard $* wrote to stdout:" "$(head -c 500 "$T/run.out")"
-	[[ $(grep -c '' "$T/run.err") == 1 ]] || fail "diehard $*: expected one line on stderr, got:" "$err"
-	[[ $err == 'diehard: '* ]] || fail "diehard $*: the message does not start with 'diehard: ':" "$err"
-	[[ $err =~ $pattern ]] || fail "diehard $*: the message does not match /$pattern/:" "$err"
-	[[ ! -e $T/ran ]] || fail "diehard $*: a replica ran although the invocation is wrong"
-}
-
 @test "--help prints the usage on stdout and exits 0; --version prints the version" {
 	capture "$T/help" sup --help
 	[[ $(<"$T/help.rc") == 0 ]] || fail "--help exited with $(<"$T/help.rc")"

@@ -22,25 +22,6 @@ sup() {
 	timeout -k 1 "$SUP_TIMEOUT" "$DIEHARD" "$@"
 }
 
-# expect_error CODE PATTERN DIEHARD-ARGS...: diehard exits with CODE, prints
-# nothing on stdout and exactly one line on stderr, starting "diehard: " and
-# matching the extended regex PATTERN; no replica ran. (As in
-# diehard_cli.bats.)
-expect_error() {
-	local code=$1 pattern=$2
-	shift 2
-	capture "$T/run" sup "$@"
-	local rc err
-	rc=$(<"$T/run.rc")
-	err=$(<"$T/run.err")
-	[[ $rc == "$code" ]] || fail "diehard $* exited with $rc, expected $code" "stderr: $err"
-	[[ ! -s $T/run.out ]] || fail "diehard $* wrote to stdout:" "$(head -c 500 "$T/run.out")"
-	[[ $(grep -c '' "$T/run.err") == 1 ]] || fail "diehard $*: expected one line on stderr, got:" "$err"
-	[[ $err == 'diehard: '* ]] || fail "diehard $*: the message does not start with 'diehard: ':" "$err"
-	[[ $err =~ $pattern ]] || fail "diehard $*: the message does not match /$pattern/:" "$err"
-	[[ ! -e $T/ran ]] || fail "diehard $*: a replica ran although the invocation is wrong"
-}
-
 # no_kills REPORT: every replica of the run exited 0 by itself.
 no_kills() {
 	jq -e '.exit_code == 0 and (.replicas | length) == .k and
