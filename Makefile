@@ -38,16 +38,20 @@ ALLOC_CORE := $(filter-out allocator/entry.c allocator/strings.c,$(ALLOC_SRC))
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # The supervisor: libraries found with pkg-config.
-SUP_PKGS   := libevent jansson libseccomp libelf
+SUP_PKGS   := libevent jansson libseccomp libelf libdw libprotobuf-c
 # Deferred (=): asked when the link runs, so `make deps all` works in one go
 # on a machine that did not have the libraries when make started.
 SUP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(SUP_PKGS) 2>/dev/null)
 SUP_LIBS   = $(shell $(PKG_CONFIG) --libs $(SUP_PKGS) 2>/dev/null)
 # supervisor/sandbox/init.c is diehard-init's own program.
-SUP_SRC    := $(sort $(filter-out supervisor/sandbox/init.c,$(wildcard supervisor/*.c supervisor/*/*.c))) voter/voter.c
-SUP_HDR    := $(wildcard supervisor/*.h supervisor/*/*.h) voter/voter.h
+# proto/*.proto are compiled by protoc-c into $(B)/proto (the message layer:
+# the run recording).
+PROTO_SRC  := $(patsubst proto/%.proto,$(B)/proto/%.pb-c.c,$(wildcard proto/*.proto))
+PROTO_HDR  := $(PROTO_SRC:.c=.h)
+SUP_SRC    := $(sort $(filter-out supervisor/sandbox/init.c,$(wildcard supervisor/*.c supervisor/*/*.c))) voter/voter.c $(PROTO_SRC)
+SUP_HDR    := $(wildcard supervisor/*.h supervisor/*/*.h) voter/voter.h $(PROTO_HDR)
 # Each concern's folder is on the include path: modules include by name.
-SUP_INC    := -Isupervisor -Isupervisor/virt -Isupervisor/sandbox -Ivoter
+SUP_INC    := -Isupervisor -Isupervisor/virt -Isupervisor/sandbox -Isupervisor/ci -Ivoter -I$(B)/proto
 
 PROG_SRC  := $(wildcard tests/progs/*.c)
 PROGS     := $(patsubst tests/progs/%.c,$(B)/tests/%,$(PROG_SRC))
@@ -62,6 +66,9 @@ BENCHES   := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 .PHONY: all check unit bats bench demo deps install uninstall clean
 
 all: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard $(B)/diehard-init $(PROGS) $(STATICS) $(UNITS) $(BENCHES)
+
+$(B)/proto/%.pb-c.c $(B)/proto/%.pb-c.h: proto/%.proto | $(B)/proto
+	protoc-c --c_out=$(B)/proto --proto_path=proto $<
 
 $(B)/diehard: $(SUP_SRC) $(SUP_HDR) | $(B)
 	@$(PKG_CONFIG) --exists $(SUP_PKGS) || { echo "missing libraries ($(SUP_PKGS)): run make deps" >&2; exit 1; }
@@ -117,7 +124,7 @@ $(B)/bench/%: bench/%.c | $(B)/bench
 $(B)/bench/digest_speed: bench/digest_speed.c supervisor/digest.c supervisor/digest.h | $(B)/bench
 	$(CC) $(WARN) -O2 -g -Isupervisor -o $@ $< supervisor/digest.c
 
-$(B) $(B)/tests $(B)/tests/static $(B)/tests/unit $(B)/bench:
+$(B) $(B)/proto $(B)/tests $(B)/tests/static $(B)/tests/unit $(B)/bench:
 	mkdir -p $@
 
 # The README's test command. prove gives CI its closing line.

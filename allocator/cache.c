@@ -3,6 +3,8 @@
 
 #include <pthread.h>
 
+#include "keyed.h"
+
 __thread struct cache cache_self __attribute__((tls_model("initial-exec")));
 
 static pthread_key_t exit_key;
@@ -14,6 +16,7 @@ static void at_thread_exit(void *unused)
 	(void)unused;
 	cache_drain(cache_heap);
 	cache_self.state = CACHE_DEAD;
+	keyed_thread_exit();
 }
 
 bool cache_setup(struct heap *h)

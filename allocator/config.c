@@ -194,12 +194,24 @@ void config_load(struct config *cfg)
 		warn_bad("DIEHARD_M", v, "a number from 1.1 to 1024", "2");
 
 	cfg->fill = false;
+	cfg->fill_mode = FILL_NONE;
 	if ((v = config_getenv("DIEHARD_FILL")) != NULL) {
-		if (strcmp(v, "random") == 0)
+		if (strcmp(v, "random") == 0) {
 			cfg->fill = true;
-		else if (strcmp(v, "") != 0 && strcmp(v, "none") != 0 && strcmp(v, "0") != 0)
-			warn_bad("DIEHARD_FILL", v, "'random' or 'none'", "none");
+			cfg->fill_mode = FILL_RANDOM;
+		} else if (keyed_parse_fill(v, &cfg->fill_mode, &cfg->fill_seed)) {
+			/* Keyed: objects are filled at hand-out by keyed.c, not from
+			 * the random stream, so placement stays the seed's. */
+		} else if (strcmp(v, "") != 0 && strcmp(v, "none") != 0 && strcmp(v, "0") != 0) {
+			warn_bad("DIEHARD_FILL", v, "'random', 'pattern:HEX', 'inverse:HEX', 'zero' or 'none'", "none");
+		}
 	}
+	cfg->flip = (struct flip){ .on = false };
+	if ((v = config_getenv("DIEHARD_FLIP")) != NULL && v[0] != '\0' && !keyed_parse_flip(v, &cfg->flip))
+		warn_bad("DIEHARD_FLIP", v, "P/T/lo-hi[/blo-bhi]", "no flip");
+	cfg->trace_at = (struct keyed_at){ .on = false };
+	if ((v = config_getenv("DIEHARD_TRACE_AT")) != NULL && v[0] != '\0' && !keyed_parse_at(v, &cfg->trace_at))
+		warn_bad("DIEHARD_TRACE_AT", v, "P/T/N", "no trace");
 
 	cfg->stats = parse_switch("DIEHARD_STATS", false);
 	cfg->safe_strings = parse_switch("DIEHARD_SAFE_STRINGS", true);

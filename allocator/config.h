@@ -4,7 +4,12 @@
  * README for the user-facing description):
  *   DIEHARD_SEED          1-32 hex digits: the 128-bit seed (default: getrandom)
  *   DIEHARD_M             heap expansion factor, 1.1 to 1024 (default 2)
- *   DIEHARD_FILL          "random": fill new objects and fresh heap with random bytes
+ *   DIEHARD_FILL          "random": fill new objects and fresh heap with random bytes;
+ *                         "pattern:HEX", "inverse:HEX", "zero": keyed fills (keyed.h)
+ *   DIEHARD_FLIP          P/T/lo-hi[/blo-bhi]: invert some keyed fills (keyed.h)
+ *   DIEHARD_TRACE         FILE: the trace keyed.h describes
+ *   DIEHARD_TRACE_AT      P/T/N: trace that allocation's stack
+ *   DIEHARD_PIDKEY        "1": keyed fills are keyed by pid (pid namespaces)
  *   DIEHARD_STATS         "1": one summary line on stderr at exit
  *   DIEHARD_SAFE_STRINGS  "0": do not bound strcpy and friends to heap objects
  * A malformed value is reported in one line on stderr and the default is used.
@@ -15,6 +20,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "keyed.h"
+
 /* M is kept in fixed point, M * M_ONE, so limits are integer arithmetic. */
 #define M_ONE 256u
 #define M_MIN_FIXED ((M_ONE * 11 + 9) / 10) /* 1.1 */
@@ -24,7 +31,11 @@ struct config {
 	uint64_t seed[2]; /* [0] low 64 bits, [1] high 64 bits */
 	bool seed_given;
 	unsigned m_fixed;
-	bool fill;
+	bool fill;               /* random fill (FILL_RANDOM): keyed modes fill at entry.c */
+	enum fill_mode fill_mode;
+	uint64_t fill_seed;      /* keyed modes */
+	struct flip flip;
+	struct keyed_at trace_at;
 	bool stats;
 	bool safe_strings;
 };

@@ -20,6 +20,7 @@
 #include "cache.h"
 #include "diehard.h"
 #include "inject.h"
+#include "keyed.h"
 #include "os.h"
 #include "sizeclass.h"
 #include "stream.h"
@@ -52,8 +53,27 @@ static void *alloc_bytes(size_t size, bool zeroed)
 	return large_alloc(diehard.large, size, 0, r, fill, zeroed);
 }
 
+/* The usable size of a live object of ours, or 0. */
+static size_t usable_size(const void *p);
+
+/* keyed.h: numbers (and, in a keyed fill mode, fills) a new object. One
+ * predictable branch when off. */
+static inline void *numbered(void *p, size_t size, size_t from, bool zeroed, const char *fn)
+{
+	if (__builtin_expect(keyed_on, 0) && p != NULL)
+		keyed_allocated(p, size, usable_size(p), from, zeroed, fn);
+	return p;
+}
+
+static void *alloc_aligned_raw(size_t align, size_t size);
+
 /* align is a power of two. */
 static void *alloc_aligned(size_t align, size_t size)
+{
+	return numbered(alloc_aligned_raw(align, size), size, 0, false, "memalign");
+}
+
+static void *alloc_aligned_raw(size_t align, size_t size)
 {
 	if (align <= SMALL_MIN)
 		return alloc_bytes(size, false);
@@ -79,7 +99,6 @@ static void count_verdict(enum heap_verdict v)
 		atomic_fetch_add_explicit(&diehard.heap->invalid_frees, 1, memory_order_relaxed);
 }
 
-/* The usable size of a live object of ours, or 0. */
 static size_t usable_size(const void *p)
 {
 	if (p == NULL || atomic_load_explicit(&diehard_state, memory_order_acquire) != DIEHARD_READY)
@@ -105,8 +124,8 @@ static void *alloc_injected(size_t size, bool zeroed)
 EXPORT void *malloc(size_t size)
 {
 	if (__builtin_expect(inject_on, 0))
-		return alloc_injected(size == 0 ? 1 : size, false);
-	return alloc_bytes(size == 0 ? 1 : size, false);
+		return numbered(alloc_injected(size == 0 ? 1 : size, false), size, 0, false, "malloc");
+	return numbered(alloc_bytes(size == 0 ? 1 : size, false), size, 0, false, "malloc");
 }
 
 EXPORT void free(void *p)
@@ -116,12 +135,33 @@ EXPORT void free(void *p)
 	diehard_free_object(p);
 }
 
+/* keyed.h: with a trace, each free is checked at once (not when a thread
+ * cache's batch goes back), so a bad one is traced with its own stack. */
+static void free_checked(void *p)
+{
+	struct heap *h = diehard.heap;
+	enum heap_verdict v;
+	if (!heap_contains(h, p)) {
+		v = large_free(diehard.large, p);
+		count_verdict(v);
+	} else {
+		v = heap_free(h, p); /* counts its own */
+	}
+	if (v != HEAP_FREED)
+		keyed_bad_free(p, v == HEAP_DOUBLE);
+}
+
 void diehard_free_object(void *p)
 {
 	if (p == NULL || atomic_load_explicit(&diehard_state, memory_order_acquire) != DIEHARD_READY)
 		return; /* before start-up nothing can be ours */
 	int saved = errno;
 	struct heap *h = diehard.heap;
+	if (__builtin_expect(keyed_on, 0) && keyed_check_frees()) {
+		free_checked(p);
+		errno = saved;
+		return;
+	}
 	if (!heap_contains(h, p))
 		count_verdict(large_free(diehard.large, p));
 	else if (heap_check(h, p))
@@ -141,13 +181,13 @@ EXPORT void *calloc(size_t n, size_t size)
 	if (total == 0)
 		total = 1;
 	if (__builtin_expect(inject_on, 0))
-		return alloc_injected(total, true);
+		return numbered(alloc_injected(total, true), total, 0, true, "calloc");
 	/* Zeroed even in fill mode: calloc's contract. */
 	void *p = alloc_bytes(total, true);
 	/* Large objects are fresh mappings, already zero. */
 	if (p != NULL && total <= SMALL_MAX)
 		memset(p, 0, total);
-	return p;
+	return numbered(p, total, 0, true, "calloc");
 }
 
 /* Moves p (of usable size old) to a new object of size bytes. */
@@ -163,14 +203,31 @@ static void *move_object(void *p, size_t old, size_t size)
 	return q;
 }
 
+static void *resize(void *p, size_t size);
+
+/* keyed.h: a realloc to a non-zero size is numbered whether it moves the
+ * object or not (so numbers never depend on placement); the bytes past the
+ * old object's end get its fill. */
 EXPORT void *realloc(void *p, size_t size)
 {
-	if (p == NULL)
-		return malloc(size);
+	if (p == NULL) {
+		void *q = malloc(size);
+		return q;
+	}
 	if (size == 0) {
 		free(p);
 		return NULL;
 	}
+	if (__builtin_expect(keyed_on, 0)) {
+		size_t old = usable_size(p);
+		void *q = resize(p, size);
+		return numbered(q, size, old, false, "realloc");
+	}
+	return resize(p, size);
+}
+
+static void *resize(void *p, size_t size)
+{
 	if (!diehard_ready()) {
 		errno = ENOMEM;
 		return NULL;

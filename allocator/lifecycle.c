@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "keyed.h"
 #include "msg.h"
 #include "stream.h"
 
@@ -78,6 +79,7 @@ static void fork_child(void)
 	heap_reset_locks(diehard.heap);
 	large_reset_lock(diehard.large);
 	stream_fork_child();
+	keyed_fork_child();
 }
 
 static void say_cannot_start(void)
@@ -110,6 +112,7 @@ bool diehard_start(void)
 		const char *inject = config_getenv("DIEHARD_INJECT");
 		if (inject != NULL && inject[0] != '\0' && diehard_free_object != NULL)
 			inject_start(inject, diehard_free_object);
+		keyed_start();
 		atomic_store_explicit(&diehard_state, DIEHARD_READY, memory_order_release);
 		/* Only now: these may themselves allocate. Without the thread-exit
 		 * key the caches stay off, which is slower but correct. */
@@ -171,7 +174,8 @@ void diehard_report(void)
 	msg_str(&m, ".");
 	msg_u64(&m, (diehard.cfg.m_fixed % M_ONE) * 100 / M_ONE / 10);
 	msg_u64(&m, (diehard.cfg.m_fixed % M_ONE) * 100 / M_ONE % 10);
-	msg_str(&m, diehard.cfg.fill ? " fill=random" : " fill=none");
+	static const char *const fills[] = { " fill=none", " fill=random", " fill=pattern", " fill=inverse", " fill=zero" };
+	msg_str(&m, fills[diehard.cfg.fill_mode]);
 	int fd = report_target();
 	if (fd >= 0)
 		msg_send_to(&m, fd);
@@ -188,4 +192,6 @@ __attribute__((destructor)) static void report_at_exit(void)
 {
 	if (atomic_load(&diehard_state) == DIEHARD_READY && diehard.cfg.stats)
 		diehard_report();
+	if (atomic_load(&diehard_state) == DIEHARD_READY)
+		keyed_thread_exit();
 }

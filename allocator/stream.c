@@ -24,6 +24,7 @@ void stream_start(void)
 {
 	uint64_t n = atomic_fetch_add_explicit(&next_thread, 1, memory_order_relaxed);
 	rng_derive(&stream_self.rng, root_seed, n & ~FORK_TAG_BIT);
+	stream_self.ordinal = n & ~FORK_TAG_BIT;
 	stream_self.ready = true;
 }
 

@@ -20,6 +20,8 @@
 struct stream {
 	struct rng rng;
 	bool ready;
+	uint64_t ordinal; /* the thread's number, in order of first allocation */
+	uint64_t nalloc;  /* keyed.h: its allocations numbered so far */
 };
 
 extern __thread struct stream stream_self __attribute__((tls_model("initial-exec")));

@@ -4,6 +4,7 @@
 #define DIEHARD_EXITCODE_H
 
 #define EXIT_NO_QUORUM 123 /* the replicas disagree and no majority exists */
+#define EXIT_CI_FAILED 122 /* --ci: a divergence or a bad free was found */
 #define EXIT_INTERNAL 125  /* bad usage or diehard's own failure */
 #define EXIT_CANNOT_EXEC 126 /* the command exists but cannot be run */
 #define EXIT_NOT_FOUND 127 /* the command was not found */

@@ -112,3 +112,21 @@ void inputlog_free(struct inputlog *l)
 	close(l->fd);
 	free(l);
 }
+
+bool inputlog_read(const struct inputlog *l, size_t off, void *buf, size_t n)
+{
+	if (n == 0)
+		return true;
+	if (l == NULL || l->broken || off < l->released || off + n > l->bytes)
+		return false;
+	size_t done = 0;
+	while (done < n) {
+		ssize_t r = pread(l->fd, (char *)buf + done, n - done, (off_t)(off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		done += (size_t)r;
+	}
+	return true;
+}

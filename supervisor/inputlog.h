@@ -24,6 +24,9 @@ bool inputlog_complete(const struct inputlog *l);
  * (splice). Returns the bytes written, or -1 with errno (EAGAIN: the pipe is
  * full; ENODATA: those bytes were released). */
 ssize_t inputlog_send(struct inputlog *l, size_t off, int fd, size_t max);
+/* Copies n logged bytes from offset off into buf (a recording); false
+ * when they are not all held. */
+bool inputlog_read(const struct inputlog *l, size_t off, void *buf, size_t n);
 void inputlog_free(struct inputlog *l);
 
 #endif

@@ -14,6 +14,7 @@
 #include "elfcheck.h"
 #include "exitcode.h"
 #include "log.h"
+#include "replay.h"
 #include "sandbox.h"
 #include "spawn.h"
 #include "supervisor.h"
@@ -31,9 +32,11 @@
 
 static const char usage[] =
 	"usage: diehard [options] [--] COMMAND [ARG]...\n"
+	"       diehard replay FILE [--replica N] [--gdb]   (diehard replay --help)\n"
 	"Runs COMMAND as k replicas on differently seeded randomized heaps; only output\n"
 	"a majority agrees on is written. Exit status: the majority's; 123 no majority;\n"
-	"125 diehard's own error; 126 command not executable; 127 command not found.\n"
+	"125 diehard's own error; 126 command not executable; 127 command not found;\n"
+	"122 --ci found a memory error.\n"
 	"\n"
 	"  -k, --replicas N      replicas (1-64; default 3; 1 runs on the randomized heap\n"
 	"                        only, 2 detects without masking)\n"
@@ -42,6 +45,12 @@ static const char usage[] =
 	"  -r, --report FILE     write a JSON report of the run (docs/REPORT.md); FILE is\n"
 	"                        created before anything runs (a FIFO needs a reader)\n"
 	"  -v, --verbose         one line on stderr per event (spawn, divergence, kill, exit)\n"
+	"      --ci              a test run (docs/CI.md): fills that cannot agree by chance;\n"
+	"                        any divergence, even one the majority masked, or a bad free\n"
+	"                        fails the run (exit 122) with where the uninitialized bytes\n"
+	"                        came from and a command that replays the failing replica\n"
+	"      --record FILE     write the run's recording to FILE (for diehard replay); with\n"
+	"                        --ci the default is diehard-ci-PID.dhr, on failure only\n"
 	"      --idle MS         quiet time before a partial chunk is voted (default 50)\n"
 	"      --timeout SECONDS how long a replica may trail the majority silently (default 10)\n"
 	"      --window BYTES    output a replica may run ahead or behind (default 1M;\n"
@@ -156,6 +165,14 @@ static const char *find_beside(const char *name, int mode, const char *dir)
 	return strdup(path);
 }
 
+/* diehard-init beside us or installed; NULL: the sandbox's init stays a
+ * copy of diehard. */
+static const char *find_init(void)
+{
+	const char *p = find_beside("diehard-init", X_OK, DIEHARD_LIBEXECDIR);
+	return p != NULL && access(p, X_OK) == 0 ? p : NULL;
+}
+
 /* libdiehard.so beside our own executable (the build tree), else installed. */
 static const char *find_allocator(void)
 {
@@ -251,7 +268,7 @@ int main(int argc, char **argv)
 {
 	reserve_std_fds();
 	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_RESPAWNS, OPT_NO_RESPAWN,
-	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX };
+	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_CI, OPT_RECORD };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
 		{ "report", required_argument, NULL, 'r' },   { "verbose", no_argument, NULL, 'v' },
@@ -264,19 +281,34 @@ int main(int argc, char **argv)
 		{ "respawn-rate", required_argument, NULL, OPT_RESPAWN_RATE },
 		{ "call-log", required_argument, NULL, OPT_CALL_LOG },
 		{ "sandbox", required_argument, NULL, OPT_SANDBOX },
+		{ "ci", no_argument, NULL, OPT_CI },
+		{ "record", required_argument, NULL, OPT_RECORD },
 		{ "version", no_argument, NULL, 'V' },         { NULL, 0, NULL, 0 },
 	};
 	struct options o = { .k = 3, .report_fd = -1, .idle_ms = 50, .straggler_ms = 10000, .window = 1 << 20,
 			     .input_log = (size_t)64 << 20, .virtualize = true, .respawns = 16, .respawn_rate = 30,
 			     .call_log = (size_t)512 << 10 };
 	const char *allocator = NULL;
+	bool k_given = false;
 	int c;
 	event_set_fatal_callback(libevent_fatal);
+	/* diehard replay ...: a program named replay runs as diehard -- replay. */
+	if (argc > 1 && strcmp(argv[1], "replay") == 0)
+		return replay_main(argc - 1, argv + 1, find_init());
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:k:a:r:vhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'k':
 			o.k = (unsigned)parse_number(optarg, "-k", 1, VOTER_MAX);
+			k_given = true;
+			break;
+		case OPT_CI:
+			o.ci = true;
+			break;
+		case OPT_RECORD:
+			if (optarg[0] == '\0')
+				bad_usage("%s", "--record needs a file name");
+			o.record_path = optarg;
 			break;
 		case 'a':
 			allocator = optarg;
@@ -344,11 +376,20 @@ int main(int argc, char **argv)
 	}
 	if (optind >= argc)
 		bad_usage("%s", "no command given");
+	if (o.ci && k_given && o.k < 2)
+		bad_usage("%s", "--ci needs two replicas or more (-k 2 detects, -k 3 also masks)");
+	o.record = o.ci || o.record_path != NULL;
+	if (o.record_path != NULL) {
+		/* Written at the end: its directory must take it. */
+		char *copy = strdup(o.record_path);
+		if (copy == NULL || access(dirname(copy), W_OK | X_OK) != 0)
+			fatal(EXIT_INTERNAL, "cannot write the recording %s: %s", o.record_path,
+			      copy ? strerror(errno) : "out of memory");
+		free(copy);
+	}
 	o.argv = argv + optind;
 	o.allocator = check_allocator(allocator ? allocator : find_allocator());
-	o.init_path = find_beside("diehard-init", X_OK, DIEHARD_LIBEXECDIR);
-	if (o.init_path != NULL && access(o.init_path, X_OK) != 0)
-		o.init_path = NULL; /* the sandbox's init stays a copy of diehard */
+	o.init_path = find_init();
 	char *path;
 	int code = spawn_resolve(o.argv[0], &path);
 	if (code != 0)

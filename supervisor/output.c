@@ -184,6 +184,7 @@ static void record_divergence(struct sup *S, struct stream *st, size_t at, uint6
 	unsigned ids[VOTER_MAX];
 	unsigned nids = mask_ids(S, agree, ids);
 	report_divergence(S->report, st->name, at, ids, nids, S->r[i].id, theirs, mine, kind, sup_now() - S->t_start);
+	ci_divergence(S, (int)S->r[i].id, st->name, at, mine, theirs);
 	log_event("divergence on %s at byte %zu: %s wrote %s, replica %u wrote %s", st->name, at,
 		  agree ? who : "the committed output", theirs[0] ? theirs : "(end)", S->r[i].id,
 		  mine[0] ? mine : "(end)");
@@ -209,6 +210,7 @@ static void stop_no_quorum(struct sup *S, struct stream *st, const struct voter_
 				      ex[0] ? ex : "(end)");
 	}
 	log_warn("no majority on %s at byte %zu (%s): %s", st->name, at, why, sides);
+	ci_divergence(S, -1, st->name, at, NULL, NULL);
 	report_no_quorum(S->report, st->name, at, why, sides);
 	replicas_kill_all(S);
 	sup_finish(S, EXIT_NO_QUORUM);
@@ -627,6 +629,7 @@ void output_on_readable(evutil_socket_t fd, short what, void *arg)
 	if (n <= 0) {
 		replica_close_output(r, s);
 	} else {
+		ci_output(S, r, s, ring_at(rr, rr->tail), (size_t)n);
 		rr->tail += (size_t)n;
 		r->last_output = sup_now();
 		report_bytes(S->report, r->id, S->s[s].name, (size_t)n);

@@ -218,10 +218,12 @@ struct launch {
 	struct spawn_pending sp;
 	struct spawn_result res;
 	pid_t pid;
+	bool replacement;
+	unsigned slot;
 };
 
 /* The first half of a start: pipes, a fresh seed, the fork. */
-static void launch(struct sup *S, unsigned i, struct launch *L)
+static void launch(struct sup *S, unsigned i, struct launch *L, bool replacement)
 {
 	struct replica *r = &S->r[i];
 	if (pipe2(L->in, O_CLOEXEC) != 0 || pipe2(L->out[0], O_CLOEXEC) != 0 || pipe2(L->out[1], O_CLOEXEC) != 0)
@@ -235,9 +237,13 @@ static void launch(struct sup *S, unsigned i, struct launch *L)
 	(void)fcntl(L->out[1][0], F_SETPIPE_SZ, PIPE_BYTES);
 	if (S->virt != NULL && r->used)
 		virt_detach(S->virt, i);
+	ci_retire(S, r);
 	slot_reset(S, r);
 	seed_from_urandom(r->seed);
-	L->envp = spawn_environment(S->o->allocator, r->seed);
+	L->replacement = replacement;
+	L->slot = i;
+	char *const *extra = ci_setup(S, r, replacement, S->ns_flags != 0);
+	L->envp = spawn_environment(S->o->allocator, r->seed, r->fill, extra);
 	L->req = (struct spawn_request){ .path = S->o->path, .argv = S->o->argv, .envp = L->envp,
 					 .fds = { L->in[0], L->out[0][1], L->out[1][1] }, .pipe_ignored = S->pipe_ignored,
 					 .filter = &S->filter, .listener = S->virt != NULL, .nofile = &S->nofile,
@@ -257,6 +263,11 @@ static pid_t finish(struct sup *S, struct launch *L)
 			break;
 		L->req.ns_flags = S->ns_flags;
 		L->req.filter = &S->filter; /* rebuilt for a replica without namespaces */
+		/* Its pids are no longer its own: its fill may not be keyed by them. */
+		struct replica *r = &S->r[L->slot];
+		spawn_environment_free(L->envp);
+		L->envp = spawn_environment(S->o->allocator, r->seed, r->fill, ci_setup(S, r, L->replacement, false));
+		L->req.envp = L->envp;
 		pid = spawn_replica(&L->req, &L->res);
 	}
 	spawn_environment_free(L->envp);
@@ -327,6 +338,7 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 	if (r->in_ev == NULL)
 		fatal(EXIT_INTERNAL, "cannot watch replica %u's input", r->id);
 	report_replica(S->report, r->id, i, r->pid, r->seed, r->spawn_time);
+	ci_started(S, r);
 	if (!replacement) {
 		log_event("spawn replica %u (pid %d) seed %016" PRIx64 "%016" PRIx64, r->id, (int)r->pid, r->seed[1],
 			  r->seed[0]);
@@ -355,7 +367,7 @@ void replica_start(struct sup *S, unsigned i, int replaces, const uint64_t *old_
 	if (old_seed_in != NULL)
 		memcpy(old_seed, old_seed_in, sizeof old_seed);
 	struct launch L;
-	launch(S, i, &L);
+	launch(S, i, &L, why != NULL);
 	attach(S, i, &L, replaces, old_seed, why);
 }
 
@@ -367,7 +379,7 @@ void replicas_start(struct sup *S, unsigned n)
 	if (L == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	for (unsigned i = 0; i < n; i++)
-		launch(S, i, &L[i]);
+		launch(S, i, &L[i], false);
 	for (unsigned i = 0; i < n; i++)
 		attach(S, i, &L[i], -1, NULL, NULL);
 	free(L);

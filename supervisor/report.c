@@ -216,6 +216,11 @@ void report_status_divergence(struct report *rp, unsigned r, int status, int maj
 					     "majority_status", majority)));
 }
 
+void report_attach(struct report *rp, const char *key, json_t *value)
+{
+	set(rp->root, key, value);
+}
+
 void report_kill(struct report *rp, unsigned r, const char *why, double t)
 {
 	json_t *rep = replica(rp, r);

@@ -48,6 +48,10 @@ void report_call_divergence(struct report *rp, unsigned replica, const char *cal
 void report_calls(struct report *rp, unsigned replica, const char *call, uint64_t count);
 void report_unvirtualized(struct report *rp, unsigned replica, uint64_t count);
 void report_set_exit(struct report *rp, int code, const char *reason);
+/* Puts a JSON value (jansson's, owned by the report from now on) under key
+ * at the top: the --ci findings (ci.c). */
+struct json_t;
+void report_attach(struct report *rp, const char *key, struct json_t *value);
 /* Writes the report to the file main.c opened, if one was asked for
  * (once), and closes it; warns on failure. */
 void report_write(struct report *rp);

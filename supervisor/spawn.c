@@ -85,12 +85,26 @@ static char *format_var(const char *name, const char *value)
 	return s;
 }
 
-char **spawn_environment(const char *allocator, const uint64_t seed[2])
+/* Variables of ours the parent environment may hold (a nested diehard, a
+ * user's experiment): each replica gets its own instead. */
+static bool ours(const char *e)
 {
-	size_t n = 0;
+	static const char *const names[] = { "DIEHARD_SEED=", "DIEHARD_FILL=", "DIEHARD_PIDKEY=", "DIEHARD_TRACE=",
+					     "DIEHARD_TRACE_AT=", "DIEHARD_FLIP=" };
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strncmp(e, names[i], strlen(names[i])) == 0)
+			return true;
+	return false;
+}
+
+char **spawn_environment(const char *allocator, const uint64_t seed[2], const char *fill, char *const *extra)
+{
+	size_t n = 0, nextra = 0;
 	while (environ[n] != NULL)
 		n++;
-	char **envp = calloc(n + 4, sizeof *envp);
+	while (extra != NULL && extra[nextra] != NULL)
+		nextra++;
+	char **envp = calloc(n + nextra + 4, sizeof *envp);
 	if (envp == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	size_t out = 0;
@@ -100,7 +114,7 @@ char **spawn_environment(const char *allocator, const uint64_t seed[2])
 			preload = environ[i] + 11;
 			continue;
 		}
-		if (strncmp(environ[i], "DIEHARD_SEED=", 13) == 0 || strncmp(environ[i], "DIEHARD_FILL=", 13) == 0)
+		if (ours(environ[i]))
 			continue;
 		if ((envp[out++] = strdup(environ[i])) == NULL)
 			fatal(EXIT_INTERNAL, "out of memory");
@@ -108,7 +122,10 @@ char **spawn_environment(const char *allocator, const uint64_t seed[2])
 	char seedhex[33];
 	snprintf(seedhex, sizeof seedhex, "%016" PRIx64 "%016" PRIx64, seed[1], seed[0]);
 	envp[out++] = format_var("DIEHARD_SEED", seedhex);
-	envp[out++] = format_var("DIEHARD_FILL", "random");
+	envp[out++] = format_var("DIEHARD_FILL", fill);
+	for (size_t i = 0; i < nextra; i++)
+		if ((envp[out++] = strdup(extra[i])) == NULL)
+			fatal(EXIT_INTERNAL, "out of memory");
 	if (preload != NULL && preload[0] != '\0') {
 		char *both;
 		if (asprintf(&both, "LD_PRELOAD=%s:%s", allocator, preload) < 0)

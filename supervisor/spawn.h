@@ -37,8 +37,10 @@ struct spawn_result {
 };
 
 /* Builds a replica's environment: ours, with LD_PRELOAD (allocator first),
- * DIEHARD_SEED and DIEHARD_FILL=random set. Exits 125 on allocation failure. */
-char **spawn_environment(const char *allocator, const uint64_t seed[2]);
+ * DIEHARD_SEED and DIEHARD_FILL=fill set, and the NULL-terminated extra
+ * variables (NAME=value; NULL: none) added; any DIEHARD_* of the
+ * allocator's in ours is dropped. Exits 125 on allocation failure. */
+char **spawn_environment(const char *allocator, const uint64_t seed[2], const char *fill, char *const *extra);
 void spawn_environment_free(char **envp);
 
 /* Starts the replica. Returns its pid (sandboxed: its init's), or -1 with

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "arena.h"
+#include "ci.h"
 #include "digest.h"
 #include "inputlog.h"
 #include "report.h"
@@ -74,6 +75,7 @@ struct replica {
 				      committed output, not yet voting */
 	bool log_fed;              /* its input comes from the input log, not the ring */
 	bool replacement;          /* started by replace.c: it may skip sleeps */
+	char fill[80];             /* its DIEHARD_FILL (ci.h) */
 	struct digest dg[NSTREAMS]; /* catching up: digest of its current block */
 	double spawn_time;         /* seconds after the start */
 	int replaces;              /* id of the replica it replaced; -1: none */
@@ -140,6 +142,7 @@ struct sup {
 	int exit_code;
 	struct report *report;
 	struct virt *virt;        /* NULL with --no-virtualize */
+	struct ci *ci;            /* NULL unless a recording is wanted (ci.h) */
 	struct sock_fprog filter; /* the seccomp filter every replica runs under */
 	unsigned long ns_flags;   /* sandbox.h: each replica's namespaces (0: none) */
 	double t_start;

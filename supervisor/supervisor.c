@@ -134,6 +134,10 @@ void sup_check_done(struct sup *S)
 				snprintf(why, sizeof why, "exit status %d differs from the majority's %d",
 					 replica_status(r->wstatus), code);
 				report_status_divergence(S->report, r->id, replica_status(r->wstatus), code);
+				char mine[16], theirs[16];
+				snprintf(mine, sizeof mine, "%d", replica_status(r->wstatus));
+				snprintf(theirs, sizeof theirs, "%d", code);
+				ci_divergence(S, (int)r->id, "status", 0, mine, theirs);
 				log_event("divergence: replica %u %s", r->id, why);
 				r->live = false;
 			}
@@ -153,6 +157,7 @@ void sup_check_done(struct sup *S)
 					      replica_status(S->r[i].wstatus));
 	log_warn("no majority on the exit status (%s)", n ? list : "no replica left");
 	report_no_quorum(S->report, "status", 0, "the exit statuses disagree", list);
+	ci_divergence(S, -1, "status", 0, NULL, NULL);
 	sup_finish(S, EXIT_NO_QUORUM);
 }
 
@@ -376,6 +381,7 @@ int supervisor_run(const struct options *o)
 		       S->ns_flags ? NULL : "--sandbox off");
 	build_filter(S);
 
+	S->ci = ci_new(S);
 	S->r = calloc(S->nslots, sizeof *S->r);
 	if (S->r == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
@@ -403,9 +409,12 @@ int supervisor_run(const struct options *o)
 			report_input_fed(S->report, S->r[i].id, S->r[i].in_off);
 	}
 	report_end(S->report, sup_live_count(S), S->respawns);
+	for (unsigned i = 0; i < S->nslots; i++)
+		ci_retire(S, &S->r[i]);
 	replicas_kill_all(S);
 	if (S->virt != NULL)
 		virt_finish(S->virt);
+	S->exit_code = ci_finish(S, S->exit_code);
 	report_set_exit(S->report, S->exit_code, NULL);
 	report_input_log(S->report, inputlog_bytes(S->inlog), inputlog_retained_from(S->inlog),
 			 inputlog_complete(S->inlog) || (S->inlog != NULL && inputlog_bytes(S->inlog) == 0));

@@ -23,6 +23,10 @@ struct options {
 	const char *init_path;    /* diehard-init, or NULL */
 	char **argv;              /* the command */
 	const char *path;         /* argv[0] resolved */
+	bool ci;                  /* --ci (ci.h) */
+	bool record;              /* keep what a recording needs: --ci, --record, a replay */
+	const char *record_path;  /* --record FILE, or NULL */
+	const struct replay *replay; /* diehard replay (replay.h), or NULL */
 };
 
 /* Runs to completion; returns diehard's exit code. */

@@ -163,11 +163,48 @@ int ndlog_take(struct ndlog *log, unsigned r, uint32_t key, uint64_t arg, uint64
 	return e->arg == arg ? ND_FOLLOW : ND_MISMATCH;
 }
 
+static void append(struct ndlog *log, struct keylog *kl, const struct nd_value *value);
+
 void ndlog_put(struct ndlog *log, unsigned r, uint32_t key, const struct nd_value *value)
 {
 	struct keylog *kl = find(log, key);
 	if (kl == NULL || kl->pos[r] != kl->base + kl->len + 1)
 		return; /* not after a ND_LEAD of r: nothing to record */
+	append(log, kl, value);
+}
+
+int ndlog_preload(struct ndlog *log, uint32_t key, uint64_t arg, const struct nd_value *value)
+{
+	struct keylog *kl = find_or_add(log, key);
+	if (kl == NULL) {
+		errno = ENOMEM;
+		return -1;
+	}
+	kl->pending_arg = arg;
+	append(log, kl, value);
+	return 0;
+}
+
+size_t ndlog_kept(const struct ndlog *log, uint32_t key)
+{
+	const struct keylog *kl = find(log, key);
+	return kl ? kl->len : 0;
+}
+
+bool ndlog_entry(const struct ndlog *log, uint32_t key, size_t n, uint64_t *arg, struct nd_value *value)
+{
+	const struct keylog *kl = find(log, key);
+	if (kl == NULL || n >= kl->len)
+		return false;
+	const struct entry *e = slot(kl, kl->base + n);
+	*arg = e->arg;
+	*value = e->v;
+	return true;
+}
+
+/* Adds the leader's entry (its argument in pending_arg) at the end. */
+static void append(struct ndlog *log, struct keylog *kl, const struct nd_value *value)
+{
 	if (kl->len == log->cap)
 		drop_oldest(log, kl);
 	if (kl->len == kl->size) {

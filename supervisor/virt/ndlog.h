@@ -94,6 +94,16 @@ uint64_t ndlog_count(const struct ndlog *log, unsigned r, uint32_t key);
  * returns how many there are. */
 size_t ndlog_keys(const struct ndlog *log, uint32_t *keys, size_t max);
 
+/* Entries kept for key, and entry n of them (from the first kept):
+ * a recording's export. false when n is not kept. */
+size_t ndlog_kept(const struct ndlog *log, uint32_t key);
+bool ndlog_entry(const struct ndlog *log, uint32_t key, size_t n, uint64_t *arg, struct nd_value *value);
+
+/* Appends an entry to key as if a replica outside the log had led it: a
+ * replay's recorded answers, which its replica then follows. -1 (ENOMEM)
+ * when the key cannot be tracked. */
+int ndlog_preload(struct ndlog *log, uint32_t key, uint64_t arg, const struct nd_value *value);
+
 /* Entries led so far, over all keys. */
 uint64_t ndlog_entries(const struct ndlog *log);
 

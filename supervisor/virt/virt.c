@@ -49,6 +49,7 @@
 #include "log.h"
 #include "ndlog.h"
 #include "realclock.h"
+#include "replay.h"
 #include "remote.h"
 #include "sup.h"
 #include "vdso.h"
@@ -651,11 +652,25 @@ struct virt *virt_new(struct sup *S)
 	if (V == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	V->S = S;
-	if (getrandom(V->key, sizeof V->key, 0) != (ssize_t)sizeof V->key)
+	const struct replay *rp = S->o->replay;
+	if (rp != NULL)
+		memcpy(V->key, rp->rec->key.data, sizeof V->key);
+	else if (getrandom(V->key, sizeof V->key, 0) != (ssize_t)sizeof V->key)
 		fatal(EXIT_INTERNAL, "cannot read the run's random key: %s", strerror(errno));
 	/* With replacements, entries are kept from the start of the run (up
-	 * to --call-log per kind) so that a new replica replays them. */
-	V->log = ndlog_new(S->nslots, S->o->call_log, S->o->respawns > 0);
+	 * to --call-log per kind) so that a new replica replays them; so they
+	 * are for a recording, and a replay's are the recording's. */
+	bool keep = S->o->respawns > 0 || S->o->record || rp != NULL;
+	V->log = ndlog_new(S->nslots, rp != NULL ? SIZE_MAX : S->o->call_log, keep);
+	for (size_t i = 0; rp != NULL && V->log != NULL && i < rp->rec->n_calls; i++) {
+		const Diehard__CallLog *cl = rp->rec->calls[i];
+		for (size_t j = 0; j < cl->n_calls; j++) {
+			const Diehard__Call *c = cl->calls[j];
+			struct nd_value v = { .a = c->a, .b = c->b, .c = c->c, .d = c->d, .err = c->err };
+			if (ndlog_preload(V->log, cl->key, c->arg, &v) != 0)
+				fatal(EXIT_INTERNAL, "out of memory");
+		}
+	}
 	V->disputes = disputes_new(S->nslots, on_odd, V);
 	V->entropy = entropy_new(S->base, V->key);
 	V->r = calloc(S->nslots, sizeof *V->r);
@@ -673,6 +688,16 @@ struct virt *virt_new(struct sup *S)
 	if (vdso_init() != 0)
 		log_event("no vDSO clock entry points found: clock calls enter the kernel as they are");
 	return V;
+}
+
+const uint8_t *virt_key(const struct virt *V)
+{
+	return V->key;
+}
+
+struct ndlog *virt_log(const struct virt *V)
+{
+	return V->log;
 }
 
 bool virt_replayable(const struct virt *V)

@@ -10,6 +10,7 @@
 
 #include <linux/filter.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 struct sup;
 struct virt;
@@ -26,6 +27,11 @@ void virt_attach(struct virt *V, unsigned i, int listener);
 /* Slot i's process is about to be replaced: its counts go to the report
  * and its listener is closed. */
 void virt_detach(struct virt *V, unsigned i);
+
+/* The run's random key (CHACHA_KEY_BYTES) and its log of answers: what a
+ * recording keeps (ci/record.c). */
+const uint8_t *virt_key(const struct virt *V);
+struct ndlog *virt_log(const struct virt *V);
 
 /* Whether a new replica could replay every logged value (nothing dropped). */
 bool virt_replayable(const struct virt *V);
