@@ -117,6 +117,14 @@ $(B)/tests/unit/test_utf8: tests/unit/test_utf8.c tests/unit/tap.h supervisor/ut
 $(B)/tests/unit/test_dispute: tests/unit/test_dispute.c tests/unit/tap.h supervisor/virt/dispute.c supervisor/virt/dispute.h voter/voter.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/virt -Ivoter -o $@ $< supervisor/virt/dispute.c
 
+# --ci's parsers of what comes from outside: a replica's trace file, a
+# recording (with the generated protobuf-c code).
+$(B)/tests/unit/test_trace: tests/unit/test_trace.c tests/unit/tap.h supervisor/ci/trace.c supervisor/ci/trace.h supervisor/ci/symbolize.c supervisor/ci/symbolize.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/ci -o $@ $< supervisor/ci/trace.c supervisor/ci/symbolize.c $(shell $(PKG_CONFIG) --libs libdw 2>/dev/null)
+
+$(B)/tests/unit/test_recording: tests/unit/test_recording.c tests/unit/tap.h supervisor/ci/recording.c supervisor/ci/recording.h supervisor/digest.c $(PROTO_SRC) $(PROTO_HDR) | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/ci -Isupervisor -I$(B)/proto -o $@ $< supervisor/ci/recording.c supervisor/digest.c $(PROTO_SRC) $(shell $(PKG_CONFIG) --libs libprotobuf-c 2>/dev/null)
+
 $(B)/bench/%: bench/%.c | $(B)/bench
 	$(CC) $(WARN) -O2 -g -pthread -o $@ $< -lm
 

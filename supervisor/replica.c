@@ -16,6 +16,7 @@
 #include "log.h"
 #include "sandbox.h"
 #include "spawn.h"
+#include "replay.h"
 #include "sup.h"
 
 #define PIPE_BYTES (256 << 10)
@@ -247,7 +248,8 @@ static void launch(struct sup *S, unsigned i, struct launch *L, bool replacement
 	L->req = (struct spawn_request){ .path = S->o->path, .argv = S->o->argv, .envp = L->envp,
 					 .fds = { L->in[0], L->out[0][1], L->out[1][1] }, .pipe_ignored = S->pipe_ignored,
 					 .filter = &S->filter, .listener = S->virt != NULL, .nofile = &S->nofile,
-					 .ns_flags = S->ns_flags, .init_path = S->o->init_path };
+					 .ns_flags = S->ns_flags, .init_path = S->o->init_path,
+					 .stop_before_exec = S->o->replay != NULL && S->o->replay->gdb };
 	L->pid = spawn_start(&L->req, &L->sp, &L->res);
 }
 
@@ -339,6 +341,8 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 		fatal(EXIT_INTERNAL, "cannot watch replica %u's input", r->id);
 	report_replica(S->report, r->id, i, r->pid, r->seed, r->spawn_time);
 	ci_started(S, r);
+	if (S->o->replay != NULL && S->o->replay->gdb)
+		replay_debugger(S->o->replay, r->program_pid > 0 ? r->program_pid : r->pid);
 	if (!replacement) {
 		log_event("spawn replica %u (pid %d) seed %016" PRIx64 "%016" PRIx64, r->id, (int)r->pid, r->seed[1],
 			  r->seed[0]);

@@ -249,6 +249,15 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 			close(listener);
 		}
 	}
+	if (r->stop_before_exec) {
+		/* Yama: gdb is no ancestor of ours. Then the word that we are
+		 * set up (spawn_finish stops waiting for exec's EOF). */
+		(void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+		if (!child_send(sock, 'S', 0, -1) || raise(SIGSTOP) != 0) {
+			err = errno;
+			goto fail;
+		}
+	}
 	execve(r->path, r->argv, r->envp);
 	err = errno;
 	/* As execvp: a file the kernel cannot run (a script without #!) is
@@ -464,6 +473,8 @@ pid_t spawn_finish(struct spawn_pending *sp, struct spawn_result *res)
 			res->ns_errno = failed = err;
 		else if (tag == 'F')
 			failed = err ? err : EINVAL;
+		else if (tag == 'S')
+			break; /* stopped before exec, for a debugger */
 	}
 	close(sp->sock);
 	sp->sock = -1;

@@ -25,6 +25,8 @@ struct spawn_request {
 	const struct rlimit *nofile;     /* the fd limit diehard was started with */
 	unsigned long ns_flags;          /* sandbox.h: namespaces to make (0: none) */
 	const char *init_path;           /* diehard-init, or NULL (sandbox.h) */
+	bool stop_before_exec;           /* for a debugger: any process may trace it,
+					    it stops itself (SIGSTOP) just before exec */
 };
 
 struct spawn_result {

@@ -197,3 +197,15 @@ C
 	run -125 "$DIEHARD" --record /nonexistent/dir/x.dhr true
 	[[ ${#lines[@]} -eq 1 ]]
 }
+
+@test "replay --gdb: the failing replica runs under gdb, stops where asked, and still reproduces" {
+	command -v gdb >/dev/null || skip "gdb is not installed (make deps)"
+	line=$(origin_line bit)
+	run -122 timeout 300 "$DIEHARD" --ci --record ci.dhr -r report.json "$PROGS/ci_bugs" bit
+	id=$(jq '[.ci.findings[] | select(.kind == "uninitialized_read")][0].origin.replica' report.json)
+	run -0 bash -c "printf 'break ci_bugs.c:$line\ncontinue\nbt 1\ncontinue\n' | timeout 120 '$DIEHARD' replay ci.dhr --replica $id --gdb"
+	[[ $output == *"stopped before its exec"* ]]
+	[[ $output == *"ci_bugs.c:$line"* ]]
+	[[ $output == *"exited normally"* ]]
+	[[ $output == *"replay of replica $id reproduced the recording"* ]]
+}

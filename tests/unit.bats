@@ -56,3 +56,15 @@ run_unit() {
 @test "unit: UTF-8 escaping for the report (valid sequences kept, each invalid byte as \\xNN: cut, overlong, surrogates, past U+10FFFF)" {
 	run_unit test_utf8
 }
+
+@test "unit: keyed fills (pattern and inverse complements, zero, flips) and their parsers fed garbage" {
+	run_unit test_keyed
+}
+
+@test "unit: a replica's trace file parsed, and garbage, huge lines and past-bound records skipped" {
+	run_unit test_trace
+}
+
+@test "unit: recordings read back; every truncation and flipped bit refused; random messages decoded safely" {
+	run_unit test_recording
+}

@@ -87,6 +87,11 @@ bool recording_write(const char *path, const Diehard__Recording *rec, char *why,
 	return ok;
 }
 
+static bool has_nul(const ProtobufCBinaryData *b)
+{
+	return b->len > 0 && memchr(b->data, 0, b->len) != NULL;
+}
+
 static bool check(const Diehard__Recording *rec, char *why, size_t size)
 {
 	if (rec->format > RECORDING_FORMAT || rec->format == 0) {
@@ -116,18 +121,17 @@ static bool check(const Diehard__Recording *rec, char *why, size_t size)
 	}
 	/* Strings that become C strings (argv, env, paths) must hold no NUL. */
 	for (size_t i = 0; i < rec->n_argv; i++)
-		if (memchr(rec->argv[i].data, 0, rec->argv[i].len) != NULL) {
+		if (has_nul(&rec->argv[i])) {
 			snprintf(why, size, "argument %zu holds a NUL byte", i);
 			return false;
 		}
 	for (size_t i = 0; i < rec->n_env; i++)
-		if (memchr(rec->env[i].data, 0, rec->env[i].len) != NULL ||
+		if (has_nul(&rec->env[i]) || rec->env[i].len == 0 ||
 		    memchr(rec->env[i].data, '=', rec->env[i].len) == NULL) {
 			snprintf(why, size, "environment entry %zu is malformed", i);
 			return false;
 		}
-	if (memchr(rec->path.data, 0, rec->path.len) || memchr(rec->cwd.data, 0, rec->cwd.len) ||
-	    memchr(rec->allocator.data, 0, rec->allocator.len)) {
+	if (has_nul(&rec->path) || has_nul(&rec->cwd) || has_nul(&rec->allocator)) {
 		snprintf(why, size, "a path in the recording holds a NUL byte");
 		return false;
 	}

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -60,6 +61,28 @@ static char *cstr(const ProtobufCBinaryData *b)
 	memcpy(s, b->data, b->len);
 	s[b->len] = '\0';
 	return s;
+}
+
+void replay_debugger(const struct replay *rp, pid_t pid)
+{
+	char p[32];
+	snprintf(p, sizeof p, "%d", (int)pid);
+	log_warn("replica %u is pid %d, stopped before its exec: gdb attaches and stops it at its first "
+		 "instruction (catch exec); set breakpoints, then continue", rp->rep->id, (int)pid);
+	pid_t g = fork();
+	if (g < 0)
+		fatal(EXIT_INTERNAL, "fork: %s", strerror(errno));
+	if (g == 0) {
+		/* gdb talks on diehard's stdin and stderr: the replica's stdout
+		 * stays its own. */
+		if (dup2(rp->gdb_stdin, STDIN_FILENO) < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+			_exit(EXIT_INTERNAL);
+		execlp("gdb", "gdb", "-q", "-p", p, "-ex", "handle SIGSTOP nostop noprint nopass", "-ex", "catch exec", "-ex",
+		       "continue", (char *)NULL);
+		fprintf(stderr, "diehard replay: cannot run gdb: %s\n", strerror(errno));
+		(void)kill(pid, SIGKILL);
+		_exit(EXIT_CANNOT_EXEC);
+	}
 }
 
 int replay_main(int argc, char **argv, const char *init_path)
@@ -152,6 +175,9 @@ int replay_main(int argc, char **argv, const char *init_path)
 	for (size_t i = 0; i < rec->n_env; i++)
 		if (putenv(cstr(&rec->env[i])) != 0)
 			fatal(EXIT_INTERNAL, "putenv: %s", strerror(errno));
+	rp.gdb_stdin = -1;
+	if (gdb && (rp.gdb_stdin = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3)) < 0)
+		fatal(EXIT_INTERNAL, "cannot keep stdin for gdb: %s", strerror(errno));
 	int in = memfd_create("diehard-replay-input", MFD_CLOEXEC);
 	if (in < 0)
 		fatal(EXIT_INTERNAL, "memfd_create: %s", strerror(errno));

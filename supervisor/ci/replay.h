@@ -7,6 +7,7 @@
 #define DIEHARD_REPLAY_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "recording.h"
 
@@ -17,8 +18,13 @@ struct replay {
 	const char *trace;           /* DIEHARD_TRACE, or NULL */
 	const char *trace_at;        /* DIEHARD_TRACE_AT, or NULL */
 	bool quiet;                  /* no verdict line at the end */
-	bool gdb;                    /* under gdb (replica.c) */
+	bool gdb;                    /* under gdb (replay_debugger) */
+	int gdb_stdin;               /* diehard's stdin, for gdb; -1 */
 };
+
+/* --gdb: the replica's program (pid, stopped just before its exec) gets a
+ * gdb attached, which stops it again at its first instruction. */
+void replay_debugger(const struct replay *rp, pid_t pid);
 
 /* The subcommand: argv[0] is "replay". Returns the exit code. */
 int replay_main(int argc, char **argv, const char *init_path);
