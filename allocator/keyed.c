@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <unwind.h>
 
@@ -194,11 +195,26 @@ bool keyed_flips(const struct flip *f, uint64_t pk, uint64_t thread, uint64_t n)
 
 /* ---- the trace file ---- */
 
+static dev_t trace_dev;
+static ino_t trace_ino;
+
+/* Whether fd is still our trace file: a program may close every fd and
+ * reuse the number for a file of its own, which we must never write. */
+static bool still_ours(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && st.st_dev == trace_dev && st.st_ino == trace_ino;
+}
+
 static int trace_open(void)
 {
 	int fd = atomic_load_explicit(&trace_fd, memory_order_acquire);
-	if (fd >= 0 || !trace_wanted)
+	if (fd >= 0 && still_ours(fd))
 		return fd;
+	if (fd >= 0) /* the number is someone else's now: open again */
+		atomic_compare_exchange_strong(&trace_fd, &fd, -1);
+	if (!trace_wanted)
+		return -1;
 	fd = open(trace_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		trace_wanted = false;
@@ -214,6 +230,13 @@ static int trace_open(void)
 		close(fd);
 		fd = high;
 	}
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		close(fd);
+		return -1;
+	}
+	trace_dev = st.st_dev;
+	trace_ino = st.st_ino;
 	int expected = -1;
 	if (!atomic_compare_exchange_strong(&trace_fd, &expected, fd)) {
 		close(fd);

@@ -66,7 +66,8 @@ bool recording_write(const char *path, const Diehard__Recording *rec, char *why,
 		snprintf(why, size, "out of memory");
 		return false;
 	}
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* 0600: it holds the run's environment, which may hold secrets. */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	bool ok = fd >= 0 && write_all(fd, buf, HEADER + len);
 	int err = errno;
 	if (fd >= 0 && close(fd) != 0 && ok) {
