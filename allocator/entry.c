@@ -210,10 +210,8 @@ static void *resize(void *p, size_t size);
  * old object's end get its fill. */
 EXPORT void *realloc(void *p, size_t size)
 {
-	if (p == NULL) {
-		void *q = malloc(size);
-		return q;
-	}
+	if (p == NULL)
+		return malloc(size);
 	if (size == 0) {
 		free(p);
 		return NULL;

@@ -41,8 +41,8 @@ void ci_divergence(struct sup *S, int id, const char *stream, size_t offset, con
 /* r's process is over or its slot is taken: keep what it did. */
 void ci_retire(struct sup *S, struct replica *r);
 
-/* The end of the run (replicas all gone): the recording, the findings,
- * the verdict. Returns the exit code. */
+/* The end of the run (every slot retired, replicas all gone): the
+ * recording, the findings, the verdict. Returns the exit code. */
 int ci_finish(struct sup *S, int code);
 
 #endif

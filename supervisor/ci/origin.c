@@ -259,9 +259,6 @@ void origin_search(const char *self, const char *path, const Diehard__Recording 
 	if (base == NULL)
 		goto done;
 	(void)trace_read(base, tpath);
-	out->processes = base->processes;
-	for (size_t i = 0; i < base->nstreams; i++)
-		out->threads += 1;
 	/* The recorded digests say whether the baseline is the replica's run. */
 	out->reproduced = true;
 	const Diehard__Replica *rep = NULL;

@@ -34,8 +34,6 @@ struct origin {
 	unsigned runs;        /* replays run */
 	double seconds;
 	bool reproduced;      /* the unflipped replay matched the recording */
-	unsigned threads;     /* allocating threads seen (over all processes) */
-	unsigned processes;
 	char note[256];       /* why the answer may not be the whole story */
 };
 
