@@ -10,6 +10,9 @@
 #include <stdbool.h>
 
 void log_set_verbose(bool on);
+/* stderr is the journal (JOURNAL_STREAM): every line gets a syslog priority
+ * prefix, <3> for fatal, <4> for log_warn, <5> for log_event. */
+void log_set_journal(bool on);
 bool log_verbose(void);
 void log_event(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

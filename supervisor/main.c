@@ -18,6 +18,7 @@
 #include "sandbox.h"
 #include "spawn.h"
 #include "supervisor.h"
+#include "svcenv.h"
 #include "voter.h"
 
 #ifndef DIEHARD_VERSION
@@ -51,6 +52,8 @@ static const char usage[] =
 	"                        came from and a command that replays the failing replica\n"
 	"      --record FILE     write the run's recording to FILE (for diehard replay); with\n"
 	"                        --ci the default is diehard-ci-PID.dhr, on failure only\n"
+	"      --stop-timeout SECONDS  after SIGTERM or SIGINT (forwarded), how long the\n"
+	"                        replicas get before they are killed (default 5)\n"
 	"      --idle MS         quiet time before a partial chunk is voted (default 50)\n"
 	"      --timeout SECONDS how long a replica may trail the majority silently (default 10)\n"
 	"      --window BYTES    output a replica may run ahead or behind (default 1M;\n"
@@ -268,7 +271,7 @@ int main(int argc, char **argv)
 {
 	reserve_std_fds();
 	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_RESPAWNS, OPT_NO_RESPAWN,
-	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_CI, OPT_RECORD };
+	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
 		{ "report", required_argument, NULL, 'r' },   { "verbose", no_argument, NULL, 'v' },
@@ -283,15 +286,19 @@ int main(int argc, char **argv)
 		{ "sandbox", required_argument, NULL, OPT_SANDBOX },
 		{ "ci", no_argument, NULL, OPT_CI },
 		{ "record", required_argument, NULL, OPT_RECORD },
+		{ "stop-timeout", required_argument, NULL, OPT_STOP_TIMEOUT },
 		{ "version", no_argument, NULL, 'V' },         { NULL, 0, NULL, 0 },
 	};
-	struct options o = { .k = 3, .report_fd = -1, .idle_ms = 50, .straggler_ms = 10000, .window = 1 << 20,
+	struct options o = { .k = 3, .report_fd = -1, .idle_ms = 50, .straggler_ms = 10000, .stop_ms = 5000,
+			     .window = 1 << 20,
 			     .input_log = (size_t)64 << 20, .virtualize = true, .respawns = 16, .respawn_rate = 30,
 			     .call_log = (size_t)512 << 10 };
 	const char *allocator = NULL;
 	bool k_given = false;
 	int c;
 	event_set_fatal_callback(libevent_fatal);
+	/* The service manager's variables are diehard's alone (svcenv.h). */
+	svcenv_capture();
 	/* diehard replay ...: a program named replay runs as diehard -- replay. */
 	if (argc > 1 && strcmp(argv[1], "replay") == 0)
 		return replay_main(argc - 1, argv + 1, find_init());
@@ -328,6 +335,14 @@ int main(int argc, char **argv)
 			if (end == optarg || *end != '\0' || !(t >= 0.1 && t <= 86400))
 				bad_usage("--timeout must be seconds from 0.1 to 86400, not '%s'", optarg);
 			o.straggler_ms = (unsigned)(t * 1000);
+			break;
+		}
+		case OPT_STOP_TIMEOUT: {
+			char *end;
+			double t = strtod(optarg, &end);
+			if (end == optarg || *end != '\0' || !(t >= 0.1 && t <= 86400))
+				bad_usage("--stop-timeout must be seconds from 0.1 to 86400, not '%s'", optarg);
+			o.stop_ms = (unsigned)(t * 1000);
 			break;
 		}
 		case OPT_WINDOW:

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -132,7 +133,8 @@ static void emit(struct sup *S, struct stream *st, const unsigned char *p, size_
 			(void)select(st->fd + 1, NULL, &w, NULL, NULL);
 			continue;
 		}
-		if (n < 0 && errno == EPIPE) {
+		if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+			/* A socket's peer gone (inetd style) is a closed reader too. */
 			log_event("%s closed by its reader: stopping", st->name);
 			replicas_kill_all(S);
 			report_set_exit(S->report, 128 + SIGPIPE, "output closed");
@@ -353,6 +355,27 @@ static void flush(struct sup *S, struct stream *st)
 }
 
 
+/* Inetd style (a socket on stdout, often stdin too): once every stream
+ * written to that socket has ended, its write side is shut so the client
+ * sees the end of the answer even while the replicas still run (or the
+ * connection stays open for reading). Not a socket: nothing to do. */
+static void shut_socket(struct sup *S, const struct stream *st)
+{
+	struct stat a, b;
+	if (S->stopping || fstat(st->fd, &a) != 0 || !S_ISSOCK(a.st_mode))
+		return;
+	for (int s = 0; s < NSTREAMS; s++) {
+		const struct stream *o = &S->s[s];
+		if (o != st && !o->ended && fstat(o->fd, &b) == 0 && b.st_dev == a.st_dev && b.st_ino == a.st_ino)
+			return; /* the other stream still writes to it */
+	}
+	if (shutdown(st->fd, SHUT_WR) != 0 && errno != ENOTCONN && errno != ENOTSOCK)
+		log_warn("cannot shut the write side of the %s socket: %s", st->name, strerror(errno));
+	else
+		log_event("%s: end of output, the socket's write side is shut", st->name);
+}
+
+
 static void commit(struct sup *S, struct stream *st, const struct voter_result *res)
 {
 	int s = (int)(st - S->s);
@@ -375,6 +398,7 @@ static void commit(struct sup *S, struct stream *st, const struct voter_result *
 		flush(S, st);
 		st->ended = true;
 		log_event("%s: end agreed after %zu bytes", st->name, st->committed);
+		shut_socket(S, st);
 	}
 }
 

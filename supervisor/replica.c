@@ -14,10 +14,12 @@
 
 #include "exitcode.h"
 #include "log.h"
+#include "notify.h"
 #include "sandbox.h"
 #include "spawn.h"
 #include "replay.h"
 #include "sup.h"
+#include "svcenv.h"
 
 #define PIPE_BYTES (256 << 10)
 
@@ -91,6 +93,8 @@ void replica_kill(struct sup *S, struct replica *r, const char *why)
 	if (!r->exited)
 		replica_signal(r, SIGKILL);
 	log_event("kill replica %u (pid %d): %s", r->id, (int)r->pid, why);
+	if (S->notify != NULL)
+		notify_replica_gone(S->notify, r->index, why);
 	if (S->virt != NULL)
 		virt_retire(S->virt, r->index, true);
 	report_kill(S->report, r->id, why, sup_now() - S->t_start);
@@ -169,6 +173,8 @@ void replicas_reap(struct sup *S)
 			 * (the OOM killer, a person): output.c does not let its
 			 * end of output count while other voters still run. */
 			r->sigkilled = WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL && !r->killed;
+			if (S->notify != NULL && !r->killed)
+				notify_replica_gone(S->notify, i, NULL);
 		}
 	}
 }
@@ -215,6 +221,7 @@ static void slot_reset(struct sup *S, struct replica *r)
 struct launch {
 	int in[2], out[NSTREAMS][2];
 	char **envp;
+	char *extra[64];   /* the variables of ci.h and notify.h, not owned */
 	struct spawn_request req;
 	struct spawn_pending sp;
 	struct spawn_result res;
@@ -222,6 +229,23 @@ struct launch {
 	bool replacement;
 	unsigned slot;
 };
+
+/* The replica's own variables: --ci's (ci.h) and the service's (notify.h:
+ * its notify socket, made here, its watchdog, its sockets). */
+static char *const *extra_env(struct sup *S, struct launch *L, struct replica *r, bool sandboxed)
+{
+	char *const *lists[2] = { ci_setup(S, r, L->replacement, sandboxed),
+				  S->notify != NULL ? notify_replica_env(S->notify, r->index) : NULL };
+	size_t n = 0;
+	for (int l = 0; l < 2; l++)
+		for (size_t i = 0; lists[l] != NULL && lists[l][i] != NULL; i++) {
+			if (n + 1 >= sizeof L->extra / sizeof L->extra[0])
+				fatal(EXIT_INTERNAL, "too many variables for a replica");
+			L->extra[n++] = lists[l][i];
+		}
+	L->extra[n] = NULL;
+	return L->extra;
+}
 
 /* The first half of a start: pipes, a fresh seed, the fork. */
 static void launch(struct sup *S, unsigned i, struct launch *L, bool replacement)
@@ -243,13 +267,13 @@ static void launch(struct sup *S, unsigned i, struct launch *L, bool replacement
 	seed_from_urandom(r->seed);
 	L->replacement = replacement;
 	L->slot = i;
-	char *const *extra = ci_setup(S, r, replacement, S->ns_flags != 0);
-	L->envp = spawn_environment(S->o->allocator, r->seed, r->fill, extra);
+	L->envp = spawn_environment(S->o->allocator, r->seed, r->fill, extra_env(S, L, r, S->ns_flags != 0));
 	L->req = (struct spawn_request){ .path = S->o->path, .argv = S->o->argv, .envp = L->envp,
 					 .fds = { L->in[0], L->out[0][1], L->out[1][1] }, .pipe_ignored = S->pipe_ignored,
 					 .filter = &S->filter, .listener = S->virt != NULL, .nofile = &S->nofile,
 					 .ns_flags = S->ns_flags, .init_path = S->o->init_path,
-					 .stop_before_exec = S->o->replay != NULL && S->o->replay->gdb };
+					 .stop_before_exec = S->o->replay != NULL && S->o->replay->gdb,
+					 .npass = S->o->replay != NULL ? 0 : svcenv_get()->listen_fds };
 	L->pid = spawn_start(&L->req, &L->sp, &L->res);
 }
 
@@ -268,7 +292,7 @@ static pid_t finish(struct sup *S, struct launch *L)
 		/* Its pids are no longer its own: its fill may not be keyed by them. */
 		struct replica *r = &S->r[L->slot];
 		spawn_environment_free(L->envp);
-		L->envp = spawn_environment(S->o->allocator, r->seed, r->fill, ci_setup(S, r, L->replacement, false));
+		L->envp = spawn_environment(S->o->allocator, r->seed, r->fill, extra_env(S, L, r, false));
 		L->req.envp = L->envp;
 		pid = spawn_replica(&L->req, &L->res);
 	}
@@ -341,6 +365,8 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 		fatal(EXIT_INTERNAL, "cannot watch replica %u's input", r->id);
 	report_replica(S->report, r->id, i, r->pid, r->seed, r->spawn_time);
 	ci_started(S, r);
+	if (S->notify != NULL)
+		notify_replica_started(S->notify, i);
 	if (S->o->replay != NULL && S->o->replay->gdb)
 		replay_debugger(S->o->replay, r->program_pid > 0 ? r->program_pid : r->pid);
 	if (!replacement) {

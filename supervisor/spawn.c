@@ -186,6 +186,43 @@ static int take_stdio(const int fds[3])
 	return 0;
 }
 
+/* Socket activation: fds 3 .. 3 + n - 1 are diehard's close-on-exec
+ * copies of what the manager passed; the program gets them as they are.
+ * 0, or an errno. */
+static int keep_passed(unsigned n)
+{
+	for (unsigned fd = 3; fd < 3 + n; fd++) {
+		int fl = fcntl((int)fd, F_GETFD);
+		if (fl < 0 || fcntl((int)fd, F_SETFD, fl & ~FD_CLOEXEC) != 0)
+			return errno;
+	}
+	return 0;
+}
+
+/* Writes the decimal pid over a ten-digit placeholder (no allocation: we
+ * are between fork and exec). */
+static void own_pid_vars(char **envp)
+{
+	static const char *const names[] = { "LISTEN_PID=", "WATCHDOG_PID=" };
+	pid_t pid = getpid();
+	for (char **e = envp; *e != NULL; e++)
+		for (size_t i = 0; i < 2; i++) {
+			size_t len = strlen(names[i]);
+			if (strncmp(*e, names[i], len) != 0 || strlen(*e + len) < 10)
+				continue;
+			char digits[12];
+			int nd = 0;
+			unsigned long v = (unsigned long)pid;
+			do
+				digits[nd++] = (char)('0' + v % 10);
+			while ((v /= 10) != 0);
+			char *p = *e + len;
+			while (nd > 0)
+				*p++ = digits[--nd];
+			*p = '\0';
+		}
+}
+
 /* In the child: never returns. Reports the listener and any failure through
  * sock. */
 static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv, pid_t parent, int sock)
@@ -202,9 +239,12 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 	(void)setpgid(0, 0);
 	if ((err = take_stdio(r->fds)) != 0)
 		goto fail;
-	/* Only fds 0-2 are inherited (sock is close-on-exec). */
-	if (sock > 3)
-		(void)close_range(3, (unsigned)sock - 1, 0);
+	/* Only fds 0-2 and the passed sockets are inherited (sock is
+	 * close-on-exec). */
+	if ((err = keep_passed(r->npass)) != 0)
+		goto fail;
+	if (sock > 3 + (int)r->npass)
+		(void)close_range(3 + r->npass, (unsigned)sock - 1, 0);
 	(void)close_range((unsigned)sock + 1, ~0U, 0);
 	/* The supervisor ignores SIGPIPE for itself; the program gets what
 	 * diehard was started with. */
@@ -258,6 +298,7 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 			goto fail;
 		}
 	}
+	own_pid_vars(r->envp);
 	execve(r->path, r->argv, r->envp);
 	err = errno;
 	/* As execvp: a file the kernel cannot run (a script without #!) is
@@ -271,16 +312,17 @@ fail:
 	_exit(err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
 }
 
-/* Closes every fd from 3 on but a and b. */
-static void close_all_but(int a, int b)
+/* Closes every fd from 3 + npass on but a and b (both above the passed
+ * sockets: they were made after diehard took those). */
+static void close_all_but(int a, int b, unsigned npass)
 {
 	if (a > b) {
 		int t = a;
 		a = b;
 		b = t;
 	}
-	if (a > 3)
-		(void)close_range(3, (unsigned)a - 1, 0);
+	if (a > 3 + (int)npass)
+		(void)close_range(3 + npass, (unsigned)a - 1, 0);
 	if (b > a + 1)
 		(void)close_range((unsigned)a + 1, (unsigned)b - 1, 0);
 	(void)close_range((unsigned)b + 1, ~0U, 0);
@@ -307,7 +349,7 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	/* The program's 0-2 pass through us; nothing else of diehard's does. */
 	if ((err = take_stdio(r->fds)) != 0)
 		goto fail;
-	close_all_but(sock, status_fd);
+	close_all_but(sock, status_fd, r->npass);
 	/* Our handlers (the loop's) are diehard's; the program inherits the
 	 * dispositions (child() resets them too). SIGCHLD must not be
 	 * ignored here, or its children would never reach waitpid. */
@@ -330,10 +372,13 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	}
 	(void)setpgid(pid, pid);
 	/* The program's pipes are its own: diehard sees their end when the
-	 * program (and what it started) closes them, not when we do. */
+	 * program (and what it started) closes them, not when we do; and the
+	 * passed sockets are its alone. */
 	close(sock);
 	for (int i = 0; i < 3; i++)
 		close(i);
+	if (r->npass > 0)
+		(void)close_range(3, 3 + r->npass - 1, 0);
 	sandbox_init_exec(r->init_path, pid, status_fd);
 fail:
 	child_send(sock, 'N', err, -1);

@@ -27,6 +27,8 @@ struct spawn_request {
 	const char *init_path;           /* diehard-init, or NULL (sandbox.h) */
 	bool stop_before_exec;           /* for a debugger: any process may trace it,
 					    it stops itself (SIGSTOP) just before exec */
+	unsigned npass;                  /* fds 3 .. 3 + npass - 1 are passed on as they
+					    are (socket activation: svcenv.h) */
 };
 
 struct spawn_result {
@@ -44,6 +46,10 @@ struct spawn_result {
  * allocator's in ours is dropped. Exits 125 on allocation failure. */
 char **spawn_environment(const char *allocator, const uint64_t seed[2], const char *fill, char *const *extra);
 void spawn_environment_free(char **envp);
+
+/* In the program, just before exec: LISTEN_PID= and WATCHDOG_PID= in envp
+ * (set to a placeholder of ten digits by the caller) become its own pid,
+ * as the program sees it (in its pid namespace when sandboxed). */
 
 /* Starts the replica. Returns its pid (sandboxed: its init's), or -1 with
  * errno and, when the exec itself failed or the namespaces could not be

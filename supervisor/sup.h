@@ -143,6 +143,9 @@ struct sup {
 	struct report *report;
 	struct virt *virt;        /* NULL with --no-virtualize */
 	struct ci *ci;            /* NULL unless a recording is wanted (ci.h) */
+	struct notify *notify;    /* the service side (notify.h); NULL in a replay */
+	struct event *stop_ev;    /* asked to stop: the replicas' grace (--stop-timeout) */
+	int stop_signal;          /* that signal (SIGTERM, SIGINT), 0: none */
 	struct sock_fprog filter; /* the seccomp filter every replica runs under */
 	unsigned long ns_flags;   /* sandbox.h: each replica's namespaces (0: none) */
 	double t_start;

@@ -29,6 +29,7 @@
 #include "exitcode.h"
 #include "filter.h"
 #include "log.h"
+#include "notify.h"
 #include "sandbox.h"
 #include "spawn.h"
 #include "sup.h"
@@ -239,11 +240,29 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 			}
 		}
 	}
+	if (S->notify != NULL)
+		notify_tick(S->notify);
 	replace_maintain(S);
 	for (int s = 0; s < NSTREAMS; s++)
 		output_vote(S, &S->s[s], VOTER_CHUNKS);
 	input_update(S);
 	sup_check_done(S);
+}
+
+
+/* The replicas had --stop-timeout to end after a SIGTERM or SIGINT: what
+ * still runs is killed, and the stop was not clean. */
+static void on_stop_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct sup *S = arg;
+	char why[128];
+	snprintf(why, sizeof why, "still running %.1f s after signal %d (--stop-timeout)", S->o->stop_ms / 1000.0,
+		 S->stop_signal);
+	log_warn("replicas %s: killed", why);
+	report_set_exit(S->report, 128 + SIGKILL, why);
+	sup_finish(S, 128 + SIGKILL);
 }
 
 
@@ -286,6 +305,16 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	log_event("forwarding signal %d", (int)sig);
+	if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
+		S->stop_signal = (int)sig; /* the run may end by it: so do we */
+	if ((sig == SIGTERM || sig == SIGINT) && S->stop_ev == NULL) {
+		if (S->notify != NULL)
+			notify_stopping(S->notify);
+		struct timeval grace = { .tv_sec = S->o->stop_ms / 1000, .tv_usec = (S->o->stop_ms % 1000) * 1000 };
+		S->stop_ev = evtimer_new(S->base, on_stop_timeout, S);
+		if (S->stop_ev == NULL || evtimer_add(S->stop_ev, &grace) != 0)
+			fatal(EXIT_INTERNAL, "cannot start the stop timer");
+	}
 	int forward = sig == SIGTSTP ? SIGSTOP : (int)sig;
 	bool running = false;
 	for (unsigned i = 0; i < S->nslots; i++)
@@ -301,6 +330,19 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	}
 	if (sig == SIGTSTP)
 		(void)kill(getpid(), SIGSTOP); /* stop ourselves too, like a shell job */
+}
+
+
+/* Asked to stop by sig, the replicas died of it: so does diehard, as a
+ * shell does, which a service manager counts as a clean stop (an exit
+ * status of 143 it would not). */
+static void die_by(int sig)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	if (signal(sig, SIG_DFL) == SIG_ERR || sigprocmask(SIG_UNBLOCK, &set, NULL) != 0 || raise(sig) != 0)
+		return; /* the status then says it (128 + sig) */
 }
 
 
@@ -385,6 +427,8 @@ int supervisor_run(const struct options *o)
 	S->r = calloc(S->nslots, sizeof *S->r);
 	if (S->r == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
+	if (o->replay == NULL)
+		S->notify = notify_new(S);
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
 		*r = (struct replica){ .index = i, .in_fd = -1, .status_fd = -1, .out_fd = { -1, -1 }, .replaces = -1 };
@@ -408,6 +452,8 @@ int supervisor_run(const struct options *o)
 		if (S->r[i].used && !S->r[i].exited && !S->r[i].killed)
 			report_input_fed(S->report, S->r[i].id, S->r[i].in_off);
 	}
+	if (S->notify != NULL)
+		notify_finish(S->notify);
 	report_end(S->report, sup_live_count(S), S->respawns);
 	for (unsigned i = 0; i < S->nslots; i++)
 		ci_retire(S, &S->r[i]);
@@ -420,5 +466,7 @@ int supervisor_run(const struct options *o)
 			 inputlog_complete(S->inlog) || (S->inlog != NULL && inputlog_bytes(S->inlog) == 0));
 	report_write(S->report);
 	inputlog_free(S->inlog);
+	if (S->stop_signal != 0 && S->exit_code == 128 + S->stop_signal)
+		die_by(S->stop_signal);
 	return S->exit_code;
 }

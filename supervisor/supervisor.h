@@ -13,6 +13,7 @@ struct options {
 	int report_fd;            /* that file, opened before the run; -1: none */
 	unsigned idle_ms;         /* quiet time before a partial chunk is voted */
 	unsigned straggler_ms;    /* how long a replica may trail the quorum */
+	unsigned stop_ms;         /* after SIGTERM or SIGINT, the replicas' grace */
 	size_t window;            /* bytes a replica may be ahead or behind */
 	size_t input_log;         /* input bytes kept for replay (0: none) */
 	unsigned respawns;        /* replacements allowed in the run (0: none) */

@@ -1,0 +1,472 @@
+/* notify.c — see notify.h. */
+#include "notify.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "exitcode.h"
+#include "log.h"
+#include "sdnotify.h"
+#include "sup.h"
+#include "svcenv.h"
+
+#define MSG_MAX 4096   /* a notify datagram we read; longer ones are cut (MSG_TRUNC) */
+#define STATUS_MAX 256 /* a replica's STATUS= text kept */
+#define FDS_MAX 64     /* fds one message may carry (all closed) */
+#define ENV_MAX 8
+
+enum nstate { N_STARTING, N_READY, N_RELOADING, N_STOPPING };
+
+struct nslot {
+	struct notify *n;
+	unsigned index;
+	int fd;                 /* its notify socket, or -1 */
+	struct event *ev;
+	char addr[24];          /* NOTIFY_SOCKET=@... for the process */
+	bool running;           /* started and not gone */
+	ino_t pidns;            /* sandboxed: its pid namespace (0: not sandboxed) */
+	enum nstate state;
+	bool reload_seen;       /* said RELOADING=1 since diehard last told READY=1 */
+	char status[STATUS_MAX];
+	bool has_status;
+	uint64_t wd_usec;       /* 0: no watchdog */
+	double wd_last;         /* its last ping (or its start) */
+	char *env[ENV_MAX + 1];
+};
+
+struct notify {
+	struct sup *S;
+	const struct svcenv *e;
+	struct nslot *slot;
+	bool told_ready, reloading, told_stopping;
+	char told_status[STATUS_MAX + 128];
+	unsigned divergences;
+	struct event *ping_ev;  /* diehard's own watchdog pings */
+	char listen_fds[32];
+	char *listen_names;
+};
+
+static void on_message(evutil_socket_t fd, short what, void *arg);
+static void on_ping(evutil_socket_t fd, short what, void *arg);
+
+struct notify *notify_new(struct sup *S)
+{
+	struct notify *n = calloc(1, sizeof *n);
+	if (n == NULL || (n->slot = calloc(S->nslots, sizeof *n->slot)) == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	n->S = S;
+	n->e = svcenv_get();
+	for (unsigned i = 0; i < S->nslots; i++)
+		n->slot[i] = (struct nslot){ .n = n, .index = i, .fd = -1 };
+	if (n->e->listen_fds > 0) {
+		snprintf(n->listen_fds, sizeof n->listen_fds, "LISTEN_FDS=%u", n->e->listen_fds);
+		if (n->e->listen_names != NULL && asprintf(&n->listen_names, "LISTEN_FDNAMES=%s", n->e->listen_names) < 0)
+			fatal(EXIT_INTERNAL, "out of memory");
+	}
+	if (n->e->notify && n->e->watchdog_usec > 0) {
+		/* Pings at half the interval, as sd_watchdog_enabled(3) advises. */
+		uint64_t half = n->e->watchdog_usec / 2;
+		struct timeval tv = { .tv_sec = (time_t)(half / 1000000), .tv_usec = (suseconds_t)(half % 1000000) };
+		n->ping_ev = event_new(S->base, -1, EV_PERSIST, on_ping, n);
+		if (n->ping_ev == NULL || event_add(n->ping_ev, &tv) != 0)
+			fatal(EXIT_INTERNAL, "cannot start the watchdog timer");
+		log_event("watchdog: diehard pings every %.3f s while a majority of replicas is healthy", half / 1e6);
+	}
+	return n;
+}
+
+static void slot_close(struct nslot *ns)
+{
+	if (ns->ev != NULL)
+		event_free(ns->ev);
+	ns->ev = NULL;
+	if (ns->fd >= 0)
+		close(ns->fd);
+	ns->fd = -1;
+	ns->running = false;
+}
+
+/* A datagram socket bound to an abstract address the kernel picks (autobind:
+ * five hex digits, unique), reading the senders' credentials. */
+static void slot_open(struct notify *n, struct nslot *ns)
+{
+	ns->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (ns->fd < 0)
+		fatal(EXIT_INTERNAL, "cannot make a replica's notify socket: %s", strerror(errno));
+	int on = 1;
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	socklen_t len = sizeof(sa_family_t);
+	if (setsockopt(ns->fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0 ||
+	    bind(ns->fd, (struct sockaddr *)&a, len) != 0)
+		fatal(EXIT_INTERNAL, "cannot bind a replica's notify socket: %s", strerror(errno));
+	len = sizeof a;
+	if (getsockname(ns->fd, (struct sockaddr *)&a, &len) != 0)
+		fatal(EXIT_INTERNAL, "getsockname: %s", strerror(errno));
+	size_t name = len - offsetof(struct sockaddr_un, sun_path);
+	if (name < 2 || a.sun_path[0] != '\0' || name > 16)
+		fatal(EXIT_INTERNAL, "unexpected notify socket address (%zu bytes)", name);
+	snprintf(ns->addr, sizeof ns->addr, "@%.*s", (int)(name - 1), a.sun_path + 1);
+	ns->ev = event_new(n->S->base, ns->fd, EV_READ | EV_PERSIST, on_message, ns);
+	if (ns->ev == NULL || event_add(ns->ev, NULL) != 0)
+		fatal(EXIT_INTERNAL, "cannot watch a replica's notify socket");
+}
+
+static char *var(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *var(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	va_start(ap, fmt);
+	int r = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		fatal(EXIT_INTERNAL, "out of memory");
+	return s;
+}
+
+char *const *notify_replica_env(struct notify *n, unsigned slot)
+{
+	struct nslot *ns = &n->slot[slot];
+	slot_close(ns);
+	for (unsigned i = 0; i < ENV_MAX && ns->env[i] != NULL; i++) {
+		free(ns->env[i]);
+		ns->env[i] = NULL;
+	}
+	ns->state = N_STARTING;
+	ns->reload_seen = false;
+	ns->has_status = false;
+	ns->wd_usec = 0;
+	unsigned k = 0;
+	if (n->e->notify) {
+		slot_open(n, ns);
+		ns->env[k++] = var("NOTIFY_SOCKET=%s", ns->addr);
+		if (n->e->watchdog_usec > 0) {
+			ns->wd_usec = n->e->watchdog_usec;
+			ns->env[k++] = var("WATCHDOG_USEC=%" PRIu64, n->e->watchdog_usec);
+			/* Room for any pid: spawn.c writes the process's own. */
+			ns->env[k++] = var("WATCHDOG_PID=%s", "0000000000");
+		}
+	}
+	if (n->e->listen_fds > 0) {
+		ns->env[k++] = var("%s", n->listen_fds);
+		if (n->listen_names != NULL)
+			ns->env[k++] = var("%s", n->listen_names);
+		ns->env[k++] = var("LISTEN_PID=%s", "0000000000");
+	}
+	ns->env[k] = NULL;
+	return ns->env;
+}
+
+void notify_replica_started(struct notify *n, unsigned slot)
+{
+	struct nslot *ns = &n->slot[slot];
+	struct replica *r = &n->S->r[slot];
+	ns->running = true;
+	ns->wd_last = sup_now();
+	ns->pidns = 0;
+	if (r->status_fd >= 0) {
+		/* Sandboxed: its init is pid 1 of the replica's namespace. */
+		char path[64];
+		struct stat st;
+		snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)r->pid);
+		if (stat(path, &st) == 0)
+			ns->pidns = st.st_ino;
+	}
+}
+
+void notify_replica_gone(struct notify *n, unsigned slot, const char *why)
+{
+	struct nslot *ns = &n->slot[slot];
+	if (why != NULL && strncmp(why, "straggler", 9) != 0 && strncmp(why, "watchdog", 8) != 0 &&
+	    strstr(why, "from outside") == NULL)
+		n->divergences++;
+	slot_close(ns);
+	/* What the manager hears of it comes with the next tick (no
+	 * recursion into replica_kill from here). */
+}
+
+/* Whether pid is a process of slot ns's replica (see notify.h). */
+static bool sender_ok(struct notify *n, struct nslot *ns, pid_t pid)
+{
+	const struct replica *r = &n->S->r[ns->index];
+	char path[64];
+	struct stat st;
+	if (pid <= 0)
+		return false;
+	if (ns->pidns != 0) {
+		snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
+		return stat(path, &st) == 0 && st.st_ino == ns->pidns;
+	}
+	/* Not sandboxed: the replica itself, or a process of its group, or one
+	 * it started (its parent chain leads to it). */
+	if (pid == r->pid || getpgid(pid) == r->pid)
+		return true;
+	for (int depth = 0; depth < 64 && pid > 1; depth++) {
+		snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+		FILE *f = fopen(path, "re");
+		if (f == NULL)
+			return false;
+		char buf[512];
+		size_t got = fread(buf, 1, sizeof buf - 1, f);
+		fclose(f);
+		buf[got] = '\0';
+		/* pid (comm) state ppid: comm may hold anything, the last ')' ends it. */
+		char *close_paren = strrchr(buf, ')');
+		int ppid;
+		if (close_paren == NULL || sscanf(close_paren + 1, " %*c %d", &ppid) != 1)
+			return false;
+		if (ppid == r->pid)
+			return true;
+		pid = ppid;
+	}
+	return false;
+}
+
+/* One line KEY=VALUE of a replica's message. */
+static void handle(struct notify *n, struct nslot *ns, const char *line, size_t len)
+{
+	struct sup *S = n->S;
+	struct replica *r = &S->r[ns->index];
+#define IS(key) (len >= sizeof key - 1 && memcmp(line, key, sizeof key - 1) == 0)
+	const char *v = memchr(line, '=', len);
+	size_t vlen = v != NULL ? len - (size_t)(v + 1 - line) : 0;
+	if (v != NULL)
+		v++;
+	if (IS("READY=1") && len == 7) {
+		if (ns->state != N_READY)
+			log_event("replica %u says READY=1", r->id);
+		ns->state = N_READY;
+	} else if (IS("RELOADING=1") && len == 11) {
+		log_event("replica %u says RELOADING=1", r->id);
+		ns->state = N_RELOADING;
+		ns->reload_seen = true;
+	} else if (IS("STOPPING=1") && len == 10) {
+		log_event("replica %u says STOPPING=1", r->id);
+		ns->state = N_STOPPING;
+	} else if (IS("STATUS=")) {
+		size_t m = vlen < STATUS_MAX - 1 ? vlen : STATUS_MAX - 1;
+		memcpy(ns->status, v, m);
+		ns->status[m] = '\0';
+		ns->has_status = true;
+	} else if (IS("WATCHDOG=1") && len == 10) {
+		ns->wd_last = sup_now();
+	} else if (IS("WATCHDOG=trigger") && len == 16) {
+		replica_kill(S, r, "watchdog: the replica asked for it (WATCHDOG=trigger)");
+	} else if (IS("WATCHDOG_USEC=")) {
+		char num[24];
+		size_t m = vlen < sizeof num - 1 ? vlen : sizeof num - 1;
+		memcpy(num, v, m);
+		num[m] = '\0';
+		char *end;
+		unsigned long long u = strtoull(num, &end, 10);
+		if (end != num && *end == '\0' && u > 0)
+			ns->wd_usec = u;
+	} else if (IS("MAINPID=")) {
+		log_event("replica %u's MAINPID= dropped: the main pid is diehard's", r->id);
+	} else if (IS("BARRIER=1") || IS("FDSTORE=") || IS("FDNAME=")) {
+		/* Their fds are closed by the caller, which is the barrier's answer. */
+	} else if (len > 0) {
+		log_event("replica %u: notify message '%.*s' not passed on", r->id, (int)(len < 64 ? len : 64), line);
+	}
+#undef IS
+}
+
+static void on_message(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct nslot *ns = arg;
+	struct notify *n = ns->n;
+	for (int rounds = 0; rounds < 64 && ns->fd == fd; rounds++) {
+		char buf[MSG_MAX];
+		union {
+			struct cmsghdr h;
+			char b[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(FDS_MAX * sizeof(int))];
+		} ctl;
+		struct iovec iov = { buf, sizeof buf };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+				      .msg_controllen = sizeof ctl.b };
+		ssize_t got = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
+		if (got < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				log_warn("reading a replica's notify socket: %s", strerror(errno));
+			break;
+		}
+		pid_t sender = 0;
+		int fds[FDS_MAX];
+		size_t nfds = 0;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+			if (c->cmsg_level != SOL_SOCKET)
+				continue;
+			if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+				struct ucred cred;
+				memcpy(&cred, CMSG_DATA(c), sizeof cred);
+				sender = cred.pid;
+			} else if (c->cmsg_type == SCM_RIGHTS) {
+				size_t m = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+				for (size_t i = 0; i < m && nfds < FDS_MAX; i++)
+					memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			}
+		}
+		const struct replica *r = &n->S->r[ns->index];
+		if (!ns->running || !(r->live || r->joining)) {
+			/* Left the vote: its words no longer count. */
+		} else if (!sender_ok(n, ns, sender)) {
+			log_event("notify message from pid %d dropped: not a process of replica %u", (int)sender, r->id);
+		} else {
+			size_t len = (size_t)got < sizeof buf ? (size_t)got : sizeof buf;
+			size_t at = 0;
+			while (at < len && ns->fd == fd) {
+				const char *nl = memchr(buf + at, '\n', len - at);
+				size_t end = nl != NULL ? (size_t)(nl - buf) : len;
+				handle(n, ns, buf + at, end - at);
+				at = end + 1;
+			}
+		}
+		/* Every message handled before it: a BARRIER=1's fd closes now. */
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
+	}
+	notify_tick(n);
+}
+
+/* The text a quorum of live replicas agree on, or NULL. */
+static const char *agreed_status(struct notify *n, unsigned quorum)
+{
+	struct sup *S = n->S;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		const struct nslot *a = &n->slot[i];
+		if (!S->r[i].live || !a->has_status)
+			continue;
+		unsigned same = 0;
+		for (unsigned j = 0; j < S->nslots; j++)
+			same += S->r[j].live && n->slot[j].has_status && strcmp(n->slot[j].status, a->status) == 0;
+		if (same >= quorum)
+			return a->status;
+	}
+	return NULL;
+}
+
+static unsigned count_state(struct notify *n, enum nstate st)
+{
+	unsigned c = 0;
+	for (unsigned i = 0; i < n->S->nslots; i++)
+		c += n->S->r[i].live && n->slot[i].running && n->slot[i].state == st;
+	return c;
+}
+
+/* Live replicas that said RELOADING=1 since the last READY=1 diehard told
+ * (and, with ready, are ready again). */
+static unsigned count_reloaded(struct notify *n, bool ready)
+{
+	unsigned c = 0;
+	for (unsigned i = 0; i < n->S->nslots; i++)
+		c += n->S->r[i].live && n->slot[i].running && n->slot[i].reload_seen &&
+		     (!ready || n->slot[i].state == N_READY);
+	return c;
+}
+
+/* Healthy: live and pinged within its interval (or without a watchdog). */
+static unsigned count_healthy(struct notify *n, double t)
+{
+	unsigned c = 0;
+	for (unsigned i = 0; i < n->S->nslots; i++) {
+		const struct nslot *ns = &n->slot[i];
+		c += n->S->r[i].live && !n->S->r[i].exited &&
+		     (ns->wd_usec == 0 || t - ns->wd_last <= (double)ns->wd_usec / 1e6);
+	}
+	return c;
+}
+
+static void on_ping(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct notify *n = arg;
+	unsigned healthy = count_healthy(n, sup_now()), quorum = sup_quorum(n->S);
+	if (healthy >= quorum && healthy > 0)
+		sdnotify_send("WATCHDOG=1");
+	else
+		log_event("watchdog: %u replicas healthy, a quorum is %u: not pinging the manager", healthy, quorum);
+}
+
+void notify_tick(struct notify *n)
+{
+	struct sup *S = n->S;
+	double t = sup_now();
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct nslot *ns = &n->slot[i];
+		struct replica *r = &S->r[i];
+		if (!ns->running || ns->wd_usec == 0 || r->exited || !(r->live || r->joining))
+			continue;
+		double limit = (double)ns->wd_usec / 1e6;
+		if (t - ns->wd_last > limit) {
+			char why[128];
+			snprintf(why, sizeof why, "watchdog: no WATCHDOG=1 for more than %.3f s", limit);
+			replica_kill(S, r, why);
+		}
+	}
+	if (!n->e->notify || S->stopping)
+		return;
+	unsigned quorum = sup_quorum(S);
+	char text[sizeof n->told_status + 64];
+	size_t o = 0;
+	if (!n->told_ready && count_state(n, N_READY) >= quorum) {
+		o += (size_t)snprintf(text + o, sizeof text - o, "READY=1\nMAINPID=%d\n", (int)getpid());
+		n->told_ready = true;
+		log_event("ready: a majority of the replicas said READY=1");
+	} else if (n->told_ready && !n->reloading && count_reloaded(n, false) >= quorum) {
+		o += (size_t)snprintf(text + o, sizeof text - o, "RELOADING=1\n");
+		n->reloading = true;
+		log_event("reloading: a majority of the replicas said RELOADING=1");
+	}
+	if (n->reloading && count_reloaded(n, true) >= quorum) {
+		/* Each replica's reload is an edge, not a state: one that is
+		 * ready again before the others began still counts. */
+		o += (size_t)snprintf(text + o, sizeof text - o, "READY=1\n");
+		n->reloading = false;
+		for (unsigned i = 0; i < S->nslots; i++)
+			n->slot[i].reload_seen = false;
+		log_event("ready again: a majority of the replicas said READY=1 after reloading");
+	}
+	char status[sizeof n->told_status];
+	const char *agreed = agreed_status(n, quorum);
+	snprintf(status, sizeof status, "%u/%u replicas live, %u replaced, %u divergences%s%s", sup_live_count(S),
+		 S->k, S->respawns, n->divergences, agreed ? "; " : "", agreed ? agreed : "");
+	if (strcmp(status, n->told_status) != 0) {
+		memcpy(n->told_status, status, sizeof status);
+		o += (size_t)snprintf(text + o, sizeof text - o, "STATUS=%s\n", status);
+	}
+	if (o > 0)
+		sdnotify_send(text);
+}
+
+void notify_stopping(struct notify *n)
+{
+	if (n->told_stopping || !n->e->notify)
+		return;
+	n->told_stopping = true;
+	sdnotify_send("STOPPING=1");
+}
+
+void notify_finish(struct notify *n)
+{
+	if (n->e->notify && !n->told_ready)
+		log_warn("the service manager was never told READY=1: %u of the %u live replicas said it, a majority "
+			 "was needed", count_state(n, N_READY), sup_live_count(n->S));
+	notify_stopping(n);
+	for (unsigned i = 0; i < n->S->nslots; i++)
+		slot_close(&n->slot[i]);
+	if (n->ping_ev != NULL)
+		event_free(n->ping_ev);
+	n->ping_ev = NULL;
+}
