@@ -5,13 +5,15 @@
 #   make bench      the benchmarks; writes build/bench/results.md
 #   make demo       shows the allocator at work on a real program
 #   make deps       installs the Debian packages the build and tests need (root)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (UNITDIR, MANDIR: systemd units, man page)
 
 PREFIX  ?= /usr/local
 LIBDIR  ?= $(PREFIX)/lib
 LIBEXECDIR ?= $(PREFIX)/libexec/diehard
 BINDIR  ?= $(PREFIX)/bin
 DOCDIR  ?= $(PREFIX)/share/doc/diehard
+MANDIR  ?= $(PREFIX)/share/man
+UNITDIR ?= $(PREFIX)/lib/systemd/system
 DESTDIR ?=
 
 CC      ?= cc
@@ -62,6 +64,8 @@ UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNITS     := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRC))
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES   := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
+# systemd units to copy or install (docs/SERVICES.md).
+UNITS_SD  := $(sort $(wildcard systemd/*.service systemd/*.socket))
 
 .PHONY: all check unit bats bench demo deps install uninstall clean
 
@@ -154,9 +158,19 @@ install: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard $(B)/diehard-init
 	install -m 0644 $(B)/libdiehard.so $(DESTDIR)$(LIBDIR)/libdiehard.so
 	install -m 0755 $(B)/diehard $(DESTDIR)$(BINDIR)/diehard
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	install -m 0644 docs/SERVICES.md $(DESTDIR)$(DOCDIR)/SERVICES.md
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR)
+	install -m 0644 docs/diehard.1 $(DESTDIR)$(MANDIR)/man1/diehard.1
+	@# The shipped units name /usr/local/bin/diehard (PREFIX's default), so
+	@# that they verify as they are; another BINDIR is written into the copies.
+	for u in $(UNITS_SD); do \
+		sed 's|/usr/local/bin/diehard|$(BINDIR)/diehard|g' $$u >$(DESTDIR)$(UNITDIR)/$${u#systemd/} && \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$${u#systemd/} || exit 1; \
+	done
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libdiehard.so $(DESTDIR)$(BINDIR)/diehard $(DESTDIR)$(LIBEXECDIR)/diehard-init
+	rm -f $(DESTDIR)$(MANDIR)/man1/diehard.1 $(patsubst systemd/%,$(DESTDIR)$(UNITDIR)/%,$(UNITS_SD))
 	rm -rf $(DESTDIR)$(DOCDIR)
 
 clean:
