@@ -425,7 +425,9 @@ void notify_tick(struct notify *n)
 		n->told_ready = true;
 		log_event("ready: a majority of the replicas said READY=1");
 	} else if (n->told_ready && !n->reloading && count_reloaded(n, false) >= quorum) {
-		o += (size_t)snprintf(text + o, sizeof text - o, "RELOADING=1\n");
+		/* A datagram of its own: systemd reads the keys of one message
+		 * in its own order, READY=1 before RELOADING=1. */
+		sdnotify_send("RELOADING=1");
 		n->reloading = true;
 		log_event("reloading: a majority of the replicas said RELOADING=1");
 	}
