@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "exitcode.h"
 #include "filter.h"
 #include "log.h"
@@ -391,6 +392,7 @@ int supervisor_run(const struct options *o)
 		for (int s = 0; s < NSTREAMS; s++)
 			r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
 	}
+	S->control = control_open(S); /* before the first spawn: its events are in the history */
 	replicas_start(S, S->k);
 
 	input_start(S);
@@ -420,5 +422,6 @@ int supervisor_run(const struct options *o)
 			 inputlog_complete(S->inlog) || (S->inlog != NULL && inputlog_bytes(S->inlog) == 0));
 	report_write(S->report);
 	inputlog_free(S->inlog);
+	control_close(S->control);
 	return S->exit_code;
 }
