@@ -309,6 +309,8 @@ static void on_read(struct bufferevent *bev, void *arg)
 		refuse(cl, "one request per connection");
 		return;
 	}
+	if (n == 0)
+		return;
 	const uint8_t *p = evbuffer_pullup(in, -1);
 	if (p == NULL) {
 		doom(cl);

@@ -149,6 +149,7 @@ static Diehard__ControlResponse *next_response(int s)
 		return NULL;
 	if (got < WIRE_HEADER)
 		die("the connection ended inside a message");
+	/* The header alone: a frame (empty message), more to read, or too big. */
 	if (wire_frame(buf, WIRE_HEADER, &len) == WIRE_TOO_BIG)
 		die("the server sent a message longer than %zu bytes", WIRE_MAX);
 	len = (size_t)buf[0] << 24 | (size_t)buf[1] << 16 | (size_t)buf[2] << 8 | buf[3];
