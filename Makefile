@@ -129,6 +129,10 @@ $(B)/tests/unit/test_trace: tests/unit/test_trace.c tests/unit/tap.h supervisor/
 $(B)/tests/unit/test_recording: tests/unit/test_recording.c tests/unit/tap.h supervisor/ci/recording.c supervisor/ci/recording.h supervisor/digest.c $(PROTO_SRC) $(PROTO_HDR) | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/ci -Isupervisor -I$(B)/proto -o $@ $< supervisor/ci/recording.c supervisor/digest.c $(PROTO_SRC) $(shell $(PKG_CONFIG) --libs libprotobuf-c 2>/dev/null)
 
+# The control socket's framing and message checks, fed garbage.
+$(B)/tests/unit/test_control: tests/unit/test_control.c tests/unit/tap.h supervisor/services/wire.c supervisor/services/wire.h $(PROTO_SRC) $(PROTO_HDR) | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/services -I$(B)/proto -o $@ $< supervisor/services/wire.c $(PROTO_SRC) $(shell $(PKG_CONFIG) --libs libprotobuf-c 2>/dev/null)
+
 $(B)/bench/%: bench/%.c | $(B)/bench
 	$(CC) $(WARN) -O2 -g -pthread -o $@ $< -lm
 

@@ -11,6 +11,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "control.h"
+#include "ctl.h"
 #include "elfcheck.h"
 #include "exitcode.h"
 #include "log.h"
@@ -34,6 +36,7 @@
 static const char usage[] =
 	"usage: diehard [options] [--] COMMAND [ARG]...\n"
 	"       diehard replay FILE [--replica N] [--gdb]   (diehard replay --help)\n"
+	"       diehard status|events [--control PATH] ...   (diehard status --help)\n"
 	"Runs COMMAND as k replicas on differently seeded randomized heaps; only output\n"
 	"a majority agrees on is written. Exit status: the majority's; 123 no majority;\n"
 	"125 diehard's own error; 126 command not executable; 127 command not found;\n"
@@ -75,6 +78,8 @@ static const char usage[] =
 	"                        nothing runs; off: none (docs/SANDBOX.md)\n"
 	"      --no-virtualize   let each replica read its own clocks and random bytes\n"
 	"                        (by default they all see the same: docs/NONDETERMINISM.md)\n"
+	"      --control PATH    serve diehard status and events on a unix socket at PATH\n"
+	"                        (mode 0600; default $RUNTIME_DIRECTORY/control if set)\n"
 	"  -h, --help            this text\n"
 	"  -V, --version         the version\n";
 
@@ -271,7 +276,7 @@ int main(int argc, char **argv)
 {
 	reserve_std_fds();
 	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_RESPAWNS, OPT_NO_RESPAWN,
-	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT };
+	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
 		{ "report", required_argument, NULL, 'r' },   { "verbose", no_argument, NULL, 'v' },
@@ -287,6 +292,7 @@ int main(int argc, char **argv)
 		{ "ci", no_argument, NULL, OPT_CI },
 		{ "record", required_argument, NULL, OPT_RECORD },
 		{ "stop-timeout", required_argument, NULL, OPT_STOP_TIMEOUT },
+		{ "control", required_argument, NULL, OPT_CONTROL },
 		{ "version", no_argument, NULL, 'V' },         { NULL, 0, NULL, 0 },
 	};
 	struct options o = { .k = 3, .report_fd = -1, .idle_ms = 50, .straggler_ms = 10000, .stop_ms = 5000,
@@ -302,6 +308,8 @@ int main(int argc, char **argv)
 	/* diehard replay ...: a program named replay runs as diehard -- replay. */
 	if (argc > 1 && strcmp(argv[1], "replay") == 0)
 		return replay_main(argc - 1, argv + 1, find_init());
+	if (argc > 1 && (strcmp(argv[1], "status") == 0 || strcmp(argv[1], "events") == 0))
+		return ctl_main(argc - 1, argv + 1);
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:k:a:r:vhV", longopts, NULL)) != -1) {
 		switch (c) {
@@ -316,6 +324,11 @@ int main(int argc, char **argv)
 			if (optarg[0] == '\0')
 				bad_usage("%s", "--record needs a file name");
 			o.record_path = optarg;
+			break;
+		case OPT_CONTROL:
+			if (optarg[0] == '\0')
+				bad_usage("%s", "--control needs a socket path");
+			o.control_path = optarg;
 			break;
 		case 'a':
 			allocator = optarg;
@@ -411,6 +424,10 @@ int main(int argc, char **argv)
 		return code;
 	o.path = path;
 	check_fd_limit(&o);
+	if (o.control_path == NULL)
+		o.control_path = control_default_path();
+	if (o.control_path != NULL)
+		control_listen(o.control_path);
 	/* The last check: a command line refused above leaves an old report
 	 * as it was. */
 	if (o.report_path != NULL)

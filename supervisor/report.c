@@ -331,6 +331,24 @@ void report_set_exit(struct report *rp, int code, const char *reason)
 		set(rp->root, "exit_reason", text(reason));
 }
 
+unsigned report_divergence_count(const struct report *rp, bool status)
+{
+	unsigned n = 0;
+	size_t i;
+	json_t *e;
+	json_array_foreach(rp->divergences, i, e) {
+		const char *st = json_string_value(json_object_get(e, "stream"));
+		n += (st != NULL && strcmp(st, "status") == 0) == status;
+	}
+	return n;
+}
+
+uint64_t report_call_divergence_count(const struct report *rp)
+{
+	json_t *omitted = json_object_get(rp->root, "call_divergences_omitted");
+	return json_array_size(rp->call_divergences) + (omitted ? (uint64_t)json_integer_value(omitted) : 0);
+}
+
 /* Writes n bytes to fd, a piece at a time if it takes several (a pipe,
  * a signal in between); false with errno set on failure. */
 static bool write_all(int fd, const char *p, size_t n)

@@ -52,6 +52,11 @@ void report_set_exit(struct report *rp, int code, const char *reason);
  * at the top: the --ci findings (ci.c). */
 struct json_t;
 void report_attach(struct report *rp, const char *key, struct json_t *value);
+/* Counts for the control socket's status (control.h): divergences of
+ * output (status false) or of exit statuses (true); calls that differed
+ * (those past the report's cap included). */
+unsigned report_divergence_count(const struct report *rp, bool status);
+uint64_t report_call_divergence_count(const struct report *rp);
 /* Writes the report to the file main.c opened, if one was asked for
  * (once), and closes it; warns on failure. */
 void report_write(struct report *rp);

@@ -159,6 +159,7 @@ struct sup {
 	char refused[160];         /* why replacement is impossible, once said */
 	struct zombie *zombies;
 	size_t nzombies, zombies_size;
+	struct control *control;   /* the control socket (services/control.h), or NULL */
 };
 
 /* supervisor.c */

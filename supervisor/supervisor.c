@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "exitcode.h"
 #include "filter.h"
 #include "log.h"
@@ -435,6 +436,7 @@ int supervisor_run(const struct options *o)
 		for (int s = 0; s < NSTREAMS; s++)
 			r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
 	}
+	S->control = control_open(S); /* before the first spawn: its events are in the history */
 	replicas_start(S, S->k);
 
 	input_start(S);
@@ -466,6 +468,7 @@ int supervisor_run(const struct options *o)
 			 inputlog_complete(S->inlog) || (S->inlog != NULL && inputlog_bytes(S->inlog) == 0));
 	report_write(S->report);
 	inputlog_free(S->inlog);
+	control_close(S->control);
 	if (S->stop_signal != 0 && S->exit_code == 128 + S->stop_signal)
 		die_by(S->stop_signal);
 	return S->exit_code;

@@ -28,6 +28,7 @@ struct options {
 	bool record;              /* keep what a recording needs: --ci, --record, a replay */
 	const char *record_path;  /* --record FILE, or NULL */
 	const struct replay *replay; /* diehard replay (replay.h), or NULL */
+	const char *control_path; /* the control socket (control.h), or NULL */
 };
 
 /* Runs to completion; returns diehard's exit code. */

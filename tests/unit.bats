@@ -68,3 +68,7 @@ run_unit() {
 @test "unit: recordings read back; every truncation and flipped bit refused; random messages decoded safely" {
 	run_unit test_recording
 }
+
+@test "unit: control socket framing and messages (round trips, garbage, truncations, lengths)" {
+	run_unit test_control
+}
