@@ -104,6 +104,19 @@ static unsigned long parse_number(const char *s, const char *what, unsigned long
 	return v;
 }
 
+/* Seconds from 0.1 to a day, as milliseconds. */
+static unsigned parse_ms(const char *s, const char *what)
+{
+	char *end;
+	double t = strtod(s, &end);
+	if (end == s || *end != '\0' || !(t >= 0.1 && t <= 86400)) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "%s must be seconds from 0.1 to 86400, not '%%s'", what);
+		bad_usage(msg, s);
+	}
+	return (unsigned)(t * 1000);
+}
+
 /* The shortest name of a size: 1G, 64M, 65536. The messages print their
  * maximum with it, so what they offer is what the check accepts. */
 static void size_name(char *buf, size_t size, unsigned long long v)
@@ -342,22 +355,12 @@ int main(int argc, char **argv)
 		case OPT_IDLE:
 			o.idle_ms = (unsigned)parse_number(optarg, "--idle", 1, 600000);
 			break;
-		case OPT_TIMEOUT: {
-			char *end;
-			double t = strtod(optarg, &end);
-			if (end == optarg || *end != '\0' || !(t >= 0.1 && t <= 86400))
-				bad_usage("--timeout must be seconds from 0.1 to 86400, not '%s'", optarg);
-			o.straggler_ms = (unsigned)(t * 1000);
+		case OPT_TIMEOUT:
+			o.straggler_ms = parse_ms(optarg, "--timeout");
 			break;
-		}
-		case OPT_STOP_TIMEOUT: {
-			char *end;
-			double t = strtod(optarg, &end);
-			if (end == optarg || *end != '\0' || !(t >= 0.1 && t <= 86400))
-				bad_usage("--stop-timeout must be seconds from 0.1 to 86400, not '%s'", optarg);
-			o.stop_ms = (unsigned)(t * 1000);
+		case OPT_STOP_TIMEOUT:
+			o.stop_ms = parse_ms(optarg, "--stop-timeout");
 			break;
-		}
 		case OPT_WINDOW:
 			o.window = ring_size(parse_size(optarg, "--window", "bytes like 1M or 65536", 1, 1ULL << 30));
 			break;
