@@ -94,7 +94,7 @@ void replica_kill(struct sup *S, struct replica *r, const char *why)
 		replica_signal(r, SIGKILL);
 	log_event("kill replica %u (pid %d): %s", r->id, (int)r->pid, why);
 	if (S->notify != NULL)
-		notify_replica_gone(S->notify, r->index, why);
+		notify_replica_gone(S->notify, r->index);
 	if (S->virt != NULL)
 		virt_retire(S->virt, r->index, true);
 	report_kill(S->report, r->id, why, sup_now() - S->t_start);
@@ -174,7 +174,7 @@ void replicas_reap(struct sup *S)
 			 * end of output count while other voters still run. */
 			r->sigkilled = WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL && !r->killed;
 			if (S->notify != NULL && !r->killed)
-				notify_replica_gone(S->notify, i, NULL);
+				notify_replica_gone(S->notify, i);
 		}
 	}
 }

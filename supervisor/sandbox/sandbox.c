@@ -232,13 +232,24 @@ static pid_t search(const char *dir, const struct stat *ns, pid_t nspid)
 		snprintf(path, sizeof path, "%s/%ld/status", dir, pid);
 		if (!read_nspid(path, &first, &last, &levels) || levels < 2 || last != nspid)
 			continue;
-		struct stat st;
-		snprintf(path, sizeof path, "/proc/%ld/ns/pid", (long)first);
-		if (stat(path, &st) == 0 && st.st_ino == ns->st_ino && st.st_dev == ns->st_dev)
+		if (sandbox_in_pidns(first, ns))
 			found = first;
 	}
 	closedir(d);
 	return found;
+}
+
+bool sandbox_pidns(pid_t pid, struct stat *ns)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
+	return stat(path, ns) == 0;
+}
+
+bool sandbox_in_pidns(pid_t pid, const struct stat *ns)
+{
+	struct stat st;
+	return sandbox_pidns(pid, &st) && st.st_ino == ns->st_ino && st.st_dev == ns->st_dev;
 }
 
 pid_t sandbox_global_pid(pid_t tid, pid_t nspid)
@@ -252,8 +263,7 @@ pid_t sandbox_global_pid(pid_t tid, pid_t nspid)
 	if (last == nspid)
 		return tid;
 	struct stat ns;
-	snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)tid);
-	if (stat(path, &ns) != 0)
+	if (!sandbox_pidns(tid, &ns))
 		return 0;
 	/* Its own threads first (pthread_getcpuclockid), then processes. */
 	snprintf(path, sizeof path, "/proc/%d/task", (int)tid);

@@ -17,6 +17,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 enum sandbox_mode {
@@ -63,5 +64,10 @@ _Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_f
  * that thread tid (a pid of ours) lives in; nspid itself when tid is in our
  * namespace; 0 when there is no such process. */
 pid_t sandbox_global_pid(pid_t tid, pid_t nspid);
+/* The pid namespace pid lives in (a stat of /proc/PID/ns/pid: its device
+ * and inode name it); false when pid is gone. */
+bool sandbox_pidns(pid_t pid, struct stat *ns);
+/* Whether pid lives in the pid namespace ns. */
+bool sandbox_in_pidns(pid_t pid, const struct stat *ns);
 
 #endif

@@ -16,6 +16,7 @@
 
 #include "exitcode.h"
 #include "log.h"
+#include "sandbox.h"
 #include "sdnotify.h"
 #include "sup.h"
 #include "svcenv.h"
@@ -34,7 +35,8 @@ struct nslot {
 	struct event *ev;
 	char addr[24];          /* NOTIFY_SOCKET=@... for the process */
 	bool running;           /* started and not gone */
-	ino_t pidns;            /* sandboxed: its pid namespace (0: not sandboxed) */
+	bool sandboxed;         /* its pid namespace is known: */
+	struct stat pidns;      /* that namespace (sandbox_pidns) */
 	enum nstate state;
 	bool reload_seen;       /* said RELOADING=1 since diehard last told READY=1 */
 	char status[STATUS_MAX];
@@ -50,7 +52,6 @@ struct notify {
 	struct nslot *slot;
 	bool told_ready, reloading, told_stopping;
 	char told_status[STATUS_MAX + 128];
-	unsigned divergences;
 	struct event *ping_ev;  /* diehard's own watchdog pings */
 	char listen_fds[32];
 	char *listen_names;
@@ -173,24 +174,13 @@ void notify_replica_started(struct notify *n, unsigned slot)
 	struct replica *r = &n->S->r[slot];
 	ns->running = true;
 	ns->wd_last = sup_now();
-	ns->pidns = 0;
-	if (r->status_fd >= 0) {
-		/* Sandboxed: its init is pid 1 of the replica's namespace. */
-		char path[64];
-		struct stat st;
-		snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)r->pid);
-		if (stat(path, &st) == 0)
-			ns->pidns = st.st_ino;
-	}
+	/* Sandboxed: its init is pid 1 of the replica's namespace. */
+	ns->sandboxed = r->status_fd >= 0 && sandbox_pidns(r->pid, &ns->pidns);
 }
 
-void notify_replica_gone(struct notify *n, unsigned slot, const char *why)
+void notify_replica_gone(struct notify *n, unsigned slot)
 {
-	struct nslot *ns = &n->slot[slot];
-	if (why != NULL && strncmp(why, "straggler", 9) != 0 && strncmp(why, "watchdog", 8) != 0 &&
-	    strstr(why, "from outside") == NULL)
-		n->divergences++;
-	slot_close(ns);
+	slot_close(&n->slot[slot]);
 	/* What the manager hears of it comes with the next tick (no
 	 * recursion into replica_kill from here). */
 }
@@ -200,13 +190,10 @@ static bool sender_ok(struct notify *n, struct nslot *ns, pid_t pid)
 {
 	const struct replica *r = &n->S->r[ns->index];
 	char path[64];
-	struct stat st;
 	if (pid <= 0)
 		return false;
-	if (ns->pidns != 0) {
-		snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
-		return stat(path, &st) == 0 && st.st_ino == ns->pidns;
-	}
+	if (ns->sandboxed)
+		return sandbox_in_pidns(pid, &ns->pidns);
 	/* Not sandboxed: the replica itself, or a process of its group, or one
 	 * it started (its parent chain leads to it). */
 	if (pid == r->pid || getpgid(pid) == r->pid)
@@ -442,8 +429,11 @@ void notify_tick(struct notify *n)
 	}
 	char status[sizeof n->told_status];
 	const char *agreed = agreed_status(n, quorum);
+	/* Divergences as the report (and diehard status) count them: of the
+	 * output and of the exit status. */
+	unsigned divergences = report_divergence_count(S->report, false) + report_divergence_count(S->report, true);
 	snprintf(status, sizeof status, "%u/%u replicas live, %u replaced, %u divergences%s%s", sup_live_count(S),
-		 S->k, S->respawns, n->divergences, agreed ? "; " : "", agreed ? agreed : "");
+		 S->k, S->respawns, divergences, agreed ? "; " : "", agreed ? agreed : "");
 	if (strcmp(status, n->told_status) != 0) {
 		memcpy(n->told_status, status, sizeof status);
 		o += (size_t)snprintf(text + o, sizeof text - o, "STATUS=%s\n", status);

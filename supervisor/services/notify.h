@@ -40,9 +40,8 @@ struct notify *notify_new(struct sup *S);
 char *const *notify_replica_env(struct notify *n, unsigned slot);
 /* The process in slot i runs (its pids are known): its messages count. */
 void notify_replica_started(struct notify *n, unsigned slot);
-/* It left the vote (killed) or exited: its socket is closed. why: the
- * kill's reason, or NULL for an exit. */
-void notify_replica_gone(struct notify *n, unsigned slot, const char *why);
+/* It left the vote (killed) or exited: its socket is closed. */
+void notify_replica_gone(struct notify *n, unsigned slot);
 /* Every tick: replicas' watchdogs, and what the manager should know now. */
 void notify_tick(struct notify *n);
 /* diehard is asked to stop (STOPPING=1, once). */
