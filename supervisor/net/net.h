@@ -1,0 +1,63 @@
+/* net.h — TCP servers as voted replicas (docs/NETWORK.md).
+ *
+ * With --net private (the default when sandboxed) every replica has a
+ * network namespace of its own (sandbox.h): an unmodified daemon binds and
+ * listens on the address and port in its configuration, in every replica,
+ * without colliding. The replicas' listen() calls reach the supervisor
+ * (virt/netcalls.c), which performs them and tells this module the address.
+ * Once a quorum of the live replicas listens on an address, diehard listens
+ * on it for real (or it was handed the socket by systemd, LISTEN_FDS), and
+ * accepts. Each client connection is proxied: one connection to every live
+ * replica listening there (its socket made inside the replica's namespace
+ * by the replica's init: factory.h), the client's bytes sent to all of
+ * them, each replica's reply stream voted as stdout is (voter.h: 4 KiB
+ * chunks, the agreed prefix once the replies go quiet, end of stream by
+ * quorum), and only agreed bytes written to the client. A replica whose
+ * reply differs, or that trails the others past --timeout, is killed and
+ * replaced; the replacement rebuilds the server's state by replaying the
+ * connection log (connlog.h), then serves new connections. */
+#ifndef DIEHARD_NET_H
+#define DIEHARD_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+struct sup;
+struct net;
+
+enum net_mode {
+	NET_PRIVATE, /* a network namespace per replica, diehard proxies (default) */
+	NET_HOST,    /* the replicas share diehard's network: no proxy, no voting of sockets */
+};
+
+/* The proxy of a run whose replicas have private networks; NULL (nothing
+ * to do) otherwise. Takes over socket-activated listening sockets
+ * (svcenv.h) of TCP. */
+struct net *net_new(struct sup *S);
+void net_free(struct net *N);
+
+/* replica.c: the process in slot i started; factory_fd is diehard's end of
+ * its init's socket channel (taken over), -1 when it has none. */
+void net_replica_started(struct net *N, unsigned i, int factory_fd);
+/* replica.c: the process in slot i left the vote (killed, diverged, ended):
+ * its connections are dropped from every vote, its listens forgotten. */
+void net_replica_gone(struct net *N, unsigned i);
+
+/* virt/netcalls.c: slot i's program now listens on addr (a TCP socket of
+ * AF_INET or AF_INET6; v6only its IPV6_V6ONLY). */
+void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr, socklen_t len, bool v6only);
+
+/* The straggler tick (supervisor.c): connections whose replicas trail. */
+void net_tick(struct net *N);
+/* Stop accepting (SIGTERM: the replicas are stopping). */
+void net_stop(struct net *N);
+
+/* replace.c: whether a new replica can rebuild the servers' state (the
+ * connection log is complete); why not in why. */
+bool net_replayable(const struct net *N, char *why, size_t size);
+/* replace.c: slot i's process is a replacement catching up: it serves the
+ * connection log before it takes new connections. */
+bool net_joined(const struct net *N, unsigned i);
+
+#endif
