@@ -1,10 +1,13 @@
-/* spawn.c — see spawn.h. */
+/* spawn.c — see spawn.h. Everything between fork (or clone) and exec runs
+ * in a copy of diehard that may share its locks' state: system calls and
+ * plain memory only, nothing that allocates or takes a lock. */
 #include "spawn.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -312,27 +315,36 @@ fail:
 	_exit(err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
 }
 
-/* Closes every fd from 3 + npass on but a and b (both above the passed
- * sockets: they were made after diehard took those). */
-static void close_all_but(int a, int b, unsigned npass)
+/* Closes every fd from 3 + npass on but the n in keep (all above the
+ * passed sockets: they were made after diehard took those; -1s are
+ * skipped). */
+static void close_all_but(const int *keep, int n, unsigned npass)
 {
-	if (a > b) {
-		int t = a;
-		a = b;
-		b = t;
+	int sorted[4], m = 0;
+	for (int i = 0; i < n && m < 4; i++) {
+		if (keep[i] < 0)
+			continue;
+		int j = m++;
+		for (; j > 0 && sorted[j - 1] > keep[i]; j--)
+			sorted[j] = sorted[j - 1];
+		sorted[j] = keep[i];
 	}
-	if (a > 3 + (int)npass)
-		(void)close_range(3 + npass, (unsigned)a - 1, 0);
-	if (b > a + 1)
-		(void)close_range((unsigned)a + 1, (unsigned)b - 1, 0);
-	(void)close_range((unsigned)b + 1, ~0U, 0);
+	unsigned from = 3 + npass;
+	for (int i = 0; i < m; i++) {
+		unsigned fd = (unsigned)sorted[i];
+		if (fd > from)
+			(void)close_range(from, fd - 1, 0);
+		if (fd + 1 > from)
+			from = fd + 1;
+	}
+	(void)close_range(from, ~0U, 0);
 }
 
 /* The sandboxed child, pid 1 of its namespaces: sets them up, forks the
  * program (child() above, as pid 2) and becomes its init. All signals
- * are blocked on entry. */
+ * are blocked on entry. net_fd: its end of the socket channel, or -1. */
 static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_argv, int sock, int status_fd,
-				 uid_t uid, gid_t gid)
+				 int net_fd, uid_t uid, gid_t gid)
 {
 	int err;
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
@@ -349,7 +361,8 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	/* The program's 0-2 pass through us; nothing else of diehard's does. */
 	if ((err = take_stdio(r->fds)) != 0)
 		goto fail;
-	close_all_but(sock, status_fd, r->npass);
+	int keep[] = { sock, status_fd, net_fd };
+	close_all_but(keep, 3, r->npass);
 	/* Our handlers (the loop's) are diehard's; the program inherits the
 	 * dispositions (child() resets them too). SIGCHLD must not be
 	 * ignored here, or its children would never reach waitpid. */
@@ -364,6 +377,8 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(status_fd);
+		if (net_fd >= 0)
+			close(net_fd);
 		child(&prog, sh_argv, 1, sock);
 	}
 	if (pid < 0) {
@@ -379,7 +394,7 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 		close(i);
 	if (r->npass > 0)
 		(void)close_range(3, 3 + r->npass - 1, 0);
-	sandbox_init_exec(r->init_path, pid, status_fd);
+	sandbox_init_exec(r->init_path, pid, status_fd, net_fd);
 fail:
 	child_send(sock, 'N', err, -1);
 	_exit(EXIT_INTERNAL);
@@ -424,26 +439,30 @@ static pid_t clone_fork(unsigned long flags)
 	return (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, 0);
 }
 
+/* Closes the fds of p that are open (-1: not). */
+static void close_pair(int p[2])
+{
+	for (int i = 0; i < 2; i++)
+		if (p[i] >= 0)
+			close(p[i]);
+	p[0] = p[1] = -1;
+}
+
 pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struct spawn_result *res)
 {
-	*res = (struct spawn_result){ .listener = -1, .status_fd = -1 };
-	*sp = (struct spawn_pending){ .pid = -1, .sock = -1, .status_fd = -1 };
-	int sock[2], status[2] = { -1, -1 };
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) != 0)
-		return -1;
-	/* Sandboxed, the program's pid in our namespace comes with its 'C'. */
+	*res = (struct spawn_result){ .listener = -1, .status_fd = -1, .net_fd = -1 };
+	*sp = (struct spawn_pending){ .pid = -1, .sock = -1, .status_fd = -1, .net_fd = -1 };
+	int sock[2] = { -1, -1 }, status[2] = { -1, -1 }, net[2] = { -1, -1 };
 	int on = 1;
-	if (r->ns_flags != 0 && setsockopt(sock[0], SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0) {
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) != 0 ||
+	    /* Sandboxed, the program's pid in our namespace comes with its 'C'. */
+	    (r->ns_flags != 0 && setsockopt(sock[0], SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0) ||
+	    (r->ns_flags != 0 && pipe2(status, O_CLOEXEC) != 0) ||
+	    ((r->ns_flags & CLONE_NEWNET) && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, net) != 0)) {
 		int saved = errno;
-		close(sock[0]);
-		close(sock[1]);
-		errno = saved;
-		return -1;
-	}
-	if (r->ns_flags != 0 && pipe2(status, O_CLOEXEC) != 0) {
-		int saved = errno;
-		close(sock[0]);
-		close(sock[1]);
+		close_pair(sock);
+		close_pair(status);
+		close_pair(net);
 		errno = saved;
 		return -1;
 	}
@@ -472,7 +491,9 @@ pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struc
 			close(sock[0]);
 			if (r->ns_flags != 0) {
 				close(status[0]);
-				init_child(r, sh_argv, sock[1], status[1], uid, gid);
+				if (net[0] >= 0)
+					close(net[0]);
+				init_child(r, sh_argv, sock[1], status[1], net[1], uid, gid);
 			}
 			child(r, sh_argv, parent, sock[1]);
 		}
@@ -486,10 +507,14 @@ pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struc
 	close(sock[1]);
 	if (status[1] >= 0)
 		close(status[1]);
+	if (net[1] >= 0)
+		close(net[1]);
 	if (pid < 0) {
 		close(sock[0]);
 		if (status[0] >= 0)
 			close(status[0]);
+		if (net[0] >= 0)
+			close(net[0]);
 		/* The kernel refused the namespaces themselves. */
 		if (r->ns_flags != 0)
 			res->ns_errno = saved;
@@ -499,7 +524,7 @@ pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struc
 	/* Also here, so the group exists before we might signal it (the child
 	 * may not have run yet); EACCES once it has exec'ed is harmless. */
 	(void)setpgid(pid, pid);
-	*sp = (struct spawn_pending){ .pid = pid, .sock = sock[0], .status_fd = status[0],
+	*sp = (struct spawn_pending){ .pid = pid, .sock = sock[0], .status_fd = status[0], .net_fd = net[0],
 				      .want_listener = r->filter != NULL && r->listener };
 	return pid;
 }
@@ -535,11 +560,16 @@ pid_t spawn_finish(struct spawn_pending *sp, struct spawn_result *res)
 		if (sp->status_fd >= 0)
 			close(sp->status_fd);
 		sp->status_fd = -1;
+		if (sp->net_fd >= 0)
+			close(sp->net_fd);
+		sp->net_fd = -1;
 		errno = failed ? failed : EPROTO;
 		return -1;
 	}
 	res->status_fd = sp->status_fd;
 	sp->status_fd = -1;
+	res->net_fd = sp->net_fd;
+	sp->net_fd = -1;
 	return pid;
 }
 

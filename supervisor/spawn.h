@@ -1,6 +1,9 @@
 /* spawn.h — starting one replica: the real argv, no shell, PATH lookup like
  * execvp, the parent's environment plus the allocator's settings, only fds
- * 0-2 inherited, killed when the supervisor dies. */
+ * 0-2 (and socket-activated ones) inherited, killed when the supervisor
+ * dies. Sandboxed with a network of its own (CLONE_NEWNET in ns_flags),
+ * its init gets one end of a socket channel (factory.h) and diehard the
+ * other. */
 #ifndef DIEHARD_SPAWN_H
 #define DIEHARD_SPAWN_H
 
@@ -38,6 +41,8 @@ struct spawn_result {
 	int status_fd;   /* sandboxed: the init writes the program's wait status
 			    here before it exits; else -1 */
 	pid_t program_pid; /* sandboxed: the program's pid in our namespace */
+	int net_fd;      /* CLONE_NEWNET: our end of its init's socket channel
+			    (factory.h, SOCK_SEQPACKET, close-on-exec); else -1 */
 };
 
 /* Builds a replica's environment: ours, with LD_PRELOAD (allocator first),
@@ -67,6 +72,7 @@ struct spawn_pending {
 	pid_t pid;
 	int sock;      /* the child's report socket */
 	int status_fd;
+	int net_fd;    /* our end of the init's socket channel, or -1 */
 	bool want_listener;
 };
 pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struct spawn_result *res);

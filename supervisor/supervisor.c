@@ -419,7 +419,7 @@ int supervisor_run(const struct options *o)
 	report_respawns(S->report, o->respawns, o->respawn_rate);
 	if (o->virtualize)
 		S->virt = virt_new(S);
-	S->ns_flags = o->sandbox == SANDBOX_OFF ? 0 : sandbox_clone_flags();
+	S->ns_flags = o->sandbox == SANDBOX_OFF ? 0 : sandbox_clone_flags(false);
 	report_sandbox(S->report, S->ns_flags ? sandbox_describe(S->ns_flags) : "none",
 		       S->ns_flags ? NULL : "--sandbox off");
 	build_filter(S);

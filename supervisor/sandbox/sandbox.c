@@ -1,26 +1,40 @@
 /* sandbox.c — see sandbox.h. The init side runs between clone and exit in
- * a copy of diehard (single-threaded, so plain libc is safe there, but it
- * allocates nothing and uses no stdio). */
+ * a copy of diehard, or in diehard-init (single-threaded, so plain libc is
+ * safe there, but it allocates nothing and uses no stdio).
+ *
+ * The init waits on two things at once: its signals (all blocked, taken
+ * through a signalfd, so that each comes with its sender as sigwaitinfo
+ * gave it) and diehard's requests on the socket channel (factory.h). Each
+ * request is answered at once, in one message: the sockets made (socket(2)
+ * in the init's network namespace, which is the program's) and a byte
+ * saying whether all of them could be. */
 #include "sandbox.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-unsigned long sandbox_clone_flags(void)
+unsigned long sandbox_clone_flags(bool private_net)
 {
 	unsigned long flags = CLONE_NEWPID | CLONE_NEWNS;
+	if (private_net)
+		flags |= CLONE_NEWNET;
 	if (geteuid() != 0)
 		flags |= CLONE_NEWUSER;
 	return flags;
@@ -28,7 +42,9 @@ unsigned long sandbox_clone_flags(void)
 
 const char *sandbox_describe(unsigned long flags)
 {
-	return flags & CLONE_NEWUSER ? "user, pid, mount" : "pid, mount";
+	static const char *const names[] = { "pid, mount", "user, pid, mount", "pid, mount, network",
+					     "user, pid, mount, network" };
+	return names[(flags & CLONE_NEWUSER ? 1 : 0) + (flags & CLONE_NEWNET ? 2 : 0)];
 }
 
 /* Writes s to path (a /proc file), all of it in one write. */
@@ -59,6 +75,29 @@ static void format_map(char *buf, unsigned long id)
 		*p++ = ' ';
 	}
 	memcpy(p, "1\n", 3);
+}
+
+/* A new network namespace has its loopback (127.0.0.1, and ::1 once up)
+ * and nothing else, down: up it goes, so that the program reaches its own
+ * listening sockets and diehard's sockets made in there reach them too. */
+static int loopback_up(void)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return errno;
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof ifr);
+	memcpy(ifr.ifr_name, "lo", sizeof "lo");
+	int err = 0;
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) {
+		err = errno;
+	} else if (!(ifr.ifr_flags & IFF_UP)) {
+		ifr.ifr_flags = (short)(ifr.ifr_flags | IFF_UP);
+		if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0)
+			err = errno;
+	}
+	close(fd);
+	return err;
 }
 
 int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid)
@@ -94,6 +133,10 @@ int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid)
 		return errno;
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		return errno;
+	/* We hold CAP_NET_ADMIN over the new network namespace (as root, or
+	 * as root of the user namespace that owns it). */
+	if (flags & CLONE_NEWNET)
+		return loopback_up();
 	return 0;
 }
 
@@ -119,38 +162,133 @@ static bool reap(pid_t prog, int *st)
 	}
 }
 
-_Noreturn void sandbox_init_run(pid_t prog, int status_fd)
+/* The program ended with status st: diehard gets it, and our exit kills
+ * whatever the program left behind. */
+static _Noreturn void report_end(int status_fd, int st)
+{
+	ssize_t w;
+	do
+		w = write(status_fd, &st, sizeof st);
+	while (w < 0 && errno == EINTR);
+	_exit(w == (ssize_t)sizeof st ? 0 : 125);
+}
+
+/* One signal taken (code and sender as siginfo_t has them). */
+static void take_signal(pid_t prog, int status_fd, int sig, int code, pid_t sender)
+{
+	if (sig == SIGCHLD) {
+		int st;
+		if (reap(prog, &st))
+			report_end(status_fd, st);
+		return;
+	}
+	/* From diehard (outside the namespace: no pid here) and sent with
+	 * kill(): forwarded as diehard forwards a terminal's signals, to the
+	 * whole job. From inside, or from the kernel: dropped. */
+	if (code != SI_USER || sender != 0)
+		return;
+	int forward = sig == SIGTSTP ? SIGSTOP : sig == SANDBOX_KILL_SIGNAL ? SIGKILL : sig;
+	if (kill(-prog, forward) != 0 || forward == SIGKILL)
+		(void)kill(prog, forward);
+}
+
+/* Signals alone, should there be no signalfd (the kernel is out of
+ * memory): the channel was closed, diehard reads its end as EPIPE. */
+static _Noreturn void wait_signals(pid_t prog, int status_fd)
+{
+	sigset_t all;
+	sigfillset(&all);
+	for (;;) {
+		siginfo_t si;
+		int sig = sigwaitinfo(&all, &si);
+		if (sig >= 0)
+			take_signal(prog, status_fd, sig, si.si_code, si.si_pid);
+	}
+}
+
+/* One request on the socket channel (factory.h) answered: { family 4 or
+ * 6, count 1..SANDBOX_SOCKETS_MAX } gets the sockets made and 0, or the
+ * errno of the first socket() that failed (EINVAL for a malformed
+ * request) with those made before it. false once the channel is done
+ * (diehard closed it, or it broke). */
+static bool serve_request(int fd)
+{
+	unsigned char req[3];
+	ssize_t n = recv(fd, req, sizeof req, MSG_DONTWAIT);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR;
+	if (n == 0)
+		return false;
+	int family = req[0] == 4 ? AF_INET : req[0] == 6 ? AF_INET6 : AF_UNSPEC;
+	unsigned count = n == 2 ? req[1] : 0;
+	int fds[SANDBOX_SOCKETS_MAX];
+	unsigned made = 0;
+	int err = 0;
+	if (n != 2 || family == AF_UNSPEC || count < 1 || count > SANDBOX_SOCKETS_MAX)
+		err = EINVAL;
+	while (err == 0 && made < count) {
+		int s = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (s < 0)
+			err = errno;
+		else
+			fds[made++] = s;
+	}
+	unsigned char answer = (unsigned char)(err > 255 ? 255 : err);
+	struct iovec iov = { &answer, 1 };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(SANDBOX_SOCKETS_MAX * sizeof(int))];
+	} ctl;
+	memset(&ctl, 0, sizeof ctl);
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (made > 0) {
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = CMSG_SPACE(made * sizeof(int));
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(made * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, made * sizeof(int));
+	}
+	/* Never blocking: signals wait behind us. An answer that cannot go
+	 * now is lost, and diehard's wait for it times out. */
+	bool alive = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == 1 || (errno != EPIPE && errno != ECONNRESET &&
+									     errno != ENOTCONN && errno != EBADF);
+	/* Sent, they are diehard's (ours were copies). */
+	for (unsigned i = 0; i < made; i++)
+		close(fds[i]);
+	return alive;
+}
+
+_Noreturn void sandbox_init_run(pid_t prog, int status_fd, int net_fd)
 {
 	/* Every signal stays blocked (as spawn.c forked us) and is taken
 	 * here: a blocked signal is queued even for a namespace's init,
 	 * with its sender. */
 	sigset_t all;
 	sigfillset(&all);
+	int sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0) {
+		if (net_fd >= 0)
+			close(net_fd);
+		wait_signals(prog, status_fd);
+	}
+	struct pollfd p[2] = { { .fd = sfd, .events = POLLIN }, { .fd = net_fd, .events = POLLIN } };
+	nfds_t n = net_fd >= 0 ? 2 : 1;
 	for (;;) {
-		siginfo_t si;
-		int sig = sigwaitinfo(&all, &si);
-		if (sig < 0)
+		if (poll(p, n, -1) < 0)
 			continue;
-		if (sig == SIGCHLD) {
-			int st;
-			if (!reap(prog, &st))
-				continue;
-			ssize_t w;
-			do
-				w = write(status_fd, &st, sizeof st);
-			while (w < 0 && errno == EINTR);
-			/* Our exit kills whatever the program left behind. */
-			_exit(w == (ssize_t)sizeof st ? 0 : 125);
+		if (p[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
+				take_signal(prog, status_fd, (int)si.ssi_signo, si.ssi_code, (pid_t)si.ssi_pid);
 		}
-		/* From diehard (outside the namespace: no pid here) and sent
-		 * with kill(): forwarded as diehard forwards a terminal's
-		 * signals, to the whole job. From inside, or from the kernel:
-		 * dropped. */
-		if (si.si_code != SI_USER || si.si_pid != 0)
-			continue;
-		int forward = sig == SIGTSTP ? SIGSTOP : sig == SANDBOX_KILL_SIGNAL ? SIGKILL : sig;
-		if (kill(-prog, forward) != 0 || forward == SIGKILL)
-			(void)kill(prog, forward);
+		/* Its end (or an error) only stops the answers: the program
+		 * runs on, and its status still goes to diehard. */
+		if (n == 2 && p[1].revents != 0 && !serve_request(net_fd)) {
+			close(net_fd);
+			n = 1;
+		}
 	}
 }
 
@@ -168,17 +306,19 @@ static void format_int(char *buf, int v)
 	*buf = '\0';
 }
 
-_Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_fd)
+_Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_fd, int net_fd)
 {
 	extern char **environ;
-	char p[16], f[16];
+	char p[16], f[16], c[16];
 	format_int(p, (int)prog);
 	format_int(f, status_fd);
-	char *argv[] = { (char *)"diehard-init", p, f, NULL };
+	if (net_fd >= 0)
+		format_int(c, net_fd);
+	char *argv[] = { (char *)"diehard-init", p, f, net_fd >= 0 ? c : NULL, NULL };
 	/* Signals stay blocked (and queued) across the exec. */
-	if (init_path != NULL && fcntl(status_fd, F_SETFD, 0) == 0)
+	if (init_path != NULL && fcntl(status_fd, F_SETFD, 0) == 0 && (net_fd < 0 || fcntl(net_fd, F_SETFD, 0) == 0))
 		execve(init_path, argv, environ);
-	sandbox_init_run(prog, status_fd);
+	sandbox_init_run(prog, status_fd, net_fd);
 }
 
 /* Reads the NSpid line of /proc/PID[/task/TID]/status: its first and last

@@ -5,13 +5,17 @@
  * namespace, cloned from diehard) and the program under it (pid 2, the
  * same in every replica, so getpid and $$ agree). With it: a mount
  * namespace whose /proc is the new pid namespace's (siblings and diehard
- * are not there to open, trace or signal), and, when diehard is not root,
- * a user namespace mapping the user to itself (the kernel asks for one
- * before an unprivileged process may create the others). The file system
- * stays shared. The init forwards the signals diehard sends it (and only
- * those: a signal from inside the replica is dropped), reaps orphans, and
- * when the program ends it hands diehard the program's wait status and
- * exits, which kills whatever the program left running. */
+ * are not there to open, trace or signal), with --net private a network
+ * namespace (its own loopback, up, and nothing else: every replica binds
+ * its configured port without colliding, diehard proxies clients to it,
+ * net.h), and, when diehard is not root, a user namespace mapping the user
+ * to itself (the kernel asks for one before an unprivileged process may
+ * create the others). The file system stays shared. The init forwards the
+ * signals diehard sends it (and only those: a signal from inside the
+ * replica is dropped), reaps orphans, makes TCP sockets in the replica's
+ * network for diehard on request (factory.h), and when the program ends it
+ * hands diehard the program's wait status and exits, which kills whatever
+ * the program left running. */
 #ifndef DIEHARD_SANDBOX_H
 #define DIEHARD_SANDBOX_H
 
@@ -26,23 +30,30 @@ enum sandbox_mode {
 	SANDBOX_OFF,  /* replicas in diehard's own namespaces */
 };
 
-/* The clone flags of a sandboxed replica: a user namespace only when we are
- * not root (as root, a user namespace would cost the program its
- * privileges over the host's files and ports). */
-unsigned long sandbox_clone_flags(void);
+/* The clone flags of a sandboxed replica: a network namespace when
+ * private_net (--net private), a user namespace only when we are not root
+ * (as root, a user namespace would cost the program its privileges over
+ * the host's files and ports). */
+unsigned long sandbox_clone_flags(bool private_net);
 
-/* Names the namespaces in flags ("user, pid, mount"). */
+/* Names the namespaces in flags ("user, pid, mount, network"). */
 const char *sandbox_describe(unsigned long flags);
 
 /* In the cloned child, before anything else: maps the user (when a user
- * namespace was made), gives the mount namespace its own /proc. 0, or an
- * errno. Async-signal-safe. */
+ * namespace was made), gives the mount namespace its own /proc, brings a
+ * new network namespace's loopback up. 0, or an errno. Async-signal-safe. */
 int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid);
 
+/* The most sockets one request on the socket channel may ask for
+ * (factory.h's protocol). */
+#define SANDBOX_SOCKETS_MAX 64
+
 /* The init's life once the program (prog, its pid 2) is forked: forwards
- * signals from outside to the program's process group, reaps, and writes
- * the program's wait status to status_fd when it ends. Never returns. */
-_Noreturn void sandbox_init_run(pid_t prog, int status_fd);
+ * signals from outside to the program's process group, reaps, answers
+ * diehard's requests for sockets on net_fd (factory.h; -1: no channel),
+ * and writes the program's wait status to status_fd when it ends. The
+ * channel's end or failure only stops the answers. Never returns. */
+_Noreturn void sandbox_init_run(pid_t prog, int status_fd, int net_fd);
 
 /* diehard's "kill your program's group" to an init, sent once diehard has
  * SIGKILLed the program itself (its pid came with spawn.c's 'C' message):
@@ -54,11 +65,12 @@ _Noreturn void sandbox_init_run(pid_t prog, int status_fd);
 
 /* The init, once the program is forked, execs init_path (diehard-init, a
  * small static program: supervisor/sandbox/init.c) as
- *   diehard-init PROG STATUS_FD
- * so that nothing of the supervisor's memory (seeds, keys, the shared
- * rings) stays in a process the program can name. Without it (NULL, or
- * the exec fails) the copy of diehard goes on as the init. */
-_Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_fd);
+ *   diehard-init PROG STATUS_FD [NET_FD]
+ * (NET_FD only when net_fd >= 0) so that nothing of the supervisor's
+ * memory (seeds, keys, the shared rings) stays in a process the program
+ * can name. Without it (NULL, or the exec fails) the copy of diehard goes
+ * on as the init. */
+_Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_fd, int net_fd);
 
 /* The pid the supervisor's namespace gives to pid nspid of the namespace
  * that thread tid (a pid of ours) lives in; nspid itself when tid is in our
