@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -340,6 +341,74 @@ static void close_all_but(const int *keep, int n, unsigned npass)
 	(void)close_range(from, ~0U, 0);
 }
 
+/* fd, passed on (socket activation), is a TCP socket listening in
+ * diehard's network: the program's clients would never come to it from
+ * its own (they come through diehard's proxy, net.h, which keeps that
+ * one). In its place, at the same fd, a socket listening on the same
+ * address in the replica's network: same family, IPV6_V6ONLY and file
+ * status flags, SO_REUSEADDR as systemd sets it. An address of one of the
+ * host's interfaces is not in there (only the loopback is): it is bound
+ * all the same (IP_FREEBIND), so that the program listens where it was
+ * told. Anything else passed (unix sockets, FIFOs, UDP) stays. 0, or an
+ * errno. */
+static int private_listener(int fd)
+{
+	int listening = 0, domain = 0, type = 0, protocol = 0;
+	socklen_t len = sizeof listening;
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0)
+		return errno == ENOTSOCK ? 0 : errno;
+	len = sizeof domain;
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0)
+		return errno;
+	len = sizeof type;
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0)
+		return errno;
+	len = sizeof protocol;
+	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) != 0)
+		return errno;
+	if (!listening || (domain != AF_INET && domain != AF_INET6) || type != SOCK_STREAM || protocol != IPPROTO_TCP)
+		return 0;
+	struct sockaddr_storage addr;
+	socklen_t alen = sizeof addr;
+	int v6only = 0, fl = fcntl(fd, F_GETFL);
+	len = sizeof v6only;
+	if (fl < 0 || getsockname(fd, (struct sockaddr *)&addr, &alen) != 0 ||
+	    (domain == AF_INET6 && getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &len) != 0))
+		return errno;
+	int s = socket(domain, SOCK_STREAM | SOCK_CLOEXEC | (fl & O_NONBLOCK ? SOCK_NONBLOCK : 0), IPPROTO_TCP);
+	if (s < 0)
+		return errno;
+	int on = 1, err = 0;
+	if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+	    (domain == AF_INET6 && setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only) != 0)) {
+		err = errno;
+	} else if (bind(s, (struct sockaddr *)&addr, alen) != 0) {
+		err = errno;
+		if (err == EADDRNOTAVAIL &&
+		    (domain == AF_INET ? setsockopt(s, IPPROTO_IP, IP_FREEBIND, &on, sizeof on)
+				       : setsockopt(s, IPPROTO_IPV6, IPV6_FREEBIND, &on, sizeof on)) == 0 &&
+		    bind(s, (struct sockaddr *)&addr, alen) == 0)
+			err = 0;
+	}
+	if (err == 0 && listen(s, 4096) != 0)
+		err = errno;
+	if (err == 0 && dup2(s, fd) != fd)
+		err = errno;
+	close(s);
+	return err;
+}
+
+/* private_listener for each fd passed on. 0, or an errno. */
+static int private_listeners(unsigned npass)
+{
+	for (unsigned i = 0; i < npass; i++) {
+		int err = private_listener(3 + (int)i);
+		if (err != 0)
+			return err;
+	}
+	return 0;
+}
+
 /* The sandboxed child, pid 1 of its namespaces: sets them up, forks the
  * program (child() above, as pid 2) and becomes its init. All signals
  * are blocked on entry. net_fd: its end of the socket channel, or -1. */
@@ -363,6 +432,8 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 		goto fail;
 	int keep[] = { sock, status_fd, net_fd };
 	close_all_but(keep, 3, r->npass);
+	if ((r->ns_flags & CLONE_NEWNET) && (err = private_listeners(r->npass)) != 0)
+		goto fail;
 	/* Our handlers (the loop's) are diehard's; the program inherits the
 	 * dispositions (child() resets them too). SIGCHLD must not be
 	 * ignored here, or its children would never reach waitpid. */

@@ -3,7 +3,8 @@
  * 0-2 (and socket-activated ones) inherited, killed when the supervisor
  * dies. Sandboxed with a network of its own (CLONE_NEWNET in ns_flags),
  * its init gets one end of a socket channel (factory.h) and diehard the
- * other. */
+ * other, and a TCP listening socket passed on is replaced by one listening
+ * on the same address in the replica's network. */
 #ifndef DIEHARD_SPAWN_H
 #define DIEHARD_SPAWN_H
 
@@ -31,7 +32,9 @@ struct spawn_request {
 	bool stop_before_exec;           /* for a debugger: any process may trace it,
 					    it stops itself (SIGSTOP) just before exec */
 	unsigned npass;                  /* fds 3 .. 3 + npass - 1 are passed on as they
-					    are (socket activation: svcenv.h) */
+					    are (socket activation: svcenv.h); with
+					    CLONE_NEWNET, a TCP listening one as a socket
+					    listening on its address in the replica's network */
 };
 
 struct spawn_result {
