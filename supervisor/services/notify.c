@@ -1,6 +1,16 @@
-/* notify.c — see notify.h. */
+/* notify.c — see notify.h.
+ *
+ * The replicas' notify sockets are files: an abstract address is one of
+ * the network namespace that binds it, and a replica with a network of its
+ * own (--net private) would not find ours. They live in a directory of
+ * diehard's alone (mkdtemp, 0700: only diehard's user, as the replicas are,
+ * may send to them), made when the first is, and removed when the run
+ * ends, also by a fatal() exit (atexit), by the process that made it
+ * only. Each socket is unlinked when its process leaves, and none is
+ * reused: a new process in a slot gets a new name. */
 #include "notify.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -33,7 +43,7 @@ struct nslot {
 	unsigned index;
 	int fd;                 /* its notify socket, or -1 */
 	struct event *ev;
-	char addr[24];          /* NOTIFY_SOCKET=@... for the process */
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* its file; "": none */
 	bool running;           /* started and not gone */
 	bool sandboxed;         /* its pid namespace is known: */
 	struct stat pidns;      /* that namespace (sandbox_pidns) */
@@ -55,7 +65,80 @@ struct notify {
 	struct event *ping_ev;  /* diehard's own watchdog pings */
 	char listen_fds[32];
 	char *listen_names;
+	unsigned next_sock;     /* the next socket's number in the directory */
 };
+
+/* The sockets' directory (one per process: there is one run). */
+static struct {
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* "": not made */
+	pid_t owner;
+	bool atexit;
+} D;
+
+/* Removes the directory and whatever is left in it (at the end, and at
+ * exit); a copy of us (a fork) leaves it alone. */
+static void dir_remove(void)
+{
+	if (D.path[0] == '\0' || getpid() != D.owner)
+		return;
+	DIR *d = opendir(D.path);
+	if (d != NULL) {
+		struct dirent *e;
+		while ((e = readdir(d)) != NULL)
+			if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+			    unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT)
+				log_warn("cannot remove %s/%s: %s", D.path, e->d_name, strerror(errno));
+		closedir(d);
+	}
+	if (rmdir(D.path) != 0 && errno != ENOENT)
+		log_warn("cannot remove the notify sockets' directory %s: %s", D.path, strerror(errno));
+	D.path[0] = '\0';
+}
+
+/* The first absolute directory of $RUNTIME_DIRECTORY (systemd's, a list
+ * separated by ':'), $TMPDIR and /tmp short enough for a socket's
+ * address below it. */
+static void dir_base(const char **base, int *len)
+{
+	static const char tail[] = "/diehard-notify-XXXXXX/4294967295.sock";
+	const char *c[2] = { getenv("RUNTIME_DIRECTORY"), getenv("TMPDIR") };
+	for (int i = 0; i < 2; i++) {
+		if (c[i] == NULL || c[i][0] != '/')
+			continue;
+		size_t n = i == 0 ? strcspn(c[i], ":") : strlen(c[i]);
+		if (n + sizeof tail <= sizeof D.path) {
+			*base = c[i];
+			*len = (int)n;
+			return;
+		}
+	}
+	*base = "/tmp";
+	*len = 4;
+}
+
+/* The directory, made now if need be. */
+static const char *dir_get(void)
+{
+	if (D.path[0] != '\0')
+		return D.path;
+	const char *base;
+	int len;
+	dir_base(&base, &len);
+	snprintf(D.path, sizeof D.path, "%.*s/diehard-notify-XXXXXX", len, base);
+	if (mkdtemp(D.path) == NULL) {
+		int err = errno;
+		D.path[0] = '\0';
+		fatal(EXIT_INTERNAL, "cannot make a directory for the replicas' notify sockets in %.*s: %s", len, base,
+		      strerror(err));
+	}
+	D.owner = getpid();
+	if (!D.atexit && atexit(dir_remove) != 0) {
+		dir_remove();
+		fatal(EXIT_INTERNAL, "atexit failed");
+	}
+	D.atexit = true;
+	return D.path;
+}
 
 static void on_message(evutil_socket_t fd, short what, void *arg);
 static void on_ping(evutil_socket_t fd, short what, void *arg);
@@ -94,29 +177,29 @@ static void slot_close(struct nslot *ns)
 	if (ns->fd >= 0)
 		close(ns->fd);
 	ns->fd = -1;
+	if (ns->path[0] != '\0' && unlink(ns->path) != 0 && errno != ENOENT)
+		log_warn("cannot remove a replica's notify socket %s: %s", ns->path, strerror(errno));
+	ns->path[0] = '\0';
 	ns->running = false;
 }
 
-/* A datagram socket bound to an abstract address the kernel picks (autobind:
- * five hex digits, unique), reading the senders' credentials. */
+/* A datagram socket bound to a new name in the directory, reading the
+ * senders' credentials. */
 static void slot_open(struct notify *n, struct nslot *ns)
 {
+	const char *dir = dir_get();
 	ns->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (ns->fd < 0)
 		fatal(EXIT_INTERNAL, "cannot make a replica's notify socket: %s", strerror(errno));
 	int on = 1;
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	socklen_t len = sizeof(sa_family_t);
+	int len = snprintf(a.sun_path, sizeof a.sun_path, "%s/%u.sock", dir, n->next_sock++);
+	if (len < 0 || (size_t)len >= sizeof a.sun_path)
+		fatal(EXIT_INTERNAL, "a notify socket's path is too long: %s/%u.sock", dir, n->next_sock - 1);
 	if (setsockopt(ns->fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0 ||
-	    bind(ns->fd, (struct sockaddr *)&a, len) != 0)
-		fatal(EXIT_INTERNAL, "cannot bind a replica's notify socket: %s", strerror(errno));
-	len = sizeof a;
-	if (getsockname(ns->fd, (struct sockaddr *)&a, &len) != 0)
-		fatal(EXIT_INTERNAL, "getsockname: %s", strerror(errno));
-	size_t name = len - offsetof(struct sockaddr_un, sun_path);
-	if (name < 2 || a.sun_path[0] != '\0' || name > 16)
-		fatal(EXIT_INTERNAL, "unexpected notify socket address (%zu bytes)", name);
-	snprintf(ns->addr, sizeof ns->addr, "@%.*s", (int)(name - 1), a.sun_path + 1);
+	    bind(ns->fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)len + 1)) != 0)
+		fatal(EXIT_INTERNAL, "cannot bind a replica's notify socket %s: %s", a.sun_path, strerror(errno));
+	memcpy(ns->path, a.sun_path, (size_t)len + 1);
 	ns->ev = event_new(n->S->base, ns->fd, EV_READ | EV_PERSIST, on_message, ns);
 	if (ns->ev == NULL || event_add(ns->ev, NULL) != 0)
 		fatal(EXIT_INTERNAL, "cannot watch a replica's notify socket");
@@ -150,7 +233,7 @@ char *const *notify_replica_env(struct notify *n, unsigned slot)
 	unsigned k = 0;
 	if (n->e->notify) {
 		slot_open(n, ns);
-		ns->env[k++] = var("NOTIFY_SOCKET=%s", ns->addr);
+		ns->env[k++] = var("NOTIFY_SOCKET=%s", ns->path);
 		if (n->e->watchdog_usec > 0) {
 			ns->wd_usec = n->e->watchdog_usec;
 			ns->env[k++] = var("WATCHDOG_USEC=%" PRIu64, n->e->watchdog_usec);
@@ -458,6 +541,7 @@ void notify_finish(struct notify *n)
 	notify_stopping(n);
 	for (unsigned i = 0; i < n->S->nslots; i++)
 		slot_close(&n->slot[i]);
+	dir_remove();
 	if (n->ping_ev != NULL)
 		event_free(n->ping_ev);
 	n->ping_ev = NULL;

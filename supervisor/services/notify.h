@@ -2,9 +2,10 @@
  * into the ones its manager gets, and their watchdogs.
  *
  * With NOTIFY_SOCKET (svcenv.h), each replica process gets a notify socket
- * of its own (an abstract datagram socket only diehard reads, recreated for
- * every process in a slot, so a killed replica's late words count for
- * nothing) and diehard alone talks to the manager:
+ * of its own (a datagram socket only diehard reads, a file in a private
+ * directory: an abstract one would not reach across a replica's network
+ * namespace; made anew for every process in a slot, so a killed replica's
+ * late words count for nothing) and diehard alone talks to the manager:
  *   READY=1      once a quorum of the live replicas said READY=1 (MAINPID=
  *                diehard), again after a reload once a quorum is ready again;
  *   RELOADING=1  once a quorum of them said RELOADING=1;
