@@ -16,6 +16,7 @@
 #include "elfcheck.h"
 #include "exitcode.h"
 #include "log.h"
+#include "net.h"
 #include "replay.h"
 #include "sandbox.h"
 #include "spawn.h"
@@ -76,6 +77,11 @@ static const char usage[] =
 	"                        root), pid and mount namespaces, or, where the kernel\n"
 	"                        refuses them, a warning and none; on: namespaces or\n"
 	"                        nothing runs; off: none (docs/SANDBOX.md)\n"
+	"      --net MODE        private (default): each sandboxed replica in a network\n"
+	"                        namespace of its own (only its own loopback; servers bind\n"
+	"                        their ports without colliding, diehard proxies clients to\n"
+	"                        them: docs/SANDBOX.md); host: the replicas share diehard's\n"
+	"                        network (as with --sandbox off or --no-virtualize)\n"
 	"      --no-virtualize   let each replica read its own clocks and random bytes\n"
 	"                        (by default they all see the same: docs/NONDETERMINISM.md)\n"
 	"      --control PATH    serve diehard status and events on a unix socket at PATH\n"
@@ -262,7 +268,8 @@ static void libevent_fatal(int err)
 /* Descriptors a run needs to start its replicas, measured (ulimit -n at
  * which `diehard -k K` just starts): per replica, while all are being
  * started at once, both ends of its three pipes and its report socket,
- * sandboxed its init's status pipe, virtualized its seccomp listener; ten
+ * sandboxed its init's status pipe, virtualized its seccomp listener, with
+ * a private network its init's socket channel; ten
  * for the loop, the arena, the input log; the report file; those already
  * open. The
  * supervisor raises its soft limit to the hard one, so the hard one counts.
@@ -278,7 +285,7 @@ static void check_fd_limit(const struct options *o)
 	unsigned long open_now = 0;
 	for (int fd = 0; fd < (int)rl.rlim_max; fd++)
 		open_now += fcntl(fd, F_GETFD) >= 0;
-	unsigned long per = 7UL + (o->sandbox != SANDBOX_OFF) + o->virtualize;
+	unsigned long per = 7UL + (o->sandbox != SANDBOX_OFF) + o->virtualize + (o->net == NET_PRIVATE);
 	unsigned long need = open_now + 10 + per * o->k + (o->report_path != NULL);
 	if (rl.rlim_max < need)
 		fatal(EXIT_INTERNAL, "too few file descriptors: -k %u needs %lu, the limit (ulimit -n) is %lu", o->k,
@@ -289,7 +296,7 @@ int main(int argc, char **argv)
 {
 	reserve_std_fds();
 	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_RESPAWNS, OPT_NO_RESPAWN,
-	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL };
+	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_NET, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
 		{ "report", required_argument, NULL, 'r' },   { "verbose", no_argument, NULL, 'v' },
@@ -302,6 +309,7 @@ int main(int argc, char **argv)
 		{ "respawn-rate", required_argument, NULL, OPT_RESPAWN_RATE },
 		{ "call-log", required_argument, NULL, OPT_CALL_LOG },
 		{ "sandbox", required_argument, NULL, OPT_SANDBOX },
+		{ "net", required_argument, NULL, OPT_NET },
 		{ "ci", no_argument, NULL, OPT_CI },
 		{ "record", required_argument, NULL, OPT_RECORD },
 		{ "stop-timeout", required_argument, NULL, OPT_STOP_TIMEOUT },
@@ -313,7 +321,7 @@ int main(int argc, char **argv)
 			     .input_log = (size_t)64 << 20, .virtualize = true, .respawns = 16, .respawn_rate = 30,
 			     .call_log = (size_t)512 << 10 };
 	const char *allocator = NULL;
-	bool k_given = false;
+	bool k_given = false, net_given = false;
 	int c;
 	event_set_fatal_callback(libevent_fatal);
 	/* The service manager's variables are diehard's alone (svcenv.h). */
@@ -390,6 +398,15 @@ int main(int argc, char **argv)
 			else
 				bad_usage("--sandbox must be auto, on or off, not '%s'", optarg);
 			break;
+		case OPT_NET:
+			if (strcmp(optarg, "private") == 0)
+				o.net = NET_PRIVATE;
+			else if (strcmp(optarg, "host") == 0)
+				o.net = NET_HOST;
+			else
+				bad_usage("--net must be private or host, not '%s'", optarg);
+			net_given = o.net == NET_PRIVATE;
+			break;
 		case OPT_NO_VIRTUALIZE:
 			o.virtualize = false;
 			break;
@@ -409,6 +426,15 @@ int main(int argc, char **argv)
 		bad_usage("%s", "no command given");
 	if (o.ci && k_given && o.k < 2)
 		bad_usage("%s", "--ci needs two replicas or more (-k 2 detects, -k 3 also masks)");
+	/* A private network is the sandbox's (none: the host's); its proxy
+	 * learns of the replicas' listen() calls through the seccomp
+	 * listener, which --no-virtualize takes away. */
+	if (o.sandbox == SANDBOX_OFF)
+		o.net = NET_HOST;
+	if (!o.virtualize && o.net == NET_PRIVATE && net_given)
+		bad_usage("%s", "--net private needs the seccomp listener (not with --no-virtualize)");
+	if (!o.virtualize)
+		o.net = NET_HOST;
 	o.record = o.ci || o.record_path != NULL;
 	if (o.record_path != NULL) {
 		/* Written at the end: its directory must take it. */

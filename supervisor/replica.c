@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 
 #include "exitcode.h"
 #include "log.h"
+#include "net.h"
 #include "notify.h"
 #include "sandbox.h"
 #include "spawn.h"
@@ -208,7 +210,10 @@ static void slot_reset(struct sup *S, struct replica *r)
 	if (r->status_fd >= 0)
 		close(r->status_fd);
 	unsigned i = r->index;
-	*r = (struct replica){ .index = i, .in_fd = -1, .status_fd = -1, .out_fd = { -1, -1 }, .replaces = -1 };
+	if (r->net_fd >= 0)
+		close(r->net_fd);
+	*r = (struct replica){ .index = i, .in_fd = -1, .status_fd = -1, .net_fd = -1, .out_fd = { -1, -1 },
+			       .replaces = -1 };
 	for (int s = 0; s < NSTREAMS; s++) {
 		r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
 		r->ring[s]->head = r->ring[s]->tail = 0;
@@ -283,19 +288,23 @@ static pid_t finish(struct sup *S, struct launch *L)
 {
 	pid_t pid = L->pid >= 0 ? spawn_finish(&L->sp, &L->res) : -1;
 	while (pid < 0 && L->res.ns_errno != 0 && L->req.ns_flags != 0) {
-		/* The first refusal is said once; replicas launched with it
-		 * meanwhile just start again. */
-		if (S->ns_flags != 0 && !sup_sandbox_refused(S, L->res.ns_errno))
+		/* Refused with the flags in force: fewer namespaces (said
+		 * once), or the end. Replicas launched with more meanwhile
+		 * just start again with what is now in force. */
+		if (L->req.ns_flags == S->ns_flags && !sup_sandbox_refused(S, L->res.ns_errno))
 			break;
 		L->req.ns_flags = S->ns_flags;
 		L->req.filter = &S->filter; /* rebuilt for a replica without namespaces */
-		/* Its pids are no longer its own: its fill may not be keyed by them. */
+		/* Without namespaces its pids are no longer its own: its fill
+		 * may not be keyed by them. */
 		struct replica *r = &S->r[L->slot];
 		spawn_environment_free(L->envp);
-		L->envp = spawn_environment(S->o->allocator, r->seed, r->fill, extra_env(S, L, r, false));
+		L->envp = spawn_environment(S->o->allocator, r->seed, r->fill, extra_env(S, L, r, S->ns_flags != 0));
 		L->req.envp = L->envp;
 		pid = spawn_replica(&L->req, &L->res);
 	}
+	if (pid >= 0 && L->req.ns_flags != 0)
+		sup_sandbox_started(S);
 	spawn_environment_free(L->envp);
 	L->envp = NULL;
 	return pid;
@@ -315,8 +324,11 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 		int code = exec_errno == ENOENT ? EXIT_NOT_FOUND : exec_errno ? EXIT_CANNOT_EXEC : EXIT_INTERNAL;
 		replicas_kill_all(S);
 		if (res.ns_errno != 0)
-			fatal(EXIT_INTERNAL, "cannot make replica %u's namespaces (%s): %s (--sandbox off runs without)",
-			      S->next_id, sandbox_describe(S->ns_flags), strerror(res.ns_errno));
+			fatal(EXIT_INTERNAL, "cannot make replica %u's namespaces (%s): %s (%s)", S->next_id,
+			      sandbox_describe(S->ns_flags), strerror(res.ns_errno),
+			      S->ns_flags & CLONE_NEWNET ? "--net host runs without a network namespace, --sandbox off "
+							   "without any"
+							 : "--sandbox off runs without");
 		if (exec_errno == 0 && err == EBUSY)
 			fatal(code, "cannot install the seccomp filter in a replica: %s (another seccomp listener, such "
 				    "as an outer diehard's, watches this process; --no-virtualize runs without one)",
@@ -330,6 +342,7 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 	}
 	r->pid = pid;
 	r->status_fd = res.status_fd;
+	r->net_fd = res.net_fd;
 	r->program_pid = res.program_pid;
 	r->used = true;
 	r->exited = false;
@@ -367,6 +380,13 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 	ci_started(S, r);
 	if (S->notify != NULL)
 		notify_replica_started(S->notify, i);
+	/* Its init's socket channel is the proxy's (or, without one, of no
+	 * use). */
+	if (S->net != NULL)
+		net_replica_started(S->net, i, r->net_fd);
+	else if (r->net_fd >= 0)
+		close(r->net_fd);
+	r->net_fd = -1;
 	if (S->o->replay != NULL && S->o->replay->gdb)
 		replay_debugger(S->o->replay, r->program_pid > 0 ? r->program_pid : r->pid);
 	if (!replacement) {

@@ -23,6 +23,7 @@
 #include "ci.h"
 #include "digest.h"
 #include "inputlog.h"
+#include "net.h"
 #include "report.h"
 #include "supervisor.h"
 #include "virt.h"
@@ -62,6 +63,9 @@ struct replica {
 	int in_fd;                 /* our end of its stdin; -1 once closed */
 	int status_fd;             /* sandboxed: its init's report of the program's
 				      wait status; -1 otherwise */
+	int net_fd;                /* a private network: our end of its init's socket
+				      channel (factory.h) until net.c takes it over
+				      at its start; -1 otherwise */
 	pid_t program_pid;         /* sandboxed: its program (the init's child) */
 	int out_fd[NSTREAMS];      /* our ends of its stdout, stderr; -1 at EOF */
 	struct event *in_ev;
@@ -148,6 +152,11 @@ struct sup {
 	int stop_signal;          /* that signal (SIGTERM, SIGINT), 0: none */
 	struct sock_fprog filter; /* the seccomp filter every replica runs under */
 	unsigned long ns_flags;   /* sandbox.h: each replica's namespaces (0: none) */
+	bool net_private;         /* CLONE_NEWNET is in ns_flags: each replica has a
+				     network of its own (--net private, net.h) */
+	int net_refused;          /* the kernel refused the network namespace (this
+				     errno): said once the others are known to work */
+	struct net *net;          /* the proxy (net.h), or NULL */
 	double t_start;
 	/* replace.c */
 	struct digest_key dkey; /* the run's digest key */
@@ -165,9 +174,12 @@ struct sup {
 /* supervisor.c */
 double sup_now(void);
 /* The kernel refused a replica's namespaces (err): true when the run goes
- * on without them (said once, the filter rebuilt), false when --sandbox on
- * asked for them. */
+ * on with fewer (without the network namespace first, then without any;
+ * said once, the filter rebuilt), false when --sandbox on asked for them. */
 bool sup_sandbox_refused(struct sup *S, int err);
+/* A replica started in S->ns_flags's namespaces (replica.c): a refused
+ * network namespace is said now, once. */
+void sup_sandbox_started(struct sup *S);
 unsigned sup_live_count(const struct sup *S);
 unsigned sup_quorum(const struct sup *S);
 void sup_finish(struct sup *S, int code);

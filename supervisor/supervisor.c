@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@
 #include "exitcode.h"
 #include "filter.h"
 #include "log.h"
+#include "net.h"
 #include "notify.h"
 #include "sandbox.h"
 #include "spawn.h"
@@ -283,14 +285,37 @@ bool sup_sandbox_refused(struct sup *S, int err)
 {
 	if (S->o->sandbox == SANDBOX_ON)
 		return false;
+	if (S->ns_flags & CLONE_NEWNET) {
+		/* Perhaps the network namespace alone (user.max_net_namespaces,
+		 * no loopback): the others are tried without it, and which of
+		 * the two lines is said waits for their answer. */
+		S->ns_flags &= ~(unsigned long)CLONE_NEWNET;
+		S->net_private = false;
+		S->net_refused = err;
+		report_sandbox(S->report, sandbox_describe(S->ns_flags), NULL);
+		build_filter(S);
+		return true;
+	}
 	log_warn("no namespaces for the replicas (%s: %s): they run in diehard's pid space and /proc, where a "
 		 "replica can still open another's /proc/PID/mem; the seccomp filter refuses them ptrace, "
 		 "process_vm_*, pidfd_getfd, kcmp and signals to diehard (--sandbox off: this without the warning)",
-		 sandbox_describe(S->ns_flags), strerror(err));
+		 sandbox_describe(S->ns_flags | (S->net_refused != 0 ? (unsigned long)CLONE_NEWNET : 0)),
+		 strerror(err));
 	S->ns_flags = 0;
+	S->net_refused = 0;
 	report_sandbox(S->report, "none", strerror(err));
 	build_filter(S);
 	return true;
+}
+
+
+void sup_sandbox_started(struct sup *S)
+{
+	if (S->net_refused == 0 || S->ns_flags == 0)
+		return;
+	log_warn("no network namespace for the replicas (%s): they share diehard's network, where servers among "
+		 "them collide on their ports (--net host: this without the warning)", strerror(S->net_refused));
+	S->net_refused = 0;
 }
 
 
@@ -419,7 +444,11 @@ int supervisor_run(const struct options *o)
 	report_respawns(S->report, o->respawns, o->respawn_rate);
 	if (o->virtualize)
 		S->virt = virt_new(S);
-	S->ns_flags = o->sandbox == SANDBOX_OFF ? 0 : sandbox_clone_flags(false);
+	/* A private network needs namespaces, and the seccomp listener
+	 * through which the proxy learns of the replicas' listen() calls
+	 * (virt/netcalls.c): main.c said so when it mattered. */
+	S->net_private = o->net == NET_PRIVATE && o->sandbox != SANDBOX_OFF && S->virt != NULL;
+	S->ns_flags = o->sandbox == SANDBOX_OFF ? 0 : sandbox_clone_flags(S->net_private);
 	report_sandbox(S->report, S->ns_flags ? sandbox_describe(S->ns_flags) : "none",
 		       S->ns_flags ? NULL : "--sandbox off");
 	build_filter(S);
@@ -432,7 +461,8 @@ int supervisor_run(const struct options *o)
 		S->notify = notify_new(S);
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
-		*r = (struct replica){ .index = i, .in_fd = -1, .status_fd = -1, .out_fd = { -1, -1 }, .replaces = -1 };
+		*r = (struct replica){ .index = i, .in_fd = -1, .status_fd = -1, .net_fd = -1, .out_fd = { -1, -1 },
+				       .replaces = -1 };
 		for (int s = 0; s < NSTREAMS; s++)
 			r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
 	}

@@ -21,6 +21,8 @@ struct options {
 	size_t call_log;          /* entries kept per kind of virtualized call */
 	bool virtualize;          /* same clocks and randomness in every replica */
 	int sandbox;              /* enum sandbox_mode (sandbox.h) */
+	int net;                  /* enum net_mode (net.h): NET_PRIVATE wanted (taken
+				     only with the sandbox and the seccomp listener) */
 	const char *init_path;    /* diehard-init, or NULL */
 	char **argv;              /* the command */
 	const char *path;         /* argv[0] resolved */

@@ -52,8 +52,8 @@ check_no_escape() {
 	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
 	# 4 processes: the init, sh, ls and grep.
 	same_bytes <(printf '2 1\n4\n') "$T/run.out" "pids inside the replicas"
-	local want='pid, mount'
-	[[ $(id -u) == 0 ]] || want='user, pid, mount'
+	local want='pid, mount, network'
+	[[ $(id -u) == 0 ]] || want='user, pid, mount, network'
 	jq -e --arg ns "$want" '.sandbox.namespaces == $ns and .exit_code == 0
 		and all(.replicas[]; has("killed") | not)' "$T/r.json" >/dev/null ||
 		fail "report: $(jq -c '{sandbox, exit_code}' "$T/r.json")"
@@ -83,7 +83,7 @@ check_no_escape() {
 	rm -rf "$dir"
 	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.out" "$T/run.err")"
 	check_no_escape "$T/run.out" user
-	jq -e '.sandbox.namespaces == "user, pid, mount"' "$T/r.json" >/dev/null ||
+	jq -e '.sandbox.namespaces == "user, pid, mount, network"' "$T/r.json" >/dev/null ||
 		fail "report: $(jq -c .sandbox "$T/r.json")"
 	[[ $(<"$T/id.out") == 65534 ]] || fail "id -u inside: $(cat "$T/id.out")" "$(cat "$T/id.err")"
 	[[ $owner == 65534 ]] || fail "the file written belongs to uid $owner"
