@@ -133,6 +133,11 @@ $(B)/tests/unit/test_recording: tests/unit/test_recording.c tests/unit/tap.h sup
 $(B)/tests/unit/test_control: tests/unit/test_control.c tests/unit/tap.h supervisor/services/wire.c supervisor/services/wire.h $(PROTO_SRC) $(PROTO_HDR) | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/services -I$(B)/proto -o $@ $< supervisor/services/wire.c $(PROTO_SRC) $(shell $(PKG_CONFIG) --libs libprotobuf-c 2>/dev/null)
 
+# The socket factory's diehard end, against fake inits and the real one
+# (sandbox.c's loop).
+$(B)/tests/unit/test_factory: tests/unit/test_factory.c tests/unit/tap.h supervisor/net/factory.c supervisor/net/factory.h supervisor/sandbox/sandbox.c supervisor/sandbox/sandbox.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/net -Isupervisor/sandbox -o $@ $< supervisor/net/factory.c supervisor/sandbox/sandbox.c
+
 $(B)/bench/%: bench/%.c | $(B)/bench
 	$(CC) $(WARN) -O2 -g -pthread -o $@ $< -lm
 

@@ -72,3 +72,7 @@ run_unit() {
 @test "unit: control socket framing and messages (round trips, garbage, truncations, lengths)" {
 	run_unit test_control
 }
+
+@test "unit: socket factory (pools per family, batches, errno answers, garbage answers, timeouts, closed channels, the real init's loop)" {
+	run_unit test_factory
+}
