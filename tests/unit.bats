@@ -72,3 +72,7 @@ run_unit() {
 @test "unit: control socket framing and messages (round trips, garbage, truncations, lengths)" {
 	run_unit test_control
 }
+
+@test "unit: socket addresses of a replica's calls (loopback and unspecified vs remote, IPv4-mapped, short and other families, text with ports and scopes, small buffers, unaligned)" {
+	run_unit test_netaddr
+}
