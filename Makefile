@@ -53,7 +53,7 @@ PROTO_HDR  := $(PROTO_SRC:.c=.h)
 SUP_SRC    := $(sort $(filter-out supervisor/sandbox/init.c,$(wildcard supervisor/*.c supervisor/*/*.c))) voter/voter.c $(PROTO_SRC)
 SUP_HDR    := $(wildcard supervisor/*.h supervisor/*/*.h) voter/voter.h $(PROTO_HDR)
 # Each concern's folder is on the include path: modules include by name.
-SUP_INC    := -Isupervisor -Isupervisor/virt -Isupervisor/sandbox -Isupervisor/ci -Isupervisor/services -Ivoter -I$(B)/proto
+SUP_INC    := -Isupervisor -Isupervisor/virt -Isupervisor/sandbox -Isupervisor/ci -Isupervisor/services -Isupervisor/net -Ivoter -I$(B)/proto
 
 PROG_SRC  := $(wildcard tests/progs/*.c)
 PROGS     := $(patsubst tests/progs/%.c,$(B)/tests/%,$(PROG_SRC))
