@@ -117,12 +117,11 @@ static pid_t thread_group(pid_t tid)
 	return (pid_t)v;
 }
 
-/* Whether ours is the file behind fd in thread tid's own fd table. */
-static bool same_file(pid_t tid, int fd, int ours)
+/* Whether ours is the file behind path, /proc/TID/fd/FD: the fd in thread
+ * TID's own table. */
+static bool same_file(const char *path, int ours)
 {
-	char path[64];
 	struct stat theirs, mine;
-	snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)tid, fd);
 	return stat(path, &theirs) == 0 && fstat(ours, &mine) == 0 && theirs.st_dev == mine.st_dev &&
 	       theirs.st_ino == mine.st_ino;
 }
@@ -147,10 +146,16 @@ static int take_fd(pid_t tid, int fd)
 	int ours = pidfd_getfd(pidfd, fd, 0);
 	int err = errno;
 	close(pidfd);
-	if (ours >= 0 && group && !same_file(tid, fd, ours)) {
-		close(ours);
-		ours = -1;
-		err = EXDEV;
+	if (group) {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)tid, fd);
+		if (ours >= 0 && !same_file(path, ours)) {
+			close(ours);
+			ours = -1;
+			err = EXDEV;
+		} else if (ours < 0 && err == EBADF && access(path, F_OK) == 0) {
+			err = EXDEV; /* open in the thread's table, not the group's */
+		}
 	}
 	errno = err;
 	return ours;
@@ -217,6 +222,9 @@ static enum netcall on_listen(struct netcalls *N, int listener, unsigned slot, c
 		char why[96];
 		if (errno == EXDEV)
 			snprintf(why, sizeof why, "its thread has an fd table of its own; Linux 6.9 can tell");
+		else if (errno == EPERM || errno == EACCES)
+			snprintf(why, sizeof why, "pidfd_getfd: %s: a non-dumpable program, or the ptrace rules",
+				 strerror(errno));
 		else
 			snprintf(why, sizeof why, "pidfd_getfd: %s", strerror(errno));
 		blind(N, slot, why);
