@@ -128,8 +128,9 @@ static bool same_file(const char *path, int ours)
 
 /* Our own reference to the file behind fd in thread tid, or -1 with errno:
  * ESRCH or ENOENT when the thread is gone, EBADF when fd is not open,
- * EPERM when we may not (the ptrace rules), EXDEV when the thread keeps
- * an fd table of its own that an older kernel cannot reach. */
+ * EPERM when we may not (the ptrace rules), EXDEV when an older kernel
+ * cannot reach the thread's own fd table (it unshared it, or its group's
+ * leader exited). */
 static int take_fd(pid_t tid, int fd)
 {
 	bool group = false;
@@ -217,16 +218,20 @@ static enum netcall on_listen(struct netcalls *N, int listener, unsigned slot, c
 	int ours = take_fd((pid_t)req->pid, fd);
 	if (ours < 0) {
 		/* Gone, or not an fd: the kernel says what it would. */
-		if (errno == ESRCH || errno == ENOENT || errno == EBADF)
+		int err = errno;
+		if (err == ESRCH || err == ENOENT || err == EBADF)
 			return NETCALL_CONTINUE;
+		/* Nothing is said of a tid that may name another process now. */
+		if (!still_waiting(listener, req->id))
+			return NETCALL_DROP;
 		char why[96];
-		if (errno == EXDEV)
-			snprintf(why, sizeof why, "its thread has an fd table of its own; Linux 6.9 can tell");
-		else if (errno == EPERM || errno == EACCES)
+		if (err == EXDEV)
+			snprintf(why, sizeof why, "its thread's descriptors are out of reach before Linux 6.9");
+		else if (err == EPERM || err == EACCES)
 			snprintf(why, sizeof why, "pidfd_getfd: %s: a non-dumpable program, or the ptrace rules",
-				 strerror(errno));
+				 strerror(err));
 		else
-			snprintf(why, sizeof why, "pidfd_getfd: %s", strerror(errno));
+			snprintf(why, sizeof why, "pidfd_getfd: %s", strerror(err));
 		blind(N, slot, why);
 		return NETCALL_CONTINUE;
 	}
