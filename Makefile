@@ -107,7 +107,7 @@ $(B)/tests/unit/test_voter: tests/unit/test_voter.c tests/unit/tap.h voter/voter
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Ivoter -o $@ $< voter/voter.c
 
 # The supervisor's pure modules (nondeterminism log, ChaCha20, digests,
-# disputes, UTF-8 escaping) likewise.
+# disputes, UTF-8 escaping, socket addresses) likewise.
 SUP_PURE := supervisor/virt/ndlog.c supervisor/virt/chacha.c
 $(B)/tests/unit/test_ndlog: tests/unit/test_ndlog.c tests/unit/tap.h $(SUP_PURE) supervisor/virt/ndlog.h supervisor/virt/chacha.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/virt -o $@ $< $(SUP_PURE)
@@ -120,6 +120,9 @@ $(B)/tests/unit/test_utf8: tests/unit/test_utf8.c tests/unit/tap.h supervisor/ut
 
 $(B)/tests/unit/test_dispute: tests/unit/test_dispute.c tests/unit/tap.h supervisor/virt/dispute.c supervisor/virt/dispute.h voter/voter.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/virt -Ivoter -o $@ $< supervisor/virt/dispute.c
+
+$(B)/tests/unit/test_netaddr: tests/unit/test_netaddr.c tests/unit/tap.h supervisor/virt/netaddr.c supervisor/virt/netaddr.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/virt -o $@ $< supervisor/virt/netaddr.c
 
 # --ci's parsers of what comes from outside: a replica's trace file, a
 # recording (with the generated protobuf-c code).

@@ -324,6 +324,14 @@ void report_unvirtualized(struct report *rp, unsigned r, uint64_t count)
 		set(rep, "unvirtualized", json_integer((json_int_t)count));
 }
 
+void report_outbound(struct report *rp, unsigned r, const char *address, double t)
+{
+	json_t *out = json_object_get(rp->root, "outbound");
+	if (out == NULL)
+		out = attach(rp->root, "outbound", json_array());
+	json_array_append_new(out, must(json_pack("{s:i,s:o,s:f}", "replica", r, "address", text(address), "time", t)));
+}
+
 void report_set_exit(struct report *rp, int code, const char *reason)
 {
 	set(rp->root, "exit_code", json_integer(code));

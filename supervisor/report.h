@@ -47,6 +47,10 @@ void report_call_divergence(struct report *rp, unsigned replica, const char *cal
 			    const char *expected, const char *got, double t);
 void report_calls(struct report *rp, unsigned replica, const char *call, uint64_t count);
 void report_unvirtualized(struct report *rp, unsigned replica, uint64_t count);
+/* With a private network: replica first tried to reach address ("a.b.c.d:port",
+ * "[v6]:port") outside its namespace at t (netcalls.h: the first of each
+ * destination in the run, up to its cap). */
+void report_outbound(struct report *rp, unsigned replica, const char *address, double t);
 void report_set_exit(struct report *rp, int code, const char *reason);
 /* Puts a JSON value (jansson's, owned by the report from now on) under key
  * at the top: the --ci findings (ci.c). */

@@ -169,6 +169,7 @@ struct sup {
 	struct zombie *zombies;
 	size_t nzombies, zombies_size;
 	struct control *control;   /* the control socket (services/control.h), or NULL */
+	struct net *net;           /* the TCP proxy (net/net.h); NULL unless --net private */
 };
 
 /* supervisor.c */

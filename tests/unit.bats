@@ -76,3 +76,7 @@ run_unit() {
 @test "unit: socket factory (pools per family, batches, errno answers, garbage answers, timeouts, closed channels, the real init's loop)" {
 	run_unit test_factory
 }
+
+@test "unit: socket addresses of a replica's calls (loopback and unspecified vs remote, IPv4-mapped, short and other families, text with ports and scopes, small buffers, unaligned)" {
+	run_unit test_netaddr
+}

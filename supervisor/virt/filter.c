@@ -16,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -136,8 +137,30 @@ static int add_notified(scmp_filter_ctx ctx, bool sleeps)
 	return rc;
 }
 
+/* A private network's calls (netcalls.h): every listen and connect (the
+ * socket's type and the address are out of BPF's sight), and socket() of
+ * UDP only, so that a program opening TCP sockets pays nothing. The domain
+ * is an int; the type carries SOCK_NONBLOCK and SOCK_CLOEXEC above its low
+ * four bits. */
+static int add_net(scmp_filter_ctx ctx)
+{
+	static const int domains[] = { AF_INET, AF_INET6 };
+	int rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(listen), 0);
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(connect), 0);
+	for (size_t i = 0; rc == 0 && i < sizeof domains / sizeof domains[0]; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(socket), 2,
+				      SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, (scmp_datum_t)domains[i]),
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xfu, (scmp_datum_t)SOCK_DGRAM));
+	return rc;
+}
+
 int filter_build(struct sock_fprog *prog, const struct filter_spec *spec)
 {
+	if (spec->net_private && !spec->notify) {
+		log_warn("a private network needs the supervisor to see the replicas' calls (not with --no-virtualize)");
+		return -1;
+	}
 	/* A call from another architecture (an i386 program) is allowed, not
 	 * killed: it runs unvirtualized (docs/NONDETERMINISM.md). */
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -148,6 +171,8 @@ int filter_build(struct sock_fprog *prog, const struct filter_spec *spec)
 	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ALLOW);
 	if (rc == 0 && spec->notify)
 		rc = add_notified(ctx, spec->sleeps);
+	if (rc == 0 && spec->net_private)
+		rc = add_net(ctx);
 	if (rc == 0)
 		rc = add_refusals(ctx, spec);
 	if (rc == 0)

@@ -1,9 +1,10 @@
 /* filter.h — the seccomp filter each replica runs under: the calls whose
  * results differ from one process to the next (clocks, randomness, opens of
- * the random devices) and the start of every new program image (arch_prctl,
- * where the supervisor patches the vDSO) go to the supervisor through a
- * user-notify listener; everything else stays allowed in the kernel, at no
- * cost per call. */
+ * the random devices), the start of every new program image (arch_prctl,
+ * where the supervisor patches the vDSO) and, with a private network, the
+ * calls that say where the replica listens or that it reaches out
+ * (netcalls.h) go to the supervisor through a user-notify listener;
+ * everything else stays allowed in the kernel, at no cost per call. */
 #ifndef DIEHARD_FILTER_H
 #define DIEHARD_FILTER_H
 
@@ -21,13 +22,17 @@ struct filter_spec {
 			       to the supervisor (not with --no-virtualize) */
 	bool sleeps;        /* relative nanosleep and clock_nanosleep too
 			       (replacements skip them while they catch up) */
+	bool net_private;   /* a network namespace per replica (net.h): listen,
+			       connect, and socket of UDP go to the supervisor
+			       too (netcalls.h); needs notify */
 	bool sandboxed;     /* in namespaces (sandbox.h): the init is pid 1 */
 	pid_t supervisor;   /* not sandboxed: our pid and process group */
 	pid_t supervisor_group;
 };
 
-/* Builds the BPF program with libseccomp, in the supervisor. Besides the
- * notified calls it refuses (EPERM) every way out of the replica the
+/* Builds the BPF program with libseccomp, in the supervisor (net_private
+ * without notify is refused: nothing would answer). Besides the notified
+ * calls it refuses (EPERM) every way out of the replica the
  * namespaces leave open: tracing, reading or writing the memory of,
  * comparing or taking fds from, and (unsandboxed) signalling, anything
  * outside it (the init, or diehard and the other replicas), and pushing

@@ -23,6 +23,16 @@ int remote_write_all(pid_t tid, uint64_t addr, const void *buf, size_t n)
 	return (size_t)w == n ? 0 : -EFAULT;
 }
 
+int remote_read_all(pid_t tid, uint64_t addr, void *buf, size_t n)
+{
+	struct iovec local = { buf, n };
+	struct iovec remote = { (void *)(uintptr_t)addr, n };
+	ssize_t r = process_vm_readv(tid, &local, 1, &remote, 1, 0);
+	if (r < 0)
+		return -errno;
+	return (size_t)r == n ? 0 : -EFAULT;
+}
+
 int remote_read_string(pid_t tid, uint64_t addr, char *buf, size_t size)
 {
 	size_t got = 0;

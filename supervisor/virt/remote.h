@@ -1,5 +1,5 @@
 /* remote.h — reading and writing a replica's memory for the answers of
- * notified calls. Writes go through process_vm_writev, which honours the
+ * notified calls (and the arguments they point to). Writes go through process_vm_writev, which honours the
  * caller's page protections: a pointer to read-only memory gets EFAULT, as
  * from the kernel (/proc/PID/mem would write through them). */
 #ifndef DIEHARD_REMOTE_H
@@ -17,6 +17,10 @@ ssize_t remote_write(pid_t tid, uint64_t addr, const void *buf, size_t n);
 
 /* remote_write of all n bytes: 0, or -errno (a short write is -EFAULT). */
 int remote_write_all(pid_t tid, uint64_t addr, const void *buf, size_t n);
+
+/* Reads n bytes at addr in thread tid's process into buf: 0, or -errno
+ * (a short read is -EFAULT). */
+int remote_read_all(pid_t tid, uint64_t addr, void *buf, size_t n);
 
 /* Reads a NUL-terminated string of at most size-1 bytes into buf, a page at
  * a time so that the end of the string's page is never overrun. 0, or

@@ -1,7 +1,8 @@
 /* virt.c — see virt.h. One listener per replica (its descendants share its
  * filter, so their calls arrive there too); each notification is received,
  * answered from the nondeterminism log or from the real world, and sent
- * back, all on the supervisor's one loop.
+ * back, all on the supervisor's one loop. A private network's calls
+ * (listen, connect, UDP sockets) are netcalls.c's, on the same path.
  *
  * Rules kept on every notification (each was a bug somewhere else):
  *   - the request is zeroed before each receive (the kernel rejects a dirty
@@ -48,6 +49,7 @@
 #include "filter.h"
 #include "log.h"
 #include "ndlog.h"
+#include "netcalls.h"
 #include "realclock.h"
 #include "replay.h"
 #include "remote.h"
@@ -107,6 +109,7 @@ struct virt {
 	struct ndlog *log;
 	struct disputes *disputes;
 	struct entropy *entropy;
+	struct netcalls *net;     /* a private network's calls */
 	uint8_t key[CHACHA_KEY_BYTES];
 	struct vreplica *r;
 	bool vdso_warned;
@@ -584,6 +587,17 @@ static enum answer on_sleep(struct vreplica *vr, struct seccomp_notif_resp *resp
 	return ANSWER;
 }
 
+/* A private network's listen, connect and UDP socket (netcalls.h). */
+static enum answer on_net(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
+{
+	switch (netcalls_handle(vr->V->net, vr->fd, vr->index, req, resp)) {
+	case NETCALL_ANSWER: return ANSWER;
+	case NETCALL_DROP: return DROP;
+	case NETCALL_CONTINUE: break;
+	}
+	return CONTINUE;
+}
+
 static enum answer dispatch(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 {
 	switch (req->data.nr) {
@@ -596,6 +610,9 @@ static enum answer dispatch(struct vreplica *vr, const struct seccomp_notif *req
 	case SYS_open:
 	case SYS_openat: return on_open(vr, req, resp);
 	case SYS_arch_prctl: return on_arch_prctl(vr, req);
+	case SYS_listen:
+	case SYS_connect:
+	case SYS_socket: return on_net(vr, req, resp);
 	default: return CONTINUE;
 	}
 }
@@ -673,6 +690,7 @@ struct virt *virt_new(struct sup *S)
 	}
 	V->disputes = disputes_new(S->nslots, on_odd, V);
 	V->entropy = entropy_new(S->base, V->key);
+	V->net = netcalls_new(S);
 	V->r = calloc(S->nslots, sizeof *V->r);
 	V->random_open = calloc(S->nslots, sizeof *V->random_open);
 	/* Our fd limit (raised to the hard one), less what the run needs for

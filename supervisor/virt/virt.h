@@ -4,7 +4,9 @@
  * returns the same in every replica (ndlog.h says how calls are matched).
  * Clock values are real: the first replica to make a call reads the clock.
  * Random bytes come from a per-run ChaCha20 key (chacha.h, entropy.h).
- * docs/NONDETERMINISM.md lists what this covers and what it does not. */
+ * docs/NONDETERMINISM.md lists what this covers and what it does not.
+ * With a private network, the replicas' listen, connect and UDP socket
+ * calls come this way too (netcalls.h, docs/NETWORK.md). */
 #ifndef DIEHARD_VIRT_H
 #define DIEHARD_VIRT_H
 

@@ -1,0 +1,316 @@
+/* netcalls.c — see netcalls.h.
+ *
+ * A listen is taken over rather than watched: were it left to the kernel,
+ * the supervisor could look at the socket only after the program had
+ * started to accept, and a listen that failed would have to be told from
+ * one that did. Performing it on our own reference (the same open socket,
+ * so the replica's fd listens) gives both the result and the address in one
+ * round trip. The reference comes from pidfd_getfd on a pidfd of the
+ * calling thread (Linux 6.9, PIDFD_THREAD), or before that of its thread
+ * group (Tgid in /proc/TID/status), checked to be the caller's file: a
+ * thread may have unshared its fd table. As for every notification
+ * (virt.c), the id is checked after the caller was read from and before
+ * anything is done or said: a tid whose thread died could name another
+ * process by then.
+ *
+ * A connect's destination is read from the caller's memory (at most a
+ * sockaddr_storage: the kernel refuses longer ones). Nothing is done for a
+ * destination inside the namespace, nor for other families (unix sockets),
+ * which cost the read alone. */
+#include "netcalls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/pidfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "exitcode.h"
+#include "log.h"
+#include "net.h"
+#include "netaddr.h"
+#include "remote.h"
+#include "report.h"
+#include "sup.h"
+
+/* Linux 6.9: a pidfd of a thread, not only of a thread-group leader. */
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
+
+/* Destinations said (and reported) per run; past them, one line more. */
+#define OUTBOUND_MAX 16
+
+struct netcalls {
+	struct sup *S;
+	char outbound[OUTBOUND_MAX][NETADDR_TEXT];
+	unsigned noutbound;
+	bool more_said;   /* past OUTBOUND_MAX */
+	bool udp_said;
+	bool blind_said;  /* a listen we could not see into */
+};
+
+struct netcalls *netcalls_new(struct sup *S)
+{
+	struct netcalls *N = calloc(1, sizeof *N);
+	if (N == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	N->S = S;
+	return N;
+}
+
+static bool still_waiting(int listener, uint64_t id)
+{
+	return ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
+static unsigned replica_id(const struct netcalls *N, unsigned slot)
+{
+	return N->S->r[slot].id;
+}
+
+/* ---- listen ---- */
+
+/* Why a listen could not be seen into: said once a run. */
+static void blind(struct netcalls *N, unsigned slot, const char *why)
+{
+	if (N->blind_said)
+		return;
+	N->blind_said = true;
+	log_warn("replica %u listens, but diehard cannot learn where (%s): clients cannot reach its server through "
+		 "diehard (said once)", replica_id(N, slot), why);
+}
+
+/* Thread tid's thread group, from /proc/TID/status (its name, escaped
+ * there, cannot hold a line of its own). -1 with errno. */
+static pid_t thread_group(pid_t tid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	int err = errno;
+	close(fd);
+	if (n < 0) {
+		errno = err;
+		return -1;
+	}
+	buf[n] = '\0';
+	const char *t = strstr(buf, "\nTgid:");
+	char *end;
+	long v = t != NULL ? strtol(t + 6, &end, 10) : 0;
+	if (t == NULL || end == t + 6 || v <= 0 || v > INT_MAX) {
+		errno = ESRCH;
+		return -1;
+	}
+	return (pid_t)v;
+}
+
+/* Whether ours is the file behind path, /proc/TID/fd/FD: the fd in thread
+ * TID's own table. */
+static bool same_file(const char *path, int ours)
+{
+	struct stat theirs, mine;
+	return stat(path, &theirs) == 0 && fstat(ours, &mine) == 0 && theirs.st_dev == mine.st_dev &&
+	       theirs.st_ino == mine.st_ino;
+}
+
+/* Our own reference to the file behind fd in thread tid, or -1 with errno:
+ * ESRCH or ENOENT when the thread is gone, EBADF when fd is not open,
+ * EPERM when we may not (the ptrace rules), EXDEV when an older kernel
+ * cannot reach the thread's own fd table (it unshared it, or its group's
+ * leader exited). */
+static int take_fd(pid_t tid, int fd)
+{
+	bool group = false;
+	int pidfd = pidfd_open(tid, PIDFD_THREAD);
+	if (pidfd < 0 && errno == EINVAL) {
+		pid_t tgid = thread_group(tid);
+		if (tgid < 0)
+			return -1;
+		group = tgid != tid;
+		pidfd = pidfd_open(tgid, 0);
+	}
+	if (pidfd < 0)
+		return -1;
+	int ours = pidfd_getfd(pidfd, fd, 0);
+	int err = errno;
+	close(pidfd);
+	if (group) {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)tid, fd);
+		if (ours >= 0 && !same_file(path, ours)) {
+			close(ours);
+			ours = -1;
+			err = EXDEV;
+		} else if (ours < 0 && err == EBADF && access(path, F_OK) == 0) {
+			err = EXDEV; /* open in the thread's table, not the group's */
+		}
+	}
+	errno = err;
+	return ours;
+}
+
+static bool sockopt_int(int fd, int level, int name, int *v)
+{
+	socklen_t len = sizeof *v;
+	return getsockopt(fd, level, name, v, &len) == 0 && len == sizeof *v;
+}
+
+/* A listening socket of TCP, whose connections the proxy can make. */
+static bool tcp(int fd, int *domain)
+{
+	int type, proto;
+	return sockopt_int(fd, SOL_SOCKET, SO_DOMAIN, domain) && (*domain == AF_INET || *domain == AF_INET6) &&
+	       sockopt_int(fd, SOL_SOCKET, SO_TYPE, &type) && type == SOCK_STREAM &&
+	       sockopt_int(fd, SOL_SOCKET, SO_PROTOCOL, &proto) && (proto == IPPROTO_TCP || proto == IPPROTO_MPTCP);
+}
+
+/* listen(2) on ours, the caller's socket, with the caller's backlog (an
+ * int: the kernel caps it at the namespace's somaxconn, as for the
+ * caller). */
+static enum netcall listen_on(struct netcalls *N, unsigned slot, int ours, int domain, int backlog,
+			      struct seccomp_notif_resp *resp)
+{
+	if (listen(ours, backlog) != 0) {
+		resp->error = -errno;
+		return NETCALL_ANSWER;
+	}
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof ss;
+	int v6only = 0;
+	memset(&ss, 0, sizeof ss);
+	if (getsockname(ours, (struct sockaddr *)&ss, &len) != 0 ||
+	    (domain == AF_INET6 && !sockopt_int(ours, IPPROTO_IPV6, IPV6_V6ONLY, &v6only))) {
+		char why[96];
+		snprintf(why, sizeof why, "its socket's address: %s", strerror(errno));
+		blind(N, slot, why);
+		return NETCALL_ANSWER; /* it listens all the same */
+	}
+	if (len > sizeof ss)
+		len = sizeof ss; /* cut (never for AF_INET, AF_INET6) */
+	char text[NETADDR_TEXT];
+	if (netaddr_format(&ss, len, text, sizeof text))
+		log_event("replica %u listens on %s%s", replica_id(N, slot), text,
+			  domain == AF_INET6 && !v6only ? " (IPv4 too)" : "");
+	net_replica_listens(N->S->net, slot, (const struct sockaddr *)&ss, len, v6only != 0);
+	return NETCALL_ANSWER;
+}
+
+static enum netcall on_listen(struct netcalls *N, int listener, unsigned slot, const struct seccomp_notif *req,
+			      struct seccomp_notif_resp *resp)
+{
+	if (N->S->net == NULL)
+		return NETCALL_CONTINUE; /* no proxy to tell */
+	int fd = (int)(int32_t)req->data.args[0];
+	int backlog = (int)(int32_t)req->data.args[1];
+	int ours = take_fd((pid_t)req->pid, fd);
+	if (ours < 0) {
+		/* Gone, or not an fd: the kernel says what it would. */
+		int err = errno;
+		if (err == ESRCH || err == ENOENT || err == EBADF)
+			return NETCALL_CONTINUE;
+		/* Nothing is said of a tid that may name another process now. */
+		if (!still_waiting(listener, req->id))
+			return NETCALL_DROP;
+		char why[96];
+		if (err == EXDEV)
+			snprintf(why, sizeof why, "its thread's descriptors are out of reach before Linux 6.9");
+		else if (err == EPERM || err == EACCES)
+			snprintf(why, sizeof why, "pidfd_getfd: %s: a non-dumpable program, or the ptrace rules",
+				 strerror(err));
+		else
+			snprintf(why, sizeof why, "pidfd_getfd: %s", strerror(err));
+		blind(N, slot, why);
+		return NETCALL_CONTINUE;
+	}
+	enum netcall a = NETCALL_CONTINUE;
+	int domain;
+	if (!still_waiting(listener, req->id))
+		a = NETCALL_DROP;
+	else if (tcp(ours, &domain))
+		a = listen_on(N, slot, ours, domain, backlog, resp);
+	close(ours);
+	return a;
+}
+
+/* ---- connect, socket ---- */
+
+/* Replica slot's process tried to reach sa, outside its namespace. */
+static void outbound(struct netcalls *N, unsigned slot, const void *sa, size_t len)
+{
+	char text[NETADDR_TEXT];
+	if (!netaddr_format(sa, len, text, sizeof text))
+		return;
+	for (unsigned i = 0; i < N->noutbound; i++)
+		if (strcmp(N->outbound[i], text) == 0)
+			return;
+	struct sup *S = N->S;
+	unsigned id = replica_id(N, slot);
+	if (N->noutbound == OUTBOUND_MAX) {
+		if (!N->more_said)
+			log_warn("replica %u connects to %s too: further destinations outside the replicas' network "
+				 "namespaces are not said", id, text);
+		N->more_said = true;
+		return;
+	}
+	memcpy(N->outbound[N->noutbound++], text, sizeof text);
+	log_warn("replica %u connects to %s: outbound connections are not replicated, and in its network namespace "
+		 "only its own loopback answers (--net host shares diehard's network, unvoted)", id, text);
+	report_outbound(S->report, id, text, sup_now() - S->t_start);
+}
+
+static enum netcall on_connect(struct netcalls *N, int listener, unsigned slot, const struct seccomp_notif *req)
+{
+	uint64_t addr = req->data.args[1];
+	int len = (int)(int32_t)req->data.args[2];
+	struct sockaddr_storage ss;
+	/* The kernel refuses what is too long (EINVAL) or unreadable
+	 * (EFAULT); what we may not read (EPERM) goes unjudged. */
+	if (addr == 0 || len < (int)sizeof(sa_family_t) || (size_t)len > sizeof ss)
+		return NETCALL_CONTINUE;
+	memset(&ss, 0, sizeof ss);
+	if (remote_read_all((pid_t)req->pid, addr, &ss, (size_t)len) != 0)
+		return NETCALL_CONTINUE;
+	if (netaddr_classify(&ss, (size_t)len) != NETADDR_REMOTE)
+		return NETCALL_CONTINUE;
+	if (!still_waiting(listener, req->id))
+		return NETCALL_DROP;
+	outbound(N, slot, &ss, (size_t)len);
+	return NETCALL_CONTINUE;
+}
+
+static enum netcall on_socket(struct netcalls *N, unsigned slot, const struct seccomp_notif *req)
+{
+	int domain = (int)(int32_t)req->data.args[0];
+	int type = (int)(int32_t)req->data.args[1];
+	if ((domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_DGRAM && !N->udp_said) {
+		N->udp_said = true;
+		log_warn("replica %u opened a UDP socket: UDP is not replicated, and in its network namespace "
+			 "datagrams reach only its own loopback (--net host shares diehard's network, unvoted; said once)",
+			 replica_id(N, slot));
+	}
+	return NETCALL_CONTINUE;
+}
+
+enum netcall netcalls_handle(struct netcalls *N, int listener, unsigned slot, const struct seccomp_notif *req,
+			     struct seccomp_notif_resp *resp)
+{
+	switch (req->data.nr) {
+	case SYS_listen: return on_listen(N, listener, slot, req, resp);
+	case SYS_connect: return on_connect(N, listener, slot, req);
+	case SYS_socket: return on_socket(N, slot, req);
+	default: return NETCALL_CONTINUE;
+	}
+}

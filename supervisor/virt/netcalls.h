@@ -1,0 +1,40 @@
+/* netcalls.h — a replica's network calls, with a private network (net.h: a
+ * network namespace per replica), where filter.c sends them to the
+ * supervisor:
+ *   listen   of a TCP socket (AF_INET, AF_INET6) is performed by the
+ *            supervisor, on its own reference to the replica's socket
+ *            (pidfd_getfd), and answered with its result: so diehard
+ *            learns the address (getsockname) before the program can
+ *            accept, and tells the proxy (net_replica_listens). Other
+ *            listens go on in the kernel;
+ *   connect  to an address outside the replica's namespace (not its
+ *            loopback, not the unspecified address: netaddr.h) is said on
+ *            stderr and in the report (outbound), once per destination in
+ *            the run, and goes on: the kernel fails it, for there is no
+ *            route out of the namespace, and the program sees that error;
+ *   socket   of UDP is said once a run, and goes on.
+ * Each costs the one round trip of its notification; no fd is kept. */
+#ifndef DIEHARD_NETCALLS_H
+#define DIEHARD_NETCALLS_H
+
+#include <linux/seccomp.h>
+
+struct sup;
+struct netcalls;
+
+/* What to do with a notification, as virt.c's own handlers decide: answer
+ * with resp, let the call go on in the kernel, or nothing (the caller is
+ * gone: no answer is wanted). */
+enum netcall { NETCALL_ANSWER, NETCALL_CONTINUE, NETCALL_DROP };
+
+/* The run's state (what was said already), for its lifetime. Exits 125
+ * out of memory. */
+struct netcalls *netcalls_new(struct sup *S);
+
+/* Handles req, a listen, connect or socket call of slot's process,
+ * received on listener (checked again before acting on the caller). Any
+ * other call goes on. */
+enum netcall netcalls_handle(struct netcalls *N, int listener, unsigned slot, const struct seccomp_notif *req,
+			     struct seccomp_notif_resp *resp);
+
+#endif
