@@ -156,7 +156,6 @@ struct sup {
 				     network of its own (--net private, net.h) */
 	int net_refused;          /* the kernel refused the network namespace (this
 				     errno): said once the others are known to work */
-	struct net *net;          /* the proxy (net.h), or NULL */
 	double t_start;
 	/* replace.c */
 	struct digest_key dkey; /* the run's digest key */
