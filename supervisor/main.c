@@ -71,6 +71,9 @@ static const char usage[] =
 	"      --respawn-rate N  at most N replacements in any minute (default 30)\n"
 	"      --input-log BYTES input kept for replaying to new replicas (default 64M;\n"
 	"                        0: none; up to 64G)\n"
+	"      --conn-log BYTES  client bytes of a TCP server's connections kept for\n"
+	"                        rebuilding a new replica's state (default 64M; 0: new\n"
+	"                        replicas start with a fresh server; up to 64G)\n"
 	"      --call-log N      clock and random answers kept per kind of call for new\n"
 	"                        replicas (default 512K entries, 40 bytes each; up to 64M)\n"
 	"      --sandbox MODE    auto (default): each replica in its own user (unless\n"
@@ -296,13 +299,15 @@ int main(int argc, char **argv)
 {
 	reserve_std_fds();
 	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_RESPAWNS, OPT_NO_RESPAWN,
-	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_NET, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL };
+	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_NET, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL,
+	       OPT_CONN_LOG };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
 		{ "report", required_argument, NULL, 'r' },   { "verbose", no_argument, NULL, 'v' },
 		{ "idle", required_argument, NULL, OPT_IDLE }, { "timeout", required_argument, NULL, OPT_TIMEOUT },
 		{ "window", required_argument, NULL, OPT_WINDOW }, { "help", no_argument, NULL, 'h' },
 		{ "input-log", required_argument, NULL, OPT_INPUT_LOG },
+		{ "conn-log", required_argument, NULL, OPT_CONN_LOG },
 		{ "no-virtualize", no_argument, NULL, OPT_NO_VIRTUALIZE },
 		{ "respawns", required_argument, NULL, OPT_RESPAWNS },
 		{ "no-respawn", no_argument, NULL, OPT_NO_RESPAWN },
@@ -318,7 +323,7 @@ int main(int argc, char **argv)
 	};
 	struct options o = { .k = 3, .report_fd = -1, .idle_ms = 50, .straggler_ms = 10000, .stop_ms = 5000,
 			     .window = 1 << 20,
-			     .input_log = (size_t)64 << 20, .virtualize = true, .respawns = 16, .respawn_rate = 30,
+			     .input_log = (size_t)64 << 20, .conn_log = (size_t)64 << 20, .virtualize = true, .respawns = 16, .respawn_rate = 30,
 			     .call_log = (size_t)512 << 10 };
 	const char *allocator = NULL;
 	bool k_given = false, net_given = false;
@@ -371,6 +376,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_WINDOW:
 			o.window = ring_size(parse_size(optarg, "--window", "bytes like 1M or 65536", 1, 1ULL << 30));
+			break;
+		case OPT_CONN_LOG:
+			o.conn_log = parse_size(optarg, "--conn-log", "bytes like 64M or 0 (none)", 0, 64ULL << 30);
 			break;
 		case OPT_INPUT_LOG:
 			o.input_log = parse_size(optarg, "--input-log", "bytes like 64M or 0 (none)", 0, 64ULL << 30);

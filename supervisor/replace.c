@@ -34,6 +34,7 @@
 
 #include "exitcode.h"
 #include "log.h"
+#include "net.h"
 #include "sup.h"
 
 static void on_respawn(evutil_socket_t fd, short what, void *arg)
@@ -89,6 +90,8 @@ bool replace_replayable(struct sup *S, char *why, size_t size)
 			 S->o->call_log);
 		return false;
 	}
+	if (!net_replayable(S->net, why, size))
+		return false;
 	for (int s = 0; s < NSTREAMS; s++)
 		if (S->s[s].dig_full) {
 			snprintf(why, size, "the digests of committed %s reached their cap", S->s[s].name);

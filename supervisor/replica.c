@@ -97,6 +97,7 @@ void replica_kill(struct sup *S, struct replica *r, const char *why)
 	log_event("kill replica %u (pid %d): %s", r->id, (int)r->pid, why);
 	if (S->notify != NULL)
 		notify_replica_gone(S->notify, r->index);
+	net_replica_gone(S->net, r->index);
 	if (S->virt != NULL)
 		virt_retire(S->virt, r->index, true);
 	report_kill(S->report, r->id, why, sup_now() - S->t_start);
@@ -177,6 +178,7 @@ void replicas_reap(struct sup *S)
 			r->sigkilled = WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL && !r->killed;
 			if (S->notify != NULL && !r->killed)
 				notify_replica_gone(S->notify, i);
+			net_replica_gone(S->net, i);
 		}
 	}
 }

@@ -209,6 +209,15 @@ void report_divergence(struct report *rp, const char *stream, size_t offset, con
 					     "time", t)));
 }
 
+void report_conn_divergence(struct report *rp, unsigned long long conn, const char *address, size_t offset,
+			    unsigned r, const char *kind, double t)
+{
+	json_array_append_new(rp->divergences,
+			      must(json_pack("{s:s,s:I,s:o,s:I,s:i,s:o,s:f}", "stream", "connection", "connection",
+					     (json_int_t)conn, "address", text(address), "offset", (json_int_t)offset,
+					     "replica", r, "kind", text(kind), "time", t)));
+}
+
 void report_status_divergence(struct report *rp, unsigned r, int status, int majority)
 {
 	json_array_append_new(rp->divergences,

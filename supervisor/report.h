@@ -31,6 +31,10 @@ void report_committed(struct report *rp, const char *stream, size_t n);
 void report_divergence(struct report *rp, const char *stream, size_t offset, const unsigned *agree, unsigned nagree,
 		       unsigned replica,
 		       const char *majority_hex, const char *replica_hex, const char *kind, double t);
+/* Replica r's reply on a proxied connection (net.h) differed from the
+ * agreed one at offset (kind: "differs", "ends early", ...). */
+void report_conn_divergence(struct report *rp, unsigned long long conn, const char *address, size_t offset,
+			    unsigned r, const char *kind, double t);
 void report_status_divergence(struct report *rp, unsigned replica, int status, int majority);
 void report_kill(struct report *rp, unsigned replica, const char *why, double t);
 /* A replacement not needed any more: the run ended before it caught up. */

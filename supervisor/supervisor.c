@@ -245,6 +245,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	}
 	if (S->notify != NULL)
 		notify_tick(S->notify);
+	net_tick(S->net);
 	replace_maintain(S);
 	for (int s = 0; s < NSTREAMS; s++)
 		output_vote(S, &S->s[s], VOTER_CHUNKS);
@@ -275,7 +276,8 @@ static void build_filter(struct sup *S)
 {
 	free(S->filter.filter);
 	struct filter_spec spec = { .notify = S->virt != NULL, .sleeps = S->o->respawns > 0,
-				    .sandboxed = S->ns_flags != 0, .supervisor = getpid(), .supervisor_group = getpgrp() };
+				    .sandboxed = S->ns_flags != 0, .net_private = S->net_private,
+				    .supervisor = getpid(), .supervisor_group = getpgrp() };
 	if (filter_build(&S->filter, &spec) != 0)
 		fatal(EXIT_INTERNAL, "cannot build the seccomp filter");
 }
@@ -336,6 +338,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	if ((sig == SIGTERM || sig == SIGINT) && S->stop_ev == NULL) {
 		if (S->notify != NULL)
 			notify_stopping(S->notify);
+		net_stop(S->net);
 		struct timeval grace = { .tv_sec = S->o->stop_ms / 1000, .tv_usec = (S->o->stop_ms % 1000) * 1000 };
 		S->stop_ev = evtimer_new(S->base, on_stop_timeout, S);
 		if (S->stop_ev == NULL || evtimer_add(S->stop_ev, &grace) != 0)
@@ -459,6 +462,7 @@ int supervisor_run(const struct options *o)
 		fatal(EXIT_INTERNAL, "out of memory");
 	if (o->replay == NULL)
 		S->notify = notify_new(S);
+	S->net = net_new(S);
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
 		*r = (struct replica){ .index = i, .in_fd = -1, .status_fd = -1, .net_fd = -1, .out_fd = { -1, -1 },
@@ -490,6 +494,8 @@ int supervisor_run(const struct options *o)
 	for (unsigned i = 0; i < S->nslots; i++)
 		ci_retire(S, &S->r[i]);
 	replicas_kill_all(S);
+	net_free(S->net);
+	S->net = NULL;
 	if (S->virt != NULL)
 		virt_finish(S->virt);
 	S->exit_code = ci_finish(S, S->exit_code);

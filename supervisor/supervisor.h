@@ -16,6 +16,7 @@ struct options {
 	unsigned stop_ms;         /* after SIGTERM or SIGINT, the replicas' grace */
 	size_t window;            /* bytes a replica may be ahead or behind */
 	size_t input_log;         /* input bytes kept for replay (0: none) */
+	size_t conn_log;          /* client bytes of connections kept for replay (net.h; 0: none) */
 	unsigned respawns;        /* replacements allowed in the run (0: none) */
 	unsigned respawn_rate;    /* at most this many in any minute */
 	size_t call_log;          /* entries kept per kind of virtualized call */

@@ -1,0 +1,837 @@
+/* conn.c — one client connection, proxied to every replica and voted.
+ *
+ * A connection has a client socket and one peer per replica that serves it
+ * (its socket made in the replica's namespace, connected to where the
+ * replica listens). Bytes flow:
+ *
+ *   client ──read──► in[] ──write──► peer j (each at its own in_off)
+ *   peer j ──read──► its buf[] ─► voter (views at the committed offset)
+ *                                 └► client ◄──write── agreed bytes, from
+ *                                    the buffer of a replica that agreed
+ *
+ * One read and one write per byte and replica, no other copy (a buffer is
+ * compacted only when a lagging replica holds its front). Offsets are
+ * stream offsets of the connection's reply (or request) stream.
+ *
+ * Invariants, for every peer j still in the connection (alive):
+ *   - buf holds j's reply bytes [base, end); base <= D = min(emitted,
+ *     min over alive peers of pos); bytes below D are dead;
+ *   - pos <= committed: j's bytes before pos were checked against the
+ *     committed ones (voted, or compared after the vote as a lagger);
+ *     pos == committed: j votes on what comes next;
+ *   - any alive peer with pos == committed holds [emitted, committed):
+ *     committed bytes are written to the client from it, never copied.
+ * Bounds: in[] holds at most NET_IN_CAP bytes not yet written to every peer
+ * (the client is not read past it), a peer's buf at most NET_OUT_CAP (the
+ * peer is not read past it): a slow client or a slow replica stalls its
+ * connection, never diehard's memory.
+ *
+ * The vote is voter.h's on the reply stream: whole 4 KiB chunks, a final
+ * short chunk at end of stream; an agreed prefix as soon as every replica
+ * still voting wrote it (request/response protocols get their reply when the
+ * slowest replica has sent it, not after --idle), or when a quorum went
+ * quiet for --idle, or one replica's reply ended. End of stream (the
+ * replica's close or shutdown) is voted like a byte: the client's write side
+ * is shut when a quorum ended at the same offset. A replica whose reply
+ * differs, ends early, goes on past the agreed end, or trails the others
+ * silently for --timeout is killed (net_kill), replaced by replace.c, and
+ * dropped from every connection. The client's close or half-close is passed
+ * to every replica (shutdown after its last byte); a client that resets or
+ * stops the connection mid-reply aborts it (every replica's socket closed,
+ * as the plain server would see). */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "exitcode.h"
+#include "log.h"
+#include "netint.h"
+#include "sup.h"
+#include "voter.h"
+
+#define IN_START ((size_t)16 << 10)
+#define OUT_START ((size_t)16 << 10)
+
+struct peer {
+	unsigned slot;
+	bool alive;              /* still in this connection */
+	int fd;
+	struct event *rev, *wev;
+	bool connecting;
+	bool wev_on;
+	size_t in_off;           /* client bytes written to it */
+	bool in_shut;            /* no more client bytes go to it (shut or refused) */
+	unsigned char *buf;
+	size_t cap, base, end;
+	size_t pos;
+	bool eof;
+	bool paused;             /* its buf is full: not read */
+	double last_read;        /* when it last gave reply bytes (or connected) */
+	size_t in_seen;          /* in_off at the last tick */
+	double in_since;         /* since when it holds input back (0: it does not) */
+	struct conn *c;
+};
+
+struct conn {
+	struct net *N;
+	struct conn *prev, *next;
+	uint64_t id;
+	struct listener *l;
+	int cfd;
+	struct event *crev, *cwev, *kick, *idle;
+	bool crev_on, cwev_on, idle_on;
+	unsigned np, nstart;
+	struct peer *p;
+	unsigned char *in;
+	size_t in_cap, in_base, in_tail;
+	bool in_eof;
+	size_t committed, emitted;
+	bool ended, out_shut, aborted;
+	bool client_gone;        /* reset, or stopped reading: replies are drained */
+	double gone_at;
+	bool idle_due;           /* the idle timer fired: vote a prefix */
+	bool revote;             /* a replica left: vote again (from on_kick) */
+	double opened;
+};
+
+struct conn *conn_next(const struct conn *c)
+{
+	return c->next;
+}
+
+static double now(void)
+{
+	return sup_now();
+}
+
+static void ev_set(struct event *ev, bool *on, bool want)
+{
+	if (want == *on)
+		return;
+	if (want ? event_add(ev, NULL) != 0 : event_del(ev) != 0)
+		fatal(EXIT_INTERNAL, "cannot %s a connection event", want ? "add" : "remove");
+	*on = want;
+}
+
+static void kick(struct conn *c)
+{
+	event_active(c->kick, EV_TIMEOUT, 0);
+}
+
+/* Closes a peer's socket and frees its buffer: it is out of this
+ * connection for good. */
+static void peer_drop(struct peer *p)
+{
+	if (!p->alive)
+		return;
+	p->alive = false;
+	if (p->rev != NULL)
+		event_free(p->rev);
+	if (p->wev != NULL)
+		event_free(p->wev);
+	p->rev = p->wev = NULL;
+	if (p->fd >= 0 && close(p->fd) != 0 && errno != EINTR)
+		log_warn("close: %s", strerror(errno));
+	p->fd = -1;
+	free(p->buf);
+	p->buf = NULL;
+}
+
+static unsigned alive_count(const struct conn *c)
+{
+	unsigned n = 0;
+	for (unsigned j = 0; j < c->np; j++)
+		n += c->p[j].alive;
+	return n;
+}
+
+/* The offset below which no alive peer's bytes are needed. */
+static size_t drop_point(const struct conn *c)
+{
+	size_t d = c->emitted;
+	for (unsigned j = 0; j < c->np; j++)
+		if (c->p[j].alive && c->p[j].pos < d)
+			d = c->p[j].pos;
+	return d;
+}
+
+/* The slowest alive peer's input offset: client bytes before it are sent. */
+static size_t in_low(const struct conn *c)
+{
+	size_t low = c->in_tail;
+	for (unsigned j = 0; j < c->np; j++) {
+		const struct peer *p = &c->p[j];
+		if (p->alive && !p->in_shut && p->in_off < low)
+			low = p->in_off;
+	}
+	return low;
+}
+
+void conn_free(struct conn *c)
+{
+	struct net *N = c->N;
+	for (unsigned j = 0; j < c->np; j++)
+		peer_drop(&c->p[j]);
+	free(c->p);
+	event_free(c->crev);
+	event_free(c->cwev);
+	event_free(c->kick);
+	event_free(c->idle);
+	if (c->cfd >= 0 && close(c->cfd) != 0 && errno != EINTR)
+		log_warn("close: %s", strerror(errno));
+	free(c->in);
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		N->conns = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	connlog_close(N, c->id);
+	free(c);
+	net_conn_closed(N);
+}
+
+/* Gives up the connection: the client and every replica see it closed. */
+static void conn_abort(struct conn *c, const char *why)
+{
+	if (c->aborted)
+		return;
+	c->aborted = true;
+	if (why != NULL)
+		log_event("connection %llu on %s: %s: closed", (unsigned long long)c->id, c->l->name, why);
+	kick(c);
+}
+
+/* The client reset the connection or went away mid-reply. Closing every
+ * replica's socket now would reach each at a different point of its work
+ * (one logs a broken pipe, another had finished): instead their input ends
+ * (shutdown after what they had) and their replies are read to the end,
+ * still voted and checked, and dropped; for at most --timeout. */
+static void send_all(struct conn *c);
+
+static void conn_client_gone(struct conn *c, const char *why)
+{
+	if (c->client_gone)
+		return;
+	c->client_gone = true;
+	c->gone_at = now();
+	log_event("connection %llu on %s: the client went away (%s): replies drained", (unsigned long long)c->id,
+		  c->l->name, why);
+	if (!c->in_eof) {
+		c->in_eof = true;
+		connlog_eof(c->N, c->id);
+	}
+	ev_set(c->crev, &c->crev_on, false);
+	ev_set(c->cwev, &c->cwev_on, false);
+	send_all(c);
+	kick(c);
+}
+
+/* --- client → replicas -------------------------------------------------- */
+
+static void peer_want_write(struct peer *p, bool want)
+{
+	if (p->alive)
+		ev_set(p->wev, &p->wev_on, want);
+}
+
+/* Writes what p has not had of the client's bytes; shuts its write side
+ * after the last one once the client's input ended. */
+static void peer_send(struct conn *c, struct peer *p)
+{
+	if (!p->alive || p->connecting || p->in_shut)
+		return;
+	while (p->in_off < c->in_tail) {
+		ssize_t w = write(p->fd, c->in + (p->in_off - c->in_base), c->in_tail - p->in_off);
+		if (w > 0) {
+			p->in_off += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			peer_want_write(p, true);
+			return;
+		}
+		/* The replica closed its end (EPIPE, ECONNRESET): it takes no
+		 * more input, like a plain server's client would see. Its
+		 * reply is still voted. */
+		p->in_shut = true;
+		peer_want_write(p, false);
+		return;
+	}
+	peer_want_write(p, false);
+	if (c->in_eof) {
+		if (shutdown(p->fd, SHUT_WR) != 0 && errno != ENOTCONN)
+			log_event("connection %llu: shutdown: %s", (unsigned long long)c->id, strerror(errno));
+		p->in_shut = true;
+	}
+}
+
+static void client_update_read(struct conn *c);
+
+static void send_all(struct conn *c)
+{
+	for (unsigned j = 0; j < c->np; j++)
+		peer_send(c, &c->p[j]);
+	client_update_read(c);
+}
+
+/* Room for the client's bytes: the front every peer has had is dropped
+ * (moved only when something is still held), the buffer grows to its cap. */
+static size_t in_room(struct conn *c)
+{
+	size_t low = in_low(c);
+	if (low == c->in_tail) {
+		c->in_base = c->in_tail;
+	} else if (c->in_cap - (c->in_tail - c->in_base) < c->in_cap / 4 && low > c->in_base) {
+		memmove(c->in, c->in + (low - c->in_base), c->in_tail - low);
+		c->in_base = low;
+	}
+	size_t held = c->in_tail - c->in_base;
+	if (held == c->in_cap && c->in_cap < NET_IN_CAP) {
+		size_t cap = c->in_cap == 0 ? IN_START : c->in_cap * 2;
+		unsigned char *in = realloc(c->in, cap);
+		if (in == NULL)
+			fatal(EXIT_INTERNAL, "out of memory");
+		c->in = in;
+		c->in_cap = cap;
+	}
+	return c->in_cap - held;
+}
+
+static void client_update_read(struct conn *c)
+{
+	bool want = !c->in_eof && !c->aborted && in_room(c) > 0;
+	ev_set(c->crev, &c->crev_on, want);
+}
+
+static void on_client_readable(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct conn *c = arg;
+	size_t room = in_room(c);
+	if (room == 0) {
+		client_update_read(c);
+		return;
+	}
+	ssize_t n = read(fd, c->in + (c->in_tail - c->in_base), room);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (n < 0) {
+		conn_client_gone(c, strerror(errno));
+		return;
+	}
+	if (n == 0) {
+		c->in_eof = true;
+		connlog_eof(c->N, c->id);
+	} else {
+		connlog_data(c->N, c->id, c->in + (c->in_tail - c->in_base), (size_t)n);
+		c->in_tail += (size_t)n;
+	}
+	send_all(c);
+	kick(c); /* a close may finish the connection */
+}
+
+/* --- replicas → client ---------------------------------------------------- */
+
+/* Room in p's buffer: dead bytes dropped first, then grown to the cap. */
+static size_t out_room(struct conn *c, struct peer *p)
+{
+	size_t d = drop_point(c);
+	if (d > p->base) {
+		if (d >= p->end) {
+			p->base = p->end = d;
+		} else if (p->cap - (p->end - p->base) < p->cap / 4) {
+			memmove(p->buf, p->buf + (d - p->base), p->end - d);
+			p->base = d;
+		}
+	}
+	size_t held = p->end - p->base;
+	if (held == p->cap && p->cap < NET_OUT_CAP) {
+		size_t cap = p->cap == 0 ? OUT_START : p->cap * 2;
+		unsigned char *b = realloc(p->buf, cap);
+		if (b == NULL)
+			fatal(EXIT_INTERNAL, "out of memory");
+		p->buf = b;
+		p->cap = cap;
+	}
+	return p->cap - held;
+}
+
+static void peer_update_read(struct conn *c, struct peer *p)
+{
+	if (!p->alive || p->connecting || p->eof)
+		return;
+	bool want = out_room(c, p) > 0;
+	if (want == !p->paused)
+		return;
+	p->paused = !want;
+	if (want ? event_add(p->rev, NULL) != 0 : event_del(p->rev) != 0)
+		fatal(EXIT_INTERNAL, "cannot %s a connection event", want ? "add" : "remove");
+}
+
+static void conn_vote(struct conn *c);
+
+static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct peer *p = arg;
+	struct conn *c = p->c;
+	size_t room = out_room(c, p);
+	if (room == 0) {
+		peer_update_read(c, p);
+		return;
+	}
+	ssize_t n = read(fd, p->buf + (p->end - p->base), room);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (n > 0) {
+		p->end += (size_t)n;
+		p->last_read = now();
+	} else {
+		/* A close, or a reset: the reply ends here (voted). */
+		p->eof = true;
+		if (event_del(p->rev) != 0)
+			fatal(EXIT_INTERNAL, "cannot remove a connection event");
+	}
+	conn_vote(c);
+}
+
+static void on_peer_writable(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct peer *p = arg;
+	struct conn *c = p->c;
+	if (p->connecting) {
+		int err = 0;
+		socklen_t len = sizeof err;
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+			err = errno;
+		p->connecting = false;
+		p->last_read = now();
+		if (err != 0) {
+			/* It does not take the connection (it stopped
+			 * listening): a reply of nothing, voted as such. */
+			log_event("connection %llu: replica %u refused it: %s", (unsigned long long)c->id,
+				  c->N->S->r[p->slot].id, strerror(err));
+			p->eof = true;
+			p->in_shut = true;
+			peer_want_write(p, false);
+			conn_vote(c);
+			return;
+		}
+		if (event_add(p->rev, NULL) != 0)
+			fatal(EXIT_INTERNAL, "cannot add a connection event");
+	}
+	peer_send(c, p);
+	client_update_read(c);
+}
+
+static void client_want_write(struct conn *c, bool want)
+{
+	ev_set(c->cwev, &c->cwev_on, want);
+}
+
+/* An alive peer that holds [emitted, committed), or NULL. */
+static struct peer *holder(struct conn *c)
+{
+	for (unsigned j = 0; j < c->np; j++)
+		if (c->p[j].alive && c->p[j].pos == c->committed)
+			return &c->p[j];
+	return NULL;
+}
+
+/* Writes committed bytes to the client; shuts its write side after the
+ * agreed end. */
+static void emit(struct conn *c)
+{
+	if (c->aborted)
+		return;
+	if (c->client_gone)
+		c->emitted = c->committed;
+	while (c->emitted < c->committed) {
+		struct peer *h = holder(c);
+		if (h == NULL) {
+			conn_abort(c, "every replica that agreed on the reply left before it was sent");
+			return;
+		}
+		ssize_t w = write(c->cfd, h->buf + (c->emitted - h->base), c->committed - c->emitted);
+		if (w > 0) {
+			c->emitted += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			client_want_write(c, true);
+			return;
+		}
+		/* The client went away mid-reply. */
+		conn_client_gone(c, w < 0 ? strerror(errno) : "short write");
+		c->emitted = c->committed;
+		break;
+	}
+	if (!c->client_gone)
+		client_want_write(c, false);
+	if (c->client_gone && c->ended) {
+		c->out_shut = true;
+	} else if (c->ended && !c->out_shut) {
+		if (shutdown(c->cfd, SHUT_WR) != 0 && errno != ENOTCONN) {
+			conn_abort(c, strerror(errno));
+			return;
+		}
+		c->out_shut = true;
+		kick(c);
+	}
+	/* Emitted bytes free room: replicas stopped for it read again. */
+	for (unsigned j = 0; j < c->np; j++)
+		peer_update_read(c, &c->p[j]);
+}
+
+static void on_client_writable(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	emit(arg);
+}
+
+/* --- the vote ------------------------------------------------------------- */
+
+static void describe(struct conn *c, char *buf, size_t size, const char *what, size_t off)
+{
+	snprintf(buf, size, "its reply on connection %llu (%s) %s at byte %zu", (unsigned long long)c->id,
+		 c->l->name, what, off);
+}
+
+/* Laggers (pos < committed): their new bytes against the committed ones;
+ * after the agreed end, the others must end there too. Returns the mask of
+ * peers proved wrong (offsets in off[]). */
+static uint64_t check_laggers(struct conn *c, size_t *off, const char **what)
+{
+	uint64_t bad = 0;
+	struct peer *ref = holder(c);
+	for (unsigned j = 0; j < c->np; j++) {
+		struct peer *p = &c->p[j];
+		if (!p->alive)
+			continue;
+		if (p->pos < c->committed && ref != NULL) {
+			size_t upto = p->end < c->committed ? p->end : c->committed;
+			size_t n = upto - p->pos, i = 0;
+			if (n > 0) {
+				const unsigned char *a = p->buf + (p->pos - p->base), *b = ref->buf + (p->pos - ref->base);
+				while (i < n && a[i] == b[i])
+					i++;
+			}
+			if (i < n) {
+				bad |= 1ull << j;
+				off[j] = p->pos + i;
+				what[j] = "differs";
+				continue;
+			}
+			p->pos = upto;
+			if (p->eof && p->end < c->committed) {
+				bad |= 1ull << j;
+				off[j] = p->end;
+				what[j] = "ends early";
+				continue;
+			}
+		}
+		if (c->ended && p->pos == c->committed && p->end > c->committed) {
+			bad |= 1ull << j;
+			off[j] = c->committed;
+			what[j] = "goes on past the agreed end";
+		}
+	}
+	return bad;
+}
+
+static void arm_idle(struct conn *c)
+{
+	if (c->idle_on)
+		return;
+	unsigned ms = c->N->S->o->idle_ms;
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+	if (evtimer_add(c->idle, &tv) != 0)
+		fatal(EXIT_INTERNAL, "cannot arm a connection timer");
+	c->idle_on = true;
+}
+
+static void on_idle(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct conn *c = arg;
+	c->idle_on = false;
+	c->idle_due = true;
+	conn_vote(c);
+}
+
+/* One decision at the committed offset; true when it committed or ended
+ * something (another may follow). Diverged peers are added to *bad. */
+static bool vote_once(struct conn *c, uint64_t *bad, size_t *off, const char **what)
+{
+	struct voter_view views[VOTER_MAX];
+	unsigned n = c->np, alive = 0;
+	uint64_t voters = 0;
+	bool any_eof = false;
+	for (unsigned j = 0; j < n; j++) {
+		struct peer *p = &c->p[j];
+		bool votes = p->alive && p->pos == c->committed && !p->connecting;
+		alive += p->alive;
+		views[j] = (struct voter_view){ .live = votes };
+		if (!votes)
+			continue;
+		voters |= 1ull << j;
+		views[j].len = p->end - c->committed;
+		views[j].data = views[j].len > 0 ? p->buf + (c->committed - p->base) : NULL;
+		views[j].eof = p->eof;
+		any_eof |= p->eof;
+	}
+	unsigned quorum = voter_quorum(alive, c->nstart);
+	struct voter_result res;
+	voter_decide(views, n, quorum, CHUNK, VOTER_CHUNKS, &res);
+	if (res.commit == 0 && !res.ended && !res.no_quorum) {
+		struct voter_result pre;
+		voter_decide(views, n, quorum, CHUNK, VOTER_PREFIX, &pre);
+		/* Unanimous (every alive peer votes and wrote it): nothing can
+		 * contradict it, commit now. Else after --idle, or when one
+		 * reply ended where others go on. */
+		bool unanimous = pre.diverged == 0 && (pre.commit > 0 || pre.ended) && pre.agree == voters &&
+				 __builtin_popcountll(voters) == alive;
+		if (unanimous || c->idle_due || any_eof)
+			res = pre;
+		else if (pre.commit > 0 || pre.ended)
+			arm_idle(c);
+	}
+	c->idle_due = false;
+	if (res.no_quorum) {
+		char why[160];
+		snprintf(why, sizeof why, "no majority of the %u replicas left agrees on the reply at byte %zu", alive,
+			 c->committed + res.diff_offset);
+		conn_abort(c, why);
+		return false;
+	}
+	for (unsigned j = 0; j < n; j++)
+		if (res.diverged & (1ull << j)) {
+			*bad |= 1ull << j;
+			off[j] = c->committed + res.diff_offset;
+			what[j] = "differs";
+		}
+	if (res.commit == 0 && !res.ended)
+		return false;
+	c->committed += res.commit;
+	c->N->reply_total += res.commit;
+	for (unsigned j = 0; j < n; j++)
+		if (res.agree & (1ull << j))
+			c->p[j].pos = c->committed;
+	if (res.ended)
+		c->ended = true;
+	if (c->idle_on) {
+		if (event_del(c->idle) != 0)
+			fatal(EXIT_INTERNAL, "cannot remove a connection timer");
+		c->idle_on = false;
+	}
+	return !res.ended;
+}
+
+static void conn_vote(struct conn *c)
+{
+	if (c->aborted) {
+		kick(c);
+		return;
+	}
+	uint64_t bad = 0;
+	size_t off[VOTER_MAX] = { 0 };
+	const char *what[VOTER_MAX] = { 0 };
+	for (int rounds = 0; rounds < 1024; rounds++) {
+		bad |= check_laggers(c, off, what);
+		if (c->ended || c->aborted || !vote_once(c, &bad, off, what))
+			break;
+	}
+	bad |= check_laggers(c, off, what);
+	/* Kill after the vote: each kill drops the replica from every
+	 * connection, this one included (conn_replica_gone). */
+	for (unsigned j = 0; j < c->np; j++) {
+		if (!(bad & (1ull << j)) || !c->p[j].alive)
+			continue;
+		char why[192];
+		describe(c, why, sizeof why, what[j], off[j]);
+		struct sup *S = c->N->S;
+		report_conn_divergence(S->report, (unsigned long long)c->id, c->l->name, off[j], S->r[c->p[j].slot].id,
+				       what[j], sup_now() - S->t_start);
+		log_event("divergence on connection %llu (%s): replica %u %s at byte %zu", (unsigned long long)c->id,
+			  c->l->name, S->r[c->p[j].slot].id, what[j], off[j]);
+		net_kill(c->N, c->p[j].slot, why);
+		peer_drop(&c->p[j]);
+	}
+	emit(c);
+	for (unsigned j = 0; j < c->np; j++)
+		peer_update_read(c, &c->p[j]);
+	kick(c);
+}
+
+/* Closes the connection once nothing more can move: the agreed reply was
+ * written and shut, every replica still in it ended its reply there (one
+ * closed early would see a reset the others did not), and the client's
+ * side ended too (or no replica takes input any more). A client gone for
+ * --timeout: closed wherever the replicas are. */
+static bool finished(const struct conn *c)
+{
+	if (c->aborted)
+		return true;
+	if (c->client_gone && now() - c->gone_at > c->N->S->o->straggler_ms / 1000.0)
+		return true;
+	if (!c->out_shut)
+		return false;
+	for (unsigned j = 0; j < c->np; j++) {
+		const struct peer *p = &c->p[j];
+		if (p->alive && !(p->eof && p->pos == c->committed))
+			return false;
+	}
+	if (c->in_eof)
+		return true;
+	for (unsigned j = 0; j < c->np; j++)
+		if (c->p[j].alive && !c->p[j].in_shut)
+			return false;
+	return true;
+}
+
+static void on_kick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct conn *c = arg;
+	if (c->revote && !c->aborted) {
+		c->revote = false;
+		conn_vote(c); /* kicks again */
+		return;
+	}
+	if (!c->aborted && !c->ended && alive_count(c) < voter_quorum(alive_count(c), c->nstart))
+		conn_abort(c, "too few of its replicas are left for a majority");
+	if (finished(c))
+		conn_free(c);
+}
+
+void conn_replica_gone(struct conn *c, unsigned slot)
+{
+	for (unsigned j = 0; j < c->np; j++)
+		if (c->p[j].slot == slot && c->p[j].alive) {
+			peer_drop(&c->p[j]);
+			/* The others may now decide (a quorum of fewer), and
+			 * a lagger may have held the front. */
+			c->idle_due = true;
+			c->revote = true;
+			kick(c);
+		}
+}
+
+/* Stragglers: a replica that trails the committed reply (or has not ended
+ * where the others did) and gives nothing for --timeout; one that does not
+ * read the client's bytes the others have all read. */
+void conn_tick(struct conn *c, double t)
+{
+	const struct sup *S = c->N->S;
+	double limit = S->o->straggler_ms / 1000.0;
+	unsigned alive = alive_count(c), done_reading = 0;
+	for (unsigned j = 0; j < c->np; j++)
+		done_reading += c->p[j].alive && (c->p[j].in_shut || c->p[j].in_off == c->in_tail);
+	for (unsigned j = 0; j < c->np; j++) {
+		struct peer *p = &c->p[j];
+		if (!p->alive)
+			continue;
+		char why[192];
+		bool behind = p->connecting || p->pos < c->committed || (c->ended && !p->eof);
+		if (behind && t - p->last_read > limit) {
+			snprintf(why, sizeof why,
+				 "straggler: its reply on connection %llu (%s) trails the others, silent for more than %.1f s",
+				 (unsigned long long)c->id, c->l->name, limit);
+			net_kill(c->N, p->slot, why);
+			continue;
+		}
+		if (p->in_off != p->in_seen || p->in_shut || p->in_off == c->in_tail)
+			p->in_since = 0;
+		p->in_seen = p->in_off;
+		bool holds = !p->in_shut && p->in_off < c->in_tail && done_reading >= voter_quorum(alive, c->nstart);
+		if (holds && p->in_since == 0)
+			p->in_since = t;
+		if (holds && t - p->in_since > limit) {
+			snprintf(why, sizeof why,
+				 "straggler: stopped reading connection %llu (%s) for more than %.1f s while the others did",
+				 (unsigned long long)c->id, c->l->name, limit);
+			net_kill(c->N, p->slot, why);
+		}
+	}
+}
+
+/* --- opening -------------------------------------------------------------- */
+
+static void set_nodelay(int fd)
+{
+	int one = 1;
+	/* Replies are written as they are agreed: Nagle would hold a short
+	 * one back waiting for an ACK. Best effort. */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void conn_open(struct net *N, struct listener *l, int cfd)
+{
+	struct sup *S = N->S;
+	struct conn *c = calloc(1, sizeof *c);
+	if (c == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	c->N = N;
+	c->l = l;
+	c->cfd = cfd;
+	c->id = ++N->next_conn;
+	c->opened = now();
+	c->p = calloc(S->nslots, sizeof *c->p);
+	if (c->p == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	set_nodelay(cfd);
+	c->crev = event_new(S->base, cfd, EV_READ | EV_PERSIST, on_client_readable, c);
+	c->cwev = event_new(S->base, cfd, EV_WRITE | EV_PERSIST, on_client_writable, c);
+	c->kick = event_new(S->base, -1, 0, on_kick, c);
+	c->idle = evtimer_new(S->base, on_idle, c);
+	if (c->crev == NULL || c->cwev == NULL || c->kick == NULL || c->idle == NULL)
+		fatal(EXIT_INTERNAL, "cannot create a connection's events");
+	c->next = N->conns;
+	if (N->conns != NULL)
+		N->conns->prev = c;
+	N->conns = c;
+	N->nconns++;
+	connlog_open(N, c->id, l->index);
+	for (unsigned i = 0; i < S->nslots; i++) {
+		const struct nslot *ns = &N->slot[i];
+		if (!ns->present || !ns->ready || !(ns->listens & (1ull << l->index)))
+			continue;
+		int fd = net_connect_replica(N, i, l);
+		if (fd < 0)
+			continue;
+		struct peer *p = &c->p[c->np++];
+		*p = (struct peer){ .slot = i, .alive = true, .fd = fd, .connecting = true, .c = c,
+				    .last_read = c->opened };
+		set_nodelay(fd);
+		p->rev = event_new(S->base, fd, EV_READ | EV_PERSIST, on_peer_readable, p);
+		p->wev = event_new(S->base, fd, EV_WRITE | EV_PERSIST, on_peer_writable, p);
+		if (p->rev == NULL || p->wev == NULL)
+			fatal(EXIT_INTERNAL, "cannot create a connection's events");
+		/* Connected when writable (at once, mostly, on a loopback). */
+		peer_want_write(p, true);
+	}
+	c->nstart = c->np;
+	unsigned q = net_quorum(N);
+	if (c->np < q) {
+		char why[128];
+		snprintf(why, sizeof why, "only %u replicas can take it, a majority needs %u", c->np, q);
+		conn_abort(c, why);
+		return;
+	}
+	log_event("connection %llu on %s: %u replicas", (unsigned long long)c->id, l->name, c->np);
+	client_update_read(c);
+}

@@ -1,0 +1,327 @@
+/* connlog.c — the connection log, and its replay to a replacement.
+ *
+ * A server's state is what its clients sent it. When replacements may be
+ * started (--respawns), every client connection is logged as it happens, in
+ * one memfd (inputlog.h, capped by --conn-log): records of
+ *   OPEN id listener | DATA id bytes | EOF id | CLOSE id
+ * each with the reply bytes committed over all connections until then.
+ *
+ * A replacement (fresh seed, a program started from scratch, the clocks and
+ * random bytes of the run replayed by virt) is fed the log before it takes
+ * new connections: for each logged connection diehard opens one to it,
+ * sends the client's bytes, half-closes and closes where the client did, in
+ * the logged order; before each record it waits until the replacement has
+ * given as many reply bytes as had been committed at that point (a request
+ * another connection's reply made possible is sent after that reply; no
+ * longer than --timeout without progress). Its replies on these
+ * connections are read and dropped: they were already voted. Once it has
+ * been fed the whole log it serves new connections like any replica;
+ * connections opened before that go on being fed from the log as their
+ * clients send more.
+ *
+ * Limits (docs/NETWORK.md): a log past its cap can no longer rebuild a
+ * server (replacements are refused, as with the input log); concurrent
+ * connections are replayed in the order their records were logged, which
+ * rebuilds a server whose state depends on the order requests were
+ * answered, not on timing; a server that keeps state outside its clients'
+ * bytes (files it writes, another service) is not rebuilt by this. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "exitcode.h"
+#include "inputlog.h"
+#include "log.h"
+#include "netint.h"
+#include "sup.h"
+
+enum { REC_OPEN = 1, REC_DATA, REC_EOF, REC_CLOSE };
+
+struct rec {
+	uint64_t id;
+	uint32_t kind;
+	uint32_t listener;
+	uint64_t len;        /* DATA: bytes that follow */
+	uint64_t reply_total; /* reply bytes committed before this record */
+};
+
+/* A logged connection being replayed to one replacement. */
+struct replay_conn {
+	struct replay_conn *next;
+	struct net *N;
+	unsigned slot;
+	uint64_t id;
+	int fd;
+	struct event *rev, *wev;
+	bool connected;
+	bool eof;
+};
+
+#define CHUNK_MAX ((size_t)64 << 10)
+
+static void append(struct net *N, uint32_t kind, uint64_t id, uint32_t listener, const void *p, size_t n)
+{
+	if (N->log == NULL)
+		return;
+	struct rec r = { .id = id, .kind = kind, .listener = listener, .len = n, .reply_total = N->reply_total };
+	inputlog_append(N->log, &r, sizeof r);
+	if (n > 0)
+		inputlog_append(N->log, p, n);
+	connlog_replay_step(N);
+}
+
+void connlog_open(struct net *N, uint64_t id, unsigned listener)
+{
+	append(N, REC_OPEN, id, listener, NULL, 0);
+}
+
+void connlog_data(struct net *N, uint64_t id, const void *p, size_t n)
+{
+	append(N, REC_DATA, id, 0, p, n);
+}
+
+void connlog_eof(struct net *N, uint64_t id)
+{
+	append(N, REC_EOF, id, 0, NULL, 0);
+}
+
+void connlog_close(struct net *N, uint64_t id)
+{
+	append(N, REC_CLOSE, id, 0, NULL, 0);
+}
+
+static void rc_free(struct replay_conn *rc)
+{
+	if (rc->rev != NULL)
+		event_free(rc->rev);
+	if (rc->wev != NULL)
+		event_free(rc->wev);
+	if (rc->fd >= 0)
+		close(rc->fd);
+	free(rc);
+}
+
+static struct replay_conn *rc_find(struct nslot *ns, uint64_t id)
+{
+	for (struct replay_conn *rc = ns->rp_conns; rc != NULL; rc = rc->next)
+		if (rc->id == id)
+			return rc;
+	return NULL;
+}
+
+static void rc_remove(struct nslot *ns, struct replay_conn *rc)
+{
+	for (struct replay_conn **pp = &ns->rp_conns; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == rc) {
+			*pp = rc->next;
+			break;
+		}
+	rc_free(rc);
+}
+
+/* Replies on replayed connections: counted, dropped. */
+static void on_rc_readable(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct replay_conn *rc = arg;
+	struct nslot *ns = &rc->N->slot[rc->slot];
+	char buf[16384];
+	ssize_t n = read(fd, buf, sizeof buf);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (n > 0) {
+		ns->rp_received += (uint64_t)n;
+		ns->rp_progress = sup_now();
+	} else {
+		rc->eof = true;
+		if (event_del(rc->rev) != 0)
+			fatal(EXIT_INTERNAL, "cannot remove a replay event");
+	}
+	connlog_replay_step(rc->N);
+}
+
+static void on_rc_writable(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct replay_conn *rc = arg;
+	if (event_del(rc->wev) != 0)
+		fatal(EXIT_INTERNAL, "cannot remove a replay event");
+	if (!rc->connected) {
+		rc->connected = true;
+		if (event_add(rc->rev, NULL) != 0)
+			fatal(EXIT_INTERNAL, "cannot add a replay event");
+	}
+	connlog_replay_step(rc->N);
+}
+
+static bool rc_open(struct net *N, unsigned i, uint64_t id, unsigned listener)
+{
+	struct nslot *ns = &N->slot[i];
+	int fd = net_connect_replica(N, i, N->L[listener]);
+	if (fd < 0)
+		return false;
+	struct replay_conn *rc = calloc(1, sizeof *rc);
+	if (rc == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	*rc = (struct replay_conn){ .N = N, .slot = i, .id = id, .fd = fd };
+	rc->rev = event_new(N->S->base, fd, EV_READ | EV_PERSIST, on_rc_readable, rc);
+	rc->wev = event_new(N->S->base, fd, EV_WRITE, on_rc_writable, rc);
+	if (rc->rev == NULL || rc->wev == NULL || event_add(rc->wev, NULL) != 0)
+		fatal(EXIT_INTERNAL, "cannot create a replay connection's events");
+	rc->next = ns->rp_conns;
+	ns->rp_conns = rc;
+	return true;
+}
+
+/* Sends what is left of a DATA record (ns->rp_sent of its bytes went
+ * already); true when it all went. */
+static bool rc_send(struct net *N, struct nslot *ns, struct replay_conn *rc, size_t off, size_t len, size_t *sent)
+{
+	char buf[CHUNK_MAX];
+	while (*sent < len) {
+		size_t n = len - *sent < sizeof buf ? len - *sent : sizeof buf;
+		if (!inputlog_read(N->log, off + *sent, buf, n))
+			return true; /* released: cannot happen while replayable */
+		ssize_t w = write(rc->fd, buf, n);
+		if (w > 0) {
+			*sent += (size_t)w;
+			ns->rp_progress = sup_now();
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (event_add(rc->wev, NULL) != 0)
+				fatal(EXIT_INTERNAL, "cannot add a replay event");
+			return false;
+		}
+		return true; /* it closed its end: as the original replicas may have */
+	}
+	return true;
+}
+
+/* Feeds slot i what it can of the log; true when it stopped to wait. */
+static void replay_slot(struct net *N, unsigned i)
+{
+	struct nslot *ns = &N->slot[i];
+	struct sup *S = N->S;
+	for (;;) {
+		size_t end = inputlog_bytes(N->log);
+		if (ns->rp_off >= end) {
+			if (ns->replaying) {
+				ns->replaying = false;
+				ns->ready = true;
+				ns->rp_join = N->next_conn + 1;
+				log_event("replica %u replayed %llu connections: it serves new ones", S->r[i].id,
+					  (unsigned long long)N->next_conn);
+			}
+			return;
+		}
+		struct rec r;
+		if (!inputlog_read(N->log, ns->rp_off, &r, sizeof r))
+			return;
+		/* Live for it: nothing to replay. */
+		if (!ns->replaying && r.id >= ns->rp_join) {
+			ns->rp_off += sizeof r + (r.kind == REC_DATA ? r.len : 0);
+			continue;
+		}
+		/* Causality while catching up: what the clients had been
+		 * answered before this record, it has answered too. */
+		if (ns->replaying && ns->rp_received < r.reply_total &&
+		    sup_now() - ns->rp_progress < S->o->straggler_ms / 1000.0)
+			return;
+		struct replay_conn *rc = rc_find(ns, r.id);
+		switch (r.kind) {
+		case REC_OPEN:
+			if (r.listener >= N->nl || !(ns->listens & (1ull << r.listener))) {
+				if (sup_now() - ns->rp_progress < S->o->straggler_ms / 1000.0)
+					return; /* not listening yet */
+				char why[160];
+				snprintf(why, sizeof why, "replaying connections: it does not listen on %s",
+					 r.listener < N->nl ? N->L[r.listener]->name : "?");
+				net_kill(N, i, why);
+				return;
+			}
+			if (!rc_open(N, i, r.id, r.listener)) {
+				net_kill(N, i, "replaying connections: cannot connect to it");
+				return;
+			}
+			break;
+		case REC_DATA: {
+			if (rc != NULL) {
+				if (!rc->connected)
+					return;
+				size_t sent = ns->rp_sent;
+				bool done = rc_send(N, ns, rc, ns->rp_off + sizeof r, r.len, &sent);
+				ns->rp_sent = sent;
+				if (!done)
+					return;
+				ns->rp_sent = 0;
+			}
+			break;
+		}
+		case REC_EOF:
+			if (rc != NULL) {
+				if (!rc->connected)
+					return;
+				(void)shutdown(rc->fd, SHUT_WR);
+			}
+			break;
+		case REC_CLOSE:
+			if (rc != NULL)
+				rc_remove(ns, rc);
+			break;
+		default:
+			net_kill(N, i, "replaying connections: the log is corrupt");
+			return;
+		}
+		ns->rp_off += sizeof r + (r.kind == REC_DATA ? r.len : 0);
+		ns->rp_progress = sup_now();
+	}
+}
+
+void connlog_replay_step(struct net *N)
+{
+	if (N->log == NULL)
+		return;
+	for (unsigned i = 0; i < N->S->nslots; i++)
+		if (N->slot[i].present && N->slot[i].F != NULL && (N->slot[i].replaying || N->slot[i].rp_conns != NULL ||
+								  N->slot[i].rp_join > 0))
+			replay_slot(N, i);
+}
+
+void connlog_replay_start(struct net *N, unsigned i)
+{
+	struct nslot *ns = &N->slot[i];
+	ns->replaying = true;
+	ns->ready = false;
+	ns->rp_off = 0;
+	ns->rp_received = 0;
+	ns->rp_progress = sup_now();
+	log_event("replica %u: replaying %zu bytes of connection log before it serves", N->S->r[i].id,
+		  inputlog_bytes(N->log));
+}
+
+void connlog_replay_stop(struct net *N, unsigned i)
+{
+	struct nslot *ns = &N->slot[i];
+	while (ns->rp_conns != NULL) {
+		struct replay_conn *rc = ns->rp_conns;
+		ns->rp_conns = rc->next;
+		rc_free(rc);
+	}
+	ns->replaying = false;
+}
+
+/* A replacement that cannot move for --timeout is let go on (a wait for
+ * replies it will not give) or, not listening, killed: replay_slot. */
+void connlog_tick(struct net *N, double now)
+{
+	(void)now;
+	connlog_replay_step(N);
+}

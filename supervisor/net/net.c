@@ -1,0 +1,425 @@
+/* net.c — see net.h: the replicas' listens, diehard's own listening
+ * sockets, accepting, and what the proxy knows of each slot.
+ *
+ * A listener is an address (family, address, port, and for IPv6 whether it
+ * is v6-only) some replica listens on. diehard binds it for real once a
+ * quorum of the replicas in the vote listens there (not before: a client
+ * connecting earlier is refused, as by a server still starting), with
+ * SO_REUSEADDR and the replicas' IPV6_V6ONLY. Bind errors are the run's:
+ * one line, exit 125, as the plain daemon would fail to start. Sockets
+ * systemd hands over (LISTEN_FDS, TCP, listening) are listeners from the
+ * start; the replicas get private copies at the same fds (spawn.c).
+ *
+ * A replica is reached at the address it bound, or at its loopback when it
+ * bound the wildcard (127.0.0.1, ::1), from a socket its init made in its
+ * namespace (factory.h).
+ *
+ * Connections open at once are bounded by the fd limit (each takes 1 + k
+ * fds): past it, accepting pauses until one closes, so the kernel's backlog
+ * holds the rest. */
+#include "net.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "exitcode.h"
+#include "factory.h"
+#include "inputlog.h"
+#include "log.h"
+#include "netint.h"
+#include "report.h"
+#include "sup.h"
+#include "svcenv.h"
+#include "voter.h"
+
+static void addr_name(const struct sockaddr_storage *a, char *buf, size_t size)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)a;
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+		snprintf(buf, size, "%s:%u", host, ntohs(in->sin_port));
+	} else {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)a;
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+		snprintf(buf, size, "[%s]:%u", host, ntohs(in6->sin6_port));
+	}
+}
+
+/* Same address, port and family (scope and flow info aside). */
+static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+	return x->sin6_port == y->sin6_port && memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
+}
+
+/* Where a replica listening on a is reached from inside its namespace. */
+static void target_of(const struct sockaddr_storage *a, struct sockaddr_storage *t, socklen_t *len)
+{
+	*t = *a;
+	if (a->ss_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)t;
+		if (in->sin_addr.s_addr == htonl(INADDR_ANY))
+			in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		*len = sizeof *in;
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)t;
+		if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr))
+			in6->sin6_addr = in6addr_loopback;
+		*len = sizeof *in6;
+	}
+}
+
+unsigned net_quorum(const struct net *N)
+{
+	return sup_quorum(N->S);
+}
+
+static void on_accept(evutil_socket_t fd, short what, void *arg);
+
+static void listener_pause(struct listener *l, bool pause)
+{
+	if (l->fd < 0 || l->ev == NULL || l->paused == pause)
+		return;
+	if (pause ? event_del(l->ev) != 0 : event_add(l->ev, NULL) != 0)
+		fatal(EXIT_INTERNAL, "cannot %s accepting", pause ? "pause" : "resume");
+	l->paused = pause;
+}
+
+static void listener_start(struct net *N, struct listener *l)
+{
+	l->ev = event_new(N->S->base, l->fd, EV_READ | EV_PERSIST, on_accept, l);
+	if (l->ev == NULL || event_add(l->ev, NULL) != 0)
+		fatal(EXIT_INTERNAL, "cannot listen on %s: no event", l->name);
+	l->paused = false;
+	if (N->stopping || N->nconns >= N->max_conns)
+		listener_pause(l, true);
+}
+
+/* Binds l for real, as the replicas did. */
+static void listener_open(struct net *N, struct listener *l)
+{
+	int fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		fatal(EXIT_INTERNAL, "cannot listen on %s as the replicas do: socket: %s", l->name, strerror(errno));
+	int one = 1, v6only = l->v6only;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+	    (l->addr.ss_family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only) != 0))
+		fatal(EXIT_INTERNAL, "cannot listen on %s as the replicas do: setsockopt: %s", l->name,
+		      strerror(errno));
+	if (bind(fd, (const struct sockaddr *)&l->addr, l->addrlen) != 0)
+		fatal(EXIT_INTERNAL, "cannot listen on %s as the replicas do: %s", l->name, strerror(errno));
+	if (listen(fd, 4096) != 0)
+		fatal(EXIT_INTERNAL, "cannot listen on %s as the replicas do: listen: %s", l->name, strerror(errno));
+	l->fd = fd;
+	log_event("listening on %s for the replicas", l->name);
+	listener_start(N, l);
+}
+
+static struct listener *listener_find(struct net *N, const struct sockaddr_storage *a, bool v6only)
+{
+	for (unsigned i = 0; i < N->nl; i++)
+		if (same_addr(&N->L[i]->addr, a) && N->L[i]->v6only == v6only)
+			return N->L[i];
+	return NULL;
+}
+
+static struct listener *listener_add(struct net *N, const struct sockaddr_storage *a, socklen_t len, bool v6only)
+{
+	if (N->nl == NET_MAX_LISTENERS) {
+		char name[64];
+		addr_name(a, name, sizeof name);
+		log_warn("the replicas listen on more than %d addresses: %s is not served", NET_MAX_LISTENERS, name);
+		return NULL;
+	}
+	struct listener *l = calloc(1, sizeof *l);
+	if (l == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	*l = (struct listener){ .N = N, .index = N->nl, .addr = *a, .addrlen = len, .v6only = v6only, .fd = -1 };
+	target_of(a, &l->target, &l->targetlen);
+	addr_name(a, l->name, sizeof l->name);
+	N->L[N->nl++] = l;
+	return l;
+}
+
+/* Opens l once a quorum of the replicas in the vote listens there. */
+static void listener_check(struct net *N, struct listener *l)
+{
+	if (l->fd >= 0 || N->stopping)
+		return;
+	unsigned n = 0;
+	for (unsigned i = 0; i < N->S->nslots; i++)
+		n += N->slot[i].present && N->S->r[i].live && (N->slot[i].listens & (1ull << l->index));
+	if (n >= sup_quorum(N->S))
+		listener_open(N, l);
+}
+
+void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr, socklen_t len, bool v6only)
+{
+	if (N == NULL || i >= N->S->nslots || !N->slot[i].present)
+		return;
+	if ((addr->sa_family != AF_INET && addr->sa_family != AF_INET6) || len > sizeof(struct sockaddr_storage))
+		return;
+	struct sockaddr_storage a;
+	memset(&a, 0, sizeof a);
+	memcpy(&a, addr, len);
+	if (a.ss_family == AF_INET)
+		v6only = false;
+	struct listener *l = listener_find(N, &a, v6only);
+	if (l == NULL && (l = listener_add(N, &a, len, v6only)) == NULL)
+		return;
+	N->slot[i].listens |= 1ull << l->index;
+	listener_check(N, l);
+	/* A replacement waiting to replay may now go on. */
+	if (N->slot[i].replaying)
+		connlog_replay_step(N);
+}
+
+int net_connect_replica(struct net *N, unsigned i, const struct listener *l)
+{
+	struct nslot *ns = &N->slot[i];
+	if (ns->F == NULL)
+		return -1;
+	int fd = factory_take(ns->F, l->target.ss_family);
+	if (fd < 0) {
+		log_event("replica %u: no socket in its namespace: %s", N->S->r[i].id, strerror(errno));
+		return -1;
+	}
+	if (connect(fd, (const struct sockaddr *)&l->target, l->targetlen) != 0 && errno != EINPROGRESS) {
+		log_event("replica %u: connect to %s: %s", N->S->r[i].id, l->name, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void on_accept(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct listener *l = arg;
+	struct net *N = l->N;
+	for (int n = 0; n < 64; n++) {
+		if (N->nconns >= N->max_conns) {
+			if (!N->said_full)
+				log_warn("%u connections open (the fd limit allows no more): new ones wait in the backlog",
+					 N->nconns);
+			N->said_full = true;
+			for (unsigned i = 0; i < N->nl; i++)
+				listener_pause(N->L[i], true);
+			return;
+		}
+		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (cfd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				/* Out of fds: wait for connections to close
+				 * (net_conn_closed), or a second. */
+				log_warn("accept on %s: %s: pausing", l->name, strerror(errno));
+				for (unsigned i = 0; i < N->nl; i++)
+					listener_pause(N->L[i], true);
+				struct timeval sec = { 1, 0 };
+				if (evtimer_add(N->resume_ev, &sec) != 0)
+					fatal(EXIT_INTERNAL, "cannot arm a timer");
+			} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED &&
+				   errno != EPROTO && errno != EPERM) {
+				log_warn("accept on %s: %s", l->name, strerror(errno));
+			}
+			return;
+		}
+		conn_open(N, l, cfd);
+	}
+}
+
+static void resume(struct net *N)
+{
+	if (N->stopping || N->nconns >= N->max_conns)
+		return;
+	N->said_full = false;
+	for (unsigned i = 0; i < N->nl; i++)
+		listener_pause(N->L[i], false);
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	resume(arg);
+}
+
+void net_conn_closed(struct net *N)
+{
+	N->nconns--;
+	resume(N);
+}
+
+void net_kill(struct net *N, unsigned i, const char *why)
+{
+	struct replica *r = &N->S->r[i];
+	if (r->live || r->joining)
+		replica_kill(N->S, r, why);
+	else
+		net_replica_gone(N, i); /* already out of the vote: out of the connections too */
+}
+
+/* Socket-activated listening sockets of TCP become listeners at once. */
+static void adopt_listen_fds(struct net *N)
+{
+	const struct svcenv *env = svcenv_get();
+	for (unsigned k = 0; env != NULL && k < env->listen_fds; k++) {
+		int fd = 3 + (int)k, domain = 0, type = 0, acc = 0;
+		socklen_t len = sizeof domain;
+		if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || (domain != AF_INET && domain != AF_INET6))
+			continue;
+		len = sizeof type;
+		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
+			continue;
+		len = sizeof acc;
+		if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) != 0 || !acc)
+			continue;
+		struct sockaddr_storage a;
+		socklen_t alen = sizeof a;
+		int v6only = 0;
+		len = sizeof v6only;
+		if (getsockname(fd, (struct sockaddr *)&a, &alen) != 0 ||
+		    (domain == AF_INET6 && getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &len) != 0))
+			continue;
+		struct listener *l = listener_add(N, &a, alen, v6only != 0);
+		if (l == NULL)
+			continue;
+		int fl = fcntl(fd, F_GETFL);
+		if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
+			fatal(EXIT_INTERNAL, "fcntl: %s", strerror(errno));
+		l->fd = fd;
+		l->adopted = true;
+		log_event("socket-activated %s: served by the replicas' private copies", l->name);
+		listener_start(N, l);
+	}
+}
+
+struct net *net_new(struct sup *S)
+{
+	if (!S->net_private)
+		return NULL;
+	struct net *N = calloc(1, sizeof *N);
+	if (N == NULL || (N->slot = calloc(S->nslots, sizeof *N->slot)) == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	N->S = S;
+	/* Each connection: the client, one socket per replica; the rest of
+	 * the run keeps a quarter of the limit. */
+	rlim_t limit = S->nofile.rlim_max == RLIM_INFINITY ? 1 << 20 : S->nofile.rlim_max;
+	rlim_t per = 1 + S->nslots;
+	rlim_t max = limit / 4 * 3 / per;
+	N->max_conns = max < 1 ? 1 : max > 1000000 ? 1000000 : (unsigned)max;
+	N->resume_ev = evtimer_new(S->base, on_resume, N);
+	if (N->resume_ev == NULL)
+		fatal(EXIT_INTERNAL, "cannot create the proxy's events");
+	if (S->o->respawns > 0 && S->o->conn_log > 0)
+		N->log = inputlog_new(S->o->conn_log);
+	adopt_listen_fds(N);
+	return N;
+}
+
+void net_free(struct net *N)
+{
+	if (N == NULL)
+		return;
+	while (N->conns != NULL)
+		conn_free(N->conns);
+	for (unsigned i = 0; i < N->S->nslots; i++) {
+		connlog_replay_stop(N, i);
+		factory_free(N->slot[i].F);
+	}
+	for (unsigned i = 0; i < N->nl; i++) {
+		if (N->L[i]->ev != NULL)
+			event_free(N->L[i]->ev);
+		if (N->L[i]->fd >= 0 && !N->L[i]->adopted)
+			close(N->L[i]->fd);
+		free(N->L[i]);
+	}
+	event_free(N->resume_ev);
+	inputlog_free(N->log);
+	free(N->slot);
+	free(N);
+}
+
+void net_replica_started(struct net *N, unsigned i, int factory_fd)
+{
+	if (N == NULL) {
+		if (factory_fd >= 0)
+			close(factory_fd);
+		return;
+	}
+	struct nslot *ns = &N->slot[i];
+	connlog_replay_stop(N, i);
+	factory_free(ns->F);
+	*ns = (struct nslot){ .present = true };
+	if (factory_fd >= 0 && (ns->F = factory_new(factory_fd)) == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	for (unsigned l = 0; l < N->nl; l++)
+		if (N->L[l]->adopted)
+			ns->listens |= 1ull << l;
+	if (N->S->r[i].replacement && N->log != NULL)
+		connlog_replay_start(N, i);
+	else
+		ns->ready = true;
+}
+
+void net_replica_gone(struct net *N, unsigned i)
+{
+	if (N == NULL || !N->slot[i].present)
+		return;
+	struct nslot *ns = &N->slot[i];
+	ns->present = false;
+	ns->ready = false;
+	ns->listens = 0;
+	connlog_replay_stop(N, i);
+	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
+		conn_replica_gone(c, i);
+	factory_free(ns->F);
+	ns->F = NULL;
+}
+
+void net_tick(struct net *N)
+{
+	if (N == NULL)
+		return;
+	double t = sup_now();
+	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
+		conn_tick(c, t);
+	connlog_tick(N, t);
+}
+
+void net_stop(struct net *N)
+{
+	if (N == NULL || N->stopping)
+		return;
+	N->stopping = true;
+	for (unsigned i = 0; i < N->nl; i++)
+		listener_pause(N->L[i], true);
+}
+
+bool net_replayable(const struct net *N, char *why, size_t size)
+{
+	if (N == NULL || N->log == NULL || inputlog_complete(N->log))
+		return true;
+	snprintf(why, size, "the connection log no longer holds every connection from the start (--conn-log %zu)",
+		 N->S->o->conn_log);
+	return false;
+}
+
+bool net_joined(const struct net *N, unsigned i)
+{
+	return N == NULL || N->slot[i].ready;
+}

@@ -1,0 +1,106 @@
+/* netint.h — the proxy's shared state, for net.c (replicas, listeners,
+ * accepting), conn.c (one client connection, voted) and connlog.c (the
+ * connection log and its replay to a replacement). See net.h. */
+#ifndef DIEHARD_NETINT_H
+#define DIEHARD_NETINT_H
+
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "net.h"
+
+struct sup;
+struct factory;
+struct inputlog;
+struct conn;
+struct replay_conn;
+
+#define NET_MAX_LISTENERS 64
+/* Client bytes a connection holds for its slowest replica, and reply bytes
+ * held per replica (from the oldest one not yet emitted or checked): past
+ * either, reading stops (backpressure). */
+#define NET_IN_CAP ((size_t)256 << 10)
+#define NET_OUT_CAP ((size_t)256 << 10)
+
+/* An address diehard listens on for the replicas. */
+struct listener {
+	struct net *N;
+	unsigned index;
+	struct sockaddr_storage addr; /* as the replicas bound it */
+	socklen_t addrlen;
+	bool v6only;
+	struct sockaddr_storage target; /* where a replica is reached in its namespace */
+	socklen_t targetlen;
+	int fd;                  /* ours, listening; -1 until a quorum listens */
+	bool adopted;            /* handed to us by systemd (LISTEN_FDS) */
+	struct event *ev;
+	bool paused;             /* too many connections, or out of fds */
+	char name[64];           /* "127.0.0.1:8080", "[::]:80" */
+};
+
+/* What the proxy knows of the process in a slot. */
+struct nslot {
+	bool present;            /* a process holds the slot, in the vote or catching up */
+	struct factory *F;       /* sockets in its namespace */
+	uint64_t listens;        /* bit l: it listens on listener l */
+	bool ready;              /* serves new connections (a replacement: its replay reached the log's end) */
+	bool replaying;          /* a replacement being fed the connection log */
+	/* replay (connlog.c) */
+	size_t rp_off;           /* next record in the log */
+	size_t rp_sent;          /* bytes of its DATA record already sent */
+	uint64_t rp_join;        /* connections numbered below this are replayed, above served live */
+	uint64_t rp_received;    /* reply bytes it gave on replayed connections */
+	double rp_progress;      /* when it last moved */
+	struct replay_conn *rp_conns;
+	bool rp_said_slow;
+};
+
+struct net {
+	struct sup *S;
+	struct nslot *slot;          /* S->nslots */
+	struct listener *L[NET_MAX_LISTENERS];
+	unsigned nl;
+	struct conn *conns;          /* every open connection */
+	unsigned nconns;
+	unsigned max_conns;          /* from the fd limit */
+	uint64_t next_conn;          /* numbers connections, from 1 */
+	uint64_t reply_total;        /* reply bytes committed over all connections */
+	bool stopping;
+	bool said_full;
+	struct inputlog *log;        /* the connection log (NULL: none kept) */
+	struct event *resume_ev;     /* listeners paused for want of fds */
+};
+
+/* net.c */
+unsigned net_quorum(const struct net *N);
+/* A socket of the replica in slot i, connected (or connecting) to l's
+ * target; -1 (logged) when none can be made. */
+int net_connect_replica(struct net *N, unsigned i, const struct listener *l);
+void net_conn_closed(struct net *N);
+/* replace.c's straggler and divergence kill, for a connection's replica. */
+void net_kill(struct net *N, unsigned i, const char *why);
+
+/* conn.c */
+void conn_open(struct net *N, struct listener *l, int cfd);
+void conn_replica_gone(struct conn *c, unsigned i);
+void conn_tick(struct conn *c, double now);
+void conn_free(struct conn *c);
+struct conn *conn_next(const struct conn *c);
+
+/* connlog.c: the log of client connections (only when replacements may
+ * need it). Records are appended as the connection's events happen. */
+void connlog_open(struct net *N, uint64_t id, unsigned listener);
+void connlog_data(struct net *N, uint64_t id, const void *p, size_t n);
+void connlog_eof(struct net *N, uint64_t id);
+void connlog_close(struct net *N, uint64_t id);
+/* A replacement in slot i starts being fed the log. */
+void connlog_replay_start(struct net *N, unsigned i);
+void connlog_replay_stop(struct net *N, unsigned i);
+void connlog_replay_step(struct net *N);
+void connlog_tick(struct net *N, double now);
+
+#endif
