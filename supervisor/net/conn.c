@@ -584,7 +584,9 @@ static bool vote_once(struct conn *c, uint64_t *bad, size_t *off, const char **w
 		struct peer *p = &c->p[j];
 		bool votes = p->alive && p->pos == c->committed && !p->connecting;
 		alive += p->alive;
-		views[j] = (struct voter_view){ .live = votes };
+		/* A lagger (or one still connecting) may yet complete a
+		 * quorum: it is shown as a reply with nothing so far. */
+		views[j] = (struct voter_view){ .live = p->alive };
 		if (!votes)
 			continue;
 		voters |= 1ull << j;
@@ -813,6 +815,12 @@ void conn_open(struct net *N, struct listener *l, int cfd)
 		int fd = net_connect_replica(N, i, l);
 		if (fd < 0)
 			continue;
+		if (N->slot[i].clocks_behind) {
+			/* Its first live request: from here on it reads the
+			 * time of now, as the others do, not the log's. */
+			N->slot[i].clocks_behind = false;
+			virt_clocks_now(S->virt, i);
+		}
 		struct peer *p = &c->p[c->np++];
 		*p = (struct peer){ .slot = i, .alive = true, .fd = fd, .connecting = true, .c = c,
 				    .last_read = c->opened };

@@ -370,6 +370,7 @@ void net_replica_started(struct net *N, unsigned i, int factory_fd)
 	for (unsigned l = 0; l < N->nl; l++)
 		if (N->L[l]->adopted)
 			ns->listens |= 1ull << l;
+	ns->clocks_behind = N->S->r[i].replacement;
 	if (N->S->r[i].replacement && N->log != NULL)
 		connlog_replay_start(N, i);
 	else
@@ -417,6 +418,11 @@ bool net_replayable(const struct net *N, char *why, size_t size)
 	snprintf(why, size, "the connection log no longer holds every connection from the start (--conn-log %zu)",
 		 N->S->o->conn_log);
 	return false;
+}
+
+bool net_serving(const struct net *N)
+{
+	return N != NULL && N->nl > 0;
 }
 
 bool net_joined(const struct net *N, unsigned i)

@@ -48,6 +48,10 @@ void net_replica_gone(struct net *N, unsigned i);
  * AF_INET or AF_INET6; v6only its IPV6_V6ONLY). */
 void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr, socklen_t len, bool v6only);
 
+/* Whether the replicas serve: some address is listened on (virt.c: a
+ * server's clocks, net.h's rules). */
+bool net_serving(const struct net *N);
+
 /* The straggler tick (supervisor.c): connections whose replicas trail. */
 void net_tick(struct net *N);
 /* Stop accepting (SIGTERM: the replicas are stopping). */

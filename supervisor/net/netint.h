@@ -49,6 +49,7 @@ struct nslot {
 	uint64_t listens;        /* bit l: it listens on listener l */
 	bool ready;              /* serves new connections (a replacement: its replay reached the log's end) */
 	bool replaying;          /* a replacement being fed the connection log */
+	bool clocks_behind;      /* a replacement whose clocks still replay the past */
 	/* replay (connlog.c) */
 	size_t rp_off;           /* next record in the log */
 	size_t rp_sent;          /* bytes of its DATA record already sent */

@@ -259,6 +259,31 @@ bool ndlog_restart(struct ndlog *log, unsigned r)
 	return ndlog_complete(log);
 }
 
+static void to_front(struct ndlog *log, struct keylog *kl, unsigned r)
+{
+	if (kl->pos[r] >= kl->base + kl->len)
+		return;
+	kl->pos[r] = kl->base + kl->len;
+	kl->lost[r] = false;
+	trim(log, kl);
+}
+
+void ndlog_to_front(struct ndlog *log, unsigned r, bool (*which)(uint32_t key))
+{
+	if (r >= log->k)
+		return;
+	for (size_t i = 0; i < log->nkeys; i++)
+		if (which(log->keys[i].key))
+			to_front(log, &log->keys[i], r);
+}
+
+void ndlog_to_front_key(struct ndlog *log, unsigned r, uint32_t key)
+{
+	struct keylog *kl = find(log, key);
+	if (r < log->k && kl != NULL)
+		to_front(log, kl, r);
+}
+
 bool ndlog_complete(const struct ndlog *log)
 {
 	return log->keep && !log->dropped;

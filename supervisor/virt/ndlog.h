@@ -77,6 +77,14 @@ void ndlog_retire(struct ndlog *log, unsigned r);
  * still kept (ndlog_complete). */
 bool ndlog_restart(struct ndlog *log, unsigned r);
 
+/* Moves replica r to the front of every key which(key) accepts: its next
+ * call of such a key leads (reads a real value, "now") instead of
+ * replaying what the others read earlier. */
+void ndlog_to_front(struct ndlog *log, unsigned r, bool (*which)(uint32_t key));
+
+/* The same for one key. */
+void ndlog_to_front_key(struct ndlog *log, unsigned r, uint32_t key);
+
 /* Whether every entry ever put is still kept: always false without keep
  * once something was dropped. */
 bool ndlog_complete(const struct ndlog *log);

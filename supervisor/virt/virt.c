@@ -49,6 +49,7 @@
 #include "filter.h"
 #include "log.h"
 #include "ndlog.h"
+#include "net.h"
 #include "netcalls.h"
 #include "realclock.h"
 #include "replay.h"
@@ -114,6 +115,7 @@ struct virt {
 	struct vreplica *r;
 	bool vdso_warned;
 	uint64_t skipped_sleeps;  /* by replacements catching up */
+	uint64_t clock_resyncs;   /* a server's stale clock reads moved to the front */
 	uint64_t open_failures;   /* random device opens we could not answer */
 	unsigned *random_open;    /* per slot: its random-device pipes alive */
 	unsigned random_cap;      /* at most this many per slot (the rest EMFILE) */
@@ -246,6 +248,33 @@ static void on_odd(void *ctx, unsigned r, uint32_t key, uint64_t index, uint64_t
 	call_divergence(&V->r[r], key, index, e, g);
 }
 
+static void real_clock_of(const struct seccomp_notif *req, struct nd_value *v);
+static void real_gettimeofday(const struct seccomp_notif *req, struct nd_value *v);
+static void real_time(const struct seccomp_notif *req, struct nd_value *v);
+
+/* A followed wall or monotonic clock value older than this, in a server
+ * (its replicas listen: net.h), is stale. */
+#define STALE_NS 10000000LL
+
+static bool stale(struct vreplica *vr, const struct seccomp_notif *req, uint32_t key, const struct nd_value *v)
+{
+	uint32_t kind = key & 0xff000000u;
+	struct sup *S = vr->V->S;
+	if ((kind != KEY_CLOCK && kind != KEY_GETTIMEOFDAY && kind != KEY_TIME) || v->err != 0 ||
+	    !net_serving(S->net) || replace_replaying(S, &S->r[vr->index]) || !net_joined(S->net, vr->index))
+		return false;
+	struct nd_value now;
+	if (kind == KEY_CLOCK)
+		real_clock_of(req, &now);
+	else if (kind == KEY_GETTIMEOFDAY)
+		real_gettimeofday(req, &now);
+	else
+		real_time(req, &now);
+	int64_t scale = kind == KEY_CLOCK ? 1 : kind == KEY_GETTIMEOFDAY ? 1000 : 0;
+	int64_t dt = (now.a - v->a) * 1000000000LL + (now.b - v->b) * scale;
+	return dt > STALE_NS;
+}
+
 /* Takes replica vr's next entry of key: a follower gets the log's value, a
  * leader (or a replica lost behind the cap) reads it with real(). */
 static int take(struct vreplica *vr, const struct seccomp_notif *req, uint32_t key, uint64_t arg, real_fn *real,
@@ -256,6 +285,16 @@ static int take(struct vreplica *vr, const struct seccomp_notif *req, uint32_t k
 	int outcome = ndlog_take(V->log, vr->index, key, arg, index, v, &expected);
 	if (outcome < 0)
 		fatal(EXIT_INTERNAL, "out of memory in the nondeterminism log");
+	if (outcome == ND_FOLLOW && stale(vr, req, key, v)) {
+		/* A server's replicas make different numbers of clock reads
+		 * (event loops iterate differently): the n-th value would
+		 * grow older and older. Its reads join the front instead. */
+		ndlog_to_front_key(V->log, vr->index, key);
+		V->clock_resyncs++;
+		outcome = ndlog_take(V->log, vr->index, key, arg, index, v, &expected);
+		if (outcome < 0)
+			fatal(EXIT_INTERNAL, "out of memory in the nondeterminism log");
+	}
 	if (outcome == ND_LEAD || outcome == ND_LOST)
 		real(req, v);
 	if (outcome == ND_LEAD) {
@@ -716,6 +755,18 @@ const uint8_t *virt_key(const struct virt *V)
 struct ndlog *virt_log(const struct virt *V)
 {
 	return V->log;
+}
+
+static bool wall_or_monotonic(uint32_t key)
+{
+	uint32_t kind = key & 0xff000000u;
+	return kind == KEY_CLOCK || kind == KEY_GETTIMEOFDAY || kind == KEY_TIME;
+}
+
+void virt_clocks_now(struct virt *V, unsigned i)
+{
+	if (V != NULL)
+		ndlog_to_front(V->log, i, wall_or_monotonic);
 }
 
 bool virt_replayable(const struct virt *V)

@@ -36,6 +36,10 @@ const uint8_t *virt_key(const struct virt *V);
 struct ndlog *virt_log(const struct virt *V);
 
 /* Whether a new replica could replay every logged value (nothing dropped). */
+/* Slot i's wall and monotonic clocks (not its CPU clocks or random bytes)
+ * jump to the front of the log: a replacement that has replayed the past
+ * and now serves live requests reads the time of now, as the others do. */
+void virt_clocks_now(struct virt *V, unsigned i);
 bool virt_replayable(const struct virt *V);
 
 /* Replica i left the vote (killed: its listener is closed too) or exited:
