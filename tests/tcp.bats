@@ -392,7 +392,7 @@ make_docroot() {
 	clean_report hc
 }
 
-@test "line_server: random bytes from a client are answered alike by every replica; the server serves on" {
+@test "line_server: random bytes and a line over 1 MiB from clients are answered alike by every replica; the server serves on" {
 	require_prog line_server
 	local port
 	port=$(free_port)
@@ -400,7 +400,7 @@ make_docroot() {
 	lc garbage "$port" 100000 || fail "garbage" "$(tail "$T/gb.err")"
 	lc garbage "$port" 2000 || fail "garbage"
 	# A line longer than 1 MiB: ERR, then the server closes that connection.
-	lc garbage "$port" 1500000 || fail "garbage"
+	lc long "$port" 1500000 || fail "a line of 1.5 MB" "$(tail "$T/gb.err")"
 	[[ $(lc send "$port" "SET g ok" "GET g") == $'OK\nok' ]] || fail "after the garbage" "$(tail "$T/gb.err")"
 	stop_dh "$DH" gb 143
 	clean_report gb

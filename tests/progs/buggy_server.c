@@ -23,8 +23,8 @@
  * and 999999999999999 under c, one INCR c, then every key read back), the
  * answer was wrong for
  *
- *   V = 10: 23 of 300 seeds (8 %)     V = 30: 50 of 300 (17 %)
- *   V = 20: 41 of 300 (14 %)          V = 50: 125 of 300 (42 %; 66 keys hit, 59 values)
+ *   V = 10: 23 of 300 seeds (8 %)     V = 30: 52 of 300 (17 %)
+ *   V = 20: 42 of 300 (14 %)          V = 50: 125 of 300 (42 %; 69 keys hit, 56 values)
  *
  * and right for every run under glibc. tests/tcp.bats uses V = 30: each
  * replica of a `diehard -k 3` run is wrong with p = 0.17, so one of three

@@ -27,6 +27,10 @@
  *   anything else   ERR unknown command (ERR empty line); a line longer than
  *                   1 MiB: ERR line too long, then the connection is closed
  *
+ * Closing after QUIT or a line too long, the server shuts its write side and
+ * reads and drops what the client still sends until the client's EOF, so
+ * that the last reply is not lost to a reset.
+ *
  * Commands are answered in order; a client may send many at once. At the end
  * of a client's input (EOF or a half-close) the commands received are
  * answered (a last line without \n too), then the connection is closed.
@@ -74,6 +78,7 @@ struct conn {
 	bool eof;      /* the client sent its last byte */
 	bool closing;  /* close once the replies are written */
 	bool stalled;  /* STALL in the odd process: this connection is dead to us */
+	bool shut;     /* our write side is shut: reading to the client's EOF */
 	unsigned events;
 	unsigned long long big_i, big_n; /* BIG: bytes [big_i, big_n) still to make */
 	struct buf in, out;
@@ -425,6 +430,30 @@ static int conn_read(struct conn *c)
 	return 0;
 }
 
+/* A lingering close, once the last reply is written: our write side shut,
+ * then the client's unread bytes read and dropped until its EOF, so that
+ * closing with them unread does not reset the connection (which can lose the
+ * last reply on the way). 0: wait for more; otherwise close now. */
+static int conn_drain(struct conn *c)
+{
+	if (!c->shut) {
+		if (shutdown(c->fd, SHUT_WR) != 0)
+			return -1;
+		c->shut = true;
+	}
+	char scratch[16384];
+	for (;;) {
+		ssize_t n = recv(c->fd, scratch, sizeof scratch, 0);
+		if (n > 0)
+			continue;
+		if (n == 0)
+			return 1;
+		if (errno == EINTR)
+			continue;
+		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+	}
+}
+
 /* Writes pending replies: 1 all written, 0 the socket is full, -1 failed. */
 static int conn_write(struct conn *c)
 {
@@ -453,7 +482,7 @@ static void conn_event(struct conn *c, unsigned events)
 			die("epoll_ctl");
 		return;
 	}
-	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) && conn_read(c) != 0) {
+	if (!c->closing && (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) && conn_read(c) != 0) {
 		conn_close(c);
 		return;
 	}
@@ -472,7 +501,10 @@ static void conn_event(struct conn *c, unsigned events)
 			break;
 	}
 	if (c->closing && pending(&c->out) == 0 && c->big_i >= c->big_n) {
-		conn_close(c);
+		if (c->eof || conn_drain(c) != 0)
+			conn_close(c);
+		else
+			set_events(c, EPOLLIN | EPOLLRDHUP);
 		return;
 	}
 	if (c->stalled) {

@@ -19,6 +19,8 @@ for tests/tcp.bats, each bounded in time.
                                             rst: SO_LINGER 0, a reset)
     lineclient.py garbage PORT BYTES        random bytes sent, write side shut, replies
                                             read until EOF or 5 s; never fails on them
+    lineclient.py long PORT BYTES           a line of BYTES (over 1 MiB) without its
+                                            newline: ERR line too long, then EOF
     lineclient.py bugcheck PORT V           buggy_server's sequence: V keys set to
                                             15-byte values, INCR of 999999999999999,
                                             every key read back one round trip each;
@@ -93,7 +95,7 @@ class Conn:
 
     def ask(self, cmd):
         self.s.sendall(cmd.encode() + b"\n")
-        if cmd.startswith("BIG "):
+        if cmd.startswith("BIG ") and cmd[4:].isdigit() and int(cmd[4:]) > 0:
             return self.exactly(int(cmd[4:]))
         return self.line()
 
@@ -194,6 +196,27 @@ def cmd_disconnect(port, n, keep, rst):
         import struct
         c.s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     c.close()
+
+
+def cmd_long(port, nbytes):
+    """A line of nbytes without its newline: ERR line too long, then EOF."""
+    s = connect(port)
+    try:
+        s.sendall(b"x" * nbytes)
+    except ConnectionError:
+        pass  # the server may close before it has read it all
+    got = b""
+    while True:
+        try:
+            b = s.recv(65536)
+        except ConnectionResetError:
+            break
+        if not b:
+            break
+        got += b
+    s.close()
+    expect(got, b"ERR line too long\n", "a line of %d bytes" % nbytes)
+    print("a line of %d bytes: ERR line too long" % nbytes)
 
 
 def cmd_garbage(port, nbytes):
@@ -302,6 +325,8 @@ def main():
             cmd_many(int(a[1]), int(a[2]))
         elif cmd == "disconnect":
             cmd_disconnect(int(a[1]), int(a[2]), int(a[3]), len(a) > 4 and a[4] == "rst")
+        elif cmd == "long":
+            cmd_long(int(a[1]), int(a[2]))
         elif cmd == "garbage":
             cmd_garbage(int(a[1]), int(a[2]))
         elif cmd == "bugcheck":
