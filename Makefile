@@ -95,6 +95,9 @@ $(B)/libinject.so: bench/inject/libinject.c allocator/inject.c allocator/inject.
 $(B)/tests/%: tests/progs/%.c | $(B)/tests
 	$(CC) $(WARN) $(CFLAGS) -pthread -o $@ $< -lm
 
+# buggy_server is line_server with a planted bug: it #includes line_server.c.
+$(B)/tests/buggy_server: tests/progs/line_server.c
+
 $(B)/tests/static/%: tests/progs/static/%.c | $(B)/tests/static
 	$(CC) $(WARN) $(CFLAGS) -static -pthread -o $@ $<
 

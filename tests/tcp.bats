@@ -1,0 +1,504 @@
+#!/usr/bin/env bats
+# TCP servers as voted replicas (issue 12): `diehard -k 3 -- SERVER ARGS`
+# runs an unmodified daemon as three replicas, each binding its configured
+# port in a network namespace of its own; diehard listens on the same address
+# for real, proxies every client connection to every replica, votes on their
+# reply streams and writes only agreed bytes to the client. A replica whose
+# replies differ, or that stops answering, is killed and replaced by one that
+# replays the connection log.
+#
+# Real daemons (lighttpd, also socket-activated; python3 -m http.server;
+# redis-server) are driven by real clients (curl, wget, ab, redis-cli); our
+# own line_server and buggy_server (tests/progs/line_server.c, buggy_server.c)
+# with tests/tools/lineclient.py cover state across connections, large
+# replies, clients that misbehave, 1000 connections at once, a planted heap
+# bug, a replica that stops reading, and an outbound connection.
+#
+# Every server gets a port nothing listens on, and every wait is bounded.
+# teardown kills whatever a test started and fails the test if a server
+# process outlives diehard or its port is still listened on.
+
+load helpers
+
+LINECLIENT="$ROOT/tests/tools/lineclient.py"
+
+setup() {
+	require_diehard
+	require_jq
+	T=$BATS_TEST_TMPDIR
+	BG=()    # background pids: diehard, plain servers, listeners
+	LEFT=()  # pgrep -f patterns: server processes that must be gone at the end
+	PORTS=() # ports that must be free at the end
+}
+
+teardown() {
+	local pid pat p bad=()
+	for pid in "${BG[@]}"; do
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	for pid in "${BG[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	for pat in "${LEFT[@]}"; do
+		wait_until 5 no_process "$pat" || bad+=("processes left over ($pat):" "$(pgrep -af "$pat")")
+		pkill -KILL -f "$pat" 2>/dev/null || true
+	done
+	for p in "${PORTS[@]}"; do
+		wait_until 5 port_free "$p" || bad+=("port $p is still listened on:" "$(ss -Htlnp "sport = :$p")")
+	done
+	((${#bad[@]} == 0)) || fail "${bad[@]}"
+}
+
+# ---- helpers -----------------------------------------------------------------
+
+# free_port: a TCP port nothing listens on now; registered to be free at the end.
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+no_process() {
+	! pgrep -f "$1" >/dev/null
+}
+
+port_free() {
+	[[ -z $(ss -Htln "sport = :$1") ]]
+}
+
+# background NAME CMD...: CMD in the background (stdin /dev/null, out to $T/NAME.out,
+# err to $T/NAME.err, Bats' fd 3 closed); its pid in BG_PID, killed in teardown.
+background() {
+	local name=$1
+	shift
+	"$@" </dev/null >"$T/$name.out" 2>"$T/$name.err" 3>&- &
+	BG_PID=$!
+	BG+=("$BG_PID")
+}
+
+# dh NAME DIEHARD-ARGS...: diehard in the background, with -v and a report
+# ($T/NAME.json); its pid in DH.
+dh() {
+	local name=$1
+	shift
+	background "$name" "$DIEHARD" -v --report "$T/$name.json" "$@"
+	DH=$BG_PID
+}
+
+# wait_port PORT PID [SECONDS]: PORT on 127.0.0.1 accepts a connection, within
+# SECONDS (20); fails at once if PID (the server) exits first.
+wait_port() {
+	local port=$1 pid=$2 tries=$((${3:-20} * 20))
+	PORTS+=("$port")
+	while ! timeout 2 bash -c ": <>/dev/tcp/127.0.0.1/$port" 2>/dev/null; do
+		proc_alive "$pid" || fail "the server (pid $pid) exited before it listened on $port"
+		((tries-- > 0)) || fail "nothing listens on $port after ${3:-20} s"
+		sleep 0.05
+	done
+}
+
+# stop_dh PID NAME EXPECTED-STATUS: SIGTERM to diehard, which forwards it; it
+# must exit within 15 s with EXPECTED-STATUS (0 when the server exits 0 on
+# SIGTERM; 143 when it dies of it, as diehard then does too).
+stop_dh() {
+	kill -TERM "$1"
+	await_exit "$1" 15 || fail "diehard did not end after SIGTERM" "$(tail -n 20 "$T/$2.err")"
+	[[ $BG_RC == "$3" ]] || fail "diehard exited with $BG_RC after SIGTERM, expected $3" "$(tail -n 20 "$T/$2.err")"
+}
+
+# clean_report NAME: the run's report shows no divergence and no replica killed.
+clean_report() {
+	jq -e '(.divergences | length) == 0 and ([.replicas[] | select(.killed != null)] | length) == 0
+	       and (.replacements | length) == 0' "$T/$1.json" >/dev/null ||
+		fail "the report of $1 shows divergences or kills:" \
+			"$(jq -c '{divergences, replicas: [.replicas[] | {index, killed}], replacements: [.replacements[] | .why]}' "$T/$1.json")" \
+			"$(grep '^diehard:' "$T/$1.err" | tail -n 20)"
+}
+
+# diag TEXT: a note in the TAP output (prove -v shows it).
+diag() {
+	printf '# %s\n' "$@" >&3
+}
+
+lc() {
+	timeout 120 python3 "$LINECLIENT" "$@"
+}
+
+# line_server_dh NAME PORT [DIEHARD-ARGS...]: diehard -k 3 line_server PORT in
+# the background (as dh NAME), waited for.
+line_server_dh() {
+	local name=$1 port=$2
+	shift 2
+	dh "$name" -k 3 "$@" -- "$PROGS/line_server" "$port"
+	LEFT+=("line_server .*$port\$")
+	wait_port "$port" "$DH"
+}
+
+# lighttpd_conf FILE PORT [EXTRA]: a configuration serving $T/www on 127.0.0.1:PORT.
+lighttpd_conf() {
+	cat >"$1" <<-EOF
+		# tests/tcp.bats: $T
+		server.document-root = "$T/www"
+		server.bind = "127.0.0.1"
+		server.port = $2
+		server.tag = "lighttpd"
+		mimetype.assign = ( ".html" => "text/html", "" => "application/octet-stream" )
+		$3
+	EOF
+}
+
+# served_by_all K N: lighttpd's access log ($T/access.log, shared by the
+# replicas, written at the latest when they stop) has each of N requests
+# K times: every replica served every request.
+served_by_all() {
+	local lines
+	lines=$(grep -c '' "$T/access.log" 2>/dev/null || true)
+	((lines == $1 * $2)) || fail "the access log has ${lines:-no} lines for $2 requests, expected $1 × $2:" \
+		"$(sort "$T/access.log" 2>/dev/null | uniq -c | sort -rn | head -n 5)"
+}
+
+make_docroot() {
+	mkdir -p "$T/www"
+	printf '<h1>hello from %s</h1>\n' "diehard" >"$T/www/small.html"
+	head -c 1048576 /dev/urandom >"$T/www/big.bin"
+}
+
+# ---- real servers ------------------------------------------------------------
+
+@test "lighttpd: curl and wget through diehard -k 3 get what plain lighttpd serves; ab -n 1000 -c 10 without a failure or a divergence; SIGTERM ends it cleanly" {
+	require_cmd lighttpd curl wget ab
+	make_docroot
+	local p1 p2
+	p1=$(free_port)
+	p2=$(free_port)
+	lighttpd_conf "$T/plain.conf" "$p1"
+	# Every replica logs to the same file: each request three times.
+	lighttpd_conf "$T/dh.conf" "$p2" "server.modules += ( \"mod_accesslog\" )
+		accesslog.filename = \"$T/access.log\""
+	LEFT+=("lighttpd -D -f $T/")
+	background plain lighttpd -D -f "$T/plain.conf"
+	wait_port "$p1" "$BG_PID"
+	dh lt -k 3 -- lighttpd -D -f "$T/dh.conf"
+	wait_port "$p2" "$DH"
+	local f
+	for f in small.html big.bin; do
+		curl -sS -m 20 -D "$T/plain.$f.h" -o "$T/plain.$f" "http://127.0.0.1:$p1/$f" || fail "plain curl $f"
+		curl -sS -m 20 -D "$T/dh.$f.h" -o "$T/dh.$f" "http://127.0.0.1:$p2/$f" ||
+			fail "curl $f through diehard failed" "$(tail -n 20 "$T/lt.err")"
+		same_bytes "$T/www/$f" "$T/plain.$f" "$f from plain lighttpd"
+		same_bytes "$T/plain.$f" "$T/dh.$f" "$f through diehard -k 3, against plain lighttpd"
+		# The headers too, but the Date (a second apart, or not).
+		same_bytes <(grep -v '^Date:' "$T/plain.$f.h") <(grep -v '^Date:' "$T/dh.$f.h") "the headers of $f"
+	done
+	wget -q -T 20 -O "$T/wget.big" "http://127.0.0.1:$p2/big.bin" || fail "wget through diehard failed"
+	same_bytes "$T/www/big.bin" "$T/wget.big" "big.bin through diehard by wget"
+	curl -sS -m 20 -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$p2/missing" >"$T/code"
+	[[ $(<"$T/code") == 404 ]] || fail "a missing page through diehard: HTTP $(cat "$T/code")"
+
+	timeout 120 ab -q -n 1000 -c 10 "http://127.0.0.1:$p2/small.html" >"$T/ab.out" 2>&1 ||
+		fail "ab failed" "$(tail -n 30 "$T/ab.out")" "$(tail -n 20 "$T/lt.err")"
+	grep -q '^Complete requests: *1000$' "$T/ab.out" && grep -q '^Failed requests: *0$' "$T/ab.out" &&
+		! grep -q '^Non-2xx responses' "$T/ab.out" || fail "ab through diehard:" "$(cat "$T/ab.out")"
+	diag "lighttpd through diehard -k 3, ab -n 1000 -c 10: $(awk '/^Requests per second/ { print $4 }' "$T/ab.out") requests/s"
+	timeout 120 ab -q -n 30 -c 3 "http://127.0.0.1:$p2/big.bin" >"$T/ab2.out" 2>&1 || fail "ab of big.bin failed" "$(cat "$T/ab2.out")"
+	grep -q '^Failed requests: *0$' "$T/ab2.out" || fail "ab of big.bin through diehard:" "$(cat "$T/ab2.out")"
+
+	# lighttpd exits 0 on SIGTERM, and so does diehard then.
+	stop_dh "$DH" lt 0
+	clean_report lt
+	served_by_all 3 $((4 + 1000 + 30))
+	jq -e '.exit_code == 0 and .live_at_end == 3' "$T/lt.json" >/dev/null ||
+		fail "report: $(jq -c '{exit_code, live_at_end}' "$T/lt.json")"
+}
+
+@test "lighttpd with its own socket activation: systemd-socket-activate hands diehard the socket, curl gets the files" {
+	require_cmd lighttpd curl systemd-socket-activate
+	make_docroot
+	local port
+	port=$(free_port)
+	lighttpd_conf "$T/sa.conf" "$port" "server.systemd-socket-activation = \"enable\"
+		server.modules += ( \"mod_accesslog\" )
+		accesslog.filename = \"$T/access.log\""
+	LEFT+=("lighttpd -D -f $T/")
+	PORTS+=("$port")
+	# Without --inetd: one diehard (Accept=no), started at the first connection.
+	background ssa systemd-socket-activate -l "127.0.0.1:$port" "$DIEHARD" -v -k 3 --report "$T/ssa.json" -- \
+		lighttpd -D -f "$T/sa.conf"
+	local ssa=$BG_PID
+	wait_until 10 grep -qs Listening "$T/ssa.err" || fail "systemd-socket-activate did not start" "$(cat "$T/ssa.err")"
+	local f i
+	for i in 1 2; do
+		for f in small.html big.bin; do
+			curl -sS -m 30 -o "$T/got.$f" "http://127.0.0.1:$port/$f" ||
+				fail "curl $f (round $i) failed" "$(tail -n 20 "$T/ssa.err")"
+			same_bytes "$T/www/$f" "$T/got.$f" "$f through socket-activated diehard (round $i)"
+		done
+	done
+	grep -q 'Execing' "$T/ssa.err" || fail "systemd-socket-activate did not start diehard" "$(cat "$T/ssa.err")"
+	stop_dh "$ssa" ssa 0
+	clean_report ssa
+	# Served by every replica, through the proxy: not by whichever replica
+	# took the connection off a socket they all share (diehard's Accept=no
+	# without private networks).
+	served_by_all 3 4
+}
+
+@test "python3 -m http.server (threaded) through diehard -k 3: 100 curl fetches and 200 ab requests get the file; its request log passes, divergences reported" {
+	require_cmd curl ab
+	mkdir -p "$T/www" "$T/got"
+	head -c 20000 /dev/urandom | base64 >"$T/www/page.txt"
+	local port
+	port=$(free_port)
+	LEFT+=("http.server $port")
+	dh py -k 3 -- python3 -m http.server "$port" --bind 127.0.0.1 --directory "$T/www"
+	wait_port "$port" "$DH" 30
+	# One curl, 100 transfers; http.server speaks HTTP/1.0: a connection each.
+	local args=() i
+	for ((i = 0; i < 100; i++)); do
+		args+=(-o "$T/got/$i" "http://127.0.0.1:$port/page.txt")
+	done
+	timeout 120 curl -sS -m 20 "${args[@]}" || fail "curl through diehard failed" "$(tail -n 20 "$T/py.err")"
+	for ((i = 0; i < 100; i++)); do
+		same_bytes "$T/www/page.txt" "$T/got/$i" "fetch $i of page.txt through diehard"
+	done
+	# One request at a time (each on a thread of its own in every replica):
+	# with several at once the replicas' threads would log in orders of
+	# their own, and the log is voted like the replies.
+	timeout 120 ab -q -n 200 -c 1 "http://127.0.0.1:$port/page.txt" >"$T/ab.out" 2>&1 || fail "ab failed" "$(cat "$T/ab.out")"
+	grep -q '^Complete requests: *200$' "$T/ab.out" && grep -q '^Failed requests: *0$' "$T/ab.out" ||
+		fail "ab through diehard:" "$(cat "$T/ab.out")"
+	# python dies of SIGTERM: so does diehard.
+	stop_dh "$DH" py 143
+	# Each request is logged on stderr with a timestamp: voted like the
+	# replies. Whether the replicas' logs agreed (the clock is virtualized;
+	# the threads' order is not) is reported, not required.
+	local div
+	div=$(jq -r '[.divergences[] | .stream] | group_by(.) | map("\(.[0]): \(length)") | join(", ")' "$T/py.json")
+	diag "python3 -m http.server: divergences by stream: ${div:-none}; replacements: $(jq '.replacements | length' "$T/py.json")"
+	grep -q 'GET /page.txt' "$T/py.err" || fail "the request log did not pass through diehard:" "$(tail -n 5 "$T/py.err")"
+}
+
+@test "redis-server through diehard -k 3: SET then GET over separate connections, INCR 100 times, values right" {
+	require_cmd redis-server redis-cli
+	local port
+	port=$(free_port)
+	LEFT+=("redis-server.*$port")
+	dh redis -k 3 -- redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no
+	wait_port "$port" "$DH" 30
+	local cli=(timeout 60 redis-cli -p "$port")
+	[[ $("${cli[@]}" SET greeting 'hello, world') == OK ]] || fail "SET" "$(tail -n 20 "$T/redis.err")"
+	[[ $("${cli[@]}" GET greeting) == 'hello, world' ]] || fail "GET on another connection" "$(tail -n 20 "$T/redis.err")"
+	"${cli[@]}" -r 100 INCR counter >"$T/incr" || fail "INCR"
+	same_bytes <(seq 1 100) "$T/incr" "100 INCRs on one connection"
+	local i
+	for i in 1 2 3 4 5; do
+		[[ $("${cli[@]}" INCR counter) == $((100 + i)) ]] || fail "INCR on connection $i"
+	done
+	[[ $("${cli[@]}" GET counter) == 105 ]] || fail "GET counter"
+	[[ $("${cli[@]}" DBSIZE) == 2 ]] || fail "DBSIZE"
+	# redis-server exits 0 on SIGTERM (a clean shutdown).
+	stop_dh "$DH" redis 0
+	diag "redis-server: divergences: $(jq -c '[.divergences[] | {stream, replica, kind}]' "$T/redis.json"); replacements: $(jq '.replacements | length' "$T/redis.json")"
+}
+
+# ---- line_server -------------------------------------------------------------
+
+@test "line_server through diehard -k 3: state across connections, BIG 1000000 byte for byte, 1000 requests from 10 clients at once" {
+	require_prog line_server
+	local port
+	port=$(free_port)
+	line_server_dh ls "$port"
+	[[ $(lc send "$port" "SET colour blue" "INCR hits") == $'OK\n1' ]] || fail "SET, INCR" "$(tail "$T/ls.err")"
+	[[ $(lc send "$port" "GET colour" "INCR hits" "ECHO a b  c") == $'blue\n2\na b  c' ]] ||
+		fail "state from another connection" "$(tail "$T/ls.err")"
+	lc send "$port" "BIG 1000000" >"$T/big" || fail "BIG 1000000" "$(tail "$T/ls.err")"
+	same_bytes <(lc pattern 1000000) "$T/big" "BIG 1000000 through diehard"
+	lc send "$port" "BIG 5000" "BIG 4096" "BIG 1" "ECHO end" >"$T/bigs" || fail "small BIGs"
+	same_bytes <(lc pattern 5000; lc pattern 4096; lc pattern 1; echo end) "$T/bigs" "BIGs across chunk boundaries"
+	local pids=() i
+	for ((i = 0; i < 10; i++)); do
+		lc load "$port" 100 >"$T/load.$i" 2>&1 3>&- &
+		pids+=($!)
+	done
+	for ((i = 0; i < 10; i++)); do
+		wait "${pids[$i]}" || fail "load client $i failed:" "$(cat "$T/load.$i")" "$(tail "$T/ls.err")"
+	done
+	[[ $(lc send "$port" "GET colour" QUIT) == $'blue\nBYE' ]] || fail "after the load"
+	stop_dh "$DH" ls 143
+	clean_report ls
+}
+
+@test "buggy_server: a heap overflow that empties a value on some heaps is masked: every reply right, the wrong replica replaced, the server serves on" {
+	require_prog buggy_server
+	# The bug is real: with the allocator alone, some seeds answer wrong
+	# (17 % of them at 30 keys, buggy_server.c), and glibc never does.
+	lc bugrate "$PROGS/buggy_server" "$LIB" 40 30 >"$T/rate" 2>/dev/null || fail "bugrate failed" "$(cat "$T/rate")"
+	local wrong
+	wrong=$(awk '{ print $1 }' "$T/rate")
+	((wrong > 0 && wrong < 40)) || fail "with the allocator alone $wrong of 40 seeds were wrong: the test proves nothing"
+	diag "buggy_server with the allocator alone: $(cat "$T/rate")"
+	# Through diehard -k 3, runs until one had a replica replaced (each run:
+	# at least one replica wrong with probability 0.42).
+	local s port replaced=0 name
+	for ((s = 0; s < 10 && replaced == 0; s++)); do
+		name=bug$s
+		port=$(free_port)
+		dh "$name" -k 3 -- "$PROGS/buggy_server" "$port"
+		LEFT+=("buggy_server .*$port\$")
+		wait_port "$port" "$DH"
+		lc bugcheck "$port" 30 >"$T/$name.check" 2>&1 ||
+			fail "run $s: a wrong or missing reply through diehard -k 3 (a masking failure):" "$(cat "$T/$name.check")" \
+				"$(grep '^diehard:' "$T/$name.err" | tail -n 20)"
+		# It serves on, the replacement included.
+		lc load "$port" 30 >"$T/$name.load" 2>&1 || fail "run $s: the server stopped serving:" "$(cat "$T/$name.load")"
+		[[ $(lc send "$port" "GET k007" "GET c") == $'value-007-abcde\n1000000000000000' ]] ||
+			fail "run $s: state after the replacement"
+		stop_dh "$DH" "$name" 143
+		replaced=$(jq '.replacements | length' "$T/$name.json")
+	done
+	((replaced > 0)) || fail "no replica was replaced in $s runs (each replica is wrong in about 17 % of heaps)"
+	diag "buggy_server: a replica replaced in run $((s - 1)) of diehard -k 3"
+	grep -q '^diehard: kill replica' "$T/$name.err" || fail "no kill line on stderr (-v):" "$(grep '^diehard:' "$T/$name.err")"
+	jq -e '(.divergences | length) >= 1 and ([.replicas[] | select(.killed != null)] | length) >= 1' "$T/$name.json" >/dev/null ||
+		fail "the report does not show the divergence:" "$(jq -c '{divergences, replicas: [.replicas[] | {index, killed}]}' "$T/$name.json")"
+}
+
+# ---- misbehaving clients ------------------------------------------------------
+
+@test "line_server: clients that disconnect mid-reply (close, reset) leave the server serving, no replica harmed" {
+	require_prog line_server
+	local port
+	port=$(free_port)
+	line_server_dh dc "$port"
+	lc disconnect "$port" 10000000 100000 || fail "disconnect" "$(tail "$T/dc.err")"
+	[[ $(lc send "$port" "ECHO after a close") == "after a close" ]] || fail "after a close mid-reply" "$(tail "$T/dc.err")"
+	lc disconnect "$port" 10000000 5000 rst || fail "disconnect with a reset"
+	[[ $(lc send "$port" "ECHO after a reset") == "after a reset" ]] || fail "after a reset mid-reply" "$(tail "$T/dc.err")"
+	lc send "$port" "BIG 2000000" | cmp -s - <(lc pattern 2000000) || fail "BIG 2000000 after the disconnects"
+	stop_dh "$DH" dc 143
+	clean_report dc
+}
+
+@test "line_server: half-closed clients get their replies to EOF (nc -N, shutdown(SHUT_WR))" {
+	require_prog line_server
+	require_cmd nc
+	local port
+	port=$(free_port)
+	line_server_dh hc "$port"
+	[[ $(printf 'ECHO hi\n' | timeout 20 nc -N 127.0.0.1 "$port") == hi ]] || fail "nc -N" "$(tail "$T/hc.err")"
+	# A last line without \n is answered too, then the server closes.
+	[[ $(printf 'SET h x\nECHO one\nGET h' | lc halfclose "$port") == $'OK\none\nx' ]] || fail "SHUT_WR" "$(tail "$T/hc.err")"
+	printf 'BIG 300000\n' | lc halfclose "$port" >"$T/big" || fail "BIG after SHUT_WR"
+	same_bytes <(lc pattern 300000) "$T/big" "BIG 300000 to a half-closed client"
+	stop_dh "$DH" hc 143
+	clean_report hc
+}
+
+@test "line_server: random bytes and a line over 1 MiB from clients are answered alike by every replica; the server serves on" {
+	require_prog line_server
+	local port
+	port=$(free_port)
+	line_server_dh gb "$port"
+	lc garbage "$port" 100000 || fail "garbage" "$(tail "$T/gb.err")"
+	lc garbage "$port" 2000 || fail "garbage"
+	# A line longer than 1 MiB: ERR, then the server closes that connection.
+	lc long "$port" 1500000 || fail "a line of 1.5 MB" "$(tail "$T/gb.err")"
+	[[ $(lc send "$port" "SET g ok" "GET g") == $'OK\nok' ]] || fail "after the garbage" "$(tail "$T/gb.err")"
+	stop_dh "$DH" gb 143
+	clean_report gb
+}
+
+@test "line_server: 1000 connections open at once, a request on each, all answered right" {
+	require_prog line_server
+	# diehard holds each client's connection and one to every replica.
+	local want=16384 hard
+	hard=$(ulimit -Hn)
+	[[ $hard == unlimited ]] || ((hard >= want)) || want=$hard
+	[[ $(ulimit -Sn) == unlimited ]] || (($(ulimit -Sn) >= want)) || ulimit -Sn "$want"
+	local port
+	port=$(free_port)
+	line_server_dh mc "$port"
+	lc many "$port" 1000 >"$T/many" 2>&1 || fail "1000 connections:" "$(cat "$T/many")" "$(tail "$T/mc.err")"
+	[[ $(lc send "$port" "ECHO still here") == "still here" ]] || fail "after 1000 connections"
+	stop_dh "$DH" mc 143
+	clean_report mc
+}
+
+# ---- replicas that misbehave ---------------------------------------------------
+
+@test "a replica that stops reading a connection is killed as a straggler after --timeout and replaced; the client's connection goes on with right answers" {
+	require_prog line_server
+	# Plain, the odd process (the one that creates the directory) stalls.
+	local p0
+	p0=$(free_port)
+	background plain "$PROGS/line_server" --odd "$T/odd.plain" "$p0"
+	LEFT+=("line_server .*$p0\$")
+	wait_port "$p0" "$BG_PID"
+	local rc=0
+	LINECLIENT_TIMEOUT=1 lc send "$p0" "STALL" >"$T/plain.stall" 2>&1 || rc=$?
+	((rc == 2)) || fail "plain line_server --odd: STALL answered (status $rc):" "$(cat "$T/plain.stall")"
+	# Through diehard one replica of three wins the race and stalls.
+	local port
+	port=$(free_port)
+	dh st -k 3 --timeout 1 -- "$PROGS/line_server" --odd "$T/odd" "$port"
+	LEFT+=("line_server .*$port\$")
+	wait_port "$port" "$DH"
+	[[ -d $T/odd ]] || fail "no replica created $T/odd"
+	lc send "$port" "SET s 1" STALL @sleep=3 "GET s" "INCR s" "ECHO same connection" "BIG 100000" >"$T/st.got" ||
+		fail "the client's connection failed:" "$(cat "$T/st.got")" "$(grep '^diehard:' "$T/st.err")"
+	same_bytes <(printf 'OK\nOK\n1\n2\nsame connection\n'; lc pattern 100000) "$T/st.got" "the replies around the stall"
+	[[ $(lc send "$port" "GET s") == 2 ]] || fail "a new connection after the replacement"
+	grep -q '^diehard: kill replica' "$T/st.err" || fail "the stalled replica was not killed:" "$(grep '^diehard:' "$T/st.err")"
+	stop_dh "$DH" st 143
+	jq -e '([.replicas[] | select(.killed != null)] | length) == 1 and (.replacements | length) >= 1 and .live_at_end == 3' \
+		"$T/st.json" >/dev/null ||
+		fail "the report:" "$(jq -c '{replicas: [.replicas[] | {index, killed}], replacements: [.replacements[] | .why], live_at_end}' "$T/st.json")"
+}
+
+@test "an outbound connection from a replica fails, and diehard warns about it in one line (not one per replica)" {
+	require_prog line_server
+	# A listener on the host that counts the connections it gets in 6 s.
+	local hp
+	hp=$(free_port)
+	background listener python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+print("listening", flush=True)
+end = time.monotonic() + 6
+n = 0
+while time.monotonic() < end:
+    s.settimeout(max(0.01, end - time.monotonic()))
+    try:
+        s.accept()[0].close()
+        n += 1
+    except socket.timeout:
+        pass
+print(n, flush=True)' "$hp"
+	local listener=$BG_PID
+	wait_until 5 grep -qs listening "$T/listener.out" || fail "the listener did not start"
+	# Plain, CONNECT reaches it.
+	local p0
+	p0=$(free_port)
+	background plain "$PROGS/line_server" "$p0"
+	LEFT+=("line_server .*$p0\$")
+	wait_port "$p0" "$BG_PID"
+	[[ $(lc send "$p0" "CONNECT $hp") == CONNECTED ]] || fail "plain line_server could not connect to the listener"
+	# Through diehard it must not (the replicas' network is their own).
+	local port
+	port=$(free_port)
+	background out "$DIEHARD" -k 3 --report "$T/out.json" -- "$PROGS/line_server" "$port"
+	DH=$BG_PID
+	LEFT+=("line_server .*$port\$")
+	wait_port "$port" "$DH"
+	lc send "$port" "CONNECT $hp" "ECHO after" >"$T/got" || fail "CONNECT through diehard" "$(cat "$T/out.err")"
+	grep -q '^CONNECT FAILED: ' "$T/got" || fail "an outbound connection from a replica did not fail:" "$(cat "$T/got")"
+	[[ $(sed -n 2p "$T/got") == after ]] || fail "the connection did not go on:" "$(cat "$T/got")"
+	await_exit "$listener" 10
+	[[ $(tail -n 1 "$T/listener.out") == 1 ]] ||
+		fail "the host listener got $(tail -n 1 "$T/listener.out") connections, expected 1 (the plain server's)"
+	stop_dh "$DH" out 143
+	local warn
+	warn=$(grep -ciE '^diehard: .*(outbound|connect)' "$T/out.err" || true)
+	((warn == 1)) || fail "expected one warning about the outbound connection, got $warn:" "$(cat "$T/out.err")"
+}
