@@ -420,6 +420,25 @@ bool net_replayable(const struct net *N, char *why, size_t size)
 	return false;
 }
 
+static unsigned port_of(const struct sockaddr_storage *a)
+{
+	return a->ss_family == AF_INET ? ntohs(((const struct sockaddr_in *)a)->sin_port)
+				       : ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
+}
+
+bool net_listens_port(const struct net *N, unsigned i, const struct sockaddr *a)
+{
+	if (N == NULL || i >= N->S->nslots || (a->sa_family != AF_INET && a->sa_family != AF_INET6))
+		return false;
+	struct sockaddr_storage ss;
+	memset(&ss, 0, sizeof ss);
+	memcpy(&ss, a, a->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+	for (unsigned l = 0; l < N->nl; l++)
+		if ((N->slot[i].listens & (1ull << l)) && port_of(&N->L[l]->addr) == port_of(&ss))
+			return true;
+	return false;
+}
+
 bool net_serving(const struct net *N)
 {
 	return N != NULL && N->nl > 0;

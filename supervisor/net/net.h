@@ -52,6 +52,10 @@ void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr,
  * server's clocks, net.h's rules). */
 bool net_serving(const struct net *N);
 
+/* Whether slot i listens on a's port (a loopback or unspecified address of
+ * AF_INET or AF_INET6): a connect there reaches the replica's own server. */
+bool net_listens_port(const struct net *N, unsigned i, const struct sockaddr *a);
+
 /* The straggler tick (supervisor.c): connections whose replicas trail. */
 void net_tick(struct net *N);
 /* Stop accepting (SIGTERM: the replicas are stopping). */

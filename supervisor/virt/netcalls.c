@@ -247,8 +247,9 @@ static enum netcall on_listen(struct netcalls *N, int listener, unsigned slot, c
 
 /* ---- connect, socket ---- */
 
-/* Replica slot's process tried to reach sa, outside its namespace. */
-static void outbound(struct netcalls *N, unsigned slot, const void *sa, size_t len)
+/* Replica slot's process tried to reach sa, outside its namespace (local:
+ * the loopback, where only the replica's own servers listen). */
+static void outbound(struct netcalls *N, unsigned slot, const void *sa, size_t len, bool local)
 {
 	char text[NETADDR_TEXT];
 	if (!netaddr_format(sa, len, text, sizeof text))
@@ -266,8 +267,14 @@ static void outbound(struct netcalls *N, unsigned slot, const void *sa, size_t l
 		return;
 	}
 	memcpy(N->outbound[N->noutbound++], text, sizeof text);
-	log_warn("replica %u connects to %s: outbound connections are not replicated, and in its network namespace "
-		 "only its own loopback answers (--net host shares diehard's network, unvoted)", id, text);
+	if (local)
+		log_warn("replica %u connects to %s, where it does not listen: its network namespace's loopback is its "
+			 "own, not the host's, and outbound connections are not replicated (--net host shares "
+			 "diehard's network, unvoted)", id, text);
+	else
+		log_warn("replica %u connects to %s: outbound connections are not replicated, and in its network "
+			 "namespace only its own loopback answers (--net host shares diehard's network, unvoted)", id,
+			 text);
 	report_outbound(S->report, id, text, sup_now() - S->t_start);
 }
 
@@ -283,11 +290,16 @@ static enum netcall on_connect(struct netcalls *N, int listener, unsigned slot, 
 	memset(&ss, 0, sizeof ss);
 	if (remote_read_all((pid_t)req->pid, addr, &ss, (size_t)len) != 0)
 		return NETCALL_CONTINUE;
-	if (netaddr_classify(&ss, (size_t)len) != NETADDR_REMOTE)
+	enum netaddr_kind kind = netaddr_classify(&ss, (size_t)len);
+	/* The loopback is the replica's own: reaching its own listening
+	 * port is its business; any other port there is someone else's
+	 * on the host, which it cannot reach. */
+	if (kind == NETADDR_OTHER ||
+	    (kind == NETADDR_LOCAL && net_listens_port(N->S->net, slot, (const struct sockaddr *)&ss)))
 		return NETCALL_CONTINUE;
 	if (!still_waiting(listener, req->id))
 		return NETCALL_DROP;
-	outbound(N, slot, &ss, (size_t)len);
+	outbound(N, slot, &ss, (size_t)len, kind == NETADDR_LOCAL);
 	return NETCALL_CONTINUE;
 }
 
