@@ -888,6 +888,34 @@ static void test_keep_restart(void)
 	ndlog_free(log);
 }
 
+/* ---- ndlog: to the front (a server's stale clock reads) --------------- */
+
+static bool only_a(uint32_t key)
+{
+	return key == KEY_A;
+}
+
+static void test_to_front(void)
+{
+	struct ndlog *log = ndlog_new(3, 1000, true);
+	bool ok = true;
+	for (uint64_t i = 0; i < 20; i++)
+		ok &= lead(log, 0, KEY_A, 7, i) && lead(log, 0, KEY_B, 8, i);
+	CHECK(ok && follow(log, 1, KEY_A, 7, 0), "ndlog front: replica 0 led 20 entries, replica 1 followed one");
+	ndlog_to_front_key(log, 1, KEY_A);
+	CHECK(ndlog_count(log, 1, KEY_A) == 20 && lead(log, 1, KEY_A, 7, 20) && follow(log, 0, KEY_A, 7, 20),
+	      "ndlog front: one key moved to its front: the next call leads, the one ahead follows it");
+	CHECK(follow(log, 1, KEY_B, 8, 0), "ndlog front: the other key stays where it was");
+	ndlog_to_front(log, 2, only_a);
+	CHECK(ndlog_count(log, 2, KEY_A) == 21 && ndlog_count(log, 2, KEY_B) == 0 && follow(log, 2, KEY_B, 8, 0),
+	      "ndlog front: by predicate, only the keys it accepts move");
+	ndlog_to_front_key(log, 0, KEY_A);
+	CHECK(ndlog_count(log, 0, KEY_A) == 21, "ndlog front: a position at the front stays there");
+	ndlog_to_front_key(log, 0, 0xdead);
+	CHECK(ndlog_complete(log), "ndlog front: an unknown key is no-op, nothing dropped");
+	ndlog_free(log);
+}
+
 int main(void)
 {
 	test_chacha_block();
@@ -910,5 +938,6 @@ int main(void)
 	test_random();
 	test_last();
 	test_keep_restart();
+	test_to_front();
 	return tap_done();
 }
