@@ -79,10 +79,13 @@ static void format_map(char *buf, unsigned long id)
 
 /* A new network namespace has its loopback (127.0.0.1, and ::1 once up)
  * and nothing else, down: up it goes, so that the program reaches its own
- * listening sockets and diehard's sockets made in there reach them too. */
+ * listening sockets and diehard's sockets made in there reach them too.
+ * The interface ioctls reach the devices of the socket's namespace
+ * whatever its family: a unix socket does, where a service manager allows
+ * no other (RestrictAddressFamilies=AF_UNIX). */
 static int loopback_up(void)
 {
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return errno;
 	struct ifreq ifr;
