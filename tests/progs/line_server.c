@@ -21,8 +21,10 @@
  *   STALL           OK; but with --odd DIR, the one process that created DIR
  *                   at its start (a race between replicas: mkdir is atomic)
  *                   never answers and never reads that connection again
- *   CONNECT port    an outbound connection to 127.0.0.1:port (1 s at most):
- *                   CONNECTED, or CONNECT FAILED: <strerror>
+ *   CONNECT [addr] port
+ *                   an outbound connection to addr (127.0.0.1 by default;
+ *                   IPv4 or IPv6), 1 s at most: CONNECTED, or
+ *                   CONNECT FAILED: <strerror>
  *   QUIT            BYE, then the server closes the connection
  *   anything else   ERR unknown command (ERR empty line); a line longer than
  *                   1 MiB: ERR line too long, then the connection is closed
@@ -217,33 +219,57 @@ static char *format_int(long long v)
 
 /* ---- commands ---- */
 
-static void cmd_connect(struct conn *c, const char *arg)
+/* CONNECT [addr] port: an outbound connection attempt, 1 s at most. */
+static void cmd_connect(struct conn *c, char *arg)
 {
+	const char *host = "127.0.0.1", *portstr = arg;
+	char *sp = strchr(arg, ' ');
+	if (sp != NULL) {
+		*sp = '\0';
+		host = arg;
+		portstr = sp + 1;
+	}
 	char *end;
 	errno = 0;
-	long port = strtol(arg, &end, 10);
-	if (*arg == '\0' || *end != '\0' || errno != 0 || port < 1 || port > 65535) {
-		buf_str(&c->out, "ERR bad port\n");
+	long port = strtol(portstr, &end, 10);
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in sin;
+		struct sockaddr_in6 sin6;
+	} u;
+	memset(&u, 0, sizeof u);
+	socklen_t len;
+	bool v6 = strchr(host, ':') != NULL;
+	if (*portstr == '\0' || *end != '\0' || errno != 0 || port < 1 || port > 65535 ||
+	    inet_pton(v6 ? AF_INET6 : AF_INET, host, v6 ? (void *)&u.sin6.sin6_addr : (void *)&u.sin.sin_addr) != 1) {
+		buf_str(&c->out, "ERR usage: CONNECT [addr] port\n");
 		return;
 	}
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (v6) {
+		u.sin6.sin6_family = AF_INET6;
+		u.sin6.sin6_port = htons((uint16_t)port);
+		len = sizeof u.sin6;
+	} else {
+		u.sin.sin_family = AF_INET;
+		u.sin.sin_port = htons((uint16_t)port);
+		len = sizeof u.sin;
+	}
+	int fd = socket(u.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	int err = 0;
 	if (fd < 0) {
 		err = errno;
 	} else {
-		struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		if (connect(fd, (struct sockaddr *)&sin, sizeof sin) != 0) {
+		if (connect(fd, &u.sa, len) != 0) {
 			err = errno;
 			if (err == EINPROGRESS) {
 				struct pollfd p = {.fd = fd, .events = POLLOUT};
 				int r = poll(&p, 1, 1000);
-				socklen_t len = sizeof err;
+				socklen_t elen = sizeof err;
 				if (r < 0)
 					err = errno;
 				else if (r == 0)
 					err = ETIMEDOUT;
-				else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+				else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
 					err = errno;
 			}
 		}
