@@ -485,7 +485,7 @@ print(n, flush=True)' "$hp"
 	wait_port "$p0" "$BG_PID"
 	[[ $(lc send "$p0" "CONNECT $hp") == CONNECTED ]] || fail "plain line_server could not connect to the listener"
 	# Through diehard (no -v: warnings only) a replica's loopback is its own:
-	# nothing listens there, and that is no outbound connection.
+	# the host's listener is not there, and the replica is told so once.
 	local port
 	port=$(free_port)
 	background out "$DIEHARD" -k 3 --report "$T/out.json" -- "$PROGS/line_server" "$port"
@@ -495,6 +495,9 @@ print(n, flush=True)' "$hp"
 	lc send "$port" "CONNECT $hp" "ECHO after" >"$T/got" || fail "CONNECT through diehard" "$(cat "$T/out.err")"
 	grep -q '^CONNECT FAILED: ' "$T/got" || fail "a replica reached the host's loopback:" "$(cat "$T/got")"
 	[[ $(sed -n 2p "$T/got") == after ]] || fail "the connection did not go on:" "$(cat "$T/got")"
+	# Its own listening port on its loopback is its own server: no warning.
+	[[ $(lc send "$port" "CONNECT 127.0.0.1 $port") == CONNECTED ]] ||
+		fail "a replica could not reach its own listening port on its loopback"
 	# This machine's own address (never on the wire, whatever happens): from a
 	# replica's network namespace, outbound. Twice, from every replica: one line.
 	local own
@@ -512,12 +515,12 @@ print(n, flush=True)' "$hp"
 	[[ $(tail -n 1 "$T/listener.out") == 1 ]] ||
 		fail "the host listener got $(tail -n 1 "$T/listener.out") connections, expected 1 (the plain server's)"
 	stop_dh "$DH" out 143
-	local warn want=0
-	[[ -z $own ]] || want=1
+	local warn want=1
+	[[ -z $own ]] || want=2
 	warn=$(grep -ciE '^diehard: .*(outbound|connect)' "$T/out.err" || true)
 	((warn == want)) || fail "expected $want warning(s) about outbound connections, got $warn:" "$(cat "$T/out.err")"
-	if [[ -n $own ]]; then
-		jq -e --arg a "$own:$hp" '[.outbound[]? | .address] == [$a]' "$T/out.json" >/dev/null ||
-			fail "the report's outbound connections: $(jq -c '.outbound' "$T/out.json"), expected [$own:$hp]"
-	fi
+	local expect="[\"127.0.0.1:$hp\"]"
+	[[ -z $own ]] || expect="[\"127.0.0.1:$hp\",\"$own:$hp\"]"
+	jq -e --argjson a "$expect" '[.outbound[]? | .address] == $a' "$T/out.json" >/dev/null ||
+		fail "the report's outbound connections: $(jq -c '.outbound' "$T/out.json"), expected $expect"
 }
