@@ -335,17 +335,21 @@ make_docroot() {
 	wrong=$(awk '{ print $1 }' "$T/rate")
 	((wrong > 0 && wrong < 40)) || fail "with the allocator alone $wrong of 40 seeds were wrong: the test proves nothing"
 	diag "buggy_server with the allocator alone: $(cat "$T/rate")"
-	# Through diehard -k 3, runs until one had a replica replaced (each run:
-	# at least one replica wrong with probability 0.42).
+	# Through diehard -k 5, runs until one had a replica replaced (each run:
+	# at least one replica wrong with probability 0.6). Not -k 3: two of
+	# three replicas are wrong in about 7 % of runs (about different keys),
+	# and once the first is out of a connection the two left on it cannot
+	# outvote each other (docs/NETWORK.md: the connection is closed; a
+	# replacement joins new connections only).
 	local s port replaced=0 name
 	for ((s = 0; s < 10 && replaced == 0; s++)); do
 		name=bug$s
 		port=$(free_port)
-		dh "$name" -k 3 -- "$PROGS/buggy_server" "$port"
+		dh "$name" -k 5 -- "$PROGS/buggy_server" "$port"
 		LEFT+=("buggy_server .*$port\$")
 		wait_port "$port" "$DH"
 		lc bugcheck "$port" 30 >"$T/$name.check" 2>&1 ||
-			fail "run $s: a wrong or missing reply through diehard -k 3 (a masking failure):" "$(cat "$T/$name.check")" \
+			fail "run $s: a wrong or missing reply through diehard -k 5 (a masking failure):" "$(cat "$T/$name.check")" \
 				"$(grep '^diehard:' "$T/$name.err" | tail -n 20)"
 		# It serves on, the replacement included.
 		lc load "$port" 30 >"$T/$name.load" 2>&1 || fail "run $s: the server stopped serving:" "$(cat "$T/$name.load")"
@@ -355,7 +359,7 @@ make_docroot() {
 		replaced=$(jq '.replacements | length' "$T/$name.json")
 	done
 	((replaced > 0)) || fail "no replica was replaced in $s runs (each replica is wrong in about 17 % of heaps)"
-	diag "buggy_server: a replica replaced in run $((s - 1)) of diehard -k 3"
+	diag "buggy_server: a replica replaced in run $((s - 1)) of diehard -k 5"
 	grep -q '^diehard: kill replica' "$T/$name.err" || fail "no kill line on stderr (-v):" "$(grep '^diehard:' "$T/$name.err")"
 	jq -e '(.divergences | length) >= 1 and ([.replicas[] | select(.killed != null)] | length) >= 1' "$T/$name.json" >/dev/null ||
 		fail "the report does not show the divergence:" "$(jq -c '{divergences, replicas: [.replicas[] | {index, killed}]}' "$T/$name.json")"
