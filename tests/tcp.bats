@@ -140,6 +140,11 @@ lighttpd_conf() {
 		server.bind = "127.0.0.1"
 		server.port = $2
 		server.tag = "lighttpd"
+		# Its start and stop lines carry the time to the second; the stop
+		# line's second is read when SIGTERM arrives, which is not the
+		# same moment in every replica (docs/NETWORK.md, clocks): the
+		# error log goes to a file of the test, not to the vote.
+		server.errorlog = "$T/error.log"
 		mimetype.assign = ( ".html" => "text/html", "" => "application/octet-stream" )
 		$3
 	EOF
@@ -281,7 +286,8 @@ make_docroot() {
 	local port
 	port=$(free_port)
 	LEFT+=("redis-server.*$port")
-	dh redis -k 3 -- redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no
+	dh redis -k 3 -- redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+		--logfile "$T/redis.log"
 	wait_port "$port" "$DH" 30
 	local cli=(timeout 60 redis-cli -p "$port")
 	[[ $("${cli[@]}" SET greeting 'hello, world') == OK ]] || fail "SET" "$(tail -n 20 "$T/redis.err")"
