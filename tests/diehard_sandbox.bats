@@ -19,11 +19,8 @@ teardown() {
 	pkill -KILL -f "sleep 171[0-9]" 2>/dev/null || true
 }
 
-# as_nobody CMD...: CMD as an unprivileged user (from root), when that user
-# can run the build tree; else the test is skipped.
-as_nobody() {
-	setpriv --reuid=65534 --regid=65534 --clear-groups "$@"
-}
+# require_nobody: skips the test unless the unprivileged user (as_nobody,
+# helpers.bash) can run the build tree.
 require_nobody() {
 	[[ $(id -u) == 0 ]] || skip "not root: the other tests already run unprivileged"
 	command -v setpriv >/dev/null || skip "no setpriv"

@@ -323,3 +323,8 @@ expect_error() {
 	[[ $err =~ $pattern ]] || fail "diehard $*: the message does not match /$pattern/:" "$err"
 	[[ ! -e $T/ran ]] || fail "diehard $*: a replica ran although the invocation is wrong"
 }
+
+# as_nobody CMD...: CMD as the unprivileged user nobody (from root).
+as_nobody() {
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$@"
+}

@@ -91,12 +91,9 @@ try:
 except OSError as e:
     print("failed", type(e).__name__)'
 
-# as_nobody CMD...: CMD as an unprivileged user (from root); the test is
+# require_nobody: the test is skipped unless as_nobody (helpers.bash) works:
 # skipped when that cannot run the build tree or a python3 outside root's
 # home, or when the kernel gives it no user namespaces.
-as_nobody() {
-	setpriv --reuid=65534 --regid=65534 --clear-groups "$@"
-}
 require_nobody() {
 	[[ $(id -u) == 0 ]] || skip "not root: the other tests already run unprivileged"
 	command -v setpriv >/dev/null || skip "no setpriv"
