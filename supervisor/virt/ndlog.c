@@ -9,8 +9,12 @@
  *   before the real ones it just got: its clock would have gone back);
  *   entries below the smallest pos of the live replicas not lost are
  *   dropped (trim).
- * A few keys exist (clock ids, getrandom, the device opens), so a key is
- * found by a linear scan. */
+ * Keys are found through an open-addressing index (a server's wall clocks
+ * have a key per thread: thousands). The index maps a key to its slot in
+ * keys[], which stays in first-seen order; a sweep that frees idle keys
+ * compacts keys[] in order and rebuilds the index. Per kind (a key's top
+ * byte) the log counts the entries it keeps: in keep mode, a kind reaching
+ * the cap ends keep mode for good (the log is incomplete from then on). */
 #include "ndlog.h"
 
 #include <errno.h>
@@ -42,8 +46,13 @@ struct ndlog {
 	bool keep;             /* entries kept from the start, for replacements */
 	bool dropped;          /* some entry was dropped: a restart cannot replay all */
 	bool *live;
-	struct keylog *keys;
+	struct keylog *keys;   /* in first-seen order */
 	size_t nkeys, keys_size;
+	uint32_t *index;       /* open addressing: slot in keys[] + 1, 0 empty */
+	size_t index_size;     /* a power of two, > 2 * nkeys; 0 before the first key */
+	size_t kept[256];      /* entries kept, per kind (key >> 24) */
+	bool (*reclaimable)(uint32_t key);
+	size_t swept_at;       /* nkeys after the last sweep */
 	uint64_t entries;
 };
 
@@ -72,26 +81,64 @@ void ndlog_free(struct ndlog *log)
 	for (size_t i = 0; i < log->nkeys; i++) {
 		free(log->keys[i].ring);
 		free(log->keys[i].pos);
-		free(log->keys[i].lost);
 	}
 	free(log->keys);
+	free(log->index);
 	free(log->live);
 	free(log);
 }
 
+static size_t hash(uint32_t key, size_t size)
+{
+	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (size - 1);
+}
+
 static struct keylog *find(const struct ndlog *log, uint32_t key)
 {
-	for (size_t i = 0; i < log->nkeys; i++)
-		if (log->keys[i].key == key)
-			return &log->keys[i];
-	return NULL;
+	if (log->index_size == 0)
+		return NULL;
+	for (size_t h = hash(key, log->index_size);; h = (h + 1) & (log->index_size - 1)) {
+		uint32_t at = log->index[h];
+		if (at == 0)
+			return NULL;
+		if (log->keys[at - 1].key == key)
+			return &log->keys[at - 1];
+	}
 }
+
+static void index_insert(struct ndlog *log, size_t at)
+{
+	size_t h = hash(log->keys[at].key, log->index_size);
+	while (log->index[h] != 0)
+		h = (h + 1) & (log->index_size - 1);
+	log->index[h] = (uint32_t)(at + 1);
+}
+
+/* An index of size slots for keys[0..nkeys): 0, or -1 out of memory. */
+static int reindex(struct ndlog *log, size_t size)
+{
+	uint32_t *index = calloc(size, sizeof *index);
+	if (index == NULL)
+		return -1;
+	free(log->index);
+	log->index = index;
+	log->index_size = size;
+	for (size_t i = 0; i < log->nkeys; i++)
+		index_insert(log, i);
+	return 0;
+}
+
+static void sweep(struct ndlog *log);
 
 static struct keylog *find_or_add(struct ndlog *log, uint32_t key)
 {
 	struct keylog *kl = find(log, key);
 	if (kl != NULL)
 		return kl;
+	if (log->reclaimable != NULL && !log->keep && log->nkeys >= 64 && log->nkeys >= 2 * log->swept_at)
+		sweep(log);
+	if (log->nkeys >= UINT32_MAX - 1)
+		return NULL;
 	if (log->nkeys == log->keys_size) {
 		size_t n = log->keys_size ? 2 * log->keys_size : 8;
 		struct keylog *grown = realloc(log->keys, n * sizeof *grown);
@@ -100,16 +147,55 @@ static struct keylog *find_or_add(struct ndlog *log, uint32_t key)
 		log->keys = grown;
 		log->keys_size = n;
 	}
-	uint64_t *pos = calloc(log->k, sizeof *pos);
-	bool *lost = calloc(log->k, sizeof *lost);
-	if (pos == NULL || lost == NULL) {
-		free(pos);
-		free(lost);
+	if (2 * (log->nkeys + 1) >= log->index_size &&
+	    reindex(log, log->index_size ? 2 * log->index_size : 16) != 0)
 		return NULL;
-	}
-	kl = &log->keys[log->nkeys++];
-	*kl = (struct keylog){ .key = key, .pos = pos, .lost = lost };
+	/* pos and lost in one block: pos[k], then lost[k]. */
+	uint64_t *pos = calloc(1, log->k * (sizeof *pos + sizeof(bool)));
+	if (pos == NULL)
+		return NULL;
+	kl = &log->keys[log->nkeys];
+	*kl = (struct keylog){ .key = key, .pos = pos, .lost = (bool *)(pos + log->k) };
+	index_insert(log, log->nkeys++);
 	return kl;
+}
+
+/* A key nobody needs: no entry kept and every live replica's next call of
+ * it would lead, so forgetting it changes no answer. */
+static bool idle(const struct ndlog *log, const struct keylog *kl)
+{
+	if (kl->len != 0)
+		return false;
+	for (unsigned r = 0; r < log->k; r++)
+		if (log->live[r] && !kl->lost[r] && kl->pos[r] != kl->base)
+			return false;
+	return true;
+}
+
+/* Frees the idle reclaimable keys (not in keep mode: a replacement may
+ * still replay them), keeping the others in first-seen order. */
+static void sweep(struct ndlog *log)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < log->nkeys; i++) {
+		struct keylog *kl = &log->keys[i];
+		if (log->reclaimable(kl->key) && idle(log, kl)) {
+			free(kl->ring);
+			free(kl->pos);
+			continue;
+		}
+		log->keys[n++] = *kl;
+	}
+	log->nkeys = n;
+	log->swept_at = n;
+	memset(log->index, 0, log->index_size * sizeof *log->index);
+	for (size_t i = 0; i < n; i++)
+		index_insert(log, i);
+}
+
+void ndlog_reclaim(struct ndlog *log, bool (*which)(uint32_t key))
+{
+	log->reclaimable = which;
 }
 
 static struct entry *slot(const struct keylog *kl, uint64_t n)
@@ -120,6 +206,7 @@ static struct entry *slot(const struct keylog *kl, uint64_t n)
 static void drop_oldest(struct ndlog *log, struct keylog *kl)
 {
 	log->dropped = true;
+	log->kept[kl->key >> 24]--;
 	kl->head = (kl->head + 1) % kl->size;
 	kl->base++;
 	kl->len--;
@@ -205,11 +292,19 @@ bool ndlog_entry(const struct ndlog *log, uint32_t key, size_t n, uint64_t *arg,
 /* Adds the leader's entry (its argument in pending_arg) at the end. */
 static void append(struct ndlog *log, struct keylog *kl, const struct nd_value *value)
 {
+	if (log->keep && log->kept[kl->key >> 24] >= log->cap) {
+		/* The kind's cap: the start can no longer be kept. From here
+		 * on entries go once every live replica has taken them. */
+		log->keep = false;
+		log->dropped = true;
+		for (size_t i = 0; i < log->nkeys; i++)
+			trim(log, &log->keys[i]);
+	}
 	if (kl->len == log->cap)
 		drop_oldest(log, kl);
 	if (kl->len == kl->size) {
 		/* Grow the ring, unrolling it so entry base sits in slot 0. */
-		size_t n = kl->size ? 2 * kl->size : 16;
+		size_t n = kl->size ? 2 * kl->size : 2;
 		if (n > log->cap)
 			n = log->cap;
 		struct entry *ring = malloc(n * sizeof *ring);
@@ -234,6 +329,7 @@ static void append(struct ndlog *log, struct keylog *kl, const struct nd_value *
 	*slot(kl, kl->base + kl->len - 1) = (struct entry){ .arg = kl->pending_arg, .v = *value };
 	kl->last = *value;
 	kl->has_last = true;
+	log->kept[kl->key >> 24]++;
 	log->entries++;
 	trim(log, kl);
 }
@@ -294,7 +390,7 @@ size_t ndlog_memory(const struct ndlog *log)
 	size_t n = log->keys_size * sizeof *log->keys;
 	for (size_t i = 0; i < log->nkeys; i++)
 		n += log->keys[i].size * sizeof(struct entry) + log->k * (sizeof(uint64_t) + sizeof(bool));
-	return n;
+	return n + log->index_size * sizeof *log->index;
 }
 
 const struct nd_value *ndlog_last(const struct ndlog *log, uint32_t key)

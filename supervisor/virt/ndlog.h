@@ -16,15 +16,23 @@
  * holds an argument that must match (getrandom's size and flags): a follower
  * whose argument differs is behaving differently, a divergence signal.
  *
+ * A key's top byte is its kind: a kind may have many keys (a server's wall
+ * clock has one per thread, virt.c).
+ *
  * Without `keep`, entries every live replica has taken are dropped. With
  * `keep` (replacement replicas may be started), entries are kept from the
  * start of the run so that a new replica, restarted at position 0, replays
- * every value the others saw. Either way a key holds at most `cap` entries,
- * past which the oldest go and a replica that still needed one is lost for
- * that key: from then on it is told so at every call (it reads fresh real
- * values; were it to catch up, the log's values, read earlier, would take
- * its clock backwards). A log that has dropped a kept entry can no longer
- * bring a new replica up (ndlog_complete).
+ * every value the others saw, until a kind keeps `cap` entries over all its
+ * keys: then keep mode ends (the log is incomplete, entries go as without
+ * it). Either way a key holds at most `cap` entries, past which the oldest
+ * go and a replica that still needed one is lost for that key: from then on
+ * it is told so at every call (it reads fresh real values; were it to catch
+ * up, the log's values, read earlier, would take its clock backwards). A
+ * log that has dropped a kept entry can no longer bring a new replica up
+ * (ndlog_complete).
+ *
+ * Without keep, keys ndlog_reclaim names are forgotten once idle (nothing
+ * kept, no live replica behind): a thread's key when the thread is done.
  *
  * Pure code: no I/O; single-threaded like the loop that owns it. */
 #ifndef DIEHARD_NDLOG_H
@@ -77,6 +85,10 @@ void ndlog_retire(struct ndlog *log, unsigned r);
  * still kept (ndlog_complete). */
 bool ndlog_restart(struct ndlog *log, unsigned r);
 
+/* Keys which(key) accepts may be forgotten when idle (above): checked in
+ * sweeps as the number of keys doubles, so memory follows the live keys. */
+void ndlog_reclaim(struct ndlog *log, bool (*which)(uint32_t key));
+
 /* Moves replica r to the front of every key which(key) accepts: its next
  * call of such a key leads (reads a real value, "now") instead of
  * replaying what the others read earlier. */
@@ -98,8 +110,8 @@ const struct nd_value *ndlog_last(const struct ndlog *log, uint32_t key);
 /* How many calls of key replica r has made. */
 uint64_t ndlog_count(const struct ndlog *log, unsigned r, uint32_t key);
 
-/* The keys seen so far, in first-seen order: writes up to max of them and
- * returns how many there are. */
+/* The keys tracked (seen and not forgotten), in first-seen order: writes
+ * up to max of them and returns how many there are. */
 size_t ndlog_keys(const struct ndlog *log, uint32_t *keys, size_t max);
 
 /* Entries kept for key, and entry n of them (from the first kept):

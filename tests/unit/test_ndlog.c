@@ -916,6 +916,78 @@ static void test_to_front(void)
 	ndlog_free(log);
 }
 
+/* ---- ndlog: many keys (a server's threads), a kind's cap, reclaiming -- */
+
+enum { THREAD_KIND = 9u << 24 };
+
+static bool thread_kind(uint32_t key)
+{
+	return (key & 0xff000000u) == THREAD_KIND;
+}
+
+static void test_thread_keys(void)
+{
+	/* 20000 keys of one kind, two entries each, led by 0 and followed
+	 * by 1 and 2 in another order: every value found through the index. */
+	enum { N = 20000 };
+	struct ndlog *log = ndlog_new(3, 1u << 20, true);
+	bool ok = true;
+	for (uint32_t t = 1; t <= N; t++)
+		ok &= lead(log, 0, THREAD_KIND | t, 0, 0) && lead(log, 0, THREAD_KIND | t, 0, 1);
+	for (uint32_t t = N; t >= 1; t--)
+		ok &= follow(log, 1, THREAD_KIND | t, 0, 0) && follow(log, 2, THREAD_KIND | t, 0, 0) &&
+		      follow(log, 2, THREAD_KIND | t, 0, 1) && follow(log, 1, THREAD_KIND | t, 0, 1);
+	CHECK(ok, "ndlog threads: 20000 keys led by one replica, followed in reverse order by two");
+	CHECK(ndlog_keys(log, NULL, 0) == N && ndlog_complete(log) && ndlog_count(log, 1, THREAD_KIND | 777) == 2,
+	      "ndlog threads: keep mode keeps all 20000 keys, complete, counts per key");
+	uint32_t first[3];
+	ndlog_keys(log, first, 3);
+	CHECK(first[0] == (THREAD_KIND | 1) && first[1] == (THREAD_KIND | 2) && first[2] == (THREAD_KIND | 3),
+	      "ndlog threads: keys listed in first-seen order");
+	ndlog_free(log);
+
+	/* Keep mode, cap 100 per kind: the 101st entry of the kind, over 60
+	 * keys, ends keep mode (incomplete); a key of another kind is kept
+	 * until its own cap. */
+	log = ndlog_new(2, 100, true);
+	ok = true;
+	for (uint32_t t = 1; t <= 50; t++)
+		ok &= lead(log, 0, THREAD_KIND | t, 0, 0) && lead(log, 0, THREAD_KIND | t, 0, 1);
+	CHECK(ok && ndlog_complete(log), "ndlog kind cap: 100 entries over 50 keys of one kind: still complete");
+	ok = lead(log, 0, KEY_A, 0, 0);
+	CHECK(ok && ndlog_complete(log), "ndlog kind cap: another kind's entry does not count against it");
+	ok = lead(log, 0, THREAD_KIND | 51, 0, 0);
+	CHECK(ok && !ndlog_complete(log), "ndlog kind cap: the 101st entry of the kind: the log is incomplete");
+	CHECK(follow(log, 1, THREAD_KIND | 7, 0, 0) && follow(log, 1, THREAD_KIND | 7, 0, 1) &&
+		      follow(log, 1, KEY_A, 0, 0),
+	      "ndlog kind cap: entries not yet taken by every replica are still served");
+	ndlog_free(log);
+
+	/* Without keep, reclaimable keys go once idle: 100000 keys taken by
+	 * both replicas leave few tracked; a key of another kind stays; a
+	 * key replica 1 has not caught up on stays, with its values. */
+	log = ndlog_new(2, 1000, false);
+	ndlog_reclaim(log, thread_kind);
+	ok = lead(log, 0, KEY_A, 0, 0) && follow(log, 1, KEY_A, 0, 0) && lead(log, 0, THREAD_KIND | 0x3fffff, 0, 0);
+	for (uint32_t t = 1; t <= 100000; t++)
+		ok &= lead(log, 0, THREAD_KIND | t, 0, 0) && follow(log, 1, THREAD_KIND | t, 0, 0);
+	size_t tracked = ndlog_keys(log, NULL, 0);
+	CHECK(ok && tracked < 1000, "ndlog reclaim: 100000 idle thread keys swept: %zu tracked", tracked);
+	uint32_t keys[1000];
+	ndlog_keys(log, keys, 1000);
+	bool has_a = false, has_behind = false;
+	for (size_t i = 0; i < tracked && i < 1000; i++) {
+		has_a |= keys[i] == KEY_A;
+		has_behind |= keys[i] == (THREAD_KIND | 0x3fffff);
+	}
+	CHECK(has_a && has_behind && keys[0] == KEY_A && ndlog_count(log, 0, KEY_A) == 1,
+	      "ndlog reclaim: the other kind's key stays, first, with its count");
+	CHECK(follow(log, 1, THREAD_KIND | 0x3fffff, 0, 0), "ndlog reclaim: the key a replica is behind on kept its value");
+	CHECK(lead(log, 1, THREAD_KIND | 5, 0, 0) && follow(log, 0, THREAD_KIND | 5, 0, 0),
+	      "ndlog reclaim: a forgotten key seen again starts afresh: the next call leads, the other follows");
+	ndlog_free(log);
+}
+
 int main(void)
 {
 	test_chacha_block();
@@ -939,5 +1011,6 @@ int main(void)
 	test_last();
 	test_keep_restart();
 	test_to_front();
+	test_thread_keys();
 	return tap_done();
 }
