@@ -444,6 +444,11 @@ bool net_serving(const struct net *N)
 	return N != NULL && N->nl > 0;
 }
 
+bool net_listening(const struct net *N, unsigned i)
+{
+	return N != NULL && N->slot[i].listens != 0;
+}
+
 bool net_joined(const struct net *N, unsigned i)
 {
 	return N == NULL || N->slot[i].ready;

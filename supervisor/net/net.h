@@ -52,6 +52,10 @@ void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr,
  * server's clocks, net.h's rules). */
 bool net_serving(const struct net *N);
 
+/* Whether slot i's program listens on some address (virt.c: a server's
+ * wall clocks go per thread from then on). */
+bool net_listening(const struct net *N, unsigned i);
+
 /* Whether slot i listens on a's port (a loopback or unspecified address of
  * AF_INET or AF_INET6): a connect there reaches the replica's own server. */
 bool net_listens_port(const struct net *N, unsigned i, const struct sockaddr *a);

@@ -84,7 +84,10 @@ enum {
 	KEY_URANDOM = 6 << 24,
 	KEY_RANDOM = 7 << 24,
 	KEY_AT_RANDOM = 8 << 24,
+	KEY_WALL_THREAD = 9 << 24, /* | which << 22 | thread number: a server's wall clocks */
 };
+/* KEY_WALL_THREAD's calls. */
+enum { WALL_REALTIME, WALL_REALTIME_COARSE, WALL_GETTIMEOFDAY, WALL_TIME };
 /* Keystream domains (chacha.h): one per source of random bytes. */
 enum { DOMAIN_GETRANDOM = 1, DOMAIN_URANDOM = 2, DOMAIN_RANDOM = 3, DOMAIN_AT_RANDOM = 4 };
 
@@ -158,6 +161,14 @@ static void key_name(uint32_t key, char *buf, size_t size)
 			 detail & CPUCLOCK_PERTHREAD ? "thread" : "process", which[detail & 3], detail >> 3);
 		return;
 	}
+	case KEY_WALL_THREAD: {
+		/* Named as the call: the report counts a kind's reads over
+		 * every thread (report_counts). */
+		static const char *const wall[] = { "clock_gettime(CLOCK_REALTIME)", "clock_gettime(CLOCK_REALTIME_COARSE)",
+						    "gettimeofday", "time" };
+		snprintf(buf, size, "%s", wall[(detail >> 22) & 3]);
+		return;
+	}
 	case KEY_GETTIMEOFDAY: snprintf(buf, size, "gettimeofday"); return;
 	case KEY_TIME: snprintf(buf, size, "time"); return;
 	case KEY_GETRANDOM: snprintf(buf, size, "getrandom"); return;
@@ -197,6 +208,59 @@ static uint32_t clock_key(struct vreplica *vr, clockid_t id, pid_t tid)
 	else
 		return KEY_CLOCK | (id < 16 ? (uint32_t)id : 0xffff);
 	return KEY_CPUCLOCK | cpu_task(vr, tid) << 3 | which;
+}
+
+/* A server's wall clocks are matched per thread (the n-th read of thread
+ * number j gets the n-th value thread j read in the replica that got there
+ * first): a thread that serves a request reads the time for its reply, and
+ * matched per thread its reads pair with the sibling threads' reads for the
+ * same request, however the threads of a replica interleave. A thread's
+ * number is its id inside the replica's own pid namespace (sandbox.c):
+ * those follow the order in which threads were created, the same in every
+ * replica of a server that starts a thread per connection (connections
+ * reach every replica in one order), whatever ids the host gives. Only once
+ * the replica listens (net.h): before, a program's reads stay matched in
+ * one sequence per kind, as everywhere else. 0 when the number is unknown
+ * (no namespace of its own, or the thread is gone): then the one sequence. */
+static uint32_t thread_number(pid_t tid)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *line = strstr(buf, "\nNSpid:");
+	if (line == NULL)
+		return 0;
+	line += strlen("\nNSpid:");
+	char *end = strchr(line, '\n');
+	if (end != NULL)
+		*end = '\0';
+	/* "host-id [... ns-id]": the last is the replica's own. */
+	char *last = strrchr(line, '\t');
+	if (last == NULL || last == strchr(line, '\t'))
+		return 0;
+	unsigned long t = strtoul(last + 1, NULL, 10);
+	return t > 0 && t < (1ul << 22) ? (uint32_t)t : 0;
+}
+
+static bool thread_key(uint32_t key)
+{
+	return (key & 0xff000000u) == KEY_WALL_THREAD;
+}
+
+/* The key of a wall-clock read: per thread in a replica that listens. */
+static uint32_t wall_key(struct vreplica *vr, unsigned which, uint32_t key, pid_t tid)
+{
+	if (!net_listening(vr->V->S->net, vr->index))
+		return key;
+	uint32_t t = thread_number(tid);
+	return t == 0 ? key : KEY_WALL_THREAD | which << 22 | t;
 }
 
 static bool still_waiting(const struct vreplica *vr, uint64_t id)
@@ -253,12 +317,27 @@ static void real_gettimeofday(const struct seccomp_notif *req, struct nd_value *
 static void real_time(const struct seccomp_notif *req, struct nd_value *v);
 
 /* A followed wall or monotonic clock value older than this, in a server
- * (its replicas listen: net.h), is stale. */
+ * (its replicas listen: net.h), is stale: an event loop's clock reads, one
+ * per iteration, drift apart in count between replicas. */
 #define STALE_NS 10000000LL
+/* A thread's wall clock (KEY_WALL_THREAD) drifts that way only once it
+ * has read many times (a loop); before, a follower lags its sibling
+ * thread by no more than scheduling, tens of milliseconds under load, and
+ * is stale only past a second. */
+#define STALE_FAR_NS 1000000000LL
+#define LOOP_READS 256
 
-static bool stale(struct vreplica *vr, const struct seccomp_notif *req, uint32_t key, const struct nd_value *v)
+static bool stale(struct vreplica *vr, const struct seccomp_notif *req, uint32_t key, uint64_t index,
+		  const struct nd_value *v)
 {
 	uint32_t kind = key & 0xff000000u;
+	int64_t limit = STALE_NS;
+	if (kind == KEY_WALL_THREAD) {
+		unsigned which = (key >> 22) & 3;
+		kind = which == WALL_GETTIMEOFDAY ? KEY_GETTIMEOFDAY : which == WALL_TIME ? KEY_TIME : KEY_CLOCK;
+		if (index < LOOP_READS)
+			limit = STALE_FAR_NS;
+	}
 	struct sup *S = vr->V->S;
 	if ((kind != KEY_CLOCK && kind != KEY_GETTIMEOFDAY && kind != KEY_TIME) || v->err != 0 ||
 	    !net_serving(S->net) || replace_replaying(S, &S->r[vr->index]) || !net_joined(S->net, vr->index))
@@ -272,7 +351,7 @@ static bool stale(struct vreplica *vr, const struct seccomp_notif *req, uint32_t
 		real_time(req, &now);
 	int64_t scale = kind == KEY_CLOCK ? 1 : kind == KEY_GETTIMEOFDAY ? 1000 : 0;
 	int64_t dt = (now.a - v->a) * 1000000000LL + (now.b - v->b) * scale;
-	return dt > STALE_NS;
+	return dt > limit;
 }
 
 /* Takes replica vr's next entry of key: a follower gets the log's value, a
@@ -285,7 +364,7 @@ static int take(struct vreplica *vr, const struct seccomp_notif *req, uint32_t k
 	int outcome = ndlog_take(V->log, vr->index, key, arg, index, v, &expected);
 	if (outcome < 0)
 		fatal(EXIT_INTERNAL, "out of memory in the nondeterminism log");
-	if (outcome == ND_FOLLOW && stale(vr, req, key, v)) {
+	if (outcome == ND_FOLLOW && stale(vr, req, key, *index, v)) {
 		/* A server's replicas make different numbers of clock reads
 		 * (event loops iterate differently): the n-th value would
 		 * grow older and older. Its reads join the front instead. */
@@ -353,7 +432,10 @@ static enum answer on_clock_gettime(struct vreplica *vr, const struct seccomp_no
 	}
 	struct nd_value v;
 	uint64_t index;
-	take(vr, req, clock_key(vr, id, (pid_t)req->pid), 0, real_clock_of, &v, &index);
+	uint32_t key = clock_key(vr, id, (pid_t)req->pid);
+	if (id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE)
+		key = wall_key(vr, id == CLOCK_REALTIME ? WALL_REALTIME : WALL_REALTIME_COARSE, key, (pid_t)req->pid);
+	take(vr, req, key, 0, real_clock_of, &v, &index);
 	if (v.err) {
 		resp->error = -v.err;
 		return ANSWER;
@@ -381,7 +463,7 @@ static enum answer on_gettimeofday(struct vreplica *vr, const struct seccomp_not
 {
 	struct nd_value v;
 	uint64_t index;
-	take(vr, req, KEY_GETTIMEOFDAY, 0, real_gettimeofday, &v, &index);
+	take(vr, req, wall_key(vr, WALL_GETTIMEOFDAY, KEY_GETTIMEOFDAY, (pid_t)req->pid), 0, real_gettimeofday, &v, &index);
 	if (v.err) {
 		resp->error = -v.err;
 		return ANSWER;
@@ -408,7 +490,7 @@ static enum answer on_time(struct vreplica *vr, const struct seccomp_notif *req,
 {
 	struct nd_value v;
 	uint64_t index;
-	take(vr, req, KEY_TIME, 0, real_time, &v, &index);
+	take(vr, req, wall_key(vr, WALL_TIME, KEY_TIME, (pid_t)req->pid), 0, real_time, &v, &index);
 	int err = 0;
 	if (req->data.args[0] != 0) {
 		int64_t t = v.a;
@@ -718,6 +800,8 @@ struct virt *virt_new(struct sup *S)
 	 * are for a recording, and a replay's are the recording's. */
 	bool keep = S->o->respawns > 0 || S->o->record || rp != NULL;
 	V->log = ndlog_new(S->nslots, rp != NULL ? SIZE_MAX : S->o->call_log, keep);
+	if (V->log != NULL)
+		ndlog_reclaim(V->log, thread_key); /* threads end: their keys go */
 	for (size_t i = 0; rp != NULL && V->log != NULL && i < rp->rec->n_calls; i++) {
 		const Diehard__CallLog *cl = rp->rec->calls[i];
 		for (size_t j = 0; j < cl->n_calls; j++) {
@@ -760,7 +844,7 @@ struct ndlog *virt_log(const struct virt *V)
 static bool wall_or_monotonic(uint32_t key)
 {
 	uint32_t kind = key & 0xff000000u;
-	return kind == KEY_CLOCK || kind == KEY_GETTIMEOFDAY || kind == KEY_TIME;
+	return kind == KEY_CLOCK || kind == KEY_GETTIMEOFDAY || kind == KEY_TIME || kind == KEY_WALL_THREAD;
 }
 
 void virt_clocks_now(struct virt *V, unsigned i)
@@ -787,12 +871,27 @@ static void report_counts(struct virt *V, unsigned i)
 	if (keys == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	ndlog_keys(V->log, keys, nkeys);
-	char name[64];
+	/* A name's count: the sum over its keys (a server's threads). */
+	char (*names)[64] = calloc(nkeys ? nkeys : 1, sizeof *names);
+	uint64_t *counts = calloc(nkeys ? nkeys : 1, sizeof *counts);
+	if (names == NULL || counts == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	size_t n = 0;
 	for (size_t j = 0; j < nkeys; j++) {
+		char name[64];
 		key_name(keys[j], name, sizeof name);
-		report_calls(S->report, S->r[i].id, name, ndlog_count(V->log, i, keys[j]));
+		size_t at = 0;
+		while (at < n && strcmp(names[at], name) != 0)
+			at++;
+		if (at == n)
+			memcpy(names[n++], name, sizeof name);
+		counts[at] += ndlog_count(V->log, i, keys[j]);
 	}
+	for (size_t j = 0; j < n; j++)
+		report_calls(S->report, S->r[i].id, names[j], counts[j]);
 	report_unvirtualized(S->report, S->r[i].id, vr->unvirtualized);
+	free(names);
+	free(counts);
 	free(keys);
 }
 
