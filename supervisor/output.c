@@ -251,6 +251,25 @@ static bool absorb(struct sup *S, struct stream *st, struct replica *r, size_t f
 }
 
 
+/* r's output on st ended before the committed output: a divergence,
+ * unless diehard forwarded SIGTERM or SIGINT (stop_ev): replicas stop at
+ * points of their own (a server between two requests' log lines), and
+ * what the majority wrote before is committed either way. */
+static void ended_early(struct sup *S, struct stream *st, struct replica *r)
+{
+	if (S->stop_ev != NULL) {
+		/* Out of this stream's vote, not killed: it is stopping as
+		 * asked. What the others still agree on is committed. */
+		if (!r->stop_cut[st - S->s])
+			log_event("replica %u's %s ends at byte %zu as it stops, the others' goes on: out of its vote",
+				  r->id, st->name, r->ring[st - S->s]->tail);
+		r->stop_cut[st - S->s] = true;
+		return;
+	}
+	record_divergence(S, st, r->ring[st - S->s]->tail, 0, r->index, "output ended early");
+	replica_kill(S, r, "its output ended before the committed output");
+}
+
 /* A replica that has not reached the committed offset (a slow one, or a
  * replacement catching up): check what it wrote since against the committed
  * output. Bytes the history ring still holds are compared byte for byte;
@@ -274,10 +293,8 @@ static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 			return;
 		ring_consume_to(rr, to);
 		if (rr->head < st->hist->head) {
-			if (r->eof[s]) {
-				record_divergence(S, st, rr->tail, 0, r->index, "output ended early");
-				replica_kill(S, r, "its output ended before the committed output");
-			}
+			if (r->eof[s])
+				ended_early(S, st, r);
 			return;
 		}
 	}
@@ -293,8 +310,7 @@ static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 		return;
 	}
 	if (r->eof[s] && rr->tail < st->committed) {
-		record_divergence(S, st, rr->tail, 0, r->index, "output ended early");
-		replica_kill(S, r, "its output ended before the committed output");
+		ended_early(S, st, r);
 		return;
 	}
 	if (st->ended && rr->tail > st->committed) {
@@ -564,13 +580,13 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 		for (unsigned i = 0; i < S->nslots; i++) {
 			struct replica *r = &S->r[i];
 			struct ring *rr = r->ring[s];
-			bool at_c = r->live && rr->head == st->committed;
+			bool at_c = r->live && !r->stop_cut[s] && rr->head == st->committed;
 			bool eof = at_c && ended(S, r, s);
 			v[i] = (struct voter_view){
 				.data = at_c ? ring_at(rr, st->committed) : NULL,
 				.len = at_c ? rr->tail - st->committed : 0,
 				.eof = eof,
-				.live = r->live,
+				.live = r->live && !r->stop_cut[s],
 			};
 		}
 		if (live != sup_live_count(S))
@@ -607,6 +623,10 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 		}
 		for (unsigned i = 0; i < S->nslots; i++)
 			if (res.diverged & ((uint64_t)1 << i)) {
+				if (v[i].eof && first_difference(v, &res, i) == v[i].len && S->stop_ev != NULL) {
+					ended_early(S, st, &S->r[i]); /* cut short by the stop */
+					continue;
+				}
 				record_divergence(S, st, st->committed + first_difference(v, &res, i), res.agree, i,
 						  "differs from the majority");
 				replica_kill(S, &S->r[i], "output differs from the majority");

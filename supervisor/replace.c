@@ -62,9 +62,16 @@ void replace_init(struct sup *S)
 		digest_init(&S->s[s].cur, &S->dkey);
 }
 
+/* The run ends, or its replicas were asked to stop (SIGTERM, SIGINT):
+ * no new replica. */
+static bool stopping(const struct sup *S)
+{
+	return S->stopping || S->stop_ev != NULL;
+}
+
 void replace_request(struct sup *S)
 {
-	if (S->o->respawns > 0 && S->respawn_ev != NULL && !S->stopping)
+	if (S->o->respawns > 0 && S->respawn_ev != NULL && !stopping(S))
 		event_active(S->respawn_ev, EV_TIMEOUT, 0);
 }
 
@@ -161,7 +168,7 @@ static int free_slot(const struct sup *S)
 
 void replace_maintain(struct sup *S)
 {
-	if (S->stopping || S->k < 2 || S->o->respawns == 0)
+	if (stopping(S) || S->k < 2 || S->o->respawns == 0)
 		return;
 	for (;;) {
 		unsigned in_vote = count_sound(S) + count_joining(S);
@@ -215,7 +222,7 @@ void replace_maintain(struct sup *S)
  * give up (false: nothing more can be done). */
 bool replace_wait(struct sup *S, const char *why)
 {
-	if (S->stopping || S->k < 2)
+	if (stopping(S) || S->k < 2)
 		return false;
 	if (count_joining(S) > 0)
 		return true;

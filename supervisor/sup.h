@@ -74,6 +74,7 @@ struct replica {
 	size_t in_off;             /* input bytes written to it */
 	struct ring *ring[NSTREAMS];
 	bool eof[NSTREAMS];
+	bool stop_cut[NSTREAMS]; /* its output ended short as it stopped (SIGTERM): said once */
 	bool live;                 /* votes; false once killed or diverged */
 	bool joining;              /* a replacement catching up: checked against the
 				      committed output, not yet voting */

@@ -662,6 +662,14 @@ static void conn_vote(struct conn *c)
 	for (unsigned j = 0; j < c->np; j++) {
 		if (!(bad & (1ull << j)) || !c->p[j].alive)
 			continue;
+		if (c->N->stopping && strcmp(what[j], "ends early") == 0) {
+			/* diehard forwarded SIGTERM or SIGINT: a replica's
+			 * reply cut short by it is the signal, not its memory. */
+			log_event("connection %llu: a replica's reply ends at byte %zu as it stops",
+				  (unsigned long long)c->id, off[j]);
+			peer_drop(&c->p[j]);
+			continue;
+		}
 		char why[192];
 		describe(c, why, sizeof why, what[j], off[j]);
 		struct sup *S = c->N->S;
