@@ -280,6 +280,12 @@ static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 	struct ring *rr = r->ring[s];
 	if ((!r->live && !r->joining) || (rr->head >= st->committed && !(st->ended && rr->tail > st->committed)))
 		return;
+	if (st->ended && S->stop_ev != NULL && rr->head >= st->committed) {
+		/* Stopping, it wrote past where the others ended: that goes,
+		 * so it is never held back. */
+		ring_consume_to(rr, rr->tail);
+		return;
+	}
 	if (st->hist->head > rr->head) {
 		if (r->live || S->o->respawns == 0) {
 			/* Backpressure keeps voters inside the history ring. */
@@ -314,6 +320,10 @@ static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 		return;
 	}
 	if (st->ended && rr->tail > st->committed) {
+		if (S->stop_ev != NULL) {
+			ring_consume_to(rr, rr->tail); /* as above */
+			return;
+		}
 		record_divergence(S, st, st->committed, 0, r->index, "output past the agreed end");
 		replica_kill(S, r, "wrote past the end the majority agreed on");
 		return;
@@ -554,6 +564,30 @@ static bool pending(const struct voter_view *v, unsigned n, size_t c)
 }
 
 
+/* Whether diverged replica i wrote what the winner wrote as far as both
+ * go: one of them just ended sooner, as stopping replicas do. */
+static bool stop_apart(const struct voter_view *v, const struct voter_result *res, unsigned i)
+{
+	if (res->agree == 0)
+		return false;
+	const struct voter_view *w = &v[__builtin_ctzll(res->agree)];
+	return first_difference(v, res, i) == (v[i].len < w->len ? v[i].len : w->len);
+}
+
+/* Asked to stop (diehard forwarded SIGTERM or SIGINT), the replicas end
+ * their output where the signal found each of them, so past some point no
+ * quorum agrees any more: st ends at what was agreed, and what fewer than
+ * a quorum wrote after it is dropped, neither a divergence nor the end of
+ * the run (which ends as the replicas exit). */
+static void stop_end(struct sup *S, struct stream *st)
+{
+	log_event("%s: the stopping replicas part after %zu agreed bytes: the rest is dropped", st->name,
+		  st->committed);
+	flush(S, st);
+	st->ended = true;
+	shut_socket(S, st);
+}
+
 void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 {
 	int s = (int)(st - S->s);
@@ -570,6 +604,10 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 		unsigned live = sup_live_count(S);
 		unsigned quorum = sup_quorum(S);
 		if (live < quorum) {
+			if (S->stop_ev != NULL) {
+				stop_end(S, st);
+				break;
+			}
 			if (replace_wait(S, "too few replicas left"))
 				break;
 			struct voter_result none = { 0 };
@@ -610,6 +648,10 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 			if (res.commit > 0 && !res.ended && S->k >= 3 && parting(v, S->nslots, &res)) {
 				if (pending(v, S->nslots, res.commit))
 					break; /* a voter yet to speak may still decide it */
+				if (S->stop_ev != NULL) {
+					stop_end(S, st);
+					break;
+				}
 				char why[64];
 				snprintf(why, sizeof why, "no majority on %s at byte %zu", st->name,
 					 st->committed + res.commit);
@@ -623,14 +665,19 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 		}
 		for (unsigned i = 0; i < S->nslots; i++)
 			if (res.diverged & ((uint64_t)1 << i)) {
-				if (v[i].eof && first_difference(v, &res, i) == v[i].len && S->stop_ev != NULL) {
-					ended_early(S, st, &S->r[i]); /* cut short by the stop */
-					continue;
+				if (S->stop_ev != NULL && stop_apart(v, &res, i)) {
+					if (v[i].eof)
+						ended_early(S, st, &S->r[i]); /* cut short by the stop */
+					continue; /* or went on: its excess goes (catch_up) */
 				}
 				record_divergence(S, st, st->committed + first_difference(v, &res, i), res.agree, i,
 						  "differs from the majority");
 				replica_kill(S, &S->r[i], "output differs from the majority");
 			}
+		if (res.no_quorum && S->stop_ev != NULL) {
+			stop_end(S, st);
+			break;
+		}
 		if (res.no_quorum) {
 			/* k = 2 detects only: any disagreement stops the run. */
 			char why[64];
