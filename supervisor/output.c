@@ -574,11 +574,27 @@ static bool stop_apart(const struct voter_view *v, const struct voter_result *re
 	return first_difference(v, res, i) == (v[i].len < w->len ? v[i].len : w->len);
 }
 
+/* Whether every two live views agree as far as both go (one just ended
+ * sooner): stopping apart, not disagreeing. */
+static bool views_nested(const struct voter_view *v, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned j = i + 1; j < n; j++) {
+			if (!v[i].live || !v[j].live)
+				continue;
+			size_t m = v[i].len < v[j].len ? v[i].len : v[j].len;
+			if (m > 0 && memcmp(v[i].data, v[j].data, m) != 0)
+				return false;
+		}
+	return true;
+}
+
 /* Asked to stop (diehard forwarded SIGTERM or SIGINT), the replicas end
  * their output where the signal found each of them, so past some point no
  * quorum agrees any more: st ends at what was agreed, and what fewer than
  * a quorum wrote after it is dropped, neither a divergence nor the end of
- * the run (which ends as the replicas exit). */
+ * the run (which ends as the replicas exit). Replicas that wrote different
+ * bytes still stop the run with no majority. */
 static void stop_end(struct sup *S, struct stream *st)
 {
 	log_event("%s: the stopping replicas part after %zu agreed bytes: the rest is dropped", st->name,
@@ -648,7 +664,7 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 			if (res.commit > 0 && !res.ended && S->k >= 3 && parting(v, S->nslots, &res)) {
 				if (pending(v, S->nslots, res.commit))
 					break; /* a voter yet to speak may still decide it */
-				if (S->stop_ev != NULL) {
+				if (S->stop_ev != NULL && views_nested(v, S->nslots)) {
 					stop_end(S, st);
 					break;
 				}
@@ -674,7 +690,7 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 						  "differs from the majority");
 				replica_kill(S, &S->r[i], "output differs from the majority");
 			}
-		if (res.no_quorum && S->stop_ev != NULL) {
+		if (res.no_quorum && S->stop_ev != NULL && views_nested(v, S->nslots)) {
 			stop_end(S, st);
 			break;
 		}
