@@ -205,6 +205,9 @@ static void slot_open(struct notify *n, struct nslot *ns)
 		fatal(EXIT_INTERNAL, "cannot watch a replica's notify socket");
 }
 
+static void slot_read(struct notify *n, struct nslot *ns);
+static void tell(struct notify *n);
+
 static char *var(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *var(const char *fmt, ...)
 {
@@ -263,12 +266,32 @@ void notify_replica_started(struct notify *n, unsigned slot)
 
 void notify_replica_gone(struct notify *n, unsigned slot)
 {
-	slot_close(&n->slot[slot]);
+	struct nslot *ns = &n->slot[slot];
+	/* What it sent before it left still counts (READY=1 just before an
+	 * exit): read first, then close. A killed one is out of the vote
+	 * already, and on_message drops its words. */
+	if (ns->fd >= 0)
+		slot_read(n, ns);
+	slot_close(ns);
 	/* What the manager hears of it comes with the next tick (no
 	 * recursion into replica_kill from here). */
 }
 
-/* Whether pid is a process of slot ns's replica (see notify.h). */
+
+/* Whether pid has left already (reaped): nothing of it is left to check. */
+static bool sender_gone(pid_t pid)
+{
+	char path[32];
+	struct stat st;
+	snprintf(path, sizeof path, "/proc/%d", (int)pid);
+	return stat(path, &st) != 0 && errno == ENOENT;
+}
+
+/* Whether pid is a process of slot ns's replica (see notify.h). A sender
+ * already gone when its message is read counts: the socket's name is in
+ * that replica's environment alone, in a directory of diehard's user, and
+ * a program that says READY=1 and soon exits (its init reaps it at once)
+ * must not lose its word to the race. One alive elsewhere never counts. */
 static bool sender_ok(struct notify *n, struct nslot *ns, pid_t pid)
 {
 	const struct replica *r = &n->S->r[ns->index];
@@ -276,7 +299,7 @@ static bool sender_ok(struct notify *n, struct nslot *ns, pid_t pid)
 	if (pid <= 0)
 		return false;
 	if (ns->sandboxed)
-		return sandbox_in_pidns(pid, &ns->pidns);
+		return sandbox_in_pidns(pid, &ns->pidns) || sender_gone(pid);
 	/* Not sandboxed: the replica itself, or a process of its group, or one
 	 * it started (its parent chain leads to it). */
 	if (pid == r->pid || getpgid(pid) == r->pid)
@@ -285,7 +308,7 @@ static bool sender_ok(struct notify *n, struct nslot *ns, pid_t pid)
 		snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
 		FILE *f = fopen(path, "re");
 		if (f == NULL)
-			return false;
+			return depth == 0 && errno == ENOENT;
 		char buf[512];
 		size_t got = fread(buf, 1, sizeof buf - 1, f);
 		fclose(f);
@@ -351,11 +374,10 @@ static void handle(struct notify *n, struct nslot *ns, const char *line, size_t 
 #undef IS
 }
 
-static void on_message(evutil_socket_t fd, short what, void *arg)
+/* Reads and handles the messages waiting on ns's socket (at most 64). */
+static void slot_read(struct notify *n, struct nslot *ns)
 {
-	(void)what;
-	struct nslot *ns = arg;
-	struct notify *n = ns->n;
+	int fd = ns->fd;
 	for (int rounds = 0; rounds < 64 && ns->fd == fd; rounds++) {
 		char buf[MSG_MAX];
 		union {
@@ -406,7 +428,15 @@ static void on_message(evutil_socket_t fd, short what, void *arg)
 		for (size_t i = 0; i < nfds; i++)
 			close(fds[i]);
 	}
-	notify_tick(n);
+}
+
+static void on_message(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct nslot *ns = arg;
+	slot_read(ns->n, ns);
+	notify_tick(ns->n);
 }
 
 /* The text a quorum of live replicas agree on, or NULL. */
@@ -430,7 +460,7 @@ static unsigned count_state(struct notify *n, enum nstate st)
 {
 	unsigned c = 0;
 	for (unsigned i = 0; i < n->S->nslots; i++)
-		c += n->S->r[i].live && n->slot[i].running && n->slot[i].state == st;
+		c += n->S->r[i].live && n->slot[i].state == st;
 	return c;
 }
 
@@ -440,7 +470,7 @@ static unsigned count_reloaded(struct notify *n, bool ready)
 {
 	unsigned c = 0;
 	for (unsigned i = 0; i < n->S->nslots; i++)
-		c += n->S->r[i].live && n->slot[i].running && n->slot[i].reload_seen &&
+		c += n->S->r[i].live && n->slot[i].reload_seen &&
 		     (!ready || n->slot[i].state == N_READY);
 	return c;
 }
@@ -485,8 +515,14 @@ void notify_tick(struct notify *n)
 			replica_kill(S, r, why);
 		}
 	}
-	if (!n->e->notify || S->stopping)
-		return;
+	if (n->e->notify && !S->stopping)
+		tell(n);
+}
+
+/* Tells the manager what changed: readiness, reload, status. */
+static void tell(struct notify *n)
+{
+	struct sup *S = n->S;
 	unsigned quorum = sup_quorum(S);
 	char text[sizeof n->told_status + 64];
 	size_t o = 0;
@@ -535,6 +571,10 @@ void notify_stopping(struct notify *n)
 
 void notify_finish(struct notify *n)
 {
+	/* A majority that said READY=1 and ended before a tick told it
+	 * (exits are read at once) was ready all the same. */
+	if (n->e->notify)
+		tell(n);
 	if (n->e->notify && !n->told_ready)
 		log_warn("the service manager was never told READY=1: %u of the %u live replicas said it, a majority "
 			 "was needed", count_state(n, N_READY), sup_live_count(n->S));
