@@ -152,6 +152,25 @@ bool config_parse_m(const char *s, unsigned *m_fixed)
 	return true;
 }
 
+bool config_parse_window(const char *s, unsigned *window_shift)
+{
+	if (strcmp(s, "all") == 0 || strcmp(s, "0") == 0) {
+		*window_shift = 0;
+		return true;
+	}
+	uint64_t n = 0;
+	size_t i = 0;
+	for (; s[i] >= '0' && s[i] <= '9'; i++) {
+		n = n * 10 + (uint64_t)(s[i] - '0');
+		if (n > ((uint64_t)1 << WINDOW_MAX_SHIFT))
+			return false;
+	}
+	if (i == 0 || s[i] != '\0' || (n & (n - 1)) != 0 || n < ((uint64_t)1 << WINDOW_MIN_SHIFT))
+		return false;
+	*window_shift = (unsigned)__builtin_ctzll(n);
+	return true;
+}
+
 static void warn_bad(const char *name, const char *value, const char *expected, const char *fallback)
 {
 	struct msg m = { .len = 0 };
@@ -192,6 +211,9 @@ void config_load(struct config *cfg)
 	cfg->m_fixed = 2 * M_ONE;
 	if ((v = config_getenv("DIEHARD_M")) != NULL && !config_parse_m(v, &cfg->m_fixed))
 		warn_bad("DIEHARD_M", v, "a number from 1.1 to 1024", "2");
+	cfg->window_shift = WINDOW_DEFAULT_SHIFT;
+	if ((v = config_getenv("DIEHARD_WINDOW")) != NULL && !config_parse_window(v, &cfg->window_shift))
+		warn_bad("DIEHARD_WINDOW", v, "a power of two from 64 to 16777216, or 'all'", "4096");
 
 	cfg->fill = false;
 	cfg->fill_mode = FILL_NONE;

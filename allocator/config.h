@@ -4,6 +4,9 @@
  * README for the user-facing description):
  *   DIEHARD_SEED          1-32 hex digits: the 128-bit seed (default: getrandom)
  *   DIEHARD_M             heap expansion factor, 1.1 to 1024 (default 2)
+ *   DIEHARD_WINDOW        placement window in slots: a power of two from 64 to
+ *                         2^24, or "all" (0) for the whole class (default 4096;
+ *                         heap.h says what it trades)
  *   DIEHARD_FILL          "random": fill new objects and fresh heap with random bytes;
  *                         "pattern:HEX", "inverse:HEX", "zero": keyed fills (keyed.h)
  *   DIEHARD_FLIP          P/T/lo-hi[/blo-bhi]: invert some keyed fills (keyed.h)
@@ -27,10 +30,15 @@
 #define M_MIN_FIXED ((M_ONE * 11 + 9) / 10) /* 1.1 */
 #define M_MAX_FIXED (M_ONE * 1024)
 
+#define WINDOW_DEFAULT_SHIFT 12u /* 4096 slots */
+#define WINDOW_MIN_SHIFT 6u      /* a bitmap word */
+#define WINDOW_MAX_SHIFT 24u
+
 struct config {
 	uint64_t seed[2]; /* [0] low 64 bits, [1] high 64 bits */
 	bool seed_given;
 	unsigned m_fixed;
+	unsigned window_shift;   /* placement window of 1 << window_shift slots; 0: the whole class */
 	bool fill;               /* random fill (FILL_RANDOM): keyed modes fill at entry.c */
 	enum fill_mode fill_mode;
 	uint64_t fill_seed;      /* keyed modes */
@@ -48,6 +56,7 @@ void config_load(struct config *cfg);
  * and leaves the output untouched. */
 bool config_parse_seed(const char *s, uint64_t seed[2]);
 bool config_parse_m(const char *s, unsigned *m_fixed);
+bool config_parse_window(const char *s, unsigned *window_shift);
 
 /* Looks a variable up in the initial environment; NULL when absent. Works even
  * when called before libc has set up environ. */

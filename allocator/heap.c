@@ -26,8 +26,8 @@ static size_t bitmap_reservation(const struct heap_class *c)
 
 static void release_regions(struct heap *h)
 {
-	for (unsigned ci = 0; ci < NCLASSES; ci++) {
-		struct heap_class *c = &h->classes[ci];
+	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++) {
+		struct heap_class *c = &h->parts[pi];
 		if (c->bits != NULL)
 			(void)os_release((char *)c->bits - os_page_size(), bitmap_reservation(c));
 		c->bits = NULL;
@@ -65,11 +65,12 @@ static bool reserve_regions(struct heap *h, unsigned rs, const uint64_t seed[2])
 	h->lo = (uintptr_t)lo;
 	h->span = (size_t)NCLASSES << rs;
 	h->region_shift = rs;
-	for (unsigned ci = 0; ci < NCLASSES; ci++) {
-		struct heap_class *c = &h->classes[ci];
-		c->shift = sizeclass_shift(ci);
-		c->base = (char *)lo + ((size_t)ci << rs);
-		c->max_slots = region >> c->shift;
+	h->part_shift = rs - HEAP_STRIPE_SHIFT;
+	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++) {
+		struct heap_class *c = &h->parts[pi];
+		c->shift = sizeclass_shift(pi / HEAP_STRIPES);
+		c->base = (char *)lo + ((size_t)pi << h->part_shift);
+		c->max_slots = (region >> HEAP_STRIPE_SHIFT) >> c->shift;
 		char *bits = os_reserve(bitmap_reservation(c), os_page_size());
 		if (bits == NULL) {
 			release_regions(h);
@@ -86,6 +87,7 @@ struct heap *heap_create(const struct config *cfg, unsigned region_shift_max)
 	if (h == NULL)
 		return NULL;
 	h->m_fixed = cfg->m_fixed;
+	h->window_shift = cfg->window_shift;
 	h->fill = cfg->fill;
 	h->stats = cfg->stats;
 	/* Ask for a generous reservation (it costs no memory), settle for less
@@ -99,8 +101,8 @@ struct heap *heap_create(const struct config *cfg, unsigned region_shift_max)
 		}
 		rs--;
 	}
-	for (unsigned ci = 0; ci < NCLASSES; ci++)
-		pthread_mutex_init(&h->classes[ci].lock, NULL);
+	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++)
+		pthread_mutex_init(&h->parts[pi].lock, NULL);
 	return h;
 }
 
@@ -182,24 +184,88 @@ static bool grow_locked(struct heap *h, struct heap_class *c, size_t n, struct r
 	return true;
 }
 
-unsigned heap_claim(struct heap *h, unsigned ci, struct rng *r, void **out, unsigned k)
+/* Claimed slots in [from, from + n) (n a multiple of 64, from 64-aligned). */
+static size_t count_claimed(const struct heap_class *c, size_t from, size_t n)
 {
-	struct heap_class *c = &h->classes[ci];
+	size_t total = 0;
+	for (size_t w = from >> 6; w < (from + n) >> 6; w++)
+		total += (size_t)__builtin_popcountll(atomic_load_explicit(&c->bits[w], memory_order_relaxed));
+	return total;
+}
+
+/* Whether the window has room for `more` claims within its 1/M. */
+static bool window_has_room(const struct heap *h, const struct heap_class *c, size_t cap, size_t w, size_t more)
+{
+	size_t n = cap - c->front < w ? cap - c->front : w;
+	return (c->wlive + more) * h->m_fixed <= n * M_ONE;
+}
+
+/* Moves c's window on until one has room. A window it moves to must have
+ * room for an eighth of its 1/M, so that one move (a scan of W / 64 words)
+ * is paid by many claims; failing that, once around the class, room for
+ * one. False when none has (live is near the class limit and rounding
+ * left every window just full): the caller then places uniformly. */
+static bool window_find(const struct heap *h, struct heap_class *c, size_t cap, size_t w)
+{
+	if (c->front < cap && window_has_room(h, c, cap, w, 1))
+		return true;
+	size_t windows = (cap + w - 1) / w;
+	size_t slack = w * M_ONE / h->m_fixed / 8;
+	for (size_t tries = 0; tries < 2 * windows; tries++) {
+		c->front += w;
+		if (c->front >= cap)
+			c->front = 0;
+		c->wlive = count_claimed(c, c->front, w);
+		if (window_has_room(h, c, cap, w, tries < windows && slack > 1 ? slack : 1))
+			return true;
+	}
+	return false;
+}
+
+/* heap_claim in one stripe. */
+static unsigned claim_part(struct heap *h, struct heap_class *c, struct rng *r, void **out, unsigned k)
+{
 	unsigned got = 0;
 
 	pthread_mutex_lock(&c->lock);
 	if (c->live + k > c->limit)
 		(void)grow_locked(h, c, c->live + k, r); /* may fall short: claim what fits */
 	size_t cap = atomic_load_explicit(&c->capacity, memory_order_relaxed);
+	size_t w = h->window_shift != 0 ? (size_t)1 << h->window_shift : 0;
 	for (; got < k && c->live < c->limit; got++) {
-		size_t i;
+		size_t i, from = 0, n = cap;
+		if (w != 0 && w < cap && window_find(h, c, cap, w)) {
+			from = c->front;
+			n = cap - from < w ? cap - from : w;
+		}
 		do
-			i = (size_t)rng_below(r, cap);
+			i = from + (size_t)rng_below(r, n);
 		while (!bitmap_try_set(c->bits, i));
 		c->live++;
+		c->wlive += i - c->front < w;
 		out[got] = c->base + (i << c->shift);
 	}
 	pthread_mutex_unlock(&c->lock);
+	return got;
+}
+
+/* The calling thread's home stripe + 1 (0: not yet chosen). */
+static __thread unsigned home_self __attribute__((tls_model("initial-exec")));
+static _Atomic unsigned homes_given;
+
+static unsigned home_stripe(void)
+{
+	if (__builtin_expect(home_self == 0, 0))
+		home_self = atomic_fetch_add_explicit(&homes_given, 1, memory_order_relaxed) % HEAP_STRIPES + 1;
+	return home_self - 1;
+}
+
+unsigned heap_claim(struct heap *h, unsigned ci, struct rng *r, void **out, unsigned k)
+{
+	unsigned home = home_stripe(), got = 0;
+	/* The home stripe; the others only when it is exhausted. */
+	for (unsigned j = 0; j < HEAP_STRIPES && got == 0; j++)
+		got = claim_part(h, heap_part(h, ci, (home + j) % HEAP_STRIPES), r, out, k);
 	if (got == 0)
 		errno = ENOMEM;
 	return got;
@@ -207,23 +273,37 @@ unsigned heap_claim(struct heap *h, unsigned ci, struct rng *r, void **out, unsi
 
 unsigned heap_release(struct heap *h, unsigned ci, void *const *ptrs, unsigned n, bool freed)
 {
-	struct heap_class *c = &h->classes[ci];
 	unsigned doubles = 0;
+	size_t w = h->window_shift != 0 ? (size_t)1 << h->window_shift : 0;
+	unsigned done = 0;
 
-	pthread_mutex_lock(&c->lock);
-	for (unsigned j = 0; j < n; j++) {
-		size_t i = (size_t)((char *)ptrs[j] - c->base) >> c->shift;
-		if (bitmap_clear(c->bits, i))
-			c->live--;
-		else
-			doubles++;
+	/* Stripe by stripe: most batches lie in one, a thread's own. */
+	for (unsigned s = 0; s < HEAP_STRIPES && done < n; s++) {
+		struct heap_class *c = heap_part(h, ci, s);
+		bool locked = false;
+		for (unsigned j = 0; j < n; j++) {
+			if (heap_part_of(h, ptrs[j]) != c)
+				continue;
+			if (!locked)
+				pthread_mutex_lock(&c->lock);
+			locked = true;
+			done++;
+			size_t i = (size_t)((char *)ptrs[j] - c->base) >> c->shift;
+			if (bitmap_clear(c->bits, i)) {
+				c->live--;
+				c->wlive -= i - c->front < w;
+			} else {
+				doubles++;
+			}
+		}
+		if (locked)
+			pthread_mutex_unlock(&c->lock);
 	}
-	pthread_mutex_unlock(&c->lock);
 	if (doubles > 0)
 		atomic_fetch_add_explicit(&h->double_frees, doubles, memory_order_relaxed);
 	if (h->stats && freed) {
-		atomic_fetch_add_explicit(&c->frees, n - doubles, memory_order_relaxed);
-		heap_count_bytes(h, (size_t)(n - doubles) << c->shift, false);
+		atomic_fetch_add_explicit(&heap_part(h, ci, 0)->frees, n - doubles, memory_order_relaxed);
+		heap_count_bytes(h, (size_t)(n - doubles) << sizeclass_shift(ci), false);
 	}
 	return doubles;
 }
@@ -261,27 +341,27 @@ void heap_count_bytes(struct heap *h, size_t bytes, bool add)
 
 void heap_lock_all(struct heap *h)
 {
-	for (unsigned ci = 0; ci < NCLASSES; ci++)
-		pthread_mutex_lock(&h->classes[ci].lock);
+	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++)
+		pthread_mutex_lock(&h->parts[pi].lock);
 }
 
 void heap_unlock_all(struct heap *h)
 {
-	for (unsigned ci = NCLASSES; ci-- > 0;)
-		pthread_mutex_unlock(&h->classes[ci].lock);
+	for (unsigned pi = NCLASSES * HEAP_STRIPES; pi-- > 0;)
+		pthread_mutex_unlock(&h->parts[pi].lock);
 }
 
 void heap_reset_locks(struct heap *h)
 {
-	for (unsigned ci = 0; ci < NCLASSES; ci++)
-		pthread_mutex_init(&h->classes[ci].lock, NULL);
+	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++)
+		pthread_mutex_init(&h->parts[pi].lock, NULL);
 }
 
 void heap_totals(struct heap *h, struct heap_totals *t)
 {
 	memset(t, 0, sizeof *t);
-	for (unsigned ci = 0; ci < NCLASSES; ci++) {
-		struct heap_class *c = &h->classes[ci];
+	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++) {
+		struct heap_class *c = &h->parts[pi];
 		t->allocations += atomic_load_explicit(&c->allocations, memory_order_relaxed);
 		t->frees += atomic_load_explicit(&c->frees, memory_order_relaxed);
 		pthread_mutex_lock(&c->lock);

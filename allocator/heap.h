@@ -7,22 +7,46 @@
  * - A class has `capacity` usable slots. It may hold at most `limit` =
  *   capacity / M live objects; reaching the limit grows capacity (commit more
  *   of the reserved region) rather than failing, up to the region's end.
- * - Allocation probes uniformly random slots in [0, capacity) until it claims a
- *   free bit; since at most 1/M of the slots are taken, the expected number of
- *   probes is at most M / (M - 1).
+ * - Allocation probes uniformly random slots of the class's placement window
+ *   until it claims a free bit. The window is W = DIEHARD_WINDOW slots (4096
+ *   by default), W-aligned, and holds at most W / M claimed slots, so the
+ *   expected number of probes is at most M / (M - 1), as in the paper. When
+ *   it is that full, the window moves on to the next W slots (cyclically
+ *   over [0, capacity), skipping windows as full), and the class grows only
+ *   when the whole class is 1/M full, as before. With W >= capacity (small
+ *   classes, or DIEHARD_WINDOW=all) this is the paper's uniform placement.
+ * - What the window trades: objects allocated close in time land close in
+ *   memory (one L2-sized stretch of 4096 slots instead of the whole class),
+ *   which saves a cache and TLB miss per object on pointer-chasing code. Each
+ *   allocation still has at least W (M-1)/M equally likely places (11 bits at
+ *   the defaults), and a window is never more than 1/M full, so the slot next
+ *   to an object is free with the same odds as before (overflow masking). A
+ *   freed slot is reused only while the window covers it: sooner when it is
+ *   in the current window (1 in W (M-1)/M per allocation), much later when
+ *   not, since the window sweeps the whole class before it returns. The
+ *   measured costs are in docs/PERFORMANCE.md (bench/protection).
  * - Free accepts a pointer only if it is the start of a slot below capacity
  *   whose bit is set; anything else is counted and ignored.
  * - Metadata (this struct, the bitmaps) lives in separate mappings with guard
  *   pages, so no heap overflow can reach it.
  *
- * - Slots are claimed and released in batches under the class lock (see
- *   cache.h for the per-thread side), because on the machines we measured an
- *   atomic read-modify-write costs ~20 ns: a lock-free bitmap paid four per
+ * - Slots are claimed and released in batches under a lock (see cache.h for
+ *   the per-thread side), because on the machines we measured an atomic
+ *   read-modify-write costs ~20 ns: a lock-free bitmap paid four per
  *   malloc/free pair, the batches pay two per batch.
+ * - Threads do not meet on one lock: each class region is cut into
+ *   HEAP_STRIPES equal stripes, each a complete heap of its own (bitmap,
+ *   capacity, 1/M bound, window, lock: struct heap_class). A thread claims
+ *   from its home stripe (threads take stripes in turn, in order of first
+ *   allocation) and from the others only when its own is exhausted; a slot
+ *   goes back to the stripe it came from, so a cross-thread free takes that
+ *   stripe's lock once per batch. The pointer tells the stripe: region
+ *   offset >> part_shift is the index into parts[], class-major.
  *
  * Invariants (under the class lock): bits set == live <= limit <=
  * capacity / M < capacity; capacity only grows; memory of slots below
- * capacity is committed, and the bitmap words covering them too.
+ * capacity is committed, and the bitmap words covering them too; wlive ==
+ * bits set in [front, front + W); no bit at or beyond capacity is set.
  *
  * No global state: tests create heaps with their own settings.
  */
@@ -40,18 +64,24 @@
 #include "random.h"
 #include "sizeclass.h"
 
+/* One stripe of one size class: a part of the heap. */
 struct heap_class {
-	/* Changed under lock; capacity is also read without it (free's
-	 * validity check), hence atomic. Bitmap words are atomic for the same
+	/* Read by every free without the lock (the validity check): written
+	 * once, or (capacity) only when the class grows, so this line is
+	 * shared read-only by all cores. Bitmap words are atomic for the same
 	 * reason: written under lock with plain (relaxed) stores, read anywhere. */
-	pthread_mutex_t lock;
-	size_t live;  /* claimed slots: handed out, or held in a thread cache */
-	size_t limit; /* capacity / M */
 	_Atomic size_t capacity;
 	char *base;
 	bitmap_word *bits;
 	unsigned shift;
 	size_t max_slots;
+	/* Under the lock, on lines of their own: a claim or release on another
+	 * core must not invalidate the line every free reads. */
+	pthread_mutex_t lock __attribute__((aligned(64)));
+	size_t live;  /* claimed slots: handed out, or held in a thread cache */
+	size_t limit; /* capacity / M */
+	size_t front; /* the placement window: [front, front + W), W-aligned */
+	size_t wlive; /* claimed slots inside it */
 	size_t committed;      /* bytes of the region made accessible */
 	size_t bits_committed; /* bytes of the bitmap made accessible */
 	/* Statistics, with stats on. */
@@ -59,12 +89,17 @@ struct heap_class {
 	_Atomic size_t frees;
 } __attribute__((aligned(64)));
 
+#define HEAP_STRIPES 4u
+#define HEAP_STRIPE_SHIFT 2u
+
 struct heap {
-	struct heap_class classes[NCLASSES];
+	struct heap_class parts[NCLASSES * HEAP_STRIPES]; /* class ci, stripe s: [ci * HEAP_STRIPES + s] */
 	uintptr_t lo;  /* start of the small-object reservation */
 	size_t span;   /* its length */
-	unsigned region_shift;
+	unsigned region_shift; /* a class region: 1 << region_shift bytes */
+	unsigned part_shift;   /* a stripe of it: region_shift - HEAP_STRIPE_SHIFT */
 	unsigned m_fixed;
+	unsigned window_shift; /* 0: the window is the whole class */
 	bool fill;
 	bool stats;
 	_Atomic size_t live_bytes; /* with stats on; large objects included */
@@ -82,15 +117,16 @@ enum heap_verdict { HEAP_FREED, HEAP_DOUBLE, HEAP_INVALID };
 struct heap *heap_create(const struct config *cfg, unsigned region_shift_max);
 void heap_destroy(struct heap *h);
 
-/* Claims up to k (>= 1) uniformly random free slots of class ci into out,
- * growing the class as needed; returns how many (0: region exhausted, errno
- * ENOMEM). One lock round trip for the batch: this is what keeps atomic
- * instructions off the per-allocation path. */
+/* Claims up to k (>= 1) random free slots of class ci (from its window,
+ * in the calling thread's home stripe) into out, growing the stripe as
+ * needed; returns how many (0: every stripe exhausted, errno ENOMEM). One
+ * lock round trip for the batch: this is what keeps atomic instructions off
+ * the per-allocation path. */
 unsigned heap_claim(struct heap *h, unsigned ci, struct rng *r, void **out, unsigned k);
 
-/* Releases n slots of class ci, each already checked by heap_check; a slot
- * whose bit is already clear is a double free, counted and otherwise
- * ignored. freed says the slots had been handed out (counted as frees in the
+/* Releases n slots of class ci, each already checked by heap_check, to the
+ * stripes they came from (one lock round trip per stripe met); a slot whose
+ * bit is already clear is a double free, counted and otherwise ignored. freed says the slots had been handed out (counted as frees in the
  * statistics), not merely claimed by a cache. Returns the double frees. */
 unsigned heap_release(struct heap *h, unsigned ci, void *const *ptrs, unsigned n, bool freed);
 
@@ -106,11 +142,22 @@ static inline unsigned heap_class_index(const struct heap *h, const void *p)
 	return (unsigned)(((uintptr_t)p - h->lo) >> h->region_shift);
 }
 
+/* The part (class and stripe) p, inside the heap, belongs to. */
+static inline struct heap_class *heap_part_of(struct heap *h, const void *p)
+{
+	return &h->parts[((uintptr_t)p - h->lo) >> h->part_shift];
+}
+
+static inline struct heap_class *heap_part(struct heap *h, unsigned ci, unsigned stripe)
+{
+	return &h->parts[ci * HEAP_STRIPES + stripe];
+}
+
 /* Whether p (inside the heap) is the start of a slot below capacity: the
  * lock-free half of free's validity check. The bit is checked at release. */
 static inline bool heap_check(struct heap *h, const void *p)
 {
-	struct heap_class *c = &h->classes[heap_class_index(h, p)];
+	struct heap_class *c = heap_part_of(h, p);
 	uintptr_t off = (uintptr_t)p - (uintptr_t)c->base;
 
 	if (off & (((uintptr_t)1 << c->shift) - 1))
@@ -126,7 +173,7 @@ static inline void *heap_hand_out(struct heap *h, unsigned ci, void *p, struct r
 	if (fill)
 		rng_fill(r, p, size);
 	if (h->stats) {
-		atomic_fetch_add_explicit(&h->classes[ci].allocations, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&heap_part_of(h, p)->allocations, 1, memory_order_relaxed);
 		heap_count_bytes(h, size, true);
 	}
 	return p;
@@ -144,7 +191,7 @@ static inline size_t heap_usable(struct heap *h, const void *p)
 {
 	if (!heap_check(h, p))
 		return 0;
-	struct heap_class *c = &h->classes[heap_class_index(h, p)];
+	struct heap_class *c = heap_part_of(h, p);
 	size_t i = (size_t)((uintptr_t)p - (uintptr_t)c->base) >> c->shift;
 	return bitmap_test(c->bits, i) ? (size_t)1 << c->shift : 0;
 }
@@ -153,7 +200,7 @@ static inline size_t heap_usable(struct heap *h, const void *p)
  * most a bounded string function may write at p (paper section 4.4). */
 static inline size_t heap_room(struct heap *h, const void *p)
 {
-	uintptr_t size = (uintptr_t)1 << h->classes[heap_class_index(h, p)].shift;
+	uintptr_t size = (uintptr_t)1 << sizeclass_shift(heap_class_index(h, p));
 	return (size_t)(size - ((uintptr_t)p & (size - 1)));
 }
 

@@ -8,11 +8,16 @@
 
 static struct heap *h;
 
+/* Claimed slots of class ci, over its stripes. */
 static size_t live_of(unsigned ci)
 {
-	pthread_mutex_lock(&h->classes[ci].lock);
-	size_t n = h->classes[ci].live;
-	pthread_mutex_unlock(&h->classes[ci].lock);
+	size_t n = 0;
+	for (unsigned s = 0; s < HEAP_STRIPES; s++) {
+		struct heap_class *c = heap_part(h, ci, s);
+		pthread_mutex_lock(&c->lock);
+		n += c->live;
+		pthread_mutex_unlock(&c->lock);
+	}
 	return n;
 }
 

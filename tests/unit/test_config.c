@@ -42,6 +42,23 @@ static void test_m(void)
 	CHECK(!config_parse_m("-3", &m), "negative refused");
 }
 
+static void test_window(void)
+{
+	unsigned w = 99;
+	CHECK(config_parse_window("4096", &w) && w == 12, "DIEHARD_WINDOW=4096: 2^12 slots");
+	CHECK(config_parse_window("64", &w) && w == 6, "64 is the smallest window");
+	CHECK(config_parse_window("16777216", &w) && w == 24, "2^24 is the largest window");
+	CHECK(config_parse_window("all", &w) && w == 0 && config_parse_window("0", &w) && w == 0,
+	      "'all' and 0: the whole class");
+	w = 99;
+	CHECK(!config_parse_window("32", &w) && w == 99, "below 64 refused, setting untouched");
+	CHECK(!config_parse_window("33554432", &w), "above 2^24 refused");
+	CHECK(!config_parse_window("3000", &w), "not a power of two refused");
+	CHECK(!config_parse_window("99999999999999999999999", &w), "huge refused without overflow");
+	CHECK(!config_parse_window("", &w) && !config_parse_window("4k", &w) && !config_parse_window("-64", &w),
+	      "empty, suffixed, negative refused");
+}
+
 static void test_load(void)
 {
 	struct config c;
@@ -83,6 +100,7 @@ int main(void)
 {
 	test_seed();
 	test_m();
+	test_window();
 	test_load();
 	return tap_done();
 }

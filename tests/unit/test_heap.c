@@ -49,11 +49,30 @@ static void test_bitmap(void)
 	CHECK(atomic_load(&bits[0]) == (1ULL | (1ULL << 63)) && atomic_load(&bits[1]) == 1, "bits land in the right words");
 }
 
+/* Every stripe of class ci within its 1/M bound. */
 static bool class_within_bound(struct heap *h, unsigned ci)
 {
-	struct heap_class *c = &h->classes[ci];
-	size_t live = atomic_load(&c->live), limit = atomic_load(&c->limit), cap = atomic_load(&c->capacity);
-	return live <= limit && limit * h->m_fixed <= cap * M_ONE && (cap == 0 || limit < cap);
+	bool ok = true;
+	for (unsigned s = 0; s < HEAP_STRIPES; s++) {
+		struct heap_class *c = heap_part(h, ci, s);
+		pthread_mutex_lock(&c->lock);
+		size_t live = c->live, limit = c->limit, cap = atomic_load(&c->capacity);
+		pthread_mutex_unlock(&c->lock);
+		ok &= live <= limit && limit * h->m_fixed <= cap * M_ONE && (cap == 0 || limit < cap);
+	}
+	return ok;
+}
+
+static size_t class_live(struct heap *h, unsigned ci)
+{
+	size_t n = 0;
+	for (unsigned s = 0; s < HEAP_STRIPES; s++) {
+		struct heap_class *c = heap_part(h, ci, s);
+		pthread_mutex_lock(&c->lock);
+		n += c->live;
+		pthread_mutex_unlock(&c->lock);
+	}
+	return n;
 }
 
 static void test_alloc_free(void)
@@ -88,17 +107,17 @@ static void test_alloc_free(void)
 	CHECK(heap_free(h, (char *)p[0] + 16) == HEAP_INVALID, "interior pointer refused");
 	CHECK(heap_usable(h, p[0]) == 32, "an interior free leaves the object allocated");
 	CHECK(heap_free(h, (char *)p[0] + 1) == HEAP_INVALID, "misaligned pointer refused");
-	struct heap_class *c = &h->classes[1];
+	struct heap_class *c = heap_part_of(h, p[0]);
 	void *beyond = c->base + (atomic_load(&c->capacity) << c->shift);
 	CHECK(heap_free(h, beyond) == HEAP_INVALID, "slot beyond capacity refused");
-	size_t live_before = atomic_load(&c->live);
+	size_t live_before = class_live(h, 1);
 	CHECK(heap_free(h, p[0]) == HEAP_FREED, "a live object is freed");
 	CHECK(heap_free(h, p[0]) == HEAP_DOUBLE, "a second free is a double free");
-	CHECK(atomic_load(&c->live) == live_before - 1, "a double free does not change the count");
+	CHECK(class_live(h, 1) == live_before - 1, "a double free does not change the count");
 	CHECK(heap_usable(h, p[0]) == 0, "a freed object has no usable size");
 	for (int i = 1; i < N; i++)
 		heap_free(h, p[i]);
-	CHECK(atomic_load(&c->live) == 0, "all freed: nothing live");
+	CHECK(class_live(h, 1) == 0, "all freed: nothing live");
 	CHECK(atomic_load(&h->live_bytes) == 0 && atomic_load(&h->peak_bytes) == (size_t)N * 32,
 	      "stats: live bytes back to 0, peak = 5000 * 32");
 	heap_destroy(h);
@@ -106,7 +125,8 @@ static void test_alloc_free(void)
 
 static void test_m_and_exhaustion(void)
 {
-	/* 16 MiB per class: the 64 KiB class has 256 slots. */
+	/* 16 MiB per class: the 64 KiB class has 256 slots, 64 per stripe; one
+	 * thread fills its home stripe, then the others. */
 	struct config cfg = config_with(4 * M_ONE, false, 2);
 	struct heap *h = heap_create(&cfg, 24);
 	struct rng r = rng_with(2);
@@ -117,7 +137,7 @@ static void test_m_and_exhaustion(void)
 		n++;
 	CHECK(n == 256 / 4, "M=4: the 256-slot class takes exactly 64 objects (got %zu)", n);
 	CHECK(errno == ENOMEM, "then NULL with ENOMEM");
-	CHECK(atomic_load(&h->classes[top].live) == n, "a failed allocation is not counted");
+	CHECK(class_live(h, top) == n, "a failed allocation is not counted");
 	heap_destroy(h);
 
 	cfg = config_with(M_ONE + M_ONE / 2, false, 2);
@@ -125,7 +145,7 @@ static void test_m_and_exhaustion(void)
 	n = 0;
 	while (heap_alloc(h, top, &r, false) != NULL)
 		n++;
-	CHECK(n == 170, "M=1.5: 256 * 2/3 = 170 objects (got %zu)", n);
+	CHECK(n == 4 * 42, "M=1.5: 4 stripes of 64 * 2/3 = 42 objects (got %zu)", n);
 	heap_destroy(h);
 }
 
@@ -137,7 +157,7 @@ static void test_fill_and_seed(void)
 	int same = 1, zeros = 0;
 	for (int i = 0; i < 200; i++) {
 		char *x = heap_alloc(a, 3, &ra, true), *y = heap_alloc(b, 3, &rb, true);
-		same &= x - a->classes[3].base == y - b->classes[3].base && memcmp(x, y, 128) == 0;
+		same &= x - heap_part(a, 3, 0)->base == y - heap_part(b, 3, 0)->base && memcmp(x, y, 128) == 0;
 		for (int j = 0; j < 128; j++)
 			zeros += x[j] == 0;
 	}
@@ -148,13 +168,12 @@ static void test_fill_and_seed(void)
 	int differ = 0;
 	for (int i = 0; i < 200; i++) {
 		char *x = heap_alloc(a, 0, &ra, true), *y = heap_alloc(b, 0, &rc, true);
-		differ += x - a->classes[0].base != y - b->classes[0].base;
+		differ += x - heap_part(a, 0, 0)->base != y - heap_part(b, 0, 0)->base;
 	}
 	CHECK(differ > 150, "different seeds: different placement (%d of 200 differ)", differ);
 
 	/* Never-allocated heap memory reads random too. */
-	struct heap_class *c = &a->classes[5];
-	(void)heap_alloc(a, 5, &ra, true);
+	struct heap_class *c = heap_part_of(a, heap_alloc(a, 5, &ra, true));
 	size_t cap = atomic_load(&c->capacity);
 	int fresh_zero = 0;
 	for (size_t i = 0; i < (cap << c->shift); i++)
@@ -172,6 +191,126 @@ static void test_room(void)
 	char *p = heap_alloc(h, 2, &r, false);
 	CHECK(heap_room(h, p) == 64 && heap_room(h, p + 5) == 59 && heap_room(h, p + 63) == 1,
 	      "room runs to the end of the 64 B slot");
+	heap_destroy(h);
+}
+
+/* Claimed slots of class ci in [from, from + n). */
+static size_t claimed_in(struct heap_class *c, size_t from, size_t n)
+{
+	size_t total = 0;
+	for (size_t i = from; i < from + n; i++)
+		total += bitmap_test(c->bits, i);
+	return total;
+}
+
+/* DIEHARD_WINDOW: placement in a moving window of W slots, never more than
+ * 1/M full, the class bound kept, the window's count true. */
+static void test_window(void)
+{
+	struct config cfg = config_with(2 * M_ONE, false, 7);
+	cfg.window_shift = 8; /* 256 slots */
+	struct heap *h = heap_create(&cfg, 30);
+	struct rng r = rng_with(7);
+	struct heap_class *c = heap_part(h, 0, 0); /* this thread's home: the first to allocate */
+	enum { N = 20000 };
+	static void *p[N];
+	int ok = 1, inv = 1, near = 0;
+	for (int i = 0; i < N; i++) {
+		p[i] = heap_alloc(h, 0, &r, false);
+		ok &= p[i] != NULL;
+		if (p[i] == NULL)
+			break;
+		memset(p[i], (unsigned char)i, 16);
+		size_t slot = (size_t)((char *)p[i] - c->base) >> c->shift;
+		size_t cap = atomic_load(&c->capacity);
+		inv &= c->front % 256 == 0 && c->wlive == claimed_in(c, c->front, 256) && c->wlive * 2 <= 256 &&
+		       class_within_bound(h, 0) && (cap <= 256 || slot - c->front < 256);
+		if (i > 0)
+			near += labs((long)((char *)p[i] - (char *)p[i - 1])) < 256 * 16;
+		/* Free a random earlier object now and then, so windows are reused. */
+		if (i % 3 == 2) {
+			int j = (int)rng_below(&r, (uint64_t)i);
+			if (p[j] != NULL && heap_free(h, p[j]) == HEAP_FREED)
+				p[j] = NULL;
+		}
+	}
+	CHECK(ok, "20000 objects in windows of 256 slots");
+	CHECK(inv, "each lands in the window, which stays aligned, at most 1/M full, its count true");
+	CHECK(near > N * 8 / 10, "consecutive objects land near each other (%d of %d within a window)", near, N);
+	int intact = 1;
+	for (int i = 0; i < N; i++)
+		if (p[i] != NULL)
+			intact &= *(unsigned char *)p[i] == (unsigned char)i;
+	CHECK(intact, "no two live objects overlap");
+	int adjacent = 0;
+	for (int i = 1; i < 2000; i++)
+		adjacent += p[i] != NULL && p[i - 1] != NULL && (char *)p[i] - (char *)p[i - 1] == 16;
+	CHECK(adjacent < 2000 / 20, "still random inside the window (%d adjacent of 2000)", adjacent);
+	for (int i = 0; i < N; i++)
+		if (p[i] != NULL)
+			heap_free(h, p[i]);
+	CHECK(class_live(h, 0) == 0 && c->wlive == 0, "all freed: nothing live, window empty");
+	heap_destroy(h);
+
+	/* At the class limit every window may be just full: placement falls
+	 * back on the whole class and still finds the last slots. */
+	cfg = config_with(4 * M_ONE, false, 8);
+	cfg.window_shift = 6;
+	h = heap_create(&cfg, 24);
+	unsigned top = NCLASSES - 1;
+	size_t n = 0;
+	while (heap_alloc(h, top, &r, false) != NULL)
+		n++;
+	CHECK(n == 256 / 4, "windowed, M=4: the 256-slot class still takes exactly 64 objects (got %zu)", n);
+	heap_destroy(h);
+}
+
+struct handoff {
+	struct heap *h;
+	void *p[100];
+	struct heap_class *part; /* the stripe the objects came from */
+};
+
+static void *alloc_some(void *arg)
+{
+	struct handoff *x = arg;
+	struct rng r = rng_with(9);
+	for (int i = 0; i < 100; i++)
+		x->p[i] = heap_alloc(x->h, 2, &r, false);
+	x->part = heap_part_of(x->h, x->p[0]);
+	return NULL;
+}
+
+static void *free_all(void *arg)
+{
+	struct handoff *x = arg;
+	for (int i = 0; i < 100; i++)
+		heap_free(x->h, x->p[i]);
+	return NULL;
+}
+
+/* Threads allocate from stripes of their own; a slot freed by another
+ * thread goes back to its own stripe. */
+static void test_stripes(void)
+{
+	struct config cfg = config_with(2 * M_ONE, false, 9);
+	struct heap *h = heap_create(&cfg, 28);
+	struct handoff a = { .h = h }, b = { .h = h };
+	pthread_t t;
+	pthread_create(&t, NULL, alloc_some, &a);
+	pthread_join(t, NULL);
+	pthread_create(&t, NULL, alloc_some, &b);
+	pthread_join(t, NULL);
+	int same = 1;
+	for (int i = 0; i < 100; i++)
+		same &= heap_part_of(h, a.p[i]) == a.part && heap_part_of(h, b.p[i]) == b.part;
+	CHECK(same && a.part != b.part, "two threads, two stripes: each thread's objects in its own");
+	CHECK(a.part->live == 100 && b.part->live == 100, "each stripe counts its own");
+	pthread_create(&t, NULL, free_all, &a);
+	pthread_join(t, NULL);
+	CHECK(a.part->live == 0 && b.part->live == 100, "freed by a third thread: back to the stripe they came from");
+	free_all(&b);
+	CHECK(b.part->live == 0 && class_within_bound(h, 2), "all back");
 	heap_destroy(h);
 }
 
@@ -232,7 +371,7 @@ static void test_threads(void)
 	size_t live = 0;
 	int bound = 1;
 	for (unsigned ci = 0; ci < NCLASSES; ci++) {
-		live += atomic_load(&h->classes[ci].live);
+		live += class_live(h, ci);
 		bound &= class_within_bound(h, ci);
 	}
 	CHECK(live == 0 && bound, "afterwards nothing is live and every class is within 1/M");
@@ -247,6 +386,8 @@ int main(void)
 	test_m_and_exhaustion();
 	test_fill_and_seed();
 	test_room();
+	test_window();
+	test_stripes();
 	test_threads();
 	return tap_done();
 }
