@@ -87,7 +87,7 @@ struct heap *heap_create(const struct config *cfg, unsigned region_shift_max)
 	if (h == NULL)
 		return NULL;
 	h->m_fixed = cfg->m_fixed;
-	h->window_shift = cfg->window_shift;
+	h->window = cfg->window_shift != 0 ? (size_t)1 << cfg->window_shift : 0;
 	h->fill = cfg->fill;
 	h->stats = cfg->stats;
 	/* Ask for a generous reservation (it costs no memory), settle for less
@@ -231,7 +231,7 @@ static unsigned claim_part(struct heap *h, struct heap_class *c, struct rng *r, 
 	if (c->live + k > c->limit)
 		(void)grow_locked(h, c, c->live + k, r); /* may fall short: claim what fits */
 	size_t cap = atomic_load_explicit(&c->capacity, memory_order_relaxed);
-	size_t w = h->window_shift != 0 ? (size_t)1 << h->window_shift : 0;
+	size_t w = h->window;
 	for (; got < k && c->live < c->limit; got++) {
 		size_t i, from = 0, n = cap;
 		if (w != 0 && w < cap && window_find(h, c, cap, w)) {
@@ -274,7 +274,7 @@ unsigned heap_claim(struct heap *h, unsigned ci, struct rng *r, void **out, unsi
 unsigned heap_release(struct heap *h, unsigned ci, void *const *ptrs, unsigned n, bool freed)
 {
 	unsigned doubles = 0;
-	size_t w = h->window_shift != 0 ? (size_t)1 << h->window_shift : 0;
+	size_t w = h->window;
 	unsigned done = 0;
 
 	/* Stripe by stripe: most batches lie in one, a thread's own. */

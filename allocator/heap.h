@@ -43,7 +43,7 @@
  *   stripe's lock once per batch. The pointer tells the stripe: region
  *   offset >> part_shift is the index into parts[], class-major.
  *
- * Invariants (under the class lock): bits set == live <= limit <=
+ * Invariants (per stripe, under its lock): bits set == live <= limit <=
  * capacity / M < capacity; capacity only grows; memory of slots below
  * capacity is committed, and the bitmap words covering them too; wlive ==
  * bits set in [front, front + W); no bit at or beyond capacity is set.
@@ -99,7 +99,7 @@ struct heap {
 	unsigned region_shift; /* a class region: 1 << region_shift bytes */
 	unsigned part_shift;   /* a stripe of it: region_shift - HEAP_STRIPE_SHIFT */
 	unsigned m_fixed;
-	unsigned window_shift; /* 0: the window is the whole class */
+	size_t window;         /* W, the placement window in slots; 0: the whole stripe */
 	bool fill;
 	bool stats;
 	_Atomic size_t live_bytes; /* with stats on; large objects included */
