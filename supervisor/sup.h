@@ -80,6 +80,8 @@ struct replica {
 				      committed output, not yet voting */
 	bool log_fed;              /* its input comes from the input log, not the ring */
 	bool replacement;          /* started by replace.c: it may skip sleeps */
+	bool stop_unready;         /* the stop found it still fed the connection log:
+				      its exit status tells its replay, not the run */
 	char fill[80];             /* its DIEHARD_FILL (ci.h) */
 	struct digest dg[NSTREAMS]; /* catching up: digest of its current block */
 	double spawn_time;         /* seconds after the start */

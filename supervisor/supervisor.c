@@ -85,6 +85,20 @@ int replica_status(int wstatus)
 }
 
 
+/* Whether r's exit status votes: a live replica's does, but not one the
+ * stop found still replaying connections (net.c), unless no other is left. */
+static bool status_votes(const struct sup *S, const struct replica *r, unsigned unready)
+{
+	if (!r->live)
+		return false;
+	if (!r->stop_unready)
+		return true;
+	unsigned live = 0;
+	for (unsigned i = 0; i < S->nslots; i++)
+		live += S->r[i].live;
+	return live == unready;
+}
+
 /* Everything is over when every voter is reaped with no pipe open (and
  * every killed replica reaped), the streams' ends are agreed and a quorum
  * agrees on the exit status. Replacements still catching up then are not
@@ -113,9 +127,11 @@ void sup_check_done(struct sup *S)
 			return; /* a replacement is to break a tie */
 	/* The exit status, voted among the replicas still in the vote. */
 	int codes[VOTER_MAX];
-	unsigned n = 0;
+	unsigned n = 0, unready = 0;
 	for (unsigned i = 0; i < S->nslots; i++)
-		if (S->r[i].live)
+		unready += S->r[i].live && S->r[i].stop_unready;
+	for (unsigned i = 0; i < S->nslots; i++)
+		if (status_votes(S, &S->r[i], unready))
 			codes[n++] = replica_status(S->r[i].wstatus);
 	unsigned quorum = sup_quorum(S);
 	int best = -1;
@@ -133,7 +149,7 @@ void sup_check_done(struct sup *S)
 		int code = codes[best];
 		for (unsigned j = 0; j < S->nslots; j++) {
 			struct replica *r = &S->r[j];
-			if (r->live && replica_status(r->wstatus) != code) {
+			if (status_votes(S, r, unready) && replica_status(r->wstatus) != code) {
 				char why[96];
 				snprintf(why, sizeof why, "exit status %d differs from the majority's %d",
 					 replica_status(r->wstatus), code);
@@ -156,7 +172,7 @@ void sup_check_done(struct sup *S)
 	size_t o = 0;
 	list[0] = '\0';
 	for (unsigned i = 0; i < S->nslots && o + 32 < sizeof list; i++)
-		if (S->r[i].live)
+		if (status_votes(S, &S->r[i], unready))
 			o += (size_t)snprintf(list + o, sizeof list - o, "%sreplica %u: %d", o ? ", " : "", S->r[i].id,
 					      replica_status(S->r[i].wstatus));
 	log_warn("no majority on the exit status (%s)", n ? list : "no replica left");

@@ -214,6 +214,88 @@ make_docroot() {
 		fail "report: $(jq -c '{exit_code, live_at_end}' "$T/lt.json")"
 }
 
+@test "lighttpd's Date agrees in every replica across second turns, sparse requests and a replacement's first ones included" {
+	# lighttpd answers with the time it read at the top of its event loop;
+	# a replica that got the request in the same iteration as the accept
+	# and one that got it an iteration later disagreed on the Date at a
+	# turn of the second, and a replacement answered with a time replayed
+	# from the past (docs/NETWORK.md, clocks): 17 divergences in 40 such
+	# requests before. Requests 0.11 s apart cross a turn every ninth.
+	require_cmd lighttpd curl
+	make_docroot
+	local port
+	port=$(free_port)
+	lighttpd_conf "$T/dh.conf" "$port"
+	LEFT+=("lighttpd -D -f $T/")
+	dh dt -k 3 -- lighttpd -D -f "$T/dh.conf"
+	wait_port "$port" "$DH"
+	local i pids
+	for i in $(seq 60); do
+		if ((i == 20)); then
+			# A replica dies: its replacement replays the 19 connections
+			# (and the clocks of their time), then serves.
+			pids=($(pgrep -f "^lighttpd -D -f $T/dh.conf"))
+			((${#pids[@]} == 3)) || fail "expected 3 lighttpd replicas, found: ${pids[*]}"
+			kill -KILL "${pids[1]}"
+		fi
+		curl -sS -m 20 -D "$T/h.$i" -o "$T/got" "http://127.0.0.1:$port/small.html" ||
+			fail "curl $i through diehard failed" "$(tail -n 20 "$T/dt.err")"
+		same_bytes "$T/www/small.html" "$T/got" "small.html, request $i"
+		sleep 0.11
+	done
+	wait_until 10 grep -q 'replica 3 read the time of now' "$T/dt.err" ||
+		fail "the replacement never served live requests" "$(grep '^diehard:' "$T/dt.err" | tail -n 20)"
+	# Requests after it was let in reached it too.
+	for i in $(seq 61 80); do
+		curl -sS -m 20 -o "$T/got" "http://127.0.0.1:$port/small.html" || fail "curl $i through diehard failed"
+		sleep 0.11
+	done
+	stop_dh "$DH" dt 0
+	local dates
+	dates=$(cat "$T"/h.* | grep -c '^Date:')
+	((dates == 60)) || fail "$dates Date headers in 60 replies"
+	# The replica killed from outside is reported (its status 137), nothing else.
+	jq -e '([.divergences[] | select(.stream != "status" or .status != 137)] | length) == 0
+	       and (.replacements | length) == 1' "$T/dt.json" >/dev/null ||
+		fail "divergences or replacements other than the one caused:" \
+			"$(jq -c '{divergences, replacements: [.replacements[] | .why]}' "$T/dt.json")"
+	jq -e '[.replicas[] | select(.index == 3) | .status] == [0]' "$T/dt.json" >/dev/null ||
+		fail "the replacement did not run to the end with the others" "$(jq -c '.replicas' "$T/dt.json")"
+}
+
+@test "a server that speaks first (an SMTP banner) is detected: its first client waits for the defer period once, the next ones get the banner at once" {
+	python3 -W ignore -c 'import smtpd' 2>/dev/null || skip "python3 has no smtpd module"
+	local port
+	port=$(free_port)
+	LEFT+=("smtpd -n -c DebuggingServer 127.0.0.1:$port")
+	dh smtp -k 3 -- python3 -W ignore -m smtpd -n -c DebuggingServer "127.0.0.1:$port"
+	wait_port "$port" "$DH"
+	# The client waits for the banner before it says anything.
+	timeout 60 python3 - "$port" >"$T/banners" 2>&1 <<-'EOF' || fail "SMTP clients:" "$(cat "$T/banners")"
+		import socket, sys, time
+		for i in range(3):
+		    t = time.monotonic()
+		    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+		    banner = s.recv(200)
+		    waited = time.monotonic() - t
+		    s.sendall(b"QUIT\r\n")
+		    bye = s.recv(200)
+		    s.close()
+		    print("%.3f %s %s" % (waited, banner.split()[0].decode(), bye.split()[0].decode()))
+	EOF
+	diag "SMTP banner waits: $(awk '{ print $1 }' "$T/banners" | tr '\n' ' ')"
+	[[ $(awk '{ print $2 $3 }' "$T/banners" | sort -u) == 220221 ]] || fail "banners and replies:" "$(cat "$T/banners")"
+	grep -q "the server on 127.0.0.1:$port speaks first" "$T/smtp.err" ||
+		fail "the server was not found to speak first" "$(grep '^diehard:' "$T/smtp.err")"
+	# Deferral is off from the first connection on: the later banners do
+	# not wait for the kernel's second.
+	awk 'NR > 1 && $1 >= 0.9 { bad = 1 } END { exit bad }' "$T/banners" ||
+		fail "a later client still waited for the defer period:" "$(cat "$T/banners")"
+	# smtpd dies of SIGTERM.
+	stop_dh "$DH" smtp 143
+	clean_report smtp
+}
+
 @test "lighttpd with its own socket activation: systemd-socket-activate hands diehard the socket, curl gets the files" {
 	require_cmd lighttpd curl systemd-socket-activate
 	make_docroot

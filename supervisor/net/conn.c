@@ -394,6 +394,8 @@ static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 	if (n > 0) {
 		p->end += (size_t)n;
 		p->last_read = now();
+		if (c->in_tail == 0 && !c->in_eof)
+			defer_server_first(c->N, c->l); /* a reply before any request */
 	} else {
 		/* A close, or a reset: the reply ends here (voted). */
 		p->eof = true;
@@ -823,12 +825,6 @@ void conn_open(struct net *N, struct listener *l, int cfd)
 		int fd = net_connect_replica(N, i, l);
 		if (fd < 0)
 			continue;
-		if (N->slot[i].clocks_behind) {
-			/* Its first live request: from here on it reads the
-			 * time of now, as the others do, not the log's. */
-			N->slot[i].clocks_behind = false;
-			virt_clocks_now(S->virt, i);
-		}
 		struct peer *p = &c->p[c->np++];
 		*p = (struct peer){ .slot = i, .alive = true, .fd = fd, .connecting = true, .c = c,
 				    .last_read = c->opened };

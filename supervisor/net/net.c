@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "exitcode.h"
@@ -167,7 +168,8 @@ static void listener_check(struct net *N, struct listener *l)
 		listener_open(N, l);
 }
 
-void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr, socklen_t len, bool v6only)
+void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr, socklen_t len, bool v6only,
+			 int fd)
 {
 	if (N == NULL || i >= N->S->nslots || !N->slot[i].present)
 		return;
@@ -182,6 +184,7 @@ void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr,
 	if (l == NULL && (l = listener_add(N, &a, len, v6only)) == NULL)
 		return;
 	N->slot[i].listens |= 1ull << l->index;
+	defer_listen(N, i, l, fd);
 	listener_check(N, l);
 	/* A replacement waiting to replay may now go on. */
 	if (N->slot[i].replaying)
@@ -339,6 +342,7 @@ void net_free(struct net *N)
 		conn_free(N->conns);
 	for (unsigned i = 0; i < N->S->nslots; i++) {
 		connlog_replay_stop(N, i);
+		defer_slot_gone(N, i);
 		factory_free(N->slot[i].F);
 	}
 	for (unsigned i = 0; i < N->nl; i++) {
@@ -363,6 +367,7 @@ void net_replica_started(struct net *N, unsigned i, int factory_fd)
 	}
 	struct nslot *ns = &N->slot[i];
 	connlog_replay_stop(N, i);
+	defer_slot_gone(N, i);
 	factory_free(ns->F);
 	*ns = (struct nslot){ .present = true };
 	if (factory_fd >= 0 && (ns->F = factory_new(factory_fd)) == NULL)
@@ -374,7 +379,70 @@ void net_replica_started(struct net *N, unsigned i, int factory_fd)
 	if (N->S->r[i].replacement && N->log != NULL)
 		connlog_replay_start(N, i);
 	else
-		ns->ready = true;
+		ns->ready = !ns->clocks_behind; /* a fresh replacement: once it listens (net_tick) */
+}
+
+/* A replacement's clocks replay the past while it catches up; then they
+ * read the real time, kept out of the log the others follow (an extra read
+ * there, made as its clocks jump, would shift their matching by one: at the
+ * next turn they would follow its older second), and it is let in, its
+ * clocks at the log's front, once it has read the time again after both
+ * the wall and the monotonic second turned.
+ * A server caches the time it reads (lighttpd reads the monotonic clock at
+ * the top of its event loop, before it blocks, and the wall clock only when
+ * that second turns: its Date), and its cache still holds a time of the
+ * past: let in at once, it would answer with that and be outvoted. An
+ * event loop wakes at least once a second; one that does not read the
+ * clock while idle is let in CLOCK_SETTLE seconds after the turn anyway. */
+#define CLOCK_SETTLE 1.5
+
+static void clock_seconds(time_t sec[2])
+{
+	struct timespec ts[2];
+	if (clock_gettime(CLOCK_REALTIME, &ts[0]) != 0 || clock_gettime(CLOCK_MONOTONIC, &ts[1]) != 0)
+		fatal(EXIT_INTERNAL, "clock_gettime: %s", strerror(errno));
+	sec[0] = ts[0].tv_sec;
+	sec[1] = ts[1].tv_sec;
+}
+
+bool net_clocks_aside(const struct net *N, unsigned i)
+{
+	return N != NULL && N->slot[i].clocks_behind && N->slot[i].clock_moved != 0;
+}
+
+bool net_clocks_settled(struct net *N, unsigned i)
+{
+	struct nslot *ns = &N->slot[i];
+	struct sup *S = N->S;
+	if (!ns->clocks_behind)
+		return true;
+	double t = sup_now();
+	uint64_t reads = virt_clock_reads(S->virt, i);
+	time_t sec[2];
+	clock_seconds(sec);
+	if (ns->clock_moved == 0) {
+		if (reads == 0) {
+			ns->clocks_behind = false; /* it keeps no time to correct */
+			return true;
+		}
+		ns->clock_moved = t; /* its reads are its own from here: net_clocks_aside */
+		memcpy(ns->clock_sec, sec, sizeof sec);
+		return false;
+	}
+	if (ns->clock_turned == 0) {
+		if (sec[0] == ns->clock_sec[0] || sec[1] == ns->clock_sec[1])
+			return false;
+		ns->clock_turned = t;
+		ns->clock_reads = reads;
+		return false;
+	}
+	if (reads == ns->clock_reads && t - ns->clock_turned < CLOCK_SETTLE)
+		return false;
+	ns->clocks_behind = false;
+	virt_clocks_now(S->virt, i);
+	log_event("replica %u read the time of now %.3f s after its clocks left the past: it serves", S->r[i].id,
+		  t - ns->clock_moved);
+	return true;
 }
 
 void net_replica_gone(struct net *N, unsigned i)
@@ -386,6 +454,7 @@ void net_replica_gone(struct net *N, unsigned i)
 	ns->ready = false;
 	ns->listens = 0;
 	connlog_replay_stop(N, i);
+	defer_slot_gone(N, i);
 	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
 		conn_replica_gone(c, i);
 	factory_free(ns->F);
@@ -400,6 +469,11 @@ void net_tick(struct net *N)
 	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
 		conn_tick(c, t);
 	connlog_tick(N, t);
+	for (unsigned i = 0; i < N->S->nslots; i++) {
+		struct nslot *ns = &N->slot[i];
+		if (ns->present && !ns->ready && !ns->replaying && ns->listens != 0 && net_clocks_settled(N, i))
+			ns->ready = true;
+	}
 }
 
 void net_stop(struct net *N)
@@ -409,6 +483,17 @@ void net_stop(struct net *N)
 	N->stopping = true;
 	for (unsigned i = 0; i < N->nl; i++)
 		listener_pause(N->L[i], true);
+	/* A replacement still fed old connections stops with them open,
+	 * which a server may tell in its exit status (lighttpd: 1). */
+	for (unsigned i = 0; i < N->S->nslots; i++) {
+		struct replica *r = &N->S->r[i];
+		if (N->slot[i].replaying && r->live && !r->exited) {
+			r->stop_unready = true;
+			log_event("replica %u was still replaying connections when the stop began: its exit status "
+				  "does not vote",
+				  r->id);
+		}
+	}
 }
 
 bool net_replayable(const struct net *N, char *why, size_t size)

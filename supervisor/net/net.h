@@ -44,9 +44,15 @@ void net_replica_started(struct net *N, unsigned i, int factory_fd);
  * its connections are dropped from every vote, its listens forgotten. */
 void net_replica_gone(struct net *N, unsigned i);
 
+/* virt.c: slot i is a replacement between its replayed past and the time
+ * of now (net.c): its wall and monotonic reads are real and not logged. */
+bool net_clocks_aside(const struct net *N, unsigned i);
+
 /* virt/netcalls.c: slot i's program now listens on addr (a TCP socket of
- * AF_INET or AF_INET6; v6only its IPV6_V6ONLY). */
-void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr, socklen_t len, bool v6only);
+ * AF_INET or AF_INET6; v6only its IPV6_V6ONLY); fd: diehard's descriptor of
+ * that socket, for the time of the call (-1: none). */
+void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr, socklen_t len, bool v6only,
+			 int fd);
 
 /* Whether the replicas serve: some address is listened on (virt.c: a
  * server's clocks, net.h's rules). */

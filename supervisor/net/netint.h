@@ -37,6 +37,7 @@ struct listener {
 	socklen_t targetlen;
 	int fd;                  /* ours, listening; -1 until a quorum listens */
 	bool adopted;            /* handed to us by systemd (LISTEN_FDS) */
+	bool defer_off;          /* the server speaks first: accepts not deferred (defer.c) */
 	struct event *ev;
 	bool paused;             /* too many connections, or out of fds */
 	char name[64];           /* "127.0.0.1:8080", "[::]:80" */
@@ -50,6 +51,10 @@ struct nslot {
 	bool ready;              /* serves new connections (a replacement: its replay reached the log's end) */
 	bool replaying;          /* a replacement being fed the connection log */
 	bool clocks_behind;      /* a replacement whose clocks still replay the past */
+	double clock_moved;      /* when they jumped to now (0: not yet): net_clocks_settled */
+	time_t clock_sec[2];     /* the wall and monotonic seconds then */
+	double clock_turned;     /* when both had turned since (0: not yet) */
+	uint64_t clock_reads;    /* its wall and monotonic reads then */
 	/* replay (connlog.c) */
 	size_t rp_off;           /* next record in the log */
 	size_t rp_sent;          /* bytes of its DATA record already sent */
@@ -58,6 +63,9 @@ struct nslot {
 	double rp_progress;      /* when it last moved */
 	struct replay_conn *rp_conns;
 	bool rp_said_slow;
+	/* defer.c */
+	uint64_t deferred;       /* bit l: dfd[l] holds its listener l, deferring */
+	int dfd[NET_MAX_LISTENERS];
 };
 
 struct net {
@@ -92,6 +100,14 @@ void conn_tick(struct conn *c, double now);
 void conn_free(struct conn *c);
 struct conn *conn_next(const struct conn *c);
 
+/* defer.c: replicas' listeners accept a connection once its first bytes
+ * are in. defer_listen: slot i's program listens on fd (its socket, which
+ * is not kept) for l; defer_server_first: a reply came on l before any
+ * request; defer_slot_gone: slot i's descriptors closed. */
+void defer_listen(struct net *N, unsigned i, struct listener *l, int fd);
+void defer_server_first(struct net *N, struct listener *l);
+void defer_slot_gone(struct net *N, unsigned i);
+
 /* connlog.c: the log of client connections (only when replacements may
  * need it). Records are appended as the connection's events happen. */
 void connlog_open(struct net *N, uint64_t id, unsigned listener);
@@ -103,5 +119,6 @@ void connlog_replay_start(struct net *N, unsigned i);
 void connlog_replay_stop(struct net *N, unsigned i);
 void connlog_replay_step(struct net *N);
 void connlog_tick(struct net *N, double now);
+bool net_clocks_settled(struct net *N, unsigned i);
 
 #endif

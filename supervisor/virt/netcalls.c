@@ -204,7 +204,7 @@ static enum netcall listen_on(struct netcalls *N, unsigned slot, int ours, int d
 	if (netaddr_format(&ss, len, text, sizeof text))
 		log_event("replica %u listens on %s%s", replica_id(N, slot), text,
 			  domain == AF_INET6 && !v6only ? " (IPv4 too)" : "");
-	net_replica_listens(N->S->net, slot, (const struct sockaddr *)&ss, len, v6only != 0);
+	net_replica_listens(N->S->net, slot, (const struct sockaddr *)&ss, len, v6only != 0, ours);
 	return NETCALL_ANSWER;
 }
 

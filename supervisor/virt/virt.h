@@ -35,11 +35,15 @@ void virt_detach(struct virt *V, unsigned i);
 const uint8_t *virt_key(const struct virt *V);
 struct ndlog *virt_log(const struct virt *V);
 
-/* Whether a new replica could replay every logged value (nothing dropped). */
 /* Slot i's wall and monotonic clocks (not its CPU clocks or random bytes)
  * jump to the front of the log: a replacement that has replayed the past
- * and now serves live requests reads the time of now, as the others do. */
+ * and is about to serve live requests reads the time of now, as the others
+ * do. virt_clock_reads: how many wall or monotonic reads slot i made, to
+ * tell when it has read the time of now since. */
 void virt_clocks_now(struct virt *V, unsigned i);
+uint64_t virt_clock_reads(const struct virt *V, unsigned i);
+
+/* Whether a new replica could replay every logged value (nothing dropped). */
 bool virt_replayable(const struct virt *V);
 
 /* Replica i left the vote (killed: its listener is closed too) or exited:
