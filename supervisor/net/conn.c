@@ -820,7 +820,7 @@ void conn_open(struct net *N, struct listener *l, int cfd)
 	connlog_open(N, c->id, l->index);
 	for (unsigned i = 0; i < S->nslots; i++) {
 		const struct nslot *ns = &N->slot[i];
-		if (!ns->present || !ns->ready || !(ns->listens & (1ull << l->index)))
+		if (!ns->present || !ns->ready || ns->clocks_behind || !(ns->listens & (1ull << l->index)))
 			continue;
 		int fd = net_connect_replica(N, i, l);
 		if (fd < 0)

@@ -379,7 +379,7 @@ void net_replica_started(struct net *N, unsigned i, int factory_fd)
 	if (N->S->r[i].replacement && N->log != NULL)
 		connlog_replay_start(N, i);
 	else
-		ns->ready = !ns->clocks_behind; /* a fresh replacement: once it listens (net_tick) */
+		ns->ready = true;
 }
 
 /* A replacement's clocks replay the past while it catches up; then they
@@ -469,10 +469,12 @@ void net_tick(struct net *N)
 	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
 		conn_tick(c, t);
 	connlog_tick(N, t);
+	/* A replacement that listens once its replay is over (or with no
+	 * log to replay): connections reach it once its clocks read now. */
 	for (unsigned i = 0; i < N->S->nslots; i++) {
 		struct nslot *ns = &N->slot[i];
-		if (ns->present && !ns->ready && !ns->replaying && ns->listens != 0 && net_clocks_settled(N, i))
-			ns->ready = true;
+		if (ns->present && ns->clocks_behind && !ns->replaying && ns->listens != 0)
+			(void)net_clocks_settled(N, i);
 	}
 }
 

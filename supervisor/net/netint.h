@@ -50,7 +50,8 @@ struct nslot {
 	uint64_t listens;        /* bit l: it listens on listener l */
 	bool ready;              /* serves new connections (a replacement: its replay reached the log's end) */
 	bool replaying;          /* a replacement being fed the connection log */
-	bool clocks_behind;      /* a replacement whose clocks still replay the past */
+	bool clocks_behind;      /* a replacement whose clocks still replay the past: no live
+				    connection reaches it (net_clocks_settled) */
 	double clock_moved;      /* when they jumped to now (0: not yet): net_clocks_settled */
 	time_t clock_sec[2];     /* the wall and monotonic seconds then */
 	double clock_turned;     /* when both had turned since (0: not yet) */
