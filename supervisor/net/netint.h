@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "net.h"
 
@@ -93,6 +94,9 @@ int net_connect_replica(struct net *N, unsigned i, const struct listener *l);
 void net_conn_closed(struct net *N);
 /* replace.c's straggler and divergence kill, for a connection's replica. */
 void net_kill(struct net *N, unsigned i, const char *why);
+/* Whether replacement i's clocks have left its replayed past (a step of
+ * that on each call; true once done, or never behind). */
+bool net_clocks_settled(struct net *N, unsigned i);
 
 /* conn.c */
 void conn_open(struct net *N, struct listener *l, int cfd);
@@ -120,6 +124,5 @@ void connlog_replay_start(struct net *N, unsigned i);
 void connlog_replay_stop(struct net *N, unsigned i);
 void connlog_replay_step(struct net *N);
 void connlog_tick(struct net *N, double now);
-bool net_clocks_settled(struct net *N, unsigned i);
 
 #endif
