@@ -102,7 +102,7 @@ $(B)/tests/static/%: tests/progs/static/%.c | $(B)/tests/static
 	$(CC) $(WARN) $(CFLAGS) -static -pthread -o $@ $<
 
 # C unit tests of the allocator's modules, under ASan and UBSan.
-$(B)/tests/unit/%: tests/unit/%.c tests/unit/tap.h $(ALLOC_CORE) $(ALLOC_HDR) | $(B)/tests/unit
+$(B)/tests/unit/%: tests/unit/%.c tests/unit/tap.h tests/unit/live.h $(ALLOC_CORE) $(ALLOC_HDR) | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Iallocator -pthread -o $@ $< $(ALLOC_CORE)
 
 # The voter is a pure module: its unit test links it alone.

@@ -4,22 +4,11 @@
 #include <string.h>
 
 #include "cache.h"
+#include "live.h"
 #include "tap.h"
 
 static struct heap *h;
 
-/* Claimed slots of class ci, over its stripes. */
-static size_t live_of(unsigned ci)
-{
-	size_t n = 0;
-	for (unsigned s = 0; s < HEAP_STRIPES; s++) {
-		struct heap_class *c = heap_part(h, ci, s);
-		pthread_mutex_lock(&c->lock);
-		n += c->live;
-		pthread_mutex_unlock(&c->lock);
-	}
-	return n;
-}
 
 static struct rng rng_with(uint64_t seed)
 {
@@ -36,7 +25,7 @@ static void test_batches(void)
 	CHECK(k == CACHE_MAX && cache_batch(NCLASSES - 1) == 4, "batch sizes: 32 small, 4 for 64 KiB");
 	void *p = cache_alloc(h, ci, &r);
 	CHECK(p != NULL && cache_self.cls[ci].nclaimed == k - 1, "first malloc claims a batch");
-	CHECK(live_of(ci) == k, "the whole batch counts as live");
+	CHECK(class_live(h, ci) == k, "the whole batch counts as live");
 	CHECK(heap_usable(h, p) == 32, "the object is allocated in the bitmap");
 
 	cache_free(h, ci, p);
@@ -55,7 +44,7 @@ static void test_batches(void)
 	cache_flush(h, ci);
 	CHECK(atomic_load(&h->double_frees) == doubles + 1, "a double free is caught when the batch is released");
 	CHECK(heap_usable(h, p) == 0, "released objects are free in the bitmap");
-	CHECK(live_of(ci) == cache_self.cls[ci].nclaimed, "only the cached claims remain live");
+	CHECK(class_live(h, ci) == cache_self.cls[ci].nclaimed, "only the cached claims remain live");
 }
 
 static void *thread_body(void *arg)
@@ -76,7 +65,7 @@ static void test_thread_exit(void)
 		pthread_create(&t[i], NULL, thread_body, (void *)(i + 10));
 	for (int i = 0; i < 4; i++)
 		pthread_join(t[i], NULL);
-	CHECK(live_of(3) == 0, "exited threads return their claims and pending frees");
+	CHECK(class_live(h, 3) == 0, "exited threads return their claims and pending frees");
 }
 
 int main(void)

@@ -8,6 +8,7 @@
 #include "bitmap.h"
 #include "heap.h"
 #include "sizeclass.h"
+#include "live.h"
 #include "tap.h"
 
 static struct config config_with(unsigned m_fixed, bool fill, uint64_t seed)
@@ -61,18 +62,6 @@ static bool class_within_bound(struct heap *h, unsigned ci)
 		ok &= live <= limit && limit * h->m_fixed <= cap * M_ONE && (cap == 0 || limit < cap);
 	}
 	return ok;
-}
-
-static size_t class_live(struct heap *h, unsigned ci)
-{
-	size_t n = 0;
-	for (unsigned s = 0; s < HEAP_STRIPES; s++) {
-		struct heap_class *c = heap_part(h, ci, s);
-		pthread_mutex_lock(&c->lock);
-		n += c->live;
-		pthread_mutex_unlock(&c->lock);
-	}
-	return n;
 }
 
 static void test_alloc_free(void)

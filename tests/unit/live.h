@@ -1,0 +1,22 @@
+/* live.h — for unit tests of the heap: the claimed slots of a class, summed
+ * over its stripes, each read under its lock. */
+#ifndef DIEHARD_TEST_LIVE_H
+#define DIEHARD_TEST_LIVE_H
+
+#include <pthread.h>
+
+#include "heap.h"
+
+static inline size_t class_live(struct heap *h, unsigned ci)
+{
+	size_t n = 0;
+	for (unsigned s = 0; s < HEAP_STRIPES; s++) {
+		struct heap_class *c = heap_part(h, ci, s);
+		pthread_mutex_lock(&c->lock);
+		n += c->live;
+		pthread_mutex_unlock(&c->lock);
+	}
+	return n;
+}
+
+#endif
