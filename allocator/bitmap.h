@@ -15,6 +15,16 @@
 
 typedef _Atomic uint64_t bitmap_word;
 
+/* Bits set in x. Inline: without -mpopcnt (Debian's x86-64 baseline)
+ * __builtin_popcountll is a library call. */
+static inline unsigned bitmap_count(uint64_t x)
+{
+	x -= (x >> 1) & 0x5555555555555555ULL;
+	x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	return (unsigned)((x * 0x0101010101010101ULL) >> 56);
+}
+
 static inline bool bitmap_test(bitmap_word *bits, size_t i)
 {
 	uint64_t m = (uint64_t)1 << (i & 63);

@@ -39,6 +39,7 @@ struct config {
 	bool seed_given;
 	unsigned m_fixed;
 	unsigned window_shift;   /* placement window of 1 << window_shift slots; 0: the whole class */
+	bool clustered;          /* DIEHARD_PLACEMENT: clustered (true) or scattered */
 	bool fill;               /* random fill (FILL_RANDOM): keyed modes fill at entry.c */
 	enum fill_mode fill_mode;
 	uint64_t fill_seed;      /* keyed modes */

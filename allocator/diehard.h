@@ -26,6 +26,11 @@ struct diehard {
 extern struct diehard diehard;
 extern _Atomic int diehard_state;
 
+/* Set once the instance is ready, when nothing watches single allocations
+ * (no fill, statistics, keyed fills or fault injection): malloc and free
+ * then take the thread cache's inline paths (entry.c). */
+extern _Atomic bool diehard_plain;
+
 /* Builds the instance; false when it cannot (then every allocation fails with
  * ENOMEM and a message said why). */
 bool diehard_start(void);

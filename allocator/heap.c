@@ -88,6 +88,7 @@ struct heap *heap_create(const struct config *cfg, unsigned region_shift_max)
 		return NULL;
 	h->m_fixed = cfg->m_fixed;
 	h->window = cfg->window_shift != 0 ? (size_t)1 << cfg->window_shift : 0;
+	h->clustered = cfg->clustered;
 	h->fill = cfg->fill;
 	h->stats = cfg->stats;
 	/* Ask for a generous reservation (it costs no memory), settle for less
@@ -128,6 +129,22 @@ static size_t limit_of(const struct heap *h, size_t capacity)
 #define HUGE_SLOT_MAX ((size_t)4096)
 #define HUGE_FROM ((size_t)16 << 20)
 #define HUGE_PAGE ((size_t)2 << 20)
+
+static inline size_t live_of(const struct heap_class *c)
+{
+	return atomic_load_explicit(&c->live, memory_order_relaxed);
+}
+
+static inline size_t limit_of_part(const struct heap_class *c)
+{
+	return atomic_load_explicit(&c->limit, memory_order_relaxed);
+}
+
+/* With the lock: a load and a store, not a read-modify-write. */
+static inline void live_add(struct heap_class *c, size_t d)
+{
+	atomic_store_explicit(&c->live, live_of(c) + d, memory_order_relaxed);
+}
 
 /* Makes [0, slots) usable: region bytes and bitmap words accessible. */
 static bool commit_slots(struct heap_class *c, size_t slots)
@@ -179,7 +196,7 @@ static bool grow_locked(struct heap *h, struct heap_class *c, size_t n, struct r
 	/* Memory never handed out reads as random too, not as zeros. */
 	if (h->fill)
 		rng_fill(r, c->base + (cap << c->shift), (new_cap - cap) << c->shift);
-	c->limit = limit_of(h, new_cap);
+	atomic_store_explicit(&c->limit, limit_of(h, new_cap), memory_order_relaxed);
 	atomic_store_explicit(&c->capacity, new_cap, memory_order_release);
 	return true;
 }
@@ -189,7 +206,7 @@ static size_t count_claimed(const struct heap_class *c, size_t from, size_t n)
 {
 	size_t total = 0;
 	for (size_t w = from >> 6; w < (from + n) >> 6; w++)
-		total += (size_t)__builtin_popcountll(atomic_load_explicit(&c->bits[w], memory_order_relaxed));
+		total += bitmap_count(atomic_load_explicit(&c->bits[w], memory_order_relaxed));
 	return total;
 }
 
@@ -222,28 +239,110 @@ static bool window_find(const struct heap *h, struct heap_class *c, size_t cap, 
 	return false;
 }
 
-/* heap_claim in one stripe. */
-static unsigned claim_part(struct heap *h, struct heap_class *c, struct rng *r, void **out, unsigned k)
+/* Claims up to k random free slots of bitmap word wi, keeping the word at
+ * most 1/M full (of its slots below cap), and appends them to out in
+ * ascending address order; returns how many. With the lock. */
+static unsigned claim_word(struct heap *h, struct heap_class *c, size_t cap, size_t wi, struct rng *r,
+			   void **out, unsigned k)
+{
+	size_t first = wi << 6;
+	unsigned valid = cap - first >= 64 ? 64u : (unsigned)(cap - first);
+	uint64_t usable = valid == 64 ? ~(uint64_t)0 : ((uint64_t)1 << valid) - 1;
+	uint64_t word = atomic_load_explicit(&c->bits[wi], memory_order_relaxed);
+	unsigned most = (unsigned)((size_t)valid * M_ONE / h->m_fixed);
+	unsigned used = bitmap_count(word);
+	if (used >= most)
+		return 0;
+	unsigned want = most - used < k ? most - used : k;
+	/* A random subset of the free slots: each random mask keeps every
+	 * candidate with odds 1/2, and is thinned by further masks while it
+	 * holds more than are still wanted. No bit is favoured (they are all
+	 * treated alike), and it takes a few random words, not a probe and a
+	 * mispredicted branch per slot. There are always enough: used + want
+	 * <= most < valid. */
+	uint64_t avail = usable & ~word, take = 0;
+	for (unsigned need = want; need > 0;) {
+		uint64_t cand = avail & rng_next(r);
+		unsigned n = bitmap_count(cand);
+		while (n > need) {
+			cand &= rng_next(r);
+			n = bitmap_count(cand);
+		}
+		take |= cand;
+		avail &= ~cand;
+		need -= n;
+	}
+	atomic_store_explicit(&c->bits[wi], word | take, memory_order_relaxed);
+	live_add(c, want);
+	if (first - c->front < h->window)
+		c->wlive += want;
+	unsigned got = 0;
+	for (; take != 0; take &= take - 1)
+		out[got++] = c->base + ((first + (unsigned)__builtin_ctzll(take)) << c->shift);
+	return got;
+}
+
+/* One slot anywhere in [from, from + n) that is free: the scattered
+ * placement, and the fallback when no word of a window has room. */
+static void *claim_slot(struct heap *h, struct heap_class *c, size_t from, size_t n, struct rng *r)
+{
+	size_t i;
+	do
+		i = from + (size_t)rng_below(r, n);
+	while (!bitmap_try_set(c->bits, i));
+	live_add(c, 1);
+	c->wlive += i - c->front < h->window;
+	return c->base + (i << c->shift);
+}
+
+/* Clustered placement: a random word of [from, from + n) with room, tried
+ * a few times at random, then word by word from a random start (at most 64
+ * words). 0 when none was found: the caller claims one slot scattered. */
+static unsigned claim_cluster(struct heap *h, struct heap_class *c, size_t cap, size_t from, size_t n,
+			      struct rng *r, void **out, unsigned k)
+{
+	size_t words = (n + 63) >> 6, w0 = from >> 6;
+	size_t wi = w0 + (size_t)rng_below(r, words);
+	for (unsigned tries = 0; tries < 4; tries++) {
+		unsigned got = claim_word(h, c, cap, wi, r, out, k);
+		if (got != 0)
+			return got;
+		wi = w0 + (size_t)rng_below(r, words);
+	}
+	for (size_t j = 0; j < words && j < 64; j++) {
+		unsigned got = claim_word(h, c, cap, w0 + (wi - w0 + j) % words, r, out, k);
+		if (got != 0)
+			return got;
+	}
+	return 0;
+}
+
+/* heap_claim in one stripe, growing it if allowed and needed. */
+static unsigned claim_part(struct heap *h, struct heap_class *c, struct rng *r, void **out, unsigned k, bool grow)
 {
 	unsigned got = 0;
 
 	pthread_mutex_lock(&c->lock);
-	if (c->live + k > c->limit)
-		(void)grow_locked(h, c, c->live + k, r); /* may fall short: claim what fits */
+	size_t live = live_of(c);
+	if (grow && live + k > limit_of_part(c))
+		(void)grow_locked(h, c, live + k, r); /* may fall short: claim what fits */
 	size_t cap = atomic_load_explicit(&c->capacity, memory_order_relaxed);
-	size_t w = h->window;
-	for (; got < k && c->live < c->limit; got++) {
-		size_t i, from = 0, n = cap;
+	size_t limit = limit_of_part(c), w = h->window;
+	while (got < k && (live = live_of(c)) < limit) {
+		size_t from = 0, n = cap;
 		if (w != 0 && w < cap && window_find(h, c, cap, w)) {
 			from = c->front;
 			n = cap - from < w ? cap - from : w;
 		}
-		do
-			i = from + (size_t)rng_below(r, n);
-		while (!bitmap_try_set(c->bits, i));
-		c->live++;
-		c->wlive += i - c->front < w;
-		out[got] = c->base + (i << c->shift);
+		unsigned most = k - got;
+		if (limit - live < most)
+			most = (unsigned)(limit - live);
+		unsigned n_got = h->clustered ? claim_cluster(h, c, cap, from, n, r, out + got, most) : 0;
+		if (n_got == 0) {
+			out[got] = claim_slot(h, c, from, n, r);
+			n_got = 1;
+		}
+		got += n_got;
 	}
 	pthread_mutex_unlock(&c->lock);
 	return got;
@@ -260,44 +359,70 @@ static unsigned home_stripe(void)
 	return home_self - 1;
 }
 
+/* Whether the home stripe may grow for k more: it is small (its bound
+ * below a few batches), or the class is within 1/8 of its whole bound.
+ * Reads the other stripes without their locks: a hint. */
+static bool may_grow(struct heap *h, unsigned ci, const struct heap_class *home, unsigned k)
+{
+	if (limit_of_part(home) < 4 * (size_t)k)
+		return true;
+	size_t live = 0, limit = 0;
+	for (unsigned s = 0; s < HEAP_STRIPES; s++) {
+		const struct heap_class *c = heap_part(h, ci, s);
+		live += live_of(c);
+		limit += limit_of_part(c);
+	}
+	return (live + k) * 8 > limit * 7;
+}
+
 unsigned heap_claim(struct heap *h, unsigned ci, struct rng *r, void **out, unsigned k)
 {
-	unsigned home = home_stripe(), got = 0;
-	/* The home stripe; the others only when it is exhausted. */
-	for (unsigned j = 0; j < HEAP_STRIPES && got == 0; j++)
-		got = claim_part(h, heap_part(h, ci, (home + j) % HEAP_STRIPES), r, out, k);
-	if (got == 0)
-		errno = ENOMEM;
-	return got;
+	unsigned home = home_stripe(), got;
+	struct heap_class *c = heap_part(h, ci, home);
+	/* The home stripe; another with room; then growth, home first. */
+	bool grow = may_grow(h, ci, c, k);
+	if ((got = claim_part(h, c, r, out, k, grow)) != 0)
+		return got;
+	for (unsigned j = 1; j < HEAP_STRIPES && !grow; j++)
+		if ((got = claim_part(h, heap_part(h, ci, (home + j) % HEAP_STRIPES), r, out, k, false)) != 0)
+			return got;
+	for (unsigned j = grow ? 1 : 0; j < HEAP_STRIPES; j++)
+		if ((got = claim_part(h, heap_part(h, ci, (home + j) % HEAP_STRIPES), r, out, k, true)) != 0)
+			return got;
+	errno = ENOMEM;
+	return 0;
 }
 
 unsigned heap_release(struct heap *h, unsigned ci, void *const *ptrs, unsigned n, bool freed)
 {
 	unsigned doubles = 0;
 	size_t w = h->window;
-	unsigned done = 0;
-
-	/* Stripe by stripe: most batches lie in one, a thread's own. */
-	for (unsigned s = 0; s < HEAP_STRIPES && done < n; s++) {
-		struct heap_class *c = heap_part(h, ci, s);
-		bool locked = false;
-		for (unsigned j = 0; j < n; j++) {
-			if (heap_part_of(h, ptrs[j]) != c)
-				continue;
-			if (!locked)
-				pthread_mutex_lock(&c->lock);
-			locked = true;
-			done++;
-			size_t i = (size_t)((char *)ptrs[j] - c->base) >> c->shift;
-			if (bitmap_clear(c->bits, i)) {
-				c->live--;
-				c->wlive -= i - c->front < w;
-			} else {
-				doubles++;
+	/* Stripe by stripe, the stripe of the first slot not yet released
+	 * first: most batches lie in one stripe, a thread's own, and take one
+	 * pass. done marks the released ones (n <= 64 per call). */
+	uint64_t done = 0;
+	for (unsigned k = 0; k < n; k += 64) {
+		unsigned m = n - k < 64 ? n - k : 64;
+		uint64_t all = m == 64 ? ~(uint64_t)0 : ((uint64_t)1 << m) - 1;
+		for (done = 0; done != all;) {
+			unsigned first = (unsigned)__builtin_ctzll(~done);
+			struct heap_class *c = heap_part_of(h, ptrs[k + first]);
+			pthread_mutex_lock(&c->lock);
+			for (unsigned j = first; j < m; j++) {
+				void *p = ptrs[k + j];
+				if ((done >> j & 1) || heap_part_of(h, p) != c)
+					continue;
+				done |= (uint64_t)1 << j;
+				size_t i = (size_t)((char *)p - c->base) >> c->shift;
+				if (bitmap_clear(c->bits, i)) {
+					live_add(c, (size_t)-1);
+					c->wlive -= i - c->front < w;
+				} else {
+					doubles++;
+				}
 			}
-		}
-		if (locked)
 			pthread_mutex_unlock(&c->lock);
+		}
 	}
 	if (doubles > 0)
 		atomic_fetch_add_explicit(&h->double_frees, doubles, memory_order_relaxed);
@@ -365,8 +490,8 @@ void heap_totals(struct heap *h, struct heap_totals *t)
 		t->allocations += atomic_load_explicit(&c->allocations, memory_order_relaxed);
 		t->frees += atomic_load_explicit(&c->frees, memory_order_relaxed);
 		pthread_mutex_lock(&c->lock);
-		t->live_objects += c->live;
-		t->live_bytes += c->live << c->shift;
+		t->live_objects += live_of(c);
+		t->live_bytes += live_of(c) << c->shift;
 		t->committed += c->committed;
 		pthread_mutex_unlock(&c->lock);
 	}

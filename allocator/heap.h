@@ -78,8 +78,10 @@ struct heap_class {
 	/* Under the lock, on lines of their own: a claim or release on another
 	 * core must not invalidate the line every free reads. */
 	pthread_mutex_t lock __attribute__((aligned(64)));
-	size_t live;  /* claimed slots: handed out, or held in a thread cache */
-	size_t limit; /* capacity / M */
+	/* Written under the lock; atomic (relaxed) because heap_claim reads the
+	 * other stripes' to decide between growing and borrowing. */
+	_Atomic size_t live;  /* claimed slots: handed out, or held in a thread cache */
+	_Atomic size_t limit; /* capacity / M */
 	size_t front; /* the placement window: [front, front + W), W-aligned */
 	size_t wlive; /* claimed slots inside it */
 	size_t committed;      /* bytes of the region made accessible */
@@ -100,6 +102,7 @@ struct heap {
 	unsigned part_shift;   /* a stripe of it: region_shift - HEAP_STRIPE_SHIFT */
 	unsigned m_fixed;
 	size_t window;         /* W, the placement window in slots; 0: the whole stripe */
+	bool clustered;        /* claims by bitmap word, handed out in address order */
 	bool fill;
 	bool stats;
 	_Atomic size_t live_bytes; /* with stats on; large objects included */
@@ -118,10 +121,15 @@ struct heap *heap_create(const struct config *cfg, unsigned region_shift_max);
 void heap_destroy(struct heap *h);
 
 /* Claims up to k (>= 1) random free slots of class ci (from its window,
- * in the calling thread's home stripe) into out, growing the stripe as
- * needed; returns how many (0: every stripe exhausted, errno ENOMEM). One
- * lock round trip for the batch: this is what keeps atomic instructions off
- * the per-allocation path. */
+ * in the calling thread's home stripe) into out; returns how many (0: every
+ * stripe exhausted, errno ENOMEM). A home stripe at its 1/M bound borrows
+ * from another stripe of the class with room, and grows only when the
+ * class as a whole is nearly full (7/8 of its bound) or the stripe is still
+ * small: objects move between stripes (freed by other threads), and
+ * growing each stripe for its own peak would make the class M times the
+ * sum of the peaks, not of the live data. One lock round trip for the
+ * batch, as a rule: this is what keeps atomic instructions off the
+ * per-allocation path. */
 unsigned heap_claim(struct heap *h, unsigned ci, struct rng *r, void **out, unsigned k);
 
 /* Releases n slots of class ci, each already checked by heap_check, to the

@@ -28,6 +28,7 @@
 
 struct diehard diehard;
 _Atomic int diehard_state = DIEHARD_UNINIT;
+_Atomic bool diehard_plain = false;
 
 static __thread bool starting_here __attribute__((tls_model("initial-exec")));
 
@@ -113,6 +114,9 @@ bool diehard_start(void)
 		if (inject != NULL && inject[0] != '\0' && diehard_free_object != NULL)
 			inject_start(inject, diehard_free_object);
 		keyed_start();
+		atomic_store_explicit(&diehard_plain,
+				      !diehard.cfg.fill && !diehard.cfg.stats && !keyed_on && !inject_on,
+				      memory_order_release);
 		atomic_store_explicit(&diehard_state, DIEHARD_READY, memory_order_release);
 		/* Only now: these may themselves allocate. Without the thread-exit
 		 * key the caches stay off, which is slower but correct. */
@@ -167,6 +171,8 @@ void diehard_report(void)
 	msg_u64(&m, atomic_load(&h->truncated_copies));
 	msg_str(&m, " live_objects=");
 	msg_u64(&m, t.live_objects + large_live);
+	msg_str(&m, " heap_committed=");
+	msg_u64(&m, t.committed);
 	msg_str(&m, " unguarded_large=");
 	msg_u64(&m, unguarded);
 	msg_str(&m, " m=");

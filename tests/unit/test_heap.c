@@ -14,7 +14,7 @@
 static struct config config_with(unsigned m_fixed, bool fill, uint64_t seed)
 {
 	struct config c = { .seed = { seed, 0 }, .seed_given = true, .m_fixed = m_fixed,
-			    .fill = fill, .stats = true, .safe_strings = true };
+			    .fill = fill, .stats = true, .safe_strings = true, .clustered = true };
 	return c;
 }
 
@@ -303,6 +303,123 @@ static void test_stripes(void)
 	heap_destroy(h);
 }
 
+static size_t word_of(const struct heap_class *c, const void *p)
+{
+	return (size_t)((const char *)p - c->base) >> c->shift >> 6;
+}
+
+/* Clustered placement (the default): a batch is random free slots of one
+ * bitmap word, in ascending address order, the word kept at most 1/M full;
+ * scattered placement hands out a batch in no order. */
+static void test_clusters(void)
+{
+	for (int clustered = 1; clustered >= 0; clustered--) {
+		struct config cfg = config_with(2 * M_ONE, false, 11);
+		cfg.window_shift = 12;
+		cfg.clustered = clustered;
+		struct heap *h = heap_create(&cfg, 30);
+		struct rng r = rng_with(11);
+		struct heap_class *c = heap_part(h, 0, 0);
+		enum { BATCHES = 200, K = 32 };
+		static void *p[BATCHES][K];
+		int ascending = 0, sorted = 0, one_word = 0, full = 1;
+		for (int b = 0; b < BATCHES; b++) {
+			unsigned got = heap_claim(h, 0, &r, p[b], K);
+			full &= got == K;
+			/* Ascending within each word; the first word's slots first,
+			 * and a second word only once the first is at its 1/M. */
+			int asc = 1;
+			for (unsigned i = 1; i < got; i++)
+				asc &= (char *)p[b][i] > (char *)p[b][i - 1] ||
+				       word_of(c, p[b][i]) != word_of(c, p[b][i - 1]);
+			ascending += asc;
+			int strict = 1;
+			for (unsigned i = 1; i < got; i++)
+				strict &= (char *)p[b][i] > (char *)p[b][i - 1];
+			sorted += strict;
+			size_t w0 = word_of(c, p[b][0]), in_first = 0;
+			for (unsigned i = 0; i < got; i++)
+				in_first += word_of(c, p[b][i]) == w0;
+			size_t cap = atomic_load(&c->capacity), valid = cap - w0 * 64 < 64 ? cap - w0 * 64 : 64;
+			one_word += in_first == got || bitmap_count(atomic_load(&c->bits[w0])) == valid / 2;
+		}
+		size_t words = (atomic_load(&c->capacity) + 63) / 64, over = 0;
+		for (size_t w = 0; w < words; w++)
+			over += bitmap_count(atomic_load(&c->bits[w])) > 32;
+		CHECK(full, "%s: 200 batches of 32", clustered ? "clustered" : "scattered");
+		if (clustered) {
+			CHECK(ascending == BATCHES, "clustered: every batch in ascending address order, word by word");
+			CHECK(one_word == BATCHES, "clustered: a batch fills its word to 1/M before it takes another");
+			CHECK(over == 0, "clustered: no bitmap word more than 1/M full (%zu are)", over);
+		} else {
+			CHECK(sorted == 0, "scattered: batches come in no order (%d in address order)", sorted);
+		}
+		for (int b = 0; b < BATCHES; b++)
+			heap_release(h, 0, p[b], K, true);
+		CHECK(class_live(h, 0) == 0 && class_within_bound(h, 0), "%s: all released",
+		      clustered ? "clustered" : "scattered");
+		heap_destroy(h);
+	}
+}
+
+struct mover {
+	struct heap *h;
+	void **p;
+	int n;
+	int rounds;
+};
+
+static void *alloc_n(void *arg)
+{
+	struct mover *m = arg;
+	struct rng r = rng_with(12);
+	for (int i = 0; i < m->n; i++)
+		m->p[i] = heap_alloc(m->h, 2, &r, false);
+	return NULL;
+}
+
+/* Each round frees every object and allocates as many again, from this
+ * thread's home stripe: the live data moves to it. */
+static void *move_n(void *arg)
+{
+	struct mover *m = arg;
+	struct rng r = rng_with(13);
+	for (int round = 0; round < m->rounds; round++)
+		for (int i = 0; i < m->n; i++) {
+			if (m->p[i] != NULL)
+				heap_free(m->h, m->p[i]);
+			m->p[i] = heap_alloc(m->h, 2, &r, false);
+		}
+	return NULL;
+}
+
+/* Objects that move from one thread's stripe to another's do not make the
+ * class M times the sum of each stripe's peak: a stripe at its bound
+ * borrows room from the others before it grows. */
+static void test_borrow(void)
+{
+	struct config cfg = config_with(2 * M_ONE, false, 12);
+	struct heap *h = heap_create(&cfg, 30);
+	enum { N = 8192 };
+	static void *p[N];
+	struct mover m = { .h = h, .p = p, .n = N, .rounds = 3 };
+	pthread_t t;
+	pthread_create(&t, NULL, alloc_n, &m);
+	pthread_join(t, NULL);
+	pthread_create(&t, NULL, move_n, &m);
+	pthread_join(t, NULL);
+	int ok = 1;
+	for (int i = 0; i < N; i++)
+		ok &= p[i] != NULL;
+	size_t cap = 0;
+	for (unsigned s = 0; s < HEAP_STRIPES; s++)
+		cap += atomic_load(&heap_part(h, 2, s)->capacity);
+	CHECK(ok && class_live(h, 2) == N, "8192 objects moved from one thread's stripe to another's");
+	CHECK(cap <= N * 2 * 5 / 4, "the class holds %zu slots for %d live at M = 2 (at most 1.25 M times)", cap, N);
+	CHECK(class_within_bound(h, 2), "every stripe within its 1/M");
+	heap_destroy(h);
+}
+
 struct worker {
 	struct heap *h;
 	uint64_t seed;
@@ -377,6 +494,8 @@ int main(void)
 	test_room();
 	test_window();
 	test_stripes();
+	test_clusters();
+	test_borrow();
 	test_threads();
 	return tap_done();
 }
