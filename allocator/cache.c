@@ -50,17 +50,9 @@ void *cache_refill(struct heap *h, unsigned ci, struct rng *r)
 	void *p;
 	if (!start())
 		return heap_claim(h, ci, r, &p, 1) == 1 ? p : NULL;
-	unsigned n = heap_claim(h, ci, r, c->claimed, cache_batch(ci));
-	if (n == 0)
+	c->nclaimed = heap_claim(h, ci, r, c->claimed, cache_batch(ci));
+	if (c->nclaimed == 0)
 		return NULL;
-	/* Popped from the end: reversed, a batch is handed out in the order
-	 * heap_claim gave it (clustered placement: ascending addresses). */
-	for (unsigned i = 0; i < n / 2; i++) {
-		void *t = c->claimed[i];
-		c->claimed[i] = c->claimed[n - 1 - i];
-		c->claimed[n - 1 - i] = t;
-	}
-	c->nclaimed = n;
 	return c->claimed[--c->nclaimed];
 }
 

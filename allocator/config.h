@@ -7,6 +7,8 @@
  *   DIEHARD_WINDOW        placement window in slots: a power of two from 64 to
  *                         2^24, or "all" (0) for the whole class (default 4096;
  *                         heap.h says what it trades)
+ *   DIEHARD_PLACEMENT     "clustered" (default): batches by bitmap word;
+ *                         "scattered": each slot random in the window
  *   DIEHARD_FILL          "random": fill new objects and fresh heap with random bytes;
  *                         "pattern:HEX", "inverse:HEX", "zero": keyed fills (keyed.h)
  *   DIEHARD_FLIP          P/T/lo-hi[/blo-bhi]: invert some keyed fills (keyed.h)

@@ -309,11 +309,13 @@ static size_t word_of(const struct heap_class *c, const void *p)
 }
 
 /* Clustered placement (the default): a batch is random free slots of one
- * bitmap word, in ascending address order, the word kept at most 1/M full;
- * scattered placement hands out a batch in no order. */
+ * bitmap word (the next word only once that one is 1/M full), in random
+ * order, no word more than 1/M full; scattered placement spreads a batch
+ * over the window. Neither hands a batch out in address order. */
 static void test_clusters(void)
 {
 	for (int clustered = 1; clustered >= 0; clustered--) {
+		const char *mode = clustered ? "clustered" : "scattered";
 		struct config cfg = config_with(2 * M_ONE, false, 11);
 		cfg.window_shift = 12;
 		cfg.clustered = clustered;
@@ -322,42 +324,45 @@ static void test_clusters(void)
 		struct heap_class *c = heap_part(h, 0, 0);
 		enum { BATCHES = 200, K = 32 };
 		static void *p[BATCHES][K];
-		int ascending = 0, sorted = 0, one_word = 0, full = 1;
+		int sorted = 0, one_word = 0, full = 1;
+		size_t words_met = 0;
 		for (int b = 0; b < BATCHES; b++) {
 			unsigned got = heap_claim(h, 0, &r, p[b], K);
 			full &= got == K;
-			/* Ascending within each word; the first word's slots first,
-			 * and a second word only once the first is at its 1/M. */
-			int asc = 1;
-			for (unsigned i = 1; i < got; i++)
-				asc &= (char *)p[b][i] > (char *)p[b][i - 1] ||
-				       word_of(c, p[b][i]) != word_of(c, p[b][i - 1]);
-			ascending += asc;
 			int strict = 1;
 			for (unsigned i = 1; i < got; i++)
 				strict &= (char *)p[b][i] > (char *)p[b][i - 1];
 			sorted += strict;
+			/* Words met, and whether the first is at its 1/M whenever
+			 * the batch goes on to another. */
 			size_t w0 = word_of(c, p[b][0]), in_first = 0;
-			for (unsigned i = 0; i < got; i++)
+			for (unsigned i = 0; i < got; i++) {
 				in_first += word_of(c, p[b][i]) == w0;
+				int seen = 0;
+				for (unsigned j = 0; j < i; j++)
+					seen |= word_of(c, p[b][j]) == word_of(c, p[b][i]);
+				words_met += !seen;
+			}
 			size_t cap = atomic_load(&c->capacity), valid = cap - w0 * 64 < 64 ? cap - w0 * 64 : 64;
 			one_word += in_first == got || bitmap_count(atomic_load(&c->bits[w0])) == valid / 2;
 		}
 		size_t words = (atomic_load(&c->capacity) + 63) / 64, over = 0;
 		for (size_t w = 0; w < words; w++)
 			over += bitmap_count(atomic_load(&c->bits[w])) > 32;
-		CHECK(full, "%s: 200 batches of 32", clustered ? "clustered" : "scattered");
+		CHECK(full, "%s: 200 batches of 32", mode);
+		CHECK(sorted == 0, "%s: no batch in address order (%d are)", mode, sorted);
 		if (clustered) {
-			CHECK(ascending == BATCHES, "clustered: every batch in ascending address order, word by word");
 			CHECK(one_word == BATCHES, "clustered: a batch fills its word to 1/M before it takes another");
+			CHECK(words_met <= BATCHES * 5 / 2, "clustered: a batch lies in one or two words (%zu words for %d batches)",
+			      words_met, BATCHES);
 			CHECK(over == 0, "clustered: no bitmap word more than 1/M full (%zu are)", over);
 		} else {
-			CHECK(sorted == 0, "scattered: batches come in no order (%d in address order)", sorted);
+			CHECK(words_met >= BATCHES * 10, "scattered: a batch is spread over the window (%zu words for %d batches)",
+			      words_met, BATCHES);
 		}
 		for (int b = 0; b < BATCHES; b++)
 			heap_release(h, 0, p[b], K, true);
-		CHECK(class_live(h, 0) == 0 && class_within_bound(h, 0), "%s: all released",
-		      clustered ? "clustered" : "scattered");
+		CHECK(class_live(h, 0) == 0 && class_within_bound(h, 0), "%s: all released", mode);
 		heap_destroy(h);
 	}
 }
