@@ -215,12 +215,12 @@ void config_load(struct config *cfg)
 	if ((v = config_getenv("DIEHARD_WINDOW")) != NULL && !config_parse_window(v, &cfg->window_shift))
 		warn_bad("DIEHARD_WINDOW", v, "a power of two from 64 to 16777216, or 'all'", "4096");
 
-	cfg->clustered = true;
+	cfg->clustered = false;
 	if ((v = config_getenv("DIEHARD_PLACEMENT")) != NULL) {
-		if (strcmp(v, "scattered") == 0)
-			cfg->clustered = false;
-		else if (strcmp(v, "clustered") != 0)
-			warn_bad("DIEHARD_PLACEMENT", v, "'clustered' or 'scattered'", "clustered");
+		if (strcmp(v, "clustered") == 0)
+			cfg->clustered = true;
+		else if (strcmp(v, "scattered") != 0)
+			warn_bad("DIEHARD_PLACEMENT", v, "'scattered' or 'clustered'", "scattered");
 	}
 
 	cfg->fill = false;

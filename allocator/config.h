@@ -7,8 +7,8 @@
  *   DIEHARD_WINDOW        placement window in slots: a power of two from 64 to
  *                         2^24, or "all" (0) for the whole class (default 4096;
  *                         heap.h says what it trades)
- *   DIEHARD_PLACEMENT     "clustered" (default): batches by bitmap word;
- *                         "scattered": each slot random in the window
+ *   DIEHARD_PLACEMENT     "scattered" (default): each slot random in the
+ *                         window; "clustered": batches by bitmap word (heap.h)
  *   DIEHARD_FILL          "random": fill new objects and fresh heap with random bytes;
  *                         "pattern:HEX", "inverse:HEX", "zero": keyed fills (keyed.h)
  *   DIEHARD_FLIP          P/T/lo-hi[/blo-bhi]: invert some keyed fills (keyed.h)
@@ -41,7 +41,7 @@ struct config {
 	bool seed_given;
 	unsigned m_fixed;
 	unsigned window_shift;   /* placement window of 1 << window_shift slots; 0: the whole class */
-	bool clustered;          /* DIEHARD_PLACEMENT: clustered (true) or scattered */
+	bool clustered;          /* DIEHARD_PLACEMENT: clustered (true) or scattered (default) */
 	bool fill;               /* random fill (FILL_RANDOM): keyed modes fill at entry.c */
 	enum fill_mode fill_mode;
 	uint64_t fill_seed;      /* keyed modes */

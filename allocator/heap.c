@@ -338,6 +338,7 @@ static unsigned claim_part(struct heap *h, struct heap_class *c, struct rng *r, 
 		(void)grow_locked(h, c, live + k, r); /* may fall short: claim what fits */
 	size_t cap = atomic_load_explicit(&c->capacity, memory_order_relaxed);
 	size_t limit = limit_of_part(c), w = h->window;
+	bool clustered = h->clustered;
 	while (got < k && (live = live_of(c)) < limit) {
 		size_t from = 0, n = cap;
 		if (w != 0 && w < cap && window_find(h, c, cap, w)) {
@@ -347,8 +348,9 @@ static unsigned claim_part(struct heap *h, struct heap_class *c, struct rng *r, 
 		unsigned most = k - got;
 		if (limit - live < most)
 			most = (unsigned)(limit - live);
-		unsigned n_got = h->clustered ? claim_cluster(h, c, cap, from, n, r, out + got, most) : 0;
+		unsigned n_got = clustered ? claim_cluster(h, c, cap, from, n, r, out + got, most) : 0;
 		if (n_got == 0) {
+			clustered = false; /* no word found: the rest of the batch scattered */
 			out[got] = claim_slot(h, c, from, n, r);
 			n_got = 1;
 		}

@@ -25,24 +25,26 @@
  *   in the current window (1 in W (M-1)/M per allocation), much later when
  *   not, since the window sweeps the whole class before it returns. The
  *   measured costs are in docs/PERFORMANCE.md (bench/protection).
- * - Clustered placement (the default; DIEHARD_PLACEMENT=scattered turns it
- *   off): a batch claim takes a random bitmap word of the window (64 slots)
- *   with room, and in it random free slots until the word is 1/M full or
- *   the batch complete (then another random word), in random order. So a
- *   thread's consecutive allocations share a few KiB instead of being
- *   spread over the window (W slots): pointer-chasing code misses the
- *   caches and TLB far less (binary_trees: 3.2 s -> 2.3 s). Which word, which
- *   slots and their order are random per seed. Not in address order: then
- *   the slot after an object would hold the next allocation in every
- *   replica alike, and one overflow would corrupt all replicas the same way
- *   (bench/protection measured 11 wrong answers in 20 at k = 3). What it
- *   costs: no word is more than 1/M full, so an object's neighbour slot is
- *   free with the same odds as before in a steady heap; objects allocated
- *   together sit together, so a tiny heap's neighbour is more often one of
- *   its own few objects, and consecutive allocations are a few slots apart
- *   (fewer bits between them): measured in docs/PERFORMANCE.md. When no word
- *   of the window has room (M not dividing 64), one slot is placed
- *   scattered.
+ * - Clustered placement (DIEHARD_PLACEMENT=clustered; not the default): a
+ *   batch claim takes a random bitmap word of the window (64 slots) with
+ *   room, and in it random free slots until the word is 1/M full or the
+ *   batch complete (then another random word), handed out in random order.
+ *   A thread's consecutive allocations then share a few KiB instead of
+ *   being spread over the window, and pointer-chasing code misses the
+ *   caches and TLB less (binary_trees about 1.4 times as fast). Not in
+ *   address order: then the slot after an object would hold the next
+ *   allocation in every replica alike, and one overflow would corrupt all
+ *   replicas the same way (bench/protection: 11 wrong answers in 20 at
+ *   k = 3). Why it is not the default: every word it fills is 1/M full
+ *   however empty the stripe, so in a small heap (far below its bound)
+ *   objects sit twice as close as scattered placement puts them, and an
+ *   overflow meets another live object about twice as often
+ *   (tests/progs/buggy_server: 43% of seeds answer wrong instead of 18%;
+ *   diehard -k 5 then fails to mask it). Capping each word at the stripe's
+ *   own density restores the odds but leaves most words just too full to
+ *   use, and the speed is gone. docs/PERFORMANCE.md has the numbers. When
+ *   no word of the window has room (M not dividing 64), the rest of the
+ *   batch is placed scattered.
  * - A home stripe at its 1/M bound borrows from another stripe with room
  *   rather than grow, unless the class as a whole is within 1/8 of its bound
  *   (or the stripe is still small): objects freed by other threads go back

@@ -67,9 +67,10 @@ static void test_load(void)
 	unsetenv("DIEHARD_FILL");
 	unsetenv("DIEHARD_STATS");
 	unsetenv("DIEHARD_SAFE_STRINGS");
+	unsetenv("DIEHARD_PLACEMENT");
 	config_load(&c);
-	CHECK(c.m_fixed == 2 * M_ONE && !c.fill && !c.stats && c.safe_strings && !c.seed_given,
-	      "defaults: M=2, no fill, no stats, safe strings on, random seed");
+	CHECK(c.m_fixed == 2 * M_ONE && !c.fill && !c.stats && c.safe_strings && !c.seed_given && !c.clustered,
+	      "defaults: M=2, no fill, no stats, safe strings on, random seed, scattered placement");
 	struct config c2;
 	config_load(&c2);
 	CHECK(c.seed[0] != c2.seed[0] || c.seed[1] != c2.seed[1], "two random seeds differ");
@@ -79,15 +80,19 @@ static void test_load(void)
 	setenv("DIEHARD_FILL", "random", 1);
 	setenv("DIEHARD_STATS", "1", 1);
 	setenv("DIEHARD_SAFE_STRINGS", "0", 1);
+	setenv("DIEHARD_PLACEMENT", "clustered", 1);
 	config_load(&c);
+	CHECK(c.clustered, "DIEHARD_PLACEMENT=clustered read");
 	CHECK(c.seed_given && c.seed[0] == 0xabc && c.seed[1] == 0, "DIEHARD_SEED read");
 	CHECK(c.m_fixed == 4 * M_ONE && c.fill && c.stats && !c.safe_strings, "every variable read");
 
 	setenv("DIEHARD_M", "zero", 1);
 	setenv("DIEHARD_SEED", "not-hex", 1);
 	setenv("DIEHARD_FILL", "sometimes", 1);
+	setenv("DIEHARD_PLACEMENT", "tidy", 1);
 	config_load(&c);
-	CHECK(c.m_fixed == 2 * M_ONE && !c.seed_given && !c.fill, "malformed values fall back to defaults");
+	CHECK(c.m_fixed == 2 * M_ONE && !c.seed_given && !c.fill && !c.clustered, "malformed values fall back to defaults");
+	unsetenv("DIEHARD_PLACEMENT");
 
 	CHECK(config_getenv("DIEHARD_STATS") != NULL && strcmp(config_getenv("DIEHARD_STATS"), "1") == 0,
 	      "config_getenv finds a variable");
