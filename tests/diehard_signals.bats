@@ -8,7 +8,9 @@
 # non-interactive shell with SIGINT and SIGQUIT ignored, which a program
 # started from a terminal would not have: `env --default-signal` undoes that,
 # so diehard and its replicas start as they would in a terminal.  Each
-# background run is bounded by await_exit (a hang guard).
+# background run is bounded by await_exit (a hang guard). SIGHUP is reset
+# too: a test run started under nohup has it ignored, and diehard rightly
+# keeps it ignored for the replicas (the nohup test below).
 
 load helpers
 
@@ -61,7 +63,7 @@ spawned() {
 check_forwarded() {
 	local sig=$1 code=$2 signum
 	signum=$(kill -l "$sig")
-	start_bg "$T/dh" env --default-signal=INT,TERM,QUIT "$DIEHARD" -v -k 3 -r "$T/r.json" sleep 30
+	start_bg "$T/dh" env --default-signal=INT,TERM,QUIT,HUP "$DIEHARD" -v -k 3 -r "$T/r.json" sleep 30
 	wait_until 10 spawned 3 "$T/dh.err" || fail "the replicas did not start:" "$(cat "$T/dh.err")"
 	local pids
 	pids=$(spawned_pids "$T/dh.err")
