@@ -31,7 +31,7 @@
  *   batch complete (then another random word), handed out in random order.
  *   A thread's consecutive allocations then share a few KiB instead of
  *   being spread over the window, and pointer-chasing code misses the
- *   caches and TLB less (binary_trees about 1.4 times as fast). Not in
+ *   caches and TLB less (binary_trees 1.2-1.5 times as fast). Not in
  *   address order: then the slot after an object would hold the next
  *   allocation in every replica alike, and one overflow would corrupt all
  *   replicas the same way (bench/protection: 11 wrong answers in 20 at
@@ -45,11 +45,11 @@
  *   use, and the speed is gone. docs/PERFORMANCE.md has the numbers. When
  *   no word of the window has room (M not dividing 64), the rest of the
  *   batch is placed scattered.
- * - A home stripe at its 1/M bound borrows from another stripe with room
- *   rather than grow, unless the class as a whole is within 1/8 of its bound
+ * - A home stripe at its 1/M bound borrows a batch from another stripe with room
+ *   for one rather than grow, unless the class is within 1/8 of its bound
  *   (or the stripe is still small): objects freed by other threads go back
  *   to their own stripe, so stripes that each grew to their own peak added
- *   up to several times M x live (larson: 36 MB for 5.8 MB live; 16 MB now).
+ *   up to several times M x live (larson: 36 MB for 5.8 MB live; 16-25 MB now).
  * - Free accepts a pointer only if it is the start of a slot below capacity
  *   whose bit is set; anything else is counted and ignored.
  * - Metadata (this struct, the bitmaps) lives in separate mappings with guard
