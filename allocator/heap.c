@@ -240,8 +240,8 @@ static bool window_find(const struct heap *h, struct heap_class *c, size_t cap, 
 }
 
 /* Claims up to k random free slots of bitmap word wi, keeping the word at
- * most 1/M full (of its slots below cap), and appends them to out in
- * ascending address order; returns how many. With the lock. */
+ * most 1/M full (of its slots below cap), and puts them in out in random
+ * order; returns how many. With the lock. */
 static unsigned claim_word(struct heap *h, struct heap_class *c, size_t cap, size_t wi, struct rng *r,
 			   void **out, unsigned k)
 {
@@ -307,7 +307,8 @@ static void *claim_slot(struct heap *h, struct heap_class *c, size_t from, size_
 
 /* Clustered placement: a random word of [from, from + n) with room, tried
  * a few times at random, then word by word from a random start (at most 64
- * words). 0 when none was found: the caller claims one slot scattered. */
+ * words). 0 when none was found: the caller places the rest of the batch
+ * scattered. */
 static unsigned claim_cluster(struct heap *h, struct heap_class *c, size_t cap, size_t from, size_t n,
 			      struct rng *r, void **out, unsigned k)
 {
@@ -419,14 +420,13 @@ unsigned heap_release(struct heap *h, unsigned ci, void *const *ptrs, unsigned n
 {
 	unsigned doubles = 0;
 	size_t w = h->window;
-	/* Stripe by stripe, the stripe of the first slot not yet released
-	 * first: most batches lie in one stripe, a thread's own, and take one
-	 * pass. done marks the released ones (n <= 64 per call). */
-	uint64_t done = 0;
+	/* In chunks of 64, stripe by stripe, the stripe of the first slot not
+	 * yet released first: most batches lie in one stripe, a thread's own,
+	 * and take one pass. done marks the chunk's released slots. */
 	for (unsigned k = 0; k < n; k += 64) {
 		unsigned m = n - k < 64 ? n - k : 64;
 		uint64_t all = m == 64 ? ~(uint64_t)0 : ((uint64_t)1 << m) - 1;
-		for (done = 0; done != all;) {
+		for (uint64_t done = 0; done != all;) {
 			unsigned first = (unsigned)__builtin_ctzll(~done);
 			struct heap_class *c = heap_part_of(h, ptrs[k + first]);
 			pthread_mutex_lock(&c->lock);
