@@ -292,17 +292,31 @@ static unsigned claim_word(struct heap *h, struct heap_class *c, size_t cap, siz
 	return got;
 }
 
-/* One slot anywhere in [from, from + n) that is free: the scattered
- * placement, and the fallback when no word of a window has room. */
-static void *claim_slot(struct heap *h, struct heap_class *c, size_t from, size_t n, struct rng *r)
+/* Claims k free slots at random in [from, from + n), which has room for
+ * them (at most 1/M full after), into out: the scattered placement, and
+ * the rest of a batch when clustered placement finds no word. Rejection
+ * sampling without a branch on the outcome: a probe of a taken slot stores
+ * the word unchanged and does not advance, so the loop's only branch (are
+ * we done) is predictable; on random bits a per-probe branch mispredicted
+ * about once per slot. With the lock. */
+static unsigned claim_scattered(struct heap *h, struct heap_class *c, size_t from, size_t n, struct rng *r,
+				void **out, unsigned k)
 {
-	size_t i;
-	do
-		i = from + (size_t)rng_below(r, n);
-	while (!bitmap_try_set(c->bits, i));
-	live_add(c, 1);
-	c->wlive += i - c->front < h->window;
-	return c->base + (i << c->shift);
+	unsigned got = 0;
+	size_t inside = 0;
+	while (got < k) {
+		size_t i = from + (size_t)rng_below(r, n);
+		bitmap_word *wp = &c->bits[i >> 6];
+		uint64_t m = (uint64_t)1 << (i & 63), word = atomic_load_explicit(wp, memory_order_relaxed);
+		unsigned fresh = (word & m) == 0;
+		atomic_store_explicit(wp, word | m, memory_order_relaxed);
+		out[got] = c->base + (i << c->shift);
+		got += fresh;
+		inside += fresh & (i - c->front < h->window);
+	}
+	live_add(c, got);
+	c->wlive += inside;
+	return got;
 }
 
 /* Clustered placement: a random word of [from, from + n) with room, tried
@@ -342,18 +356,20 @@ static unsigned claim_part(struct heap *h, struct heap_class *c, struct rng *r, 
 	bool clustered = h->clustered;
 	while (got < k && (live = live_of(c)) < limit) {
 		size_t from = 0, n = cap;
-		if (w != 0 && w < cap && window_find(h, c, cap, w)) {
-			from = c->front;
-			n = cap - from < w ? cap - from : w;
-		}
 		unsigned most = k - got;
 		if (limit - live < most)
 			most = (unsigned)(limit - live);
+		if (w != 0 && w < cap && window_find(h, c, cap, w)) {
+			from = c->front;
+			n = cap - from < w ? cap - from : w;
+			size_t room = n * M_ONE / h->m_fixed - c->wlive; /* >= 1: window_find */
+			if (room < most)
+				most = (unsigned)room;
+		}
 		unsigned n_got = clustered ? claim_cluster(h, c, cap, from, n, r, out + got, most) : 0;
 		if (n_got == 0) {
 			clustered = false; /* no word found: the rest of the batch scattered */
-			out[got] = claim_slot(h, c, from, n, r);
-			n_got = 1;
+			n_got = claim_scattered(h, c, from, n, r, out + got, most);
 		}
 		got += n_got;
 	}
