@@ -14,7 +14,7 @@
 static struct config config_with(unsigned m_fixed, bool fill, uint64_t seed)
 {
 	struct config c = { .seed = { seed, 0 }, .seed_given = true, .m_fixed = m_fixed,
-			    .fill = fill, .stats = true, .safe_strings = true, .clustered = true };
+			    .fill = fill, .stats = true, .safe_strings = true };
 	return c;
 }
 
@@ -308,10 +308,11 @@ static size_t word_of(const struct heap_class *c, const void *p)
 	return (size_t)((const char *)p - c->base) >> c->shift >> 6;
 }
 
-/* Clustered placement (the default): a batch is random free slots of one
- * bitmap word (the next word only once that one is 1/M full), in random
- * order, no word more than 1/M full; scattered placement spreads a batch
- * over the window. Neither hands a batch out in address order. */
+/* Clustered placement (DIEHARD_PLACEMENT=clustered): a batch is random
+ * free slots of one bitmap word (the next word only once that one is 1/M
+ * full), in random order, no word more than 1/M full; scattered placement
+ * (the default) spreads a batch over the window. Neither hands a batch out
+ * in address order. */
 static void test_clusters(void)
 {
 	for (int clustered = 1; clustered >= 0; clustered--) {
