@@ -210,11 +210,12 @@ static size_t count_claimed(const struct heap_class *c, size_t from, size_t n)
 	return total;
 }
 
-/* Whether the window has room for `more` claims within its 1/M. */
-static bool window_has_room(const struct heap *h, const struct heap_class *c, size_t cap, size_t w, size_t more)
+/* How many more claims the window (front < cap) takes within its 1/M. */
+static size_t window_room(const struct heap *h, const struct heap_class *c, size_t cap, size_t w)
 {
 	size_t n = cap - c->front < w ? cap - c->front : w;
-	return (c->wlive + more) * h->m_fixed <= n * M_ONE;
+	size_t most = n * M_ONE / h->m_fixed;
+	return c->wlive < most ? most - c->wlive : 0;
 }
 
 /* Moves c's window on until one has room. A window it moves to must have
@@ -224,7 +225,7 @@ static bool window_has_room(const struct heap *h, const struct heap_class *c, si
  * left every window just full): the caller then places uniformly. */
 static bool window_find(const struct heap *h, struct heap_class *c, size_t cap, size_t w)
 {
-	if (c->front < cap && window_has_room(h, c, cap, w, 1))
+	if (c->front < cap && window_room(h, c, cap, w) >= 1)
 		return true;
 	size_t windows = (cap + w - 1) / w;
 	size_t slack = w * M_ONE / h->m_fixed / 8;
@@ -233,7 +234,7 @@ static bool window_find(const struct heap *h, struct heap_class *c, size_t cap, 
 		if (c->front >= cap)
 			c->front = 0;
 		c->wlive = count_claimed(c, c->front, w);
-		if (window_has_room(h, c, cap, w, tries < windows && slack > 1 ? slack : 1))
+		if (window_room(h, c, cap, w) >= (tries < windows && slack > 1 ? slack : 1))
 			return true;
 	}
 	return false;
@@ -362,7 +363,7 @@ static unsigned claim_part(struct heap *h, struct heap_class *c, struct rng *r, 
 		if (w != 0 && w < cap && window_find(h, c, cap, w)) {
 			from = c->front;
 			n = cap - from < w ? cap - from : w;
-			size_t room = n * M_ONE / h->m_fixed - c->wlive; /* >= 1: window_find */
+			size_t room = window_room(h, c, cap, w); /* >= 1: window_find */
 			if (room < most)
 				most = (unsigned)room;
 		}

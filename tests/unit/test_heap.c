@@ -278,6 +278,14 @@ static void *free_all(void *arg)
 	return NULL;
 }
 
+/* Runs fn(arg) in a thread of its own (its own home stripe) to the end. */
+static void run_thread(void *(*fn)(void *), void *arg)
+{
+	pthread_t t;
+	pthread_create(&t, NULL, fn, arg);
+	pthread_join(t, NULL);
+}
+
 /* Threads allocate from stripes of their own; a slot freed by another
  * thread goes back to its own stripe. */
 static void test_stripes(void)
@@ -285,18 +293,14 @@ static void test_stripes(void)
 	struct config cfg = config_with(2 * M_ONE, false, 9);
 	struct heap *h = heap_create(&cfg, 28);
 	struct handoff a = { .h = h }, b = { .h = h };
-	pthread_t t;
-	pthread_create(&t, NULL, alloc_some, &a);
-	pthread_join(t, NULL);
-	pthread_create(&t, NULL, alloc_some, &b);
-	pthread_join(t, NULL);
+	run_thread(alloc_some, &a);
+	run_thread(alloc_some, &b);
 	int same = 1;
 	for (int i = 0; i < 100; i++)
 		same &= heap_part_of(h, a.p[i]) == a.part && heap_part_of(h, b.p[i]) == b.part;
 	CHECK(same && a.part != b.part, "two threads, two stripes: each thread's objects in its own");
 	CHECK(a.part->live == 100 && b.part->live == 100, "each stripe counts its own");
-	pthread_create(&t, NULL, free_all, &a);
-	pthread_join(t, NULL);
+	run_thread(free_all, &a);
 	CHECK(a.part->live == 0 && b.part->live == 100, "freed by a third thread: back to the stripe they came from");
 	free_all(&b);
 	CHECK(b.part->live == 0 && class_within_bound(h, 2), "all back");
@@ -409,11 +413,8 @@ static void test_borrow(void)
 	enum { N = 8192 };
 	static void *p[N];
 	struct mover m = { .h = h, .p = p, .n = N, .rounds = 3 };
-	pthread_t t;
-	pthread_create(&t, NULL, alloc_n, &m);
-	pthread_join(t, NULL);
-	pthread_create(&t, NULL, move_n, &m);
-	pthread_join(t, NULL);
+	run_thread(alloc_n, &m);
+	run_thread(move_n, &m);
 	int ok = 1;
 	for (int i = 0; i < N; i++)
 		ok &= p[i] != NULL;
