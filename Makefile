@@ -50,7 +50,7 @@ SUP_LIBS   = $(shell $(PKG_CONFIG) --libs $(SUP_PKGS) 2>/dev/null)
 # the run recording).
 PROTO_SRC  := $(patsubst proto/%.proto,$(B)/proto/%.pb-c.c,$(wildcard proto/*.proto))
 PROTO_HDR  := $(PROTO_SRC:.c=.h)
-SUP_SRC    := $(sort $(filter-out supervisor/sandbox/init.c,$(wildcard supervisor/*.c supervisor/*/*.c))) voter/voter.c $(PROTO_SRC)
+SUP_SRC    := $(sort $(filter-out supervisor/sandbox/init.c supervisor/ci/symbolize_tool.c,$(wildcard supervisor/*.c supervisor/*/*.c))) voter/voter.c $(PROTO_SRC)
 SUP_HDR    := $(wildcard supervisor/*.h supervisor/*/*.h) voter/voter.h $(PROTO_HDR)
 # Each concern's folder is on the include path: modules include by name.
 SUP_INC    := -Isupervisor -Isupervisor/virt -Isupervisor/sandbox -Isupervisor/ci -Isupervisor/services -Isupervisor/net -Ivoter -I$(B)/proto
@@ -69,7 +69,7 @@ UNITS_SD  := $(sort $(wildcard systemd/*.service systemd/*.socket))
 
 .PHONY: all check unit bats bench demo deps install uninstall clean
 
-all: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard $(B)/diehard-init $(PROGS) $(STATICS) $(UNITS) $(BENCHES)
+all: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard $(B)/diehard-init $(B)/diehard-symbolize $(PROGS) $(STATICS) $(UNITS) $(BENCHES)
 
 $(B)/proto/%.pb-c.c $(B)/proto/%.pb-c.h: proto/%.proto | $(B)/proto
 	protoc-c --c_out=$(B)/proto --proto_path=proto $<
@@ -83,8 +83,13 @@ $(B)/diehard: $(SUP_SRC) $(SUP_HDR) | $(B)
 $(B)/diehard-init: supervisor/sandbox/init.c supervisor/sandbox/sandbox.c supervisor/sandbox/sandbox.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) -static -Isupervisor/sandbox -o $@ supervisor/sandbox/init.c supervisor/sandbox/sandbox.c
 
+# Fence mode's report symbolizer (allocator/fence.h): libdiehard.so runs it
+# from its own directory, or from LIBEXECDIR once installed.
+$(B)/diehard-symbolize: supervisor/ci/symbolize_tool.c supervisor/ci/symbolize.c supervisor/ci/symbolize.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) -Isupervisor/ci $(shell $(PKG_CONFIG) --cflags libdw 2>/dev/null) -o $@ supervisor/ci/symbolize_tool.c supervisor/ci/symbolize.c $(shell $(PKG_CONFIG) --libs libdw 2>/dev/null)
+
 $(B)/libdiehard.so: $(ALLOC_SRC) $(ALLOC_HDR) allocator/exports.map | $(B)
-	$(CC) $(ALLOC_CFLAGS) $(ALLOC_LDFLAGS) -o $@ $(ALLOC_SRC)
+	$(CC) $(ALLOC_CFLAGS) -DDIEHARD_LIBEXECDIR='"$(LIBEXECDIR)"' $(ALLOC_LDFLAGS) -o $@ $(ALLOC_SRC)
 
 # The fault injector over glibc's malloc (bench/tolerance's baseline, and
 # the traces its dangling-pointer runs replay).
@@ -167,9 +172,10 @@ demo: all
 deps:
 	bash .ci/deps
 
-install: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard $(B)/diehard-init
+install: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard $(B)/diehard-init $(B)/diehard-symbolize
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(LIBEXECDIR)
 	install -m 0755 $(B)/diehard-init $(DESTDIR)$(LIBEXECDIR)/diehard-init
+	install -m 0755 $(B)/diehard-symbolize $(DESTDIR)$(LIBEXECDIR)/diehard-symbolize
 	install -m 0644 $(B)/libdiehard.so $(DESTDIR)$(LIBDIR)/libdiehard.so
 	install -m 0755 $(B)/diehard $(DESTDIR)$(BINDIR)/diehard
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
@@ -184,7 +190,7 @@ install: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard $(B)/diehard-init
 	done
 
 uninstall:
-	rm -f $(DESTDIR)$(LIBDIR)/libdiehard.so $(DESTDIR)$(BINDIR)/diehard $(DESTDIR)$(LIBEXECDIR)/diehard-init
+	rm -f $(DESTDIR)$(LIBDIR)/libdiehard.so $(DESTDIR)$(BINDIR)/diehard $(DESTDIR)$(LIBEXECDIR)/diehard-init $(DESTDIR)$(LIBEXECDIR)/diehard-symbolize
 	rm -f $(DESTDIR)$(MANDIR)/man1/diehard.1 $(patsubst systemd/%,$(DESTDIR)$(UNITDIR)/%,$(UNITS_SD))
 	rm -rf $(DESTDIR)$(DOCDIR)
 

@@ -245,6 +245,11 @@ void config_load(struct config *cfg)
 
 	cfg->stats = parse_switch("DIEHARD_STATS", false);
 	cfg->safe_strings = parse_switch("DIEHARD_SAFE_STRINGS", true);
+	cfg->fence = (struct fence_config){ .on = false, .rate = 1, .min = 0, .max = SIZE_MAX, .action = FENCE_ABORT };
+	if ((v = config_getenv("DIEHARD_FENCE_ACTION")) != NULL && !fence_parse_action(v, &cfg->fence.action))
+		warn_bad("DIEHARD_FENCE_ACTION", v, "'abort', 'readonly' or 'readwrite'", "abort");
+	if ((v = config_getenv("DIEHARD_FENCE")) != NULL && v[0] != '\0' && !fence_parse(v, &cfg->fence))
+		warn_bad("DIEHARD_FENCE", v, "'all' or '1/N', optionally ':MIN-MAX' bytes", "no fence");
 
 	cfg->seed_given = false;
 	if ((v = config_getenv("DIEHARD_SEED")) != NULL) {

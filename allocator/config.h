@@ -17,6 +17,8 @@
  *   DIEHARD_PIDKEY        "1": keyed fills are keyed by pid (pid namespaces)
  *   DIEHARD_STATS         "1": one summary line on stderr at exit
  *   DIEHARD_SAFE_STRINGS  "0": do not bound strcpy and friends to heap objects
+ *   DIEHARD_FENCE         all | 1/N [:MIN-MAX]: fence mode (fence.h)
+ *   DIEHARD_FENCE_ACTION  abort | readonly | readwrite: after a fence report
  * A malformed value is reported in one line on stderr and the default is used.
  */
 #ifndef DIEHARD_CONFIG_H
@@ -25,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fence.h"
 #include "keyed.h"
 
 /* M is kept in fixed point, M * M_ONE, so limits are integer arithmetic. */
@@ -49,6 +52,7 @@ struct config {
 	struct keyed_at trace_at;
 	bool stats;
 	bool safe_strings;
+	struct fence_config fence;
 };
 
 /* Reads the environment; never allocates. Seeds from the OS when no valid

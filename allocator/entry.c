@@ -19,6 +19,7 @@
 
 #include "cache.h"
 #include "diehard.h"
+#include "fence.h"
 #include "inject.h"
 #include "keyed.h"
 #include "os.h"
@@ -48,6 +49,11 @@ static void *alloc_bytes(size_t size, bool zeroed)
 	}
 	bool fill = diehard.cfg.fill && !zeroed;
 	struct rng *r = stream_get();
+	if (__builtin_expect(fence_on, 0) && fence_wanted(size, r)) {
+		void *p = fence_alloc(size, 16, r, fill, zeroed);
+		if (p != NULL)
+			return p;
+	}
 	if (size <= SMALL_MAX)
 		return alloc_small(sizeclass_of(size), r, fill);
 	return large_alloc(diehard.large, size, 0, r, fill, zeroed);
@@ -82,12 +88,22 @@ static void *alloc_aligned_raw(size_t align, size_t size)
 		return NULL;
 	}
 	struct rng *r = stream_get();
+	if (__builtin_expect(fence_on, 0) && align <= os_page_size() && fence_wanted(size, r)) {
+		void *p = fence_alloc(size, align, r, diehard.cfg.fill, false);
+		if (p != NULL)
+			return p;
+	}
 	/* A slot is aligned to its own size: pick a class at least as large as
 	 * the alignment. */
 	size_t slot = size > align ? size : align;
 	if (slot <= SMALL_MAX)
 		return alloc_small(sizeclass_of(slot), r, diehard.cfg.fill);
 	return large_alloc(diehard.large, size, align, r, diehard.cfg.fill, false);
+}
+
+static enum heap_verdict fence_verdict(int v)
+{
+	return v == 0 ? HEAP_FREED : v == 1 ? HEAP_DOUBLE : HEAP_INVALID;
 }
 
 /* Counts what large_free or realloc refused (the small heap counts its own). */
@@ -105,6 +121,8 @@ static size_t usable_size(const void *p)
 		return 0;
 	if (heap_contains(diehard.heap, p))
 		return heap_usable(diehard.heap, p);
+	if (__builtin_expect(fence_on, 0) && fence_contains(p))
+		return fence_usable(p);
 	return large_usable(diehard.large, p);
 }
 
@@ -157,7 +175,10 @@ static void free_checked(void *p)
 {
 	struct heap *h = diehard.heap;
 	enum heap_verdict v;
-	if (!heap_contains(h, p)) {
+	if (__builtin_expect(fence_on, 0) && fence_contains(p)) {
+		v = fence_verdict(fence_free(p));
+		count_verdict(v);
+	} else if (!heap_contains(h, p)) {
 		v = large_free(diehard.large, p);
 		count_verdict(v);
 	} else {
@@ -178,7 +199,9 @@ void diehard_free_object(void *p)
 		errno = saved;
 		return;
 	}
-	if (!heap_contains(h, p))
+	if (__builtin_expect(fence_on, 0) && fence_contains(p))
+		count_verdict(fence_verdict(fence_free(p)));
+	else if (!heap_contains(h, p))
 		count_verdict(large_free(diehard.large, p));
 	else if (heap_check(h, p))
 		cache_free(h, heap_class_index(h, p), p);
@@ -247,6 +270,15 @@ static void *resize(void *p, size_t size)
 		return NULL;
 	}
 	struct heap *h = diehard.heap;
+	if (__builtin_expect(fence_on, 0) && fence_contains(p)) {
+		/* A fenced object always moves: its end abuts its guard page. */
+		size_t old = fence_usable(p);
+		if (old != 0)
+			return move_object(p, old, size);
+		count_verdict(HEAP_INVALID);
+		errno = ENOMEM;
+		return NULL;
+	}
 	if (heap_contains(h, p)) {
 		size_t old = heap_usable(h, p);
 		if (old == 0) {

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "fence.h"
 #include "keyed.h"
 #include "msg.h"
 #include "stream.h"
@@ -65,6 +66,8 @@ static int report_target(void)
 static void fork_prepare(void)
 {
 	stream_fork_prepare();
+	if (fence_on)
+		fence_lock();
 	large_lock(diehard.large);
 	heap_lock_all(diehard.heap);
 }
@@ -73,12 +76,16 @@ static void fork_parent(void)
 {
 	heap_unlock_all(diehard.heap);
 	large_unlock(diehard.large);
+	if (fence_on)
+		fence_unlock();
 }
 
 static void fork_child(void)
 {
 	heap_reset_locks(diehard.heap);
 	large_reset_lock(diehard.large);
+	if (fence_on)
+		fence_reset_lock();
 	stream_fork_child();
 	keyed_fork_child();
 }
@@ -114,8 +121,13 @@ bool diehard_start(void)
 		if (inject != NULL && inject[0] != '\0' && diehard_free_object != NULL)
 			inject_start(inject, diehard_free_object);
 		keyed_start();
+		if (diehard.cfg.fence.on && !fence_start(&diehard.cfg.fence)) {
+			struct msg m = { .len = 0 };
+			msg_str(&m, "diehard: fence: cannot reserve the fence region or install its handler; fence mode is off");
+			msg_send(&m);
+		}
 		atomic_store_explicit(&diehard_plain,
-				      !diehard.cfg.fill && !diehard.cfg.stats && !keyed_on && !inject_on,
+				      !diehard.cfg.fill && !diehard.cfg.stats && !keyed_on && !inject_on && !fence_on,
 				      memory_order_release);
 		atomic_store_explicit(&diehard_state, DIEHARD_READY, memory_order_release);
 		/* Only now: these may themselves allocate. Without the thread-exit
@@ -180,6 +192,16 @@ void diehard_report(void)
 	msg_str(&m, ".");
 	msg_u64(&m, (diehard.cfg.m_fixed % M_ONE) * 100 / M_ONE / 10);
 	msg_u64(&m, (diehard.cfg.m_fixed % M_ONE) * 100 / M_ONE % 10);
+	if (fence_on) {
+		struct fence_totals ft;
+		fence_totals(&ft);
+		msg_str(&m, " fenced=");
+		msg_u64(&m, ft.fenced);
+		msg_str(&m, " unfenced=");
+		msg_u64(&m, ft.unfenced);
+		msg_str(&m, " fence_faults=");
+		msg_u64(&m, ft.faults);
+	}
 	static const char *const fills[] = { " fill=none", " fill=random", " fill=pattern", " fill=inverse", " fill=zero" };
 	msg_str(&m, fills[diehard.cfg.fill_mode]);
 	int fd = report_target();

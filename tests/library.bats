@@ -26,7 +26,7 @@ setup() {
 	[[ -z $bad ]] || fail "imports functions that may allocate or recurse:" "$bad"
 }
 
-@test "the library exports exactly the allocation API, the __libc_ aliases, the bounded copies and diehard's mark" {
+@test "the library exports exactly the allocation API, the __libc_ aliases, the bounded copies, sigaction and signal, and diehard's mark" {
 	run nm -D --defined-only "$LIB"
 	[ "$status" -eq 0 ]
 	local got want
@@ -34,7 +34,8 @@ setup() {
 	want=$(printf '%s\n' malloc free calloc realloc reallocarray memalign posix_memalign aligned_alloc \
 		valloc pvalloc malloc_usable_size malloc_trim mallopt mallinfo mallinfo2 malloc_stats \
 		__libc_malloc __libc_free __libc_calloc __libc_realloc __libc_memalign __libc_valloc __libc_pvalloc \
-		strcpy strncpy strcat memcpy | sort | tr '\n' ' ')
+		strcpy strncpy strcat memcpy \
+		sigaction signal bsd_signal sysv_signal | sort | tr '\n' ' ')
 	[[ $got == "$want" ]] || fail "exports differ" "got:  $got" "want: $want"
 	# The data symbol diehard -a checks for (supervisor/elfcheck.c), and no other.
 	got=$(awk '$2 ~ /[BDGR]/ {print $3}' <<<"$output" | tr '\n' ' ')

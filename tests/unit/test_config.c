@@ -1,5 +1,6 @@
 /* Unit tests of config.c: the DIEHARD_* parsers and environment handling. */
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "config.h"
@@ -101,8 +102,50 @@ static void test_load(void)
 	CHECK(config_getenv("DIEHARD_STATS") == NULL, "config_getenv does not match a longer name");
 }
 
+/* DIEHARD_FENCE and DIEHARD_FENCE_ACTION (fence.h), garbage included. */
+static void test_fence(void)
+{
+	struct fence_config f = { .on = false, .rate = 1, .min = 0, .max = SIZE_MAX, .action = FENCE_READONLY };
+	CHECK(fence_parse("all", &f) && f.on && f.rate == 1 && f.min == 0 && f.max == SIZE_MAX &&
+	      f.action == FENCE_READONLY, "all: every size, the action kept");
+	CHECK(fence_parse("1/1000", &f) && f.rate == 1000, "1/1000: one in a thousand");
+	CHECK(fence_parse("1/1:16-4k", &f) && f.rate == 1 && f.min == 16 && f.max == 4096, "a size range, with k");
+	CHECK(fence_parse("all:0-0", &f) && f.min == 0 && f.max == 0, "an empty range is a range");
+	struct fence_config before = f;
+	static const char *const bad[] = { "", "some", "1/0", "1/", "2/3", "1/x", "all:", "all:10", "all:10-",
+					   "all:20-10", "all:1-2-3", "1/5 ", "all:-5", "1/99999999999999999999",
+					   "all:99999999999999999999k-1", "ALL", "1/1073741825" };
+	int refused = 1;
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		refused &= !fence_parse(bad[i], &f);
+		refused &= memcmp(&f, &before, sizeof f) == 0;
+	}
+	CHECK(refused, "malformed values refused, the setting untouched");
+	enum fence_action a = FENCE_ABORT;
+	CHECK(fence_parse_action("readwrite", &a) && a == FENCE_READWRITE && fence_parse_action("readonly", &a) &&
+	      a == FENCE_READONLY && fence_parse_action("abort", &a) && a == FENCE_ABORT, "the three actions");
+	CHECK(!fence_parse_action("continue", &a) && !fence_parse_action("", &a) && a == FENCE_ABORT,
+	      "another action refused");
+
+	setenv("DIEHARD_FENCE", "1/10:1-100", 1);
+	setenv("DIEHARD_FENCE_ACTION", "readwrite", 1);
+	struct config c;
+	config_load(&c);
+	CHECK(c.fence.on && c.fence.rate == 10 && c.fence.max == 100 && c.fence.action == FENCE_READWRITE,
+	      "DIEHARD_FENCE and DIEHARD_FENCE_ACTION read");
+	setenv("DIEHARD_FENCE", "often", 1);
+	setenv("DIEHARD_FENCE_ACTION", "pray", 1);
+	config_load(&c);
+	CHECK(!c.fence.on && c.fence.action == FENCE_ABORT, "malformed: fence off, action abort");
+	unsetenv("DIEHARD_FENCE");
+	unsetenv("DIEHARD_FENCE_ACTION");
+	config_load(&c);
+	CHECK(!c.fence.on, "unset: fence off");
+}
+
 int main(void)
 {
+	test_fence();
 	test_seed();
 	test_m();
 	test_window();
