@@ -145,7 +145,7 @@ EXPORT void *malloc(size_t size)
 	if (__builtin_expect(size - 1 < SMALL_MAX, 1) &&
 	    __builtin_expect(atomic_load_explicit(&diehard_plain, memory_order_acquire), 1)) {
 		struct cache_class *c = &cache_self.cls[sizeclass_of(size)];
-		if (__builtin_expect(c->nclaimed > 0, 1))
+		if (__builtin_expect(c->nclaimed > 0, 1) && __builtin_expect(fence_skip(), 1))
 			return c->claimed[--c->nclaimed];
 	}
 	if (__builtin_expect(inject_on, 0))

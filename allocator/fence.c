@@ -33,8 +33,10 @@
 #define FENCE_REGION_MAX ((size_t)64 << 30)
 #define FENCE_REGION_MIN ((size_t)1 << 30)
 #define FENCE_RECORDS ((size_t)1 << 21)
-/* Pages of freed objects kept inaccessible (contents kept) before retirement. */
-#define FENCE_QUARANTINE_PAGES ((size_t)16384)
+/* Freed objects whose records are kept (their pages inaccessible and not
+ * reused) before retirement: a stale access within the next this many
+ * fenced frees is reported with the free's stack. */
+#define FENCE_QUARANTINE ((size_t)65536)
 #define FENCE_FRAMES 16
 
 enum rec_state { REC_FREE, REC_LIVE, REC_QUARANTINED };
@@ -65,7 +67,7 @@ static size_t rec_bump = 1, rec_free;
 static size_t next_page = 1;
 static bool wrapped;
 static uint32_t q_head, q_tail;
-static size_t q_pages, q_count;
+static size_t q_count;
 static size_t live, budget;
 static size_t fenced, unfenced, faults;
 static bool said_budget;
@@ -256,11 +258,17 @@ bool fence_start(const struct fence_config *f)
 	return true;
 }
 
+__thread uint32_t fence_countdown __attribute__((tls_model("initial-exec")));
+
 bool fence_wanted(size_t size, struct rng *r)
 {
-	if (size < cfg.min || size > cfg.max)
+	if (fence_countdown > 1) {
+		fence_countdown--;
 		return false;
-	return cfg.rate == 1 || rng_next(r) % cfg.rate == 0;
+	}
+	/* Due: the next gap is uniform in [1, 2 rate - 1], mean rate. */
+	fence_countdown = cfg.rate == 1 ? 1 : 1 + (uint32_t)rng_below(r, 2 * cfg.rate - 1);
+	return size >= cfg.min && size <= cfg.max;
 }
 
 static void say_budget(void)
@@ -275,8 +283,8 @@ static void say_budget(void)
 	msg_send(&m);
 }
 
-/* Retires the oldest quarantined record: its memory released, its pages
- * free for the bump pointer. With the lock. */
+/* Retires the oldest quarantined record: its pages free for the bump
+ * pointer once it wraps (their memory went at the free). With the lock. */
 static void retire_oldest(void)
 {
 	uint32_t ri = q_head;
@@ -284,16 +292,7 @@ static void retire_oldest(void)
 	q_head = rec->qnext;
 	if (q_head == 0)
 		q_tail = 0;
-	q_pages -= rec->npages;
 	q_count--;
-	/* A fresh inaccessible mapping (with the reservation's own flags: no
-	 * MAP_NORESERVE) rather than MADV_DONTNEED: a range once made writable
-	 * keeps its anon_vma and its commit accounting, and the kernel never
-	 * merges it with the guards around it, so every object ever fenced
-	 * would keep a mapping of its own (vm.max_map_count ran out at 32743
-	 * objects). Fresh, it merges with them. */
-	char *start = (char *)(fence_lo + rec->first * page);
-	(void)mmap(start, rec->npages * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	for (size_t p = rec->first; p < rec->first + rec->npages; p++)
 		atomic_store_explicit(&map[p], 0, memory_order_relaxed);
 	rec->state = REC_FREE;
@@ -342,9 +341,6 @@ void *fence_alloc(size_t size, size_t align, struct rng *r, bool fill, bool zero
 	uint8_t npcs = capture(pcs);
 
 	pthread_mutex_lock(&lock);
-	/* Live and quarantined objects cost about two mappings each. */
-	while (live + q_count >= budget && q_head != 0)
-		retire_oldest();
 	if (live >= budget) {
 		unfenced++;
 		say_budget();
@@ -424,7 +420,16 @@ int fence_free(void *p)
 	int verdict = ri == 0 ? 2 : recs[ri].state == REC_QUARANTINED ? 1 : 0;
 	if (verdict == 0) {
 		struct fence_rec *rec = &recs[ri];
-		(void)mprotect((char *)(fence_lo + rec->first * page), rec->npages * page, PROT_NONE);
+		/* One call makes the pages inaccessible and releases their memory:
+		 * a fresh mapping, with the reservation's own flags (no
+		 * MAP_NORESERVE). Not mprotect (the memory would stay) nor
+		 * MADV_DONTNEED: a range once writable keeps its anon_vma and its
+		 * commit accounting, and the kernel never merges it with the
+		 * guards around it, so every object ever fenced kept a mapping of
+		 * its own (vm.max_map_count ran out at 32743 objects). Fresh, it
+		 * merges with them: a freed object costs no mapping. */
+		(void)mmap((char *)(fence_lo + rec->first * page), rec->npages * page, PROT_NONE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 		rec->state = REC_QUARANTINED;
 		rec->nfree = npcs;
 		memcpy(rec->free_pcs, pcs, sizeof pcs);
@@ -434,10 +439,9 @@ int fence_free(void *p)
 		else
 			q_head = ri;
 		q_tail = ri;
-		q_pages += rec->npages;
 		q_count++;
 		live--;
-		while (q_pages > FENCE_QUARANTINE_PAGES && q_head != 0)
+		if (q_count > FENCE_QUARANTINE)
 			retire_oldest();
 	}
 	pthread_mutex_unlock(&lock);

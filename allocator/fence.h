@@ -4,18 +4,20 @@
  *
  * Design:
  * - DIEHARD_FENCE=all | 1/N [:MIN-MAX] fences every allocation, or one in N
- *   (drawn from the thread's seeded stream), of MIN to MAX bytes. Others go
- *   to the randomized heap as usual.
+ *   (a per-thread countdown, each gap uniform in [1, 2N - 1] from the
+ *   thread's seeded stream), of MIN to MAX bytes. Others go to the
+ *   randomized heap as usual, through malloc's inline path.
  * - One reservation (the fence region) of PROT_NONE pages. An object gets
  *   the pages it needs, with an inaccessible page on each side, bump-allocated
  *   in address order; a side is drawn per object: against the page after it
  *   (its end at the end of its last page, rounded to its alignment: the
  *   overflow side) or against the page before it (its start at its first
  *   page: the underflow side). Running off the guarded end faults at once.
- * - A freed object's pages are made inaccessible with their contents kept,
- *   and stay so in a FIFO quarantine (FENCE_QUARANTINE_PAGES): a stale
- *   access faults. The oldest are then retired (memory released, pages
- *   reused once the bump pointer wraps round the region).
+ * - A freed object's pages are replaced by a fresh inaccessible mapping
+ *   (memory released, contents gone) and its record kept in a FIFO
+ *   quarantine (FENCE_QUARANTINE objects): a stale access faults and is
+ *   reported with the free's stack. The oldest are then retired (record
+ *   dropped; pages reused once the bump pointer wraps round the region).
  * - Metadata lives outside the region, in mappings of its own: a page map
  *   (page -> record, 0 for guards and free pages) and the records (object,
  *   size, side, raw return addresses of its allocation and its free). A
@@ -33,12 +35,13 @@
  * - DIEHARD_FENCE_ACTION: abort (default: the report, then death by SIGSEGV
  *   as the fault's own), readonly (the page is mapped readable and the
  *   program goes on; a write there is then reported and aborts), readwrite
- *   (mapped read-write: the program goes on whatever it does). Each page
- *   is reported once: once mapped, it no longer faults.
- * - vm.max_map_count: a live or quarantined fenced object costs about two
- *   mappings. The quarantine gives way first; past a budget of a quarter of
- *   the limit in live objects, new objects are not fenced (said once on
- *   stderr, counted as unfenced) until some are freed.
+ *   (mapped read-write: the program goes on whatever it does). The page
+ *   reads zero (a guard, or a freed object's released page). Each page is
+ *   reported once: once mapped, it no longer faults.
+ * - vm.max_map_count: a live fenced object costs about two mappings (its
+ *   pages and the guard after them), a freed one none. Past a budget of a
+ *   quarter of the limit in live objects, new objects are not fenced (said
+ *   once on stderr, counted as unfenced) until some are freed.
  */
 #ifndef DIEHARD_FENCE_H
 #define DIEHARD_FENCE_H
@@ -69,8 +72,28 @@ bool fence_start(const struct fence_config *f);
 
 extern bool fence_on;
 
-/* Whether an allocation of size bytes is to be fenced: a draw from r. */
+/* Allocations left before the next sampled one, per thread; 0 in a thread
+ * that has not allocated on a slow path yet (and always when fence mode is
+ * off). malloc's inline path goes on while it is above 1 (fence_skip). */
+extern __thread uint32_t fence_countdown __attribute__((tls_model("initial-exec")));
+
+/* Whether an allocation of size bytes is to be fenced: the thread's
+ * countdown run out (then redrawn from r) and size in range. */
 bool fence_wanted(size_t size, struct rng *r);
+
+/* For malloc's inline path: true when this allocation is surely not
+ * fenced (counted down). False sends it to the slow path, which asks
+ * fence_wanted. */
+static inline bool fence_skip(void)
+{
+	if (__builtin_expect(!fence_on, 1))
+		return true;
+	if (fence_countdown > 1) {
+		fence_countdown--;
+		return true;
+	}
+	return false;
+}
 
 /* A fenced object of size bytes aligned to align (a power of two, at least
  * 16; at most a page), or NULL when it cannot be had (budget, region full):

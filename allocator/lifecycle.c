@@ -127,7 +127,7 @@ bool diehard_start(void)
 			msg_send(&m);
 		}
 		atomic_store_explicit(&diehard_plain,
-				      !diehard.cfg.fill && !diehard.cfg.stats && !keyed_on && !inject_on && !fence_on,
+				      !diehard.cfg.fill && !diehard.cfg.stats && !keyed_on && !inject_on,
 				      memory_order_release);
 		atomic_store_explicit(&diehard_state, DIEHARD_READY, memory_order_release);
 		/* Only now: these may themselves allocate. Without the thread-exit

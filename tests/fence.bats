@@ -96,14 +96,14 @@ section() {
 	[[ $(grep -c '^diehard: fence: going on with the page mapped read-write' "$ERR") == "$reports" ]] ||
 		fail "each report ends with its action"
 	[[ $(stat_field fence_faults "$(stats_lines "$ERR")") == "$reports" ]] || fail "fence_faults counts the reports"
-	# A read after free goes on and reads what the object held.
+	# A read after free goes on, and reads the released page's zero.
 	fenced rwr DIEHARD_FENCE_ACTION=readwrite -- uaf-read
-	[[ $RC == 0 ]] && grep -qx 'read 5' "$OUT" || fail "uaf-read under readwrite: rc $RC, $(cat "$OUT")"
+	[[ $RC == 0 ]] && grep -qx 'read 0' "$OUT" || fail "uaf-read under readwrite: rc $RC, $(cat "$OUT")"
 }
 
 @test "readonly: a read goes on, a write is reported and aborts" {
 	fenced ro DIEHARD_FENCE_ACTION=readonly -- uaf-read
-	[[ $RC == 0 ]] && grep -qx 'read 5' "$OUT" || fail "uaf-read under readonly: rc $RC" "$(cat "$ERR")"
+	[[ $RC == 0 ]] && grep -qx 'read 0' "$OUT" || fail "uaf-read under readonly: rc $RC" "$(cat "$ERR")"
 	has "$ERR" 'going on with the page mapped read-only' "the action"
 	fenced row DIEHARD_FENCE_ACTION=readonly -- uaf-write
 	[[ $RC == 139 ]] || fail "uaf-write under readonly: expected death by SIGSEGV, got $RC"
