@@ -3,7 +3,7 @@
  * Invariants (under the lock): map[p] != 0 exactly for the pages of records
  * that are live or in the quarantine; a live record's pages are read-write,
  * a quarantined one's inaccessible; the pages at first - 1 and first +
- * npages of a record are never another record's; next is the first page
+ * npages of a record are never another record's; next_page is the first page
  * the bump pointer may hand out (pages below it are in use or were, until
  * the region wraps).
  */
@@ -32,7 +32,9 @@
 
 #define FENCE_REGION_MAX ((size_t)64 << 30)
 #define FENCE_REGION_MIN ((size_t)1 << 30)
-#define FENCE_RECORDS ((size_t)1 << 21)
+/* Records: live objects (at most a quarter of vm.max_map_count, 16382 by
+ * default) and the quarantine. Past it, objects are not fenced. */
+#define FENCE_RECORDS ((size_t)1 << 17)
 /* Freed objects whose records are kept (their pages inaccessible and not
  * reused) before retirement: a stale access within the next this many
  * fenced frees is reported with the free's stack. */

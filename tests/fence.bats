@@ -184,3 +184,23 @@ section() {
 		$(grep -c "^diehard: DIEHARD_FENCE_ACTION='pray' is not " "$BATS_TEST_TMPDIR/bad.err") == 1 ]] ||
 		fail "one line per malformed setting:" "$(cat "$BATS_TEST_TMPDIR/bad.err")"
 }
+
+@test "diehard-symbolize copies anything that is not a frame line, garbage included, and exits 0" {
+	local sym=$ROOT/build/diehard-symbolize
+	{
+		printf 'diehard: fence: overflow: write at offset 112 of a 100-byte object at 0x10\n'
+		printf '    #0 0x%x 0x0 %s\n' 4096 "$PROGS/fence_bugs"
+		printf '    #1 0xzz 0x0 /nonexistent\n'
+		printf '    #2 0xffffffffffffffff 0xffffffffffffffff /nonexistent/module\n'
+		printf '    #99999999999999999999 0x1 0x1 x\n'
+		head -c 20000 /dev/urandom | tr '\0' 'x'
+		printf '\nlast line without newline'
+	} >"$BATS_TEST_TMPDIR/in"
+	run -0 timeout 60 "$sym" <"$BATS_TEST_TMPDIR/in"
+	[[ $output == *"diehard: fence: overflow: write at offset 112"* ]] || fail "a report line was not copied"
+	[[ $output == *"#0 "*"(${PROGS}/fence_bugs)"* ]] || fail "a frame line was not rewritten:" "${output:0:600}"
+	[[ $output == *"#2 0x0 (/nonexistent/module)"* ]] || fail "an unknown module is named, not dropped:" "${output:0:600}"
+	[[ $output == *"last line without newline"* ]] || fail "the last line was lost"
+	run -0 timeout 10 "$sym" </dev/null
+	[[ -z $output ]] || fail "nothing in, nothing out"
+}
