@@ -1,6 +1,8 @@
 /* config.c — parsing the DIEHARD_* variables. See config.h. */
 #include "config.h"
 
+#include "archipelago.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -250,6 +252,9 @@ void config_load(struct config *cfg)
 		warn_bad("DIEHARD_FENCE_ACTION", v, "'abort', 'readonly' or 'readwrite'", "abort");
 	if ((v = config_getenv("DIEHARD_FENCE")) != NULL && v[0] != '\0' && !fence_parse(v, &cfg->fence))
 		warn_bad("DIEHARD_FENCE", v, "'all' or '1/N', optionally ':MIN-MAX' bytes", "no fence");
+	cfg->arch_hot = 0;
+	if ((v = config_getenv("DIEHARD_ARCHIPELAGO")) != NULL && v[0] != '\0' && !arch_parse(v, &cfg->arch_hot))
+		warn_bad("DIEHARD_ARCHIPELAGO", v, "a number of hot pages from 16 to 16777216", "off");
 
 	cfg->seed_given = false;
 	if ((v = config_getenv("DIEHARD_SEED")) != NULL) {

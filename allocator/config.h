@@ -19,6 +19,7 @@
  *   DIEHARD_SAFE_STRINGS  "0": do not bound strcpy and friends to heap objects
  *   DIEHARD_FENCE         all | 1/N [:MIN-MAX]: fence mode (fence.h)
  *   DIEHARD_FENCE_ACTION  abort | readonly | readwrite: after a fence report
+ *   DIEHARD_ARCHIPELAGO   HOT: Archipelago mode with a hot space of HOT pages
  * A malformed value is reported in one line on stderr and the default is used.
  */
 #ifndef DIEHARD_CONFIG_H
@@ -53,6 +54,7 @@ struct config {
 	bool stats;
 	bool safe_strings;
 	struct fence_config fence;
+	size_t arch_hot;         /* DIEHARD_ARCHIPELAGO: hot pages; 0 off */
 };
 
 /* Reads the environment; never allocates. Seeds from the OS when no valid

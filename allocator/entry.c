@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "archipelago.h"
 #include "diehard.h"
 #include "fence.h"
 #include "inject.h"
@@ -49,6 +50,11 @@ static void *alloc_bytes(size_t size, bool zeroed)
 	}
 	bool fill = diehard.cfg.fill && !zeroed;
 	struct rng *r = stream_get();
+	if (__builtin_expect(arch_on, 0) && size <= SMALL_MAX) {
+		void *p = arch_alloc(size, 16, r, fill, zeroed);
+		if (p != NULL)
+			return p;
+	}
 	if (__builtin_expect(fence_on, 0) && fence_wanted(size, r)) {
 		void *p = fence_alloc(size, 16, r, fill, zeroed);
 		if (p != NULL)
@@ -88,6 +94,11 @@ static void *alloc_aligned_raw(size_t align, size_t size)
 		return NULL;
 	}
 	struct rng *r = stream_get();
+	if (__builtin_expect(arch_on, 0) && size <= SMALL_MAX && align <= os_page_size()) {
+		void *p = arch_alloc(size, align, r, diehard.cfg.fill, false);
+		if (p != NULL)
+			return p;
+	}
 	if (__builtin_expect(fence_on, 0) && align <= os_page_size() && fence_wanted(size, r)) {
 		void *p = fence_alloc(size, align, r, diehard.cfg.fill, false);
 		if (p != NULL)
@@ -101,6 +112,7 @@ static void *alloc_aligned_raw(size_t align, size_t size)
 	return large_alloc(diehard.large, size, align, r, diehard.cfg.fill, false);
 }
 
+/* fence_free's and arch_free's answers as the heap's verdicts. */
 static enum heap_verdict fence_verdict(int v)
 {
 	return v == 0 ? HEAP_FREED : v == 1 ? HEAP_DOUBLE : HEAP_INVALID;
@@ -123,6 +135,8 @@ static size_t usable_size(const void *p)
 		return heap_usable(diehard.heap, p);
 	if (__builtin_expect(fence_on, 0) && fence_contains(p))
 		return fence_usable(p);
+	if (__builtin_expect(arch_on, 0) && arch_contains(p))
+		return arch_usable(p);
 	return large_usable(diehard.large, p);
 }
 
@@ -178,6 +192,9 @@ static void free_checked(void *p)
 	if (__builtin_expect(fence_on, 0) && fence_contains(p)) {
 		v = fence_verdict(fence_free(p));
 		count_verdict(v);
+	} else if (__builtin_expect(arch_on, 0) && arch_contains(p)) {
+		v = fence_verdict(arch_free(p));
+		count_verdict(v);
 	} else if (!heap_contains(h, p)) {
 		v = large_free(diehard.large, p);
 		count_verdict(v);
@@ -201,6 +218,8 @@ void diehard_free_object(void *p)
 	}
 	if (__builtin_expect(fence_on, 0) && fence_contains(p))
 		count_verdict(fence_verdict(fence_free(p)));
+	else if (__builtin_expect(arch_on, 0) && arch_contains(p))
+		count_verdict(fence_verdict(arch_free(p)));
 	else if (!heap_contains(h, p))
 		count_verdict(large_free(diehard.large, p));
 	else if (heap_check(h, p))
@@ -270,9 +289,10 @@ static void *resize(void *p, size_t size)
 		return NULL;
 	}
 	struct heap *h = diehard.heap;
-	if (__builtin_expect(fence_on, 0) && fence_contains(p)) {
-		/* A fenced object always moves: its end abuts its guard page. */
-		size_t old = fence_usable(p);
+	if ((__builtin_expect(fence_on, 0) && fence_contains(p)) || (__builtin_expect(arch_on, 0) && arch_contains(p))) {
+		/* A fenced object always moves (its end abuts its guard page), and
+		 * so does an island (its pages are its own). */
+		size_t old = fence_contains(p) ? fence_usable(p) : arch_usable(p);
 		if (old != 0)
 			return move_object(p, old, size);
 		count_verdict(HEAP_INVALID);

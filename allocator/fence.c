@@ -27,8 +27,7 @@
 #include "config.h"
 #include "msg.h"
 #include "os.h"
-
-#define EXPORT __attribute__((visibility("default")))
+#include "segv.h"
 
 #define FENCE_REGION_MAX ((size_t)64 << 30)
 #define FENCE_REGION_MIN ((size_t)1 << 30)
@@ -77,10 +76,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static uintptr_t own_base;
 static char helper[PATH_MAX];
 
-/* The program's SIGSEGV disposition, kept behind ours. */
-static struct sigaction app_segv;
-/* glibc's own, exported under this name too: the one our sigaction hides. */
-extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 /* Report buffers: one report at a time (the reporting flag). */
 static char exe_path[PATH_MAX];
 
@@ -195,8 +190,6 @@ static size_t read_max_map_count(void)
 	return parse_u64(&p, &v) ? (size_t)v : 65530;
 }
 
-static void on_segv(int sig, siginfo_t *si, void *uctx);
-
 static void find_helper(void)
 {
 	Dl_info info;
@@ -249,12 +242,7 @@ bool fence_start(const struct fence_config *f)
 	fence_hi = fence_lo + len;
 	budget = read_max_map_count() / 4;
 	find_helper();
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_sigaction = on_segv;
-	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-	sigemptyset(&sa.sa_mask);
-	if (__sigaction(SIGSEGV, &sa, &app_segv) != 0)
+	if (!segv_install())
 		return false;
 	fence_on = true;
 	return true;
@@ -638,41 +626,11 @@ static void report(const char *kind, const char *access, const struct fence_rec 
 	write_report(2, false, kind, access, rec, offset, fu, outcome);
 }
 
-/* Passes a fault that is not ours to the program's handler, or to the
- * default action (the fault repeats on return and kills, as it would have). */
-static void chain(int sig, siginfo_t *si, void *uctx)
-{
-	struct sigaction a = app_segv;
-	if (a.sa_flags & SA_SIGINFO) {
-		if (a.sa_flags & SA_RESETHAND)
-			app_segv.sa_handler = SIG_DFL;
-		a.sa_sigaction(sig, si, uctx);
-		return;
-	}
-	if (a.sa_handler == SIG_DFL || a.sa_handler == SIG_IGN) {
-		struct sigaction dfl;
-		memset(&dfl, 0, sizeof dfl);
-		dfl.sa_handler = SIG_DFL;
-		sigemptyset(&dfl.sa_mask);
-		(void)__sigaction(sig, &dfl, NULL);
-		return;
-	}
-	if (a.sa_flags & SA_RESETHAND)
-		app_segv.sa_handler = SIG_DFL;
-	a.sa_handler(sig);
-}
-
 static atomic_flag reporting = ATOMIC_FLAG_INIT;
 
-static void on_segv(int sig, siginfo_t *si, void *uctx)
+bool fence_fault(const siginfo_t *si, void *uctx)
 {
-	int saved = errno;
 	uintptr_t a = (uintptr_t)si->si_addr;
-	if (!fence_on || si->si_code <= 0 || !fence_contains((void *)a)) {
-		chain(sig, si, uctx);
-		errno = saved;
-		return;
-	}
 	while (atomic_flag_test_and_set(&reporting))
 		;
 	size_t pg = (a - fence_lo) / page;
@@ -698,9 +656,7 @@ static void on_segv(int sig, siginfo_t *si, void *uctx)
 	}
 	if (rec == NULL) {
 		atomic_flag_clear(&reporting);
-		chain(sig, si, uctx); /* a wild access into the region's free pages */
-		errno = saved;
-		return;
+		return false; /* a wild access into the region's free pages */
 	}
 	struct fault_unwind fu = { .n = 0, .found = false };
 #if defined(__x86_64__)
@@ -727,66 +683,9 @@ static void on_segv(int sig, siginfo_t *si, void *uctx)
 	report(kind, access, rec, offset, &fu, outcome);
 	if (prot != 0 && mprotect((void *)(fence_lo + pg * page), page, prot) == 0) {
 		atomic_flag_clear(&reporting);
-		errno = saved;
-		return;
+		return true;
 	}
 	/* Abort: the default action, and the access faults again. */
-	struct sigaction dfl;
-	memset(&dfl, 0, sizeof dfl);
-	dfl.sa_handler = SIG_DFL;
-	sigemptyset(&dfl.sa_mask);
-	(void)__sigaction(SIGSEGV, &dfl, NULL);
-	errno = saved;
-}
-
-/* ---- the program's own handlers ---- */
-
-/* While fence mode is on, a program's SIGSEGV handler is kept behind ours:
- * it sees every fault that is not a fence's. It sees its own disposition
- * when it asks. */
-EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
-{
-	if (!fence_on || sig != SIGSEGV)
-		return __sigaction(sig, act, old);
-	struct sigaction prev = app_segv;
-	if (act != NULL)
-		app_segv = *act;
-	if (old != NULL)
-		*old = prev;
-	return 0;
-}
-
-/* signal and its variants, through sigaction above (they are glibc's
- * wrappers of it, reached inside glibc without the PLT, so they are
- * interposed too), with glibc's semantics: BSD (the signal blocked in its
- * handler, SA_RESTART) and System V (reset and not blocked). One difference:
- * glibc leaves SA_RESTART off for a signal siginterrupt(sig, 1) named; that
- * call is not seen here. No dlsym: start-up may not depend on it. */
-static sighandler_t set_handler(int sig, sighandler_t h, int flags)
-{
-	struct sigaction act, old;
-	memset(&act, 0, sizeof act);
-	act.sa_handler = h;
-	act.sa_flags = flags;
-	sigemptyset(&act.sa_mask);
-	if (!(flags & SA_NODEFER) && sigaddset(&act.sa_mask, sig) != 0)
-		return SIG_ERR;
-	if (sigaction(sig, &act, &old) != 0)
-		return SIG_ERR;
-	return old.sa_handler;
-}
-
-EXPORT sighandler_t signal(int sig, sighandler_t h)
-{
-	return set_handler(sig, h, SA_RESTART);
-}
-
-EXPORT sighandler_t bsd_signal(int sig, sighandler_t h)
-{
-	return set_handler(sig, h, SA_RESTART);
-}
-
-EXPORT sighandler_t sysv_signal(int sig, sighandler_t h)
-{
-	return set_handler(sig, h, SA_RESETHAND | SA_NODEFER);
+	segv_default();
+	return true;
 }

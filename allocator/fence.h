@@ -23,9 +23,8 @@
  *   size, side, raw return addresses of its allocation and its free). A
  *   fault is attributed without a lock: a freed record is only reused after
  *   retirement, long after.
- * - A SIGSEGV handler (installed at start-up; sigaction and signal are
- *   interposed so a program's own handler is kept behind ours, not instead
- *   of it) reports faults in the region: kind (overflow, underflow,
+ * - The SIGSEGV handler (segv.h) hands faults in the region to
+ *   fence_fault, which reports them: kind (overflow, underflow,
  *   use-after-free), read or write, the object's size and the access's
  *   offset, and the allocation, free and faulting stacks. Frames are raw
  *   addresses; diehard-symbolize (next to libdiehard.so, or in
@@ -46,6 +45,7 @@
 #ifndef DIEHARD_FENCE_H
 #define DIEHARD_FENCE_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -119,6 +119,10 @@ struct fence_totals {
 void fence_totals(struct fence_totals *t);
 
 extern uintptr_t fence_lo, fence_hi;
+
+/* A fault at si->si_addr inside the region (segv.c): reported and acted
+ * on (true), or not attributable to an object (false: the program's). */
+bool fence_fault(const siginfo_t *si, void *uctx);
 
 static inline bool fence_contains(const void *p)
 {

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "archipelago.h"
 #include "cache.h"
 #include "fence.h"
 #include "keyed.h"
@@ -68,6 +69,8 @@ static void fork_prepare(void)
 	stream_fork_prepare();
 	if (fence_on)
 		fence_lock();
+	if (arch_on)
+		arch_lock();
 	large_lock(diehard.large);
 	heap_lock_all(diehard.heap);
 }
@@ -78,6 +81,8 @@ static void fork_parent(void)
 	large_unlock(diehard.large);
 	if (fence_on)
 		fence_unlock();
+	if (arch_on)
+		arch_unlock();
 }
 
 static void fork_child(void)
@@ -86,6 +91,8 @@ static void fork_child(void)
 	large_reset_lock(diehard.large);
 	if (fence_on)
 		fence_reset_lock();
+	if (arch_on)
+		arch_reset_lock();
 	stream_fork_child();
 	keyed_fork_child();
 }
@@ -126,8 +133,13 @@ bool diehard_start(void)
 			msg_str(&m, "diehard: fence: cannot reserve the fence region or install its handler; fence mode is off");
 			msg_send(&m);
 		}
+		if (diehard.cfg.arch_hot != 0 && !arch_start(diehard.cfg.arch_hot, diehard.heap)) {
+			struct msg m = { .len = 0 };
+			msg_str(&m, "diehard: archipelago: cannot reserve its region or install its handler; the mode is off");
+			msg_send(&m);
+		}
 		atomic_store_explicit(&diehard_plain,
-				      !diehard.cfg.fill && !diehard.cfg.stats && !keyed_on && !inject_on,
+				      !diehard.cfg.fill && !diehard.cfg.stats && !keyed_on && !inject_on && !arch_on,
 				      memory_order_release);
 		atomic_store_explicit(&diehard_state, DIEHARD_READY, memory_order_release);
 		/* Only now: these may themselves allocate. Without the thread-exit
@@ -201,6 +213,22 @@ void diehard_report(void)
 		msg_u64(&m, ft.unfenced);
 		msg_str(&m, " fence_faults=");
 		msg_u64(&m, ft.faults);
+	}
+	if (arch_on) {
+		struct arch_totals at;
+		arch_totals(&at);
+		msg_str(&m, " arch_objects=");
+		msg_u64(&m, at.objects);
+		msg_str(&m, " arch_hot=");
+		msg_u64(&m, at.hot);
+		msg_str(&m, " arch_cold=");
+		msg_u64(&m, at.cold);
+		msg_str(&m, " arch_compacted_bytes=");
+		msg_u64(&m, at.compacted_bytes);
+		msg_str(&m, " arch_restores=");
+		msg_u64(&m, at.restores);
+		msg_str(&m, " arch_stray_pages=");
+		msg_u64(&m, at.stray_pages);
 	}
 	static const char *const fills[] = { " fill=none", " fill=random", " fill=pattern", " fill=inverse", " fill=zero" };
 	msg_str(&m, fills[diehard.cfg.fill_mode]);

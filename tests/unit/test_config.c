@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "archipelago.h"
 #include "config.h"
 #include "tap.h"
 
@@ -143,8 +144,31 @@ static void test_fence(void)
 	CHECK(!c.fence.on, "unset: fence off");
 }
 
+/* DIEHARD_ARCHIPELAGO (archipelago.h): a hot space of 16 to 2^24 pages. */
+static void test_archipelago(void)
+{
+	size_t hot = 7;
+	CHECK(arch_parse("16", &hot) && hot == 16 && arch_parse("16777216", &hot) && hot == 16777216 &&
+	      arch_parse("4096", &hot) && hot == 4096, "hot pages read");
+	static const char *const bad[] = { "", "15", "0", "16777217", "4k", "-16", " 64", "64 ", "x",
+					   "99999999999999999999999", "1e3" };
+	int refused = 1;
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		refused &= !arch_parse(bad[i], &hot) && hot == 4096;
+	CHECK(refused, "malformed or out-of-range hot spaces refused, the value untouched");
+	setenv("DIEHARD_ARCHIPELAGO", "128", 1);
+	struct config c;
+	config_load(&c);
+	CHECK(c.arch_hot == 128, "DIEHARD_ARCHIPELAGO read");
+	setenv("DIEHARD_ARCHIPELAGO", "lots", 1);
+	config_load(&c);
+	CHECK(c.arch_hot == 0, "malformed: off");
+	unsetenv("DIEHARD_ARCHIPELAGO");
+}
+
 int main(void)
 {
+	test_archipelago();
 	test_fence();
 	test_seed();
 	test_m();

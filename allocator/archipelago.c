@@ -1,0 +1,392 @@
+/* archipelago.c — Archipelago's sparse heap; see archipelago.h.
+ *
+ * Invariants (under the lock): map[p] is the record of the object whose
+ * page p is, ARCH_STRAY for a page mapped for a stray access, else 0; a
+ * page of an object is HOT (read-write, on the hot list) or COLD
+ * (inaccessible, its non-zero prefix in store[p], stlen[p] bytes); hot
+ * == the hot list's length <= hot_max after every operation; the pages
+ * just before and after an object are never another object's.
+ */
+#include "archipelago.h"
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "os.h"
+#include "segv.h"
+#include "sizeclass.h"
+#include "stream.h"
+
+#define ARCH_REGION_MAX ((size_t)64 << 30)
+#define ARCH_REGION_MIN ((size_t)1 << 30)
+#define ARCH_RECORDS ((size_t)1 << 22)
+/* Freed objects kept whole (pages and contents) before release. */
+#define ARCH_FREED 1024u
+#define ARCH_STRAY UINT32_MAX
+#define ARCH_TRIES 64
+
+enum { PG_NONE, PG_HOT, PG_COLD };
+enum { REC_FREE, REC_LIVE, REC_FREED };
+
+struct arch_rec {
+	uintptr_t user;
+	size_t size;
+	size_t first;
+	uint32_t npages;
+	uint32_t next; /* freed FIFO, or the free list */
+	uint8_t state;
+};
+
+bool arch_on;
+uintptr_t arch_lo, arch_hi;
+
+static struct heap *heap;
+static size_t page, npages, hot_max;
+static _Atomic uint32_t *map;
+static uint8_t *pstate;
+static void **store;
+static uint32_t *stlen;
+static uint32_t *hprev, *hnext; /* hot list, page + 1 (0: none) */
+static uint32_t hot_head, hot_tail;
+static struct arch_rec *recs;
+static size_t rec_bump = 1, rec_free;
+static uint32_t freed_head, freed_tail;
+static size_t freed_count;
+static size_t objects, live, hot, cold, compacted_bytes, restores, stray_pages;
+static atomic_flag spin = ATOMIC_FLAG_INIT;
+
+bool arch_parse(const char *s, size_t *hot_pages)
+{
+	size_t v = 0;
+	const char *p = s;
+	if (*p == '\0')
+		return false;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > ((size_t)1 << 24))
+			return false;
+		v = v * 10 + (size_t)(*p - '0');
+	}
+	if (*p != '\0' || v < 16 || v > ((size_t)1 << 24))
+		return false;
+	*hot_pages = v;
+	return true;
+}
+
+void arch_lock(void)
+{
+	while (atomic_flag_test_and_set_explicit(&spin, memory_order_acquire))
+		sched_yield();
+}
+
+void arch_unlock(void)
+{
+	atomic_flag_clear_explicit(&spin, memory_order_release);
+}
+
+void arch_reset_lock(void)
+{
+	atomic_flag_clear(&spin);
+}
+
+static void *meta(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+bool arch_start(size_t hot_pages, struct heap *h)
+{
+	page = os_page_size();
+	size_t len = ARCH_REGION_MAX;
+	void *lo;
+	while ((lo = os_reserve(len, page)) == NULL && len > ARCH_REGION_MIN)
+		len /= 2;
+	if (lo == NULL)
+		return false;
+	npages = len / page;
+	map = meta(npages * sizeof *map);
+	pstate = meta(npages);
+	store = meta(npages * sizeof *store);
+	stlen = meta(npages * sizeof *stlen);
+	hprev = meta(npages * sizeof *hprev);
+	hnext = meta(npages * sizeof *hnext);
+	recs = meta(ARCH_RECORDS * sizeof *recs);
+	if (map == NULL || pstate == NULL || store == NULL || stlen == NULL || hprev == NULL || hnext == NULL ||
+	    recs == NULL || !segv_install())
+		return false; /* the reservations stay: start-up fails once per process */
+	heap = h;
+	hot_max = hot_pages;
+	arch_lo = (uintptr_t)lo;
+	arch_hi = arch_lo + len;
+	arch_on = true;
+	return true;
+}
+
+static inline char *page_addr(size_t pg)
+{
+	return (char *)(arch_lo + pg * page);
+}
+
+/* ---- the hot list ---- */
+
+static void hot_push(size_t pg)
+{
+	uint32_t id = (uint32_t)pg + 1;
+	hprev[pg] = hot_tail;
+	hnext[pg] = 0;
+	if (hot_tail != 0)
+		hnext[hot_tail - 1] = id;
+	else
+		hot_head = id;
+	hot_tail = id;
+	hot++;
+}
+
+static void hot_remove(size_t pg)
+{
+	uint32_t p = hprev[pg], n = hnext[pg];
+	if (p != 0)
+		hnext[p - 1] = n;
+	else
+		hot_head = n;
+	if (n != 0)
+		hprev[n - 1] = p;
+	else
+		hot_tail = p;
+	hot--;
+}
+
+/* Compacts hot page pg: its non-zero prefix into a heap block, the page
+ * released. Left hot when no block can be had. */
+static void evict(size_t pg, struct rng *r)
+{
+	char *a = page_addr(pg);
+	/* Read-only first: a writer on another thread now faults and waits
+	 * for the lock, and writes to the restored copy. */
+	if (mprotect(a, page, PROT_READ) != 0)
+		return;
+	size_t n = page;
+	while (n >= 8) {
+		uint64_t w;
+		memcpy(&w, a + n - 8, 8);
+		if (w != 0)
+			break;
+		n -= 8;
+	}
+	while (n > 0 && a[n - 1] == 0)
+		n--;
+	void *blk = NULL;
+	if (n > 0) {
+		blk = heap_alloc(heap, sizeclass_of(n), r, false);
+		if (blk == NULL) {
+			(void)mprotect(a, page, PROT_READ | PROT_WRITE);
+			return;
+		}
+		memcpy(blk, a, n);
+	}
+	(void)mmap(a, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	hot_remove(pg);
+	store[pg] = blk;
+	stlen[pg] = (uint32_t)n;
+	pstate[pg] = PG_COLD;
+	cold++;
+	compacted_bytes += n;
+}
+
+/* Keeps the hot space within its bound, sparing page keep. */
+static void hot_trim(size_t keep, struct rng *r)
+{
+	while (hot > hot_max && hot_head != 0) {
+		size_t pg = hot_head - 1;
+		if (pg == keep)
+			break;
+		size_t before = hot;
+		evict(pg, r);
+		if (hot == before)
+			break; /* no memory for the copy: stay over the bound */
+	}
+}
+
+static void restore(size_t pg, struct rng *r)
+{
+	char *a = page_addr(pg);
+	if (mprotect(a, page, PROT_READ | PROT_WRITE) != 0)
+		return;
+	if (stlen[pg] != 0) {
+		memcpy(a, store[pg], stlen[pg]);
+		(void)heap_free(heap, store[pg]);
+	}
+	store[pg] = NULL;
+	stlen[pg] = 0;
+	pstate[pg] = PG_HOT;
+	cold--;
+	restores++;
+	hot_push(pg);
+	hot_trim(pg, r);
+}
+
+/* ---- objects ---- */
+
+static bool pages_free(size_t first, size_t n)
+{
+	for (size_t p = first - 1; p <= first + n; p++)
+		if (atomic_load_explicit(&map[p], memory_order_relaxed) != 0)
+			return false;
+	return true;
+}
+
+void *arch_alloc(size_t size, size_t align, struct rng *r, bool fill, bool zeroed)
+{
+	if (align < 16)
+		align = 16;
+	if (align > page)
+		return NULL;
+	size_t rounded = (size + align - 1) & ~(align - 1);
+	size_t n = (rounded + page - 1) / page;
+	/* Colouring: an object smaller than a page starts at a random aligned
+	 * offset of it. */
+	size_t offset = n == 1 ? align * (size_t)rng_below(r, (page - rounded) / align + 1) : 0;
+	arch_lock();
+	size_t ri = rec_free != 0 ? rec_free : rec_bump;
+	if (ri >= ARCH_RECORDS) {
+		arch_unlock();
+		return NULL;
+	}
+	size_t first = 0;
+	for (int t = 0; t < ARCH_TRIES && first == 0; t++) {
+		size_t f = 1 + (size_t)rng_below(r, npages - n - 2);
+		if (pages_free(f, n))
+			first = f;
+	}
+	if (first == 0 || mprotect(page_addr(first), n * page, PROT_READ | PROT_WRITE) != 0) {
+		arch_unlock();
+		return NULL;
+	}
+	if (ri == rec_free)
+		rec_free = recs[ri].next;
+	else
+		rec_bump++;
+	struct arch_rec *rec = &recs[ri];
+	*rec = (struct arch_rec){ .user = (uintptr_t)page_addr(first) + offset, .size = size, .first = first,
+				  .npages = (uint32_t)n, .next = 0, .state = REC_LIVE };
+	for (size_t p = first; p < first + n; p++) {
+		atomic_store_explicit(&map[p], (uint32_t)ri, memory_order_relaxed);
+		pstate[p] = PG_HOT;
+		hot_push(p);
+	}
+	objects++;
+	live++;
+	hot_trim(first + n - 1, r);
+	void *user = (void *)rec->user;
+	arch_unlock();
+	/* Fresh pages read zero; an access to one compacted meanwhile faults
+	 * and is restored. */
+	if (fill && !zeroed)
+		rng_fill(r, user, size);
+	return user;
+}
+
+/* Releases a freed object's pages (with the lock). */
+static void release(uint32_t ri)
+{
+	struct arch_rec *rec = &recs[ri];
+	for (size_t p = rec->first; p < rec->first + rec->npages; p++) {
+		if (pstate[p] == PG_HOT) {
+			hot_remove(p);
+		} else if (pstate[p] == PG_COLD) {
+			if (stlen[p] != 0)
+				(void)heap_free(heap, store[p]);
+			store[p] = NULL;
+			stlen[p] = 0;
+			cold--;
+		}
+		pstate[p] = PG_NONE;
+		atomic_store_explicit(&map[p], 0, memory_order_relaxed);
+	}
+	(void)mmap(page_addr(rec->first), rec->npages * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+		   0);
+	rec->state = REC_FREE;
+	rec->next = (uint32_t)rec_free;
+	rec_free = ri;
+}
+
+static uint32_t record_at(const void *p)
+{
+	size_t pg = ((uintptr_t)p - arch_lo) / page;
+	uint32_t ri = atomic_load_explicit(&map[pg], memory_order_relaxed);
+	if (ri == 0 || ri == ARCH_STRAY || recs[ri].user != (uintptr_t)p)
+		return 0;
+	return ri;
+}
+
+int arch_free(void *p)
+{
+	arch_lock();
+	uint32_t ri = record_at(p);
+	int verdict = ri == 0 ? 2 : recs[ri].state == REC_FREED ? 1 : 0;
+	if (verdict == 0) {
+		recs[ri].state = REC_FREED;
+		recs[ri].next = 0;
+		if (freed_tail != 0)
+			recs[freed_tail].next = ri;
+		else
+			freed_head = ri;
+		freed_tail = ri;
+		freed_count++;
+		live--;
+		if (freed_count > ARCH_FREED) {
+			uint32_t old = freed_head;
+			freed_head = recs[old].next;
+			if (freed_head == 0)
+				freed_tail = 0;
+			freed_count--;
+			release(old);
+		}
+	}
+	arch_unlock();
+	return verdict;
+}
+
+size_t arch_usable(const void *p)
+{
+	arch_lock();
+	uint32_t ri = record_at(p);
+	size_t size = ri != 0 && recs[ri].state == REC_LIVE ? recs[ri].size : 0;
+	arch_unlock();
+	return size;
+}
+
+bool arch_fault(const siginfo_t *si, void *uctx)
+{
+	(void)uctx;
+	size_t pg = ((uintptr_t)si->si_addr - arch_lo) / page;
+	arch_lock();
+	uint32_t ri = atomic_load_explicit(&map[pg], memory_order_relaxed);
+	bool ok = true;
+	if (ri == 0) {
+		/* No object's: an overflow past an object's pages, or a wild
+		 * pointer. A zero page, used by nothing else. */
+		ok = mprotect(page_addr(pg), page, PROT_READ | PROT_WRITE) == 0;
+		if (ok) {
+			atomic_store_explicit(&map[pg], ARCH_STRAY, memory_order_relaxed);
+			stray_pages++;
+		}
+	} else if (ri != ARCH_STRAY && pstate[pg] == PG_COLD) {
+		restore(pg, stream_get());
+		ok = pstate[pg] == PG_HOT;
+	}
+	/* Otherwise another thread restored it meanwhile: retry the access. */
+	arch_unlock();
+	return ok;
+}
+
+void arch_totals(struct arch_totals *t)
+{
+	arch_lock();
+	*t = (struct arch_totals){ .objects = objects, .live = live, .hot = hot, .cold = cold,
+				   .compacted_bytes = compacted_bytes, .restores = restores,
+				   .stray_pages = stray_pages };
+	arch_unlock();
+}

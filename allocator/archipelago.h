@@ -1,0 +1,90 @@
+/* archipelago.h — Archipelago's sparse heap (../shared/papers/000_*): each
+ * object on pages of its own at a random place in a huge virtual region,
+ * with physical memory bounded by a hot space.
+ *
+ * Design:
+ * - DIEHARD_ARCHIPELAGO=HOT (a number of pages, at least 16) turns the mode
+ *   on: every allocation up to SMALL_MAX goes here; larger ones to large.h
+ *   (already one object per mapping, with guards).
+ * - Placement: the object's pages are drawn uniformly at random from a
+ *   64 GiB reservation (retrying where a page, or the page before or after,
+ *   is in use), so objects are islands in a sea of inaccessible pages. An
+ *   object smaller than a page sits at a random 16-byte-aligned offset in
+ *   its page (colouring: objects do not all start at page starts, so they
+ *   do not all compete for the same cache sets).
+ * - Freed objects keep their pages and contents in a FIFO of ARCH_FREED
+ *   objects (a dangling pointer still reads what it read); leaving it, an
+ *   object's pages are released (a fresh inaccessible mapping) and may be
+ *   drawn again.
+ * - The hot space: at most HOT pages are accessible at once, in FIFO order
+ *   of becoming so (allocation, or restore). Past it the oldest hot page is
+ *   compacted: made read-only, its bytes up to the last non-zero one copied
+ *   into a block of the small heap, then released. An access to a cold page
+ *   faults; the handler (segv.h) restores it: read-write again, the bytes
+ *   copied back, the block freed; it is then the newest hot page.
+ * - Why a signal handler and not userfaultfd: userfaultfd needs a thread to
+ *   serve faults (one more thread in every program, forked children
+ *   without it) and, for unprivileged users on Debian 12, the
+ *   vm.unprivileged_userfaultfd sysctl; a SIGSEGV handler is in-process,
+ *   synchronous and fork-safe, and the fence mode needs it anyway.
+ * - An access to a page of the region that holds no object (an overflow past
+ *   an object's last page, a wild pointer into the sea) maps that page,
+ *   zeroed, and the program goes on (counted as arch_stray_pages): the
+ *   overflow lands in memory no other object uses.
+ * - All state is under one spinlock, taken in the handler too: a fault
+ *   never happens with it held (the lock's holders touch only pages they
+ *   have just opened). Metadata (page map, page states, records) lives in
+ *   mappings of its own outside the region.
+ * - vm.max_map_count: only hot pages are mappings of their own (released
+ *   and cold pages merge with the sea), so the count stays below about
+ *   2 x HOT.
+ */
+#ifndef DIEHARD_ARCHIPELAGO_H
+#define DIEHARD_ARCHIPELAGO_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "heap.h"
+#include "random.h"
+
+/* Parser (config.c; unit-tested): false on a malformed value. */
+bool arch_parse(const char *s, size_t *hot_pages);
+
+/* Start-up, after the heap exists (cold pages are stored in it). False
+ * (and the mode off) when the region cannot be had. */
+bool arch_start(size_t hot_pages, struct heap *h);
+
+extern bool arch_on;
+extern uintptr_t arch_lo, arch_hi;
+
+static inline bool arch_contains(const void *p)
+{
+	return (uintptr_t)p - arch_lo < arch_hi - arch_lo;
+}
+
+/* A new object of size bytes (<= SMALL_MAX) aligned to align (a power of
+ * two, at most a page), or NULL (region or records exhausted: the caller
+ * allocates as usual). Random-filled when fill, zero when zeroed. */
+void *arch_alloc(size_t size, size_t align, struct rng *r, bool fill, bool zeroed);
+
+/* 0 freed, 1 double free (in the freed FIFO), 2 not an object's start. */
+int arch_free(void *p);
+/* The object's size when p is a live object's start, else 0. */
+size_t arch_usable(const void *p);
+
+/* A fault inside the region (segv.c): handled (true), or not (false). */
+bool arch_fault(const siginfo_t *si, void *uctx);
+
+void arch_lock(void);
+void arch_unlock(void);
+void arch_reset_lock(void);
+
+struct arch_totals {
+	size_t objects, live, hot, cold, compacted_bytes, restores, stray_pages;
+};
+void arch_totals(struct arch_totals *t);
+
+#endif

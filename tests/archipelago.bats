@@ -1,0 +1,80 @@
+#!/usr/bin/env bats
+# Archipelago mode (DIEHARD_ARCHIPELAGO=HOT, allocator/archipelago.h): each
+# object on pages of its own at random in a sparse region, with at most HOT
+# pages accessible; the others compacted and restored on access. The
+# program (tests/progs/arch_check.c) checks every byte it wrote.
+
+load helpers
+
+setup() {
+	require_prog arch_check
+}
+
+# arch NAME [VAR=value ...] -- ARGS...: arch_check ARGS under the preload in
+# Archipelago mode with a hot space of 64 pages and statistics on.
+arch() {
+	local name=$BATS_TEST_TMPDIR/$1
+	shift
+	local vars=()
+	while [[ $1 != -- ]]; do
+		vars+=("$1")
+		shift
+	done
+	shift
+	capture "$name" dh DIEHARD_ARCHIPELAGO=64 DIEHARD_STATS=1 "${vars[@]}" "$PROGS/arch_check" "$@"
+	OUT=$name.out ERR=$name.err RC=$(<"$name.rc")
+	STATS=$(stats_lines "$ERR" | tail -n 1)
+}
+
+@test "a hot space far smaller than the live set: every object reads back what was written" {
+	arch churn -- churn 20000
+	[[ $RC == 0 ]] && grep -qx ok "$OUT" || fail "churn: rc $RC" "$(head -c 2000 "$ERR")"
+	# 20000 live objects of up to 3000 bytes (about 20000 pages) through 64
+	# hot pages: most of them were compacted and restored, many times.
+	local hot cold restores
+	hot=$(stat_field arch_hot "$STATS")
+	cold=$(stat_field arch_cold "$STATS")
+	restores=$(stat_field arch_restores "$STATS")
+	((hot <= 64)) || fail "hot space above its bound: $hot pages"
+	((restores > 20000)) || fail "only $restores restores: the hot space did not bound anything"
+	((cold > 0)) || fail "no page was cold at the end"
+}
+
+@test "overflows into the sea around an object leave every other object intact" {
+	arch ovf -- overflow
+	[[ $RC == 0 ]] && grep -qx ok "$OUT" || fail "overflow: rc $RC" "$(head -c 2000 "$ERR")"
+	local stray
+	stray=$(stat_field arch_stray_pages "$STATS")
+	((stray >= 20)) || fail "the 6000-byte overruns should have met pages of no object, got $stray"
+	# The same program without the mode: glibc's heap is corrupted.
+	capture "$BATS_TEST_TMPDIR/glibc" plain "$PROGS/arch_check" overflow
+	[[ $(<"$BATS_TEST_TMPDIR/glibc.rc") != 0 ]] || fail "the planted overflows are harmless under glibc: not a real test"
+}
+
+@test "a freed object keeps its contents for a while (a dangling read sees them)" {
+	arch dgl -- dangling
+	[[ $RC == 0 ]] && grep -qx 'read 5a' "$OUT" || fail "dangling: rc $RC, $(cat "$OUT")"
+}
+
+@test "threads and fork in Archipelago mode" {
+	arch thr -- threads
+	[[ $RC == 0 ]] && grep -qx ok "$OUT" || fail "threads: rc $RC" "$(head -c 2000 "$ERR")"
+	arch frk -- fork
+	[[ $RC == 0 ]] && grep -qx ok "$OUT" || fail "fork: rc $RC" "$(head -c 2000 "$ERR")"
+}
+
+@test "a real program runs in Archipelago mode with a small hot space; a malformed value is refused in one line" {
+	require_cmd python3
+	local py=python3
+	[[ -x /usr/bin/python3 ]] && py=/usr/bin/python3
+	local script='import json; d = {str(i): [i] * (i % 7) for i in range(20000)}; s = json.dumps(d); print(len(s), len(json.loads(s)))'
+	local want
+	want=$(plain "$py" -c "$script")
+	capture "$BATS_TEST_TMPDIR/py" dh PYTHONMALLOC=malloc DIEHARD_ARCHIPELAGO=256 "$py" -c "$script"
+	[[ $(<"$BATS_TEST_TMPDIR/py.rc") == 0 && $(<"$BATS_TEST_TMPDIR/py.out") == "$want" ]] ||
+		fail "python3: $(cat "$BATS_TEST_TMPDIR/py.out")" "$(head -c 2000 "$BATS_TEST_TMPDIR/py.err")"
+	capture "$BATS_TEST_TMPDIR/bad" dh DIEHARD_ARCHIPELAGO=8 DIEHARD_STATS=1 "$PROGS/arch_check" dangling
+	[[ $(grep -c "^diehard: DIEHARD_ARCHIPELAGO='8' is not " "$BATS_TEST_TMPDIR/bad.err") == 1 ]] ||
+		fail "one line for a hot space below 16:" "$(cat "$BATS_TEST_TMPDIR/bad.err")"
+	! grep -q arch_objects "$BATS_TEST_TMPDIR/bad.err" || fail "the mode should be off"
+}
