@@ -2,8 +2,10 @@
  *
  * Invariants (under the lock): map[p] is the record of the object whose
  * page p is, ARCH_STRAY for a page mapped for a stray access, else 0; a
- * page of an object is HOT (read-write, on the hot list) or COLD
- * (inaccessible, its non-zero prefix in store[p], stlen[p] bytes); hot
+ * page of an object is HOT (read-write, on the hot list), COLD
+ * (inaccessible, its bytes from its first to its last non-zero one in
+ * store[p]: stlen[p] bytes from offset stoff[p]) or, for
+ * objects of a page or more, PINNED (read-write, never compacted); hot
  * == the hot list's length <= hot_max after every operation; the pages
  * just before and after an object are never another object's.
  */
@@ -27,7 +29,7 @@
 #define ARCH_STRAY UINT32_MAX
 #define ARCH_TRIES 64
 
-enum { PG_NONE, PG_HOT, PG_COLD };
+enum { PG_NONE, PG_HOT, PG_COLD, PG_PINNED };
 enum { REC_FREE, REC_LIVE, REC_FREED };
 
 struct arch_rec {
@@ -47,14 +49,14 @@ static size_t page, npages, hot_max;
 static _Atomic uint32_t *map;
 static uint8_t *pstate;
 static void **store;
-static uint32_t *stlen;
+static uint32_t *stlen, *stoff; /* a cold page's stored bytes: [stoff, stoff + stlen) */
 static uint32_t *hprev, *hnext; /* hot list, page + 1 (0: none) */
 static uint32_t hot_head, hot_tail;
 static struct arch_rec *recs;
 static size_t rec_bump = 1, rec_free;
 static uint32_t freed_head, freed_tail;
 static size_t freed_count;
-static size_t objects, live, hot, cold, compacted_bytes, restores, stray_pages;
+static size_t objects, live, hot, cold, pinned, compacted_bytes, restores, stray_pages;
 static atomic_flag spin = ATOMIC_FLAG_INIT;
 
 bool arch_parse(const char *s, size_t *hot_pages)
@@ -110,10 +112,11 @@ bool arch_start(size_t hot_pages, struct heap *h)
 	pstate = meta(npages);
 	store = meta(npages * sizeof *store);
 	stlen = meta(npages * sizeof *stlen);
+	stoff = meta(npages * sizeof *stoff);
 	hprev = meta(npages * sizeof *hprev);
 	hnext = meta(npages * sizeof *hnext);
 	recs = meta(ARCH_RECORDS * sizeof *recs);
-	if (map == NULL || pstate == NULL || store == NULL || stlen == NULL || hprev == NULL || hnext == NULL ||
+	if (map == NULL || pstate == NULL || store == NULL || stlen == NULL || stoff == NULL || hprev == NULL || hnext == NULL ||
 	    recs == NULL || !segv_install())
 		return false; /* the reservations stay: start-up fails once per process */
 	heap = h;
@@ -167,16 +170,28 @@ static void evict(size_t pg, struct rng *r)
 	 * for the lock, and writes to the restored copy. */
 	if (mprotect(a, page, PROT_READ) != 0)
 		return;
-	size_t n = page;
-	while (n >= 8) {
+	/* The non-zero bytes: [lo, hi). An object sits at a random offset of
+	 * its page (colouring), so the zeros before it are skipped too. */
+	size_t hi = page, lo = 0;
+	while (hi >= 8) {
 		uint64_t w;
-		memcpy(&w, a + n - 8, 8);
+		memcpy(&w, a + hi - 8, 8);
 		if (w != 0)
 			break;
-		n -= 8;
+		hi -= 8;
 	}
-	while (n > 0 && a[n - 1] == 0)
-		n--;
+	while (hi > 0 && a[hi - 1] == 0)
+		hi--;
+	while (lo + 8 <= hi) {
+		uint64_t w;
+		memcpy(&w, a + lo, 8);
+		if (w != 0)
+			break;
+		lo += 8;
+	}
+	while (lo < hi && a[lo] == 0)
+		lo++;
+	size_t n = hi - lo;
 	void *blk = NULL;
 	if (n > 0) {
 		blk = heap_alloc(heap, sizeclass_of(n), r, false);
@@ -184,12 +199,13 @@ static void evict(size_t pg, struct rng *r)
 			(void)mprotect(a, page, PROT_READ | PROT_WRITE);
 			return;
 		}
-		memcpy(blk, a, n);
+		memcpy(blk, a + lo, n);
 	}
 	(void)mmap(a, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	hot_remove(pg);
 	store[pg] = blk;
 	stlen[pg] = (uint32_t)n;
+	stoff[pg] = (uint32_t)lo;
 	pstate[pg] = PG_COLD;
 	cold++;
 	compacted_bytes += n;
@@ -215,7 +231,7 @@ static void restore(size_t pg, struct rng *r)
 	if (mprotect(a, page, PROT_READ | PROT_WRITE) != 0)
 		return;
 	if (stlen[pg] != 0) {
-		memcpy(a, store[pg], stlen[pg]);
+		memcpy(a + stoff[pg], store[pg], stlen[pg]);
 		(void)heap_free(heap, store[pg]);
 	}
 	store[pg] = NULL;
@@ -271,11 +287,19 @@ void *arch_alloc(size_t size, size_t align, struct rng *r, bool fill, bool zeroe
 	struct arch_rec *rec = &recs[ri];
 	*rec = (struct arch_rec){ .user = (uintptr_t)page_addr(first) + offset, .size = size, .first = first,
 				  .npages = (uint32_t)n, .next = 0, .state = REC_LIVE };
+	/* An object of a page or more is pinned: never compacted, outside the
+	 * hot space. Such objects are the I/O buffers (stdio's 4 KiB, iostream's
+	 * 8 KiB) that the kernel reads and writes, and a cold page would fail
+	 * those system calls with EFAULT rather than fault. */
+	bool pin = size >= page;
 	for (size_t p = first; p < first + n; p++) {
 		atomic_store_explicit(&map[p], (uint32_t)ri, memory_order_relaxed);
-		pstate[p] = PG_HOT;
-		hot_push(p);
+		pstate[p] = pin ? PG_PINNED : PG_HOT;
+		if (!pin)
+			hot_push(p);
 	}
+	if (pin)
+		pinned += n;
 	objects++;
 	live++;
 	hot_trim(first + n - 1, r);
@@ -295,6 +319,8 @@ static void release(uint32_t ri)
 	for (size_t p = rec->first; p < rec->first + rec->npages; p++) {
 		if (pstate[p] == PG_HOT) {
 			hot_remove(p);
+		} else if (pstate[p] == PG_PINNED) {
+			pinned--;
 		} else if (pstate[p] == PG_COLD) {
 			if (stlen[p] != 0)
 				(void)heap_free(heap, store[p]);
@@ -385,7 +411,7 @@ bool arch_fault(const siginfo_t *si, void *uctx)
 void arch_totals(struct arch_totals *t)
 {
 	arch_lock();
-	*t = (struct arch_totals){ .objects = objects, .live = live, .hot = hot, .cold = cold,
+	*t = (struct arch_totals){ .objects = objects, .live = live, .hot = hot, .cold = cold, .pinned = pinned,
 				   .compacted_bytes = compacted_bytes, .restores = restores,
 				   .stray_pages = stray_pages };
 	arch_unlock();

@@ -18,8 +18,8 @@
  *   drawn again.
  * - The hot space: at most HOT pages are accessible at once, in FIFO order
  *   of becoming so (allocation, or restore). Past it the oldest hot page is
- *   compacted: made read-only, its bytes up to the last non-zero one copied
- *   into a block of the small heap, then released. An access to a cold page
+ *   compacted: made read-only, its bytes from the first to the last
+ *   non-zero one copied into a block of the small heap, then released. An access to a cold page
  *   faults; the handler (segv.h) restores it: read-write again, the bytes
  *   copied back, the block freed; it is then the newest hot page.
  * - Why a signal handler and not userfaultfd: userfaultfd needs a thread to
@@ -35,6 +35,16 @@
  *   never happens with it held (the lock's holders touch only pages they
  *   have just opened). Metadata (page map, page states, records) lives in
  *   mappings of its own outside the region.
+ * - A system call given a buffer on a cold page fails with EFAULT (the
+ *   kernel's own accesses raise no signal; userfaultfd would see them, but
+ *   for unprivileged users on Debian 12 only its user-mode-only flavour is
+ *   allowed, which does not). So objects of a page or more, the I/O
+ *   buffers of stdio (4 KiB) and iostreams (8 KiB), are pinned: never
+ *   compacted, outside the hot space (arch_pinned). A smaller buffer left
+ *   untouched for a hot space's worth of pages and then handed to the
+ *   kernel still fails; restoring the buffers of the I/O entry points
+ *   first is the next step. (Without pinning, a C++ word count reading
+ *   2 MB through std::cin stopped after a few reads, its buffer cold.)
  * - vm.max_map_count: only hot pages are mappings of their own (released
  *   and cold pages merge with the sea), so the count stays below about
  *   2 x HOT.
@@ -83,7 +93,7 @@ void arch_unlock(void);
 void arch_reset_lock(void);
 
 struct arch_totals {
-	size_t objects, live, hot, cold, compacted_bytes, restores, stray_pages;
+	size_t objects, live, hot, cold, pinned, compacted_bytes, restores, stray_pages;
 };
 void arch_totals(struct arch_totals *t);
 

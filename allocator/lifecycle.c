@@ -223,6 +223,8 @@ void diehard_report(void)
 		msg_u64(&m, at.hot);
 		msg_str(&m, " arch_cold=");
 		msg_u64(&m, at.cold);
+		msg_str(&m, " arch_pinned=");
+		msg_u64(&m, at.pinned);
 		msg_str(&m, " arch_compacted_bytes=");
 		msg_u64(&m, at.compacted_bytes);
 		msg_str(&m, " arch_restores=");
