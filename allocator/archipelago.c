@@ -25,7 +25,7 @@
 #define ARCH_REGION_MIN ((size_t)1 << 30)
 #define ARCH_RECORDS ((size_t)1 << 22)
 /* Freed objects kept whole (pages and contents) before release. */
-#define ARCH_FREED 1024u
+#define ARCH_FREED 65536u
 #define ARCH_STRAY UINT32_MAX
 #define ARCH_TRIES 64
 
@@ -373,6 +373,15 @@ int arch_free(void *p)
 	}
 	arch_unlock();
 	return verdict;
+}
+
+size_t arch_kept(const void *p)
+{
+	arch_lock();
+	uint32_t ri = record_at(p);
+	size_t size = ri != 0 ? recs[ri].size : 0;
+	arch_unlock();
+	return size;
 }
 
 size_t arch_usable(const void *p)

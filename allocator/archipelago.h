@@ -84,6 +84,9 @@ void *arch_alloc(size_t size, size_t align, struct rng *r, bool fill, bool zeroe
 int arch_free(void *p);
 /* The object's size when p is a live object's start, else 0. */
 size_t arch_usable(const void *p);
+/* The same for an object freed but kept whole (in the freed FIFO): what a
+ * realloc through a dangling pointer copies from. */
+size_t arch_kept(const void *p);
 
 /* A fault inside the region (segv.c): handled (true), or not (false). */
 bool arch_fault(const siginfo_t *si, void *uctx);

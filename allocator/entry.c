@@ -291,8 +291,11 @@ static void *resize(void *p, size_t size)
 	struct heap *h = diehard.heap;
 	if ((__builtin_expect(fence_on, 0) && fence_contains(p)) || (__builtin_expect(arch_on, 0) && arch_contains(p))) {
 		/* A fenced object always moves (its end abuts its guard page), and
-		 * so does an island (its pages are its own). */
-		size_t old = fence_contains(p) ? fence_usable(p) : arch_usable(p);
+		 * so does an island (its pages are its own). An island freed but
+		 * kept whole is still copied: a realloc through a dangling pointer
+		 * then goes on with what the object held (its second free is
+		 * counted as a double free). */
+		size_t old = fence_contains(p) ? fence_usable(p) : arch_kept(p);
 		if (old != 0)
 			return move_object(p, old, size);
 		count_verdict(HEAP_INVALID);

@@ -51,9 +51,11 @@ arch() {
 	[[ $(<"$BATS_TEST_TMPDIR/glibc.rc") != 0 ]] || fail "the planted overflows are harmless under glibc: not a real test"
 }
 
-@test "a freed object keeps its contents for a while (a dangling read sees them)" {
+@test "a freed object keeps its contents for a while (a dangling read and realloc see them)" {
 	arch dgl -- dangling
-	[[ $RC == 0 ]] && grep -qx 'read 5a' "$OUT" || fail "dangling: rc $RC, $(cat "$OUT")"
+	[[ $RC == 0 ]] && grep -qx 'read 5a' "$OUT" && grep -qx 'realloc 5a' "$OUT" ||
+		fail "dangling: rc $RC, $(cat "$OUT")"
+	[[ $(stat_field double_frees "$STATS") == 1 ]] || fail "the second free (by realloc) is a double free: $STATS"
 }
 
 @test "threads and fork in Archipelago mode" {

@@ -9,7 +9,8 @@
  *   arch_check overflow    1000 objects of 100 bytes; 100 of them overrun by
  *                          200 bytes and 20 by 6000 (past their page); every
  *                          other object checked intact
- *   arch_check dangling    a freed object read back at once: its bytes
+ *   arch_check dangling    a freed object read back at once, and
+ *                          realloc'd: its bytes
  *   arch_check threads     churn 3000 in each of 4 threads
  *   arch_check fork        churn 2000 in a child, the parent's objects
  *                          checked in both
@@ -136,6 +137,9 @@ int main(int argc, char **argv)
 		memset(p, 0x5a, 64);
 		free(p);
 		printf("read %02x\n", p[10]); /* the planted bug */
+		unsigned char *q = realloc(p, 200); /* and a realloc through it */
+		printf("realloc %02x\n", q != NULL ? q[10] : 0);
+		free(q);
 	} else if (strcmp(argv[1], "threads") == 0) {
 		pthread_t t[4];
 		for (intptr_t i = 0; i < 4; i++)
