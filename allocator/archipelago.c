@@ -201,7 +201,7 @@ static void evict(size_t pg, struct rng *r)
 		}
 		memcpy(blk, a + lo, n);
 	}
-	(void)mmap(a, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	(void)os_discard(a, page);
 	hot_remove(pg);
 	store[pg] = blk;
 	stlen[pg] = (uint32_t)n;
@@ -259,8 +259,8 @@ void *arch_alloc(size_t size, size_t align, struct rng *r, bool fill, bool zeroe
 		align = 16;
 	if (align > page)
 		return NULL;
-	size_t rounded = (size + align - 1) & ~(align - 1);
-	size_t n = (rounded + page - 1) / page;
+	size_t rounded = os_align_up(size, align); /* size >= 1: n >= 1 */
+	size_t n = os_align_up(rounded, page) / page;
 	/* Colouring: an object smaller than a page starts at a random aligned
 	 * offset of it. */
 	size_t offset = n == 1 ? align * (size_t)rng_below(r, (page - rounded) / align + 1) : 0;
@@ -331,8 +331,7 @@ static void release(uint32_t ri)
 		pstate[p] = PG_NONE;
 		atomic_store_explicit(&map[p], 0, memory_order_relaxed);
 	}
-	(void)mmap(page_addr(rec->first), rec->npages * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
-		   0);
+	(void)os_discard(page_addr(rec->first), rec->npages * page);
 	rec->state = REC_FREE;
 	rec->next = (uint32_t)rec_free;
 	rec_free = ri;

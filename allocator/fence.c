@@ -174,22 +174,6 @@ static uint8_t capture(uintptr_t *pcs)
 
 /* ---- the region ---- */
 
-static size_t read_max_map_count(void)
-{
-	int fd = open("/proc/sys/vm/max_map_count", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 65530;
-	char buf[32];
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return 65530;
-	buf[n] = '\0';
-	const char *p = buf;
-	uint64_t v;
-	return parse_u64(&p, &v) ? (size_t)v : 65530;
-}
-
 static void find_helper(void)
 {
 	Dl_info info;
@@ -240,7 +224,7 @@ bool fence_start(const struct fence_config *f)
 	}
 	fence_lo = (uintptr_t)lo;
 	fence_hi = fence_lo + len;
-	budget = read_max_map_count() / 4;
+	budget = (size_t)os_read_number("/proc/sys/vm/max_map_count", 65530) / 4;
 	find_helper();
 	if (!segv_install())
 		return false;
@@ -322,10 +306,8 @@ void *fence_alloc(size_t size, size_t align, struct rng *r, bool fill, bool zero
 		align = 16;
 	if (align > page)
 		return NULL;
-	size_t rounded = (size + align - 1) & ~(align - 1);
-	size_t n = (rounded + page - 1) / page;
-	if (n == 0)
-		n = 1;
+	size_t rounded = os_align_up(size, align); /* size >= 1: n >= 1 */
+	size_t n = os_align_up(rounded, page) / page;
 	uint8_t side = rng_next(r) & 1;
 	uintptr_t pcs[FENCE_FRAMES];
 	uint8_t npcs = capture(pcs);
@@ -410,16 +392,9 @@ int fence_free(void *p)
 	int verdict = ri == 0 ? 2 : recs[ri].state == REC_QUARANTINED ? 1 : 0;
 	if (verdict == 0) {
 		struct fence_rec *rec = &recs[ri];
-		/* One call makes the pages inaccessible and releases their memory:
-		 * a fresh mapping, with the reservation's own flags (no
-		 * MAP_NORESERVE). Not mprotect (the memory would stay) nor
-		 * MADV_DONTNEED: a range once writable keeps its anon_vma and its
-		 * commit accounting, and the kernel never merges it with the
-		 * guards around it, so every object ever fenced kept a mapping of
-		 * its own (vm.max_map_count ran out at 32743 objects). Fresh, it
-		 * merges with them: a freed object costs no mapping. */
-		(void)mmap((char *)(fence_lo + rec->first * page), rec->npages * page, PROT_NONE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		/* Inaccessible, memory released, merged with the guards around it:
+		 * a freed object costs no mapping (os_discard says why). */
+		(void)os_discard((char *)(fence_lo + rec->first * page), rec->npages * page);
 		rec->state = REC_QUARANTINED;
 		rec->nfree = npcs;
 		memcpy(rec->free_pcs, pcs, sizeof pcs);

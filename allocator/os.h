@@ -31,6 +31,16 @@ int os_commit(void *p, size_t len);
 /* Returns [p, p+len) to the system. 0 or -1. */
 int os_release(void *p, size_t len);
 
+/* Makes [p, p+len) (page-aligned, inside a reservation of ours) inaccessible
+ * again and drops its memory, in one call: a fresh PROT_NONE mapping with
+ * os_reserve's flags. Not mprotect (the memory would stay) nor
+ * MADV_DONTNEED: a range once writable keeps its anon_vma and its commit
+ * accounting, and the kernel never merges it with the inaccessible range
+ * around it, so every range ever opened would keep a mapping of its own
+ * (fence mode ran out of vm.max_map_count at 32,743 objects). Fresh, it
+ * merges. 0 or -1. */
+int os_discard(void *p, size_t len);
+
 /* A zeroed read-write mapping of len bytes (rounded up to pages) with an
  * inaccessible guard page on each side, for metadata. NULL on failure. */
 void *os_map_guarded(size_t len);

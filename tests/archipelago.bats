@@ -13,16 +13,7 @@ setup() {
 # arch NAME [VAR=value ...] -- ARGS...: arch_check ARGS under the preload in
 # Archipelago mode with a hot space of 64 pages and statistics on.
 arch() {
-	local name=$BATS_TEST_TMPDIR/$1
-	shift
-	local vars=()
-	while [[ $1 != -- ]]; do
-		vars+=("$1")
-		shift
-	done
-	shift
-	capture "$name" dh DIEHARD_ARCHIPELAGO=64 DIEHARD_STATS=1 "${vars[@]}" "$PROGS/arch_check" "$@"
-	OUT=$name.out ERR=$name.err RC=$(<"$name.rc")
+	capture_dh "$1" "$PROGS/arch_check" DIEHARD_ARCHIPELAGO=64 DIEHARD_STATS=1 "${@:2}"
 	STATS=$(stats_lines "$ERR" | tail -n 1)
 }
 

@@ -25,16 +25,7 @@ line_of() {
 # fenced NAME [VAR=value ...] -- ARGS...: fence_bugs ARGS under the preload
 # with every allocation fenced; NAME.out/.err/.rc as capture writes them.
 fenced() {
-	local name=$BATS_TEST_TMPDIR/$1
-	shift
-	local vars=()
-	while [[ $1 != -- ]]; do
-		vars+=("$1")
-		shift
-	done
-	shift
-	capture "$name" dh DIEHARD_FENCE=all DIEHARD_SEED=5eed "${vars[@]}" "$PROGS/fence_bugs" "$@"
-	OUT=$name.out ERR=$name.err RC=$(<"$name.rc")
+	capture_dh "$1" "$PROGS/fence_bugs" DIEHARD_FENCE=all DIEHARD_SEED=5eed "${@:2}"
 }
 
 # has FILE REGEX WHAT: FILE has a line matching REGEX.

@@ -60,6 +60,22 @@ capture() {
 	echo "$rc" >"$name.rc"
 }
 
+# capture_dh NAME PROG [VAR=value ...] -- ARGS...: PROG ARGS under the preload
+# with the variables, captured as NAME (in the test's directory); sets OUT and
+# ERR to the files and RC to the exit status.
+capture_dh() {
+	local name=$BATS_TEST_TMPDIR/$1 prog=$2
+	shift 2
+	local vars=()
+	while [[ $1 != -- ]]; do
+		vars+=("$1")
+		shift
+	done
+	shift
+	capture "$name" dh "${vars[@]}" "$prog" "$@"
+	OUT=$name.out ERR=$name.err RC=$(<"$name.rc")
+}
+
 # same_bytes EXPECTED ACTUAL WHAT: the two files are byte for byte identical;
 # otherwise show where they differ and an excerpt of the diff.
 same_bytes() {
