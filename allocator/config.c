@@ -252,6 +252,8 @@ void config_load(struct config *cfg)
 		warn_bad("DIEHARD_FENCE_ACTION", v, "'abort', 'readonly' or 'readwrite'", "abort");
 	if ((v = config_getenv("DIEHARD_FENCE")) != NULL && v[0] != '\0' && !fence_parse(v, &cfg->fence))
 		warn_bad("DIEHARD_FENCE", v, "'all' or '1/N', optionally ':MIN-MAX' bytes", "no fence");
+	if ((v = config_getenv("DIEHARD_FENCE_LOG")) != NULL && v[0] != '\0')
+		cfg->fence.log = v;
 	cfg->arch_hot = 0;
 	if ((v = config_getenv("DIEHARD_ARCHIPELAGO")) != NULL && v[0] != '\0' && !arch_parse(v, &cfg->arch_hot))
 		warn_bad("DIEHARD_ARCHIPELAGO", v, "a number of hot pages from 16 to 16777216", "off");

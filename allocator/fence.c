@@ -458,9 +458,31 @@ static void hex(struct msg *m, uint64_t v)
 	msg_hex(m, v, digits);
 }
 
+/* Where a report's lines go: a descriptor (stderr, the pipe to
+ * diehard-symbolize), or a buffer written to DIEHARD_FENCE_LOG in one
+ * write(2), so processes appending to one log never interleave reports. */
+struct sink {
+	int fd;      /* -1: the buffer */
+	char *buf;
+	size_t len, cap;
+};
+
+static void put(struct sink *s, struct msg *m)
+{
+	if (s->fd >= 0) {
+		msg_send_to(m, s->fd);
+		return;
+	}
+	if (s->len + m->len + 1 > s->cap)
+		return; /* the rest of a report too long for the log is dropped */
+	memcpy(s->buf + s->len, m->buf, m->len);
+	s->len += m->len;
+	s->buf[s->len++] = '\n';
+}
+
 /* One frame: "    #i 0xPC 0xBASE MODULE", which diehard-symbolize rewrites;
  * without it, "    #i MODULE+0xOFF". */
-static void frame_line(int fd, unsigned i, uintptr_t pc, bool raw)
+static void frame_line(struct sink *s, unsigned i, uintptr_t pc, bool raw)
 {
 	struct msg m = { .len = 0 };
 	Dl_info info;
@@ -487,18 +509,18 @@ static void frame_line(int fd, unsigned i, uintptr_t pc, bool raw)
 		msg_str(&m, "+0x");
 		hex(&m, pc - (known ? (uintptr_t)info.dli_fbase : 0));
 	}
-	msg_send_to(&m, fd);
+	put(s, &m);
 }
 
-static void stack_lines(int fd, const char *title, const uintptr_t *pcs, unsigned n, bool raw)
+static void stack_lines(struct sink *s, const char *title, const uintptr_t *pcs, unsigned n, bool raw)
 {
 	if (title != NULL) {
 		struct msg m = { .len = 0 };
 		msg_str(&m, title);
-		msg_send_to(&m, fd);
+		put(s, &m);
 	}
 	for (unsigned i = 0; i < n; i++)
-		frame_line(fd, i, pcs[i], raw);
+		frame_line(s, i, pcs[i], raw);
 }
 
 /* The faulting access's stack: the interrupted frame first. */
@@ -524,8 +546,8 @@ static _Unwind_Reason_Code on_fault_frame(struct _Unwind_Context *ctx, void *arg
 	return _URC_NO_REASON;
 }
 
-/* Writes the report to fd (a pipe to diehard-symbolize, or stderr). */
-static void write_report(int fd, bool raw, const char *kind, const char *access, const struct fence_rec *rec,
+/* Writes the report to s (a pipe to diehard-symbolize, stderr, the log). */
+static void write_report(struct sink *s, bool raw, const char *kind, const char *access, const struct fence_rec *rec,
 			 intptr_t offset, const struct fault_unwind *fu, const char *outcome)
 {
 	struct msg m = { .len = 0 };
@@ -549,28 +571,51 @@ static void write_report(int fd, bool raw, const char *kind, const char *access,
 		msg_u64(&m, (uint64_t)offset - rec->size);
 		msg_str(&m, " bytes past its end)");
 	}
-	msg_send_to(&m, fd);
-	stack_lines(fd, "diehard: fence: the access:", fu->pcs, fu->n, raw);
+	put(s, &m);
+	stack_lines(s, "diehard: fence: the access:", fu->pcs, fu->n, raw);
 	m.len = 0;
 	msg_str(&m, "diehard: fence: allocated by thread ");
 	msg_u64(&m, rec->thread);
 	msg_str(&m, ":");
-	msg_send_to(&m, fd);
-	stack_lines(fd, NULL, rec->alloc_pcs, rec->nalloc, raw);
+	put(s, &m);
+	stack_lines(s, NULL, rec->alloc_pcs, rec->nalloc, raw);
 	if (rec->state == REC_QUARANTINED)
-		stack_lines(fd, "diehard: fence: freed:", rec->free_pcs, rec->nfree, raw);
+		stack_lines(s, "diehard: fence: freed:", rec->free_pcs, rec->nfree, raw);
 	m.len = 0;
 	msg_str(&m, "diehard: fence: ");
 	msg_str(&m, outcome);
-	msg_send_to(&m, fd);
+	put(s, &m);
 }
 
-/* The report, through diehard-symbolize when there is one: a child (a raw
- * clone, so no fork handler runs in this possibly broken process) execs it
- * reading a pipe; its stderr is ours. */
+/* The log's buffer: one report at a time (the reporting flag). */
+static char log_buf[32768];
+
+/* The report: appended to DIEHARD_FENCE_LOG when it is set (raw frames:
+ * diehard reads them, or diehard-symbolize < LOG), else on stderr, through
+ * diehard-symbolize when there is one: a child (a raw clone, so no fork
+ * handler runs in this possibly broken process) execs it reading a pipe;
+ * its stderr is ours. */
 static void report(const char *kind, const char *access, const struct fence_rec *rec, intptr_t offset,
 		   const struct fault_unwind *fu, const char *outcome)
 {
+	if (cfg.log != NULL) {
+		int fd = open(cfg.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			struct sink s = { .fd = -1, .buf = log_buf, .cap = sizeof log_buf };
+			write_report(&s, true, kind, access, rec, offset, fu, outcome);
+			ssize_t w;
+			while ((w = write(fd, log_buf, s.len)) < 0 && errno == EINTR)
+				;
+			close(fd);
+			if (w == (ssize_t)s.len)
+				return;
+		}
+		struct msg m = { .len = 0 };
+		msg_str(&m, "diehard: fence: cannot write DIEHARD_FENCE_LOG ");
+		msg_str(&m, cfg.log);
+		msg_str(&m, ": the report follows here");
+		msg_send(&m);
+	}
 	int fds[2];
 	if (helper[0] != '\0' && pipe2(fds, O_CLOEXEC) == 0) {
 		pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
@@ -584,7 +629,8 @@ static void report(const char *kind, const char *access, const struct fence_rec 
 		}
 		close(fds[0]);
 		if (pid > 0) {
-			write_report(fds[1], true, kind, access, rec, offset, fu, outcome);
+			struct sink s = { .fd = fds[1] };
+			write_report(&s, true, kind, access, rec, offset, fu, outcome);
 			close(fds[1]);
 			int status = 0;
 			pid_t w;
@@ -598,7 +644,8 @@ static void report(const char *kind, const char *access, const struct fence_rec 
 			close(fds[1]);
 		}
 	}
-	write_report(2, false, kind, access, rec, offset, fu, outcome);
+	struct sink s = { .fd = 2 };
+	write_report(&s, false, kind, access, rec, offset, fu, outcome);
 }
 
 static atomic_flag reporting = ATOMIC_FLAG_INIT;

@@ -37,6 +37,11 @@
  *   (mapped read-write: the program goes on whatever it does). The page
  *   reads zero (a guard, or a freed object's released page). Each page is
  *   reported once: once mapped, it no longer faults.
+ * - DIEHARD_FENCE_LOG=PATH: each report is appended to PATH in one write
+ *   (frames raw, for diehard or diehard-symbolize to read) instead of going
+ *   to stderr. diehard sets it per replica: the reports reach its log and
+ *   its JSON report, and a replica going on after one (readwrite) writes
+ *   nothing the others do not.
  * - vm.max_map_count: a live fenced object costs about two mappings (its
  *   pages and the guard after them), a freed one none. Past a budget of a
  *   quarter of the limit in live objects, new objects are not fenced (said
@@ -59,6 +64,7 @@ struct fence_config {
 	uint64_t rate;          /* one in rate allocations; 1: all */
 	size_t min, max;        /* sizes fenced */
 	enum fence_action action;
+	const char *log;        /* DIEHARD_FENCE_LOG: reports appended there; NULL: stderr */
 };
 
 /* Parsers (config.c; unit-tested): false on a malformed value, the output

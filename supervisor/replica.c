@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "exitcode.h"
+#include "fencelog.h"
 #include "log.h"
 #include "net.h"
 #include "notify.h"
@@ -168,6 +169,7 @@ void replicas_reap(struct sup *S)
 				    WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0, r->end_time);
 			if (!r->killed)
 				report_input_fed(S->report, r->id, r->in_off);
+			fencelog_collect(S->fencelog, i);
 			if (WIFSIGNALED(wstatus))
 				log_event("replica %u (pid %d) killed by signal %d", r->id, (int)pid, WTERMSIG(wstatus));
 			else
@@ -237,14 +239,16 @@ struct launch {
 	unsigned slot;
 };
 
-/* The replica's own variables: --ci's (ci.h) and the service's (notify.h:
- * its notify socket, made here, its watchdog, its sockets). */
+/* The replica's own variables: --ci's (ci.h), the service's (notify.h:
+ * its notify socket, made here, its watchdog, its sockets) and fence
+ * mode's log (fencelog.h). */
 static char *const *extra_env(struct sup *S, struct launch *L, struct replica *r, bool sandboxed)
 {
-	char *const *lists[2] = { ci_setup(S, r, L->replacement, sandboxed),
-				  S->notify != NULL ? notify_replica_env(S->notify, r->index) : NULL };
+	char *const *lists[3] = { ci_setup(S, r, L->replacement, sandboxed),
+				  S->notify != NULL ? notify_replica_env(S->notify, r->index) : NULL,
+				  fencelog_env(S->fencelog, r->index) };
 	size_t n = 0;
-	for (int l = 0; l < 2; l++)
+	for (int l = 0; l < 3; l++)
 		for (size_t i = 0; lists[l] != NULL && lists[l][i] != NULL; i++) {
 			if (n + 1 >= sizeof L->extra / sizeof L->extra[0])
 				fatal(EXIT_INTERNAL, "too many variables for a replica");
@@ -380,6 +384,7 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 		fatal(EXIT_INTERNAL, "cannot watch replica %u's input", r->id);
 	report_replica(S->report, r->id, i, r->pid, r->seed, r->spawn_time);
 	ci_started(S, r);
+	fencelog_started(S->fencelog, i, r->id);
 	if (S->notify != NULL)
 		notify_replica_started(S->notify, i);
 	/* Its init's socket channel is the proxy's (or, without one, of no

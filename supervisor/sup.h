@@ -150,6 +150,7 @@ struct sup {
 	struct report *report;
 	struct virt *virt;        /* NULL with --no-virtualize */
 	struct ci *ci;            /* NULL unless a recording is wanted (ci.h) */
+	struct fencelog *fencelog; /* NULL unless DIEHARD_FENCE is set (fencelog.h) */
 	struct notify *notify;    /* the service side (notify.h); NULL in a replay */
 	struct event *stop_ev;    /* asked to stop: the replicas' grace (--stop-timeout) */
 	int stop_signal;          /* that signal (SIGTERM, SIGINT), 0: none */

@@ -29,6 +29,7 @@
 
 #include "control.h"
 #include "exitcode.h"
+#include "fencelog.h"
 #include "filter.h"
 #include "log.h"
 #include "net.h"
@@ -473,6 +474,7 @@ int supervisor_run(const struct options *o)
 	build_filter(S);
 
 	S->ci = ci_new(S);
+	S->fencelog = fencelog_new(S->report);
 	S->r = calloc(S->nslots, sizeof *S->r);
 	if (S->r == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
@@ -510,6 +512,8 @@ int supervisor_run(const struct options *o)
 	for (unsigned i = 0; i < S->nslots; i++)
 		ci_retire(S, &S->r[i]);
 	replicas_kill_all(S);
+	for (unsigned i = 0; i < S->nslots; i++)
+		fencelog_collect(S->fencelog, i);
 	net_free(S->net);
 	S->net = NULL;
 	if (S->virt != NULL)
@@ -519,6 +523,7 @@ int supervisor_run(const struct options *o)
 	report_input_log(S->report, inputlog_bytes(S->inlog), inputlog_retained_from(S->inlog),
 			 inputlog_complete(S->inlog) || (S->inlog != NULL && inputlog_bytes(S->inlog) == 0));
 	report_write(S->report);
+	fencelog_free(S->fencelog);
 	inputlog_free(S->inlog);
 	control_close(S->control);
 	if (S->stop_signal != 0 && S->exit_code == 128 + S->stop_signal)

@@ -6,7 +6,6 @@
 load helpers
 
 DIEHARD="$ROOT/build/diehard"
-SCHEMA="$ROOT/docs/report.schema.json"
 
 setup() {
 	require_prog ci_bugs
@@ -18,15 +17,6 @@ origin_line() {
 	grep -n "ORIGIN: $1 \*/\$" "$ROOT/tests/progs/ci_bugs.c" | cut -d: -f1
 }
 
-# validate FILE: the report conforms to docs/report.schema.json.
-validate() {
-	python3 - "$SCHEMA" "$1" <<'PY'
-import json, sys, jsonschema
-schema = json.load(open(sys.argv[1]))
-jsonschema.validate(json.load(open(sys.argv[2])), schema, cls=jsonschema.Draft202012Validator)
-PY
-}
-
 # ci_bug KIND RUN: one --ci run of a planted bug must fail with exit 122 and
 # name the ORIGIN line as the first frame of the allocation's stack.
 ci_bug() {
@@ -34,7 +24,7 @@ ci_bug() {
 	line=$(origin_line "$kind")
 	timeout 300 "$DIEHARD" --ci --record "ci.dhr" -r report.json "$PROGS/ci_bugs" "$kind" >out 2>err && rc=0 || rc=$?
 	[[ $rc -eq 122 ]] || fail "$kind run $run: exit $rc, not 122" "$(cat err)"
-	validate report.json || fail "$kind run $run: the report does not match the schema"
+	validate_report report.json
 	jq -e --arg f "ci_bugs.c" --argjson l "$line" '
 		[.ci.findings[] | select(.kind == "uninitialized_read")][0].origin.stack[0]
 		| (.file | endswith($f)) and .line == $l' report.json >/dev/null ||
@@ -104,7 +94,7 @@ C
 @test "ci: a double free fails the run and is named with its stack" {
 	require_prog badfree
 	run -122 timeout 120 "$DIEHARD" --ci -r report.json "$PROGS/badfree" double
-	validate report.json
+	validate_report report.json
 	jq -e '[.ci.findings[] | select(.kind == "double_free")] | length >= 1' report.json
 	jq -e '[.ci.findings[] | select(.kind == "double_free")][0].stack | map(.file // "" | endswith("badfree.c")) | any' report.json
 	[[ $output == *"double free of 0x"* ]]

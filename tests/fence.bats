@@ -195,3 +195,71 @@ section() {
 	run -0 timeout 10 "$sym" </dev/null
 	[[ -z $output ]] || fail "nothing in, nothing out"
 }
+
+@test "DIEHARD_FENCE_LOG: the report goes to the file in one piece, raw frames for diehard-symbolize, nothing on stderr" {
+	local log=$BATS_TEST_TMPDIR/fence.log
+	fenced lg DIEHARD_FENCE_ACTION=readwrite DIEHARD_FENCE_LOG="$log" -- uaf-write
+	[[ $RC == 0 ]] && grep -qx done "$OUT" || fail "uaf-write under readwrite: rc $RC" "$(cat "$ERR")"
+	! grep -q 'fence' "$ERR" || fail "the report also went to stderr:" "$(cat "$ERR")"
+	has "$log" '^diehard: fence: use-after-free: write at offset 10 of a 48-byte object at 0x[0-9a-f]+$' "the report's first line"
+	has "$log" "^    #0 0x[0-9a-f]+ 0x[0-9a-f]+ /.*/fence_bugs$" "a raw frame"
+	[[ $(tail -n 1 "$log") == 'diehard: fence: going on with the page mapped read-write (DIEHARD_FENCE_ACTION=readwrite)' ]] ||
+		fail "the report ends with its outcome:" "$(cat "$log")"
+	"$ROOT/build/diehard-symbolize" <"$log" >"$BATS_TEST_TMPDIR/sym" 2>&1
+	has "$BATS_TEST_TMPDIR/sym" "^    #0 main .*fence_bugs\.c:$(line_of 'p[10] = 9;') " "the symbolized store"
+	# A file that cannot be written: said, and the report comes on stderr.
+	fenced nolog DIEHARD_FENCE_LOG=/nonexistent/dir/f.log -- uaf-write
+	[[ $RC == 139 ]] || fail "expected death by SIGSEGV, got $RC"
+	has "$ERR" '^diehard: fence: cannot write DIEHARD_FENCE_LOG /nonexistent/dir/f.log: the report follows here$' "the refusal"
+	has "$ERR" '^diehard: fence: use-after-free: write at offset 10 ' "the report on stderr"
+}
+
+@test "under diehard -k 3 the reports reach diehard's log and the JSON report; with readwrite the replicas still agree" {
+	export TMPDIR=$BATS_TEST_TMPDIR/tmp
+	mkdir -p "$TMPDIR"
+	local store alloc
+	store=$(line_of 'p[10] = 9;')
+	alloc=$(line_of 'unsigned char *p = malloc(n);')
+	DIEHARD_FENCE=all DIEHARD_FENCE_ACTION=readwrite DIEHARD_FENCE_LOG=/dev/full \
+		capture "$BATS_TEST_TMPDIR/k3" "$DIEHARD" -k 3 -r "$BATS_TEST_TMPDIR/report.json" "$PROGS/fence_bugs" uaf-write
+	local err=$BATS_TEST_TMPDIR/k3.err
+	[[ $(<"$BATS_TEST_TMPDIR/k3.rc") == 0 && $(<"$BATS_TEST_TMPDIR/k3.out") == done ]] ||
+		fail "expected exit 0 and the agreed output" "$(cat "$err")"
+	for r in 0 1 2; do
+		has "$err" "^diehard: replica $r: fence: use-after-free: write at offset 10 of a 48-byte object in main \(fence_bugs\.c:$store\), allocated in make \(fence_bugs\.c:$alloc\); going on" "replica $r's line"
+	done
+	python3 - "$BATS_TEST_TMPDIR/report.json" "$store" "$alloc" <<'PY' || fail "the report's fence array" "$(cat "$BATS_TEST_TMPDIR/report.json")"
+import json, sys
+r = json.load(open(sys.argv[1])); store, alloc = int(sys.argv[2]), int(sys.argv[3])
+f = r["fence"]
+assert sorted(x["replica"] for x in f) == [0, 1, 2], f
+for x in f:
+    assert (x["kind"], x["access"], x["offset"], x["size"]) == ("use-after-free", "write", 10, 48), x
+    assert x["access_stack"][0]["line"] == store and x["access_stack"][0]["file"].endswith("fence_bugs.c"), x
+    assert x["allocation_stack"][0]["function"] == "make" and x["allocation_stack"][0]["line"] == alloc, x
+    assert x["free_stack"][0]["line"] == store - 1, x
+assert r["divergences"] == [], r["divergences"]
+PY
+	validate_report "$BATS_TEST_TMPDIR/report.json"
+	[[ -z $(ls -A "$TMPDIR") ]] || fail "diehard left files behind:" "$(ls -lA "$TMPDIR")"
+}
+
+@test "--ci fails on a fence report (exit 122) and lists it as a finding with its stacks" {
+	export TMPDIR=$BATS_TEST_TMPDIR/tmp
+	mkdir -p "$TMPDIR"
+	cd "$BATS_TEST_TMPDIR"
+	DIEHARD_FENCE=all capture "$BATS_TEST_TMPDIR/ci" "$DIEHARD" --ci -r report.json "$PROGS/fence_bugs" overflow 8
+	local err=$BATS_TEST_TMPDIR/ci.err
+	[[ $(<"$BATS_TEST_TMPDIR/ci.rc") == 122 ]] || fail "expected exit 122" "$(cat "$err")"
+	has "$err" '^diehard: ---- --ci: 0 divergences, 0 bad frees, [1-9][0-9]* fence reports? ' "the block's heading"
+	has "$err" "^diehard:    at 0x[0-9a-f]+: overflow \(.*fence_bugs\.c:$(line_of 'p[i] = (unsigned char)i;')\)$" "the access's frame"
+	python3 - report.json <<'PY' || fail "the findings" "$(cat report.json)"
+import json, sys
+r = json.load(open(sys.argv[1]))
+f = r["ci"]["findings"]
+assert r["ci"]["failed"] and f and all(x["kind"] == "heap_overflow" for x in f), f
+assert all(x["fence"]["kind"] == "overflow" and x["fence"]["offset"] == 112 for x in f), f
+assert len(f) == len(r["fence"]), (f, r["fence"])
+PY
+	validate_report report.json
+}

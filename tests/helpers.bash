@@ -202,6 +202,16 @@ gen_text() {
 # instead of stalling the suite.  The bounds are hang guards, not timings.
 
 DIEHARD="$ROOT/build/diehard"
+
+# validate_report FILE: diehard's --report FILE conforms to
+# docs/report.schema.json (python3-jsonschema, make deps).
+validate_report() {
+	python3 - "$ROOT/docs/report.schema.json" "$1" <<'PY' || fail "$1 does not match docs/report.schema.json"
+import json, sys, jsonschema
+schema = json.load(open(sys.argv[1]))
+jsonschema.validate(json.load(open(sys.argv[2])), schema, cls=jsonschema.Draft202012Validator)
+PY
+}
 SUP_TIMEOUT=${SUP_TIMEOUT:-60}
 
 require_diehard() {

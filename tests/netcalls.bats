@@ -10,7 +10,6 @@
 
 load helpers
 
-SCHEMA="$ROOT/docs/report.schema.json"
 
 setup() {
 	require_diehard
@@ -28,15 +27,6 @@ require_private_net() {
 	ours=$(readlink /proc/self/ns/net) || skip "no /proc/self/ns/net"
 	theirs=$(sup -k 1 -- readlink /proc/self/ns/net 2>/dev/null) || skip "diehard -k 1 readlink failed"
 	[[ -n $theirs && $theirs != "$ours" ]] || skip "the replicas share diehard's network namespace here"
-}
-
-# validate FILE: the report conforms to docs/report.schema.json.
-validate() {
-	python3 - "$SCHEMA" "$1" <<'PY'
-import json, sys, jsonschema
-schema = json.load(open(sys.argv[1]))
-jsonschema.validate(json.load(open(sys.argv[2])), schema, cls=jsonschema.Draft202012Validator)
-PY
 }
 
 @test "a connect to another host fails in the replica (ENETUNREACH); said once per destination, not once per replica; reported" {
@@ -60,7 +50,7 @@ PY
 	jq -e '[.outbound[].address] == ["192.0.2.1:80", "[2001:db8::1]:80"] and
 		all(.outbound[]; .replica >= 0 and .replica <= 2 and .time >= 0)' "$T/r.json" >/dev/null ||
 		fail "the report's outbound:" "$(jq .outbound "$T/r.json")"
-	validate "$T/r.json" || fail "the report does not match the schema"
+	validate_report "$T/r.json"
 }
 
 @test "a process started by the replica is seen too (sh -c): its connect is said once" {

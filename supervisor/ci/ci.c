@@ -15,11 +15,13 @@
 #include <unistd.h>
 
 #include "exitcode.h"
+#include "fencelog.h"
 #include "log.h"
 #include "ndlog.h"
 #include "origin.h"
 #include "recording.h"
 #include "replay.h"
+#include "stack.h"
 #include "sup.h"
 #include "trace.h"
 #include "utf8.h"
@@ -452,99 +454,6 @@ static int replay_verdict(struct ci *C, int code)
 
 /* ---- --ci findings ---- */
 
-static json_t *jstr(const char *s)
-{
-	size_t n;
-	char *esc = utf8_escape(s, strlen(s), &n);
-	json_t *j = esc ? json_stringn(esc, n) : NULL;
-	free(esc);
-	return j ? j : json_null();
-}
-
-static json_t *jstack(const struct trace_stack *st)
-{
-	json_t *a = json_array();
-	for (size_t i = 0; i < st->nframes; i++) {
-		const struct frame *f = &st->frames[i];
-		char addr[32];
-		snprintf(addr, sizeof addr, "0x%" PRIx64, f->addr - f->base);
-		json_t *o = json_pack("{s:s,s:o}", "offset", addr, "module", jstr(f->module ? f->module : "?"));
-		if (f->function)
-			json_object_set_new(o, "function", jstr(f->function));
-		if (f->file) {
-			json_object_set_new(o, "file", jstr(f->file));
-			json_object_set_new(o, "line", json_integer(f->line));
-		}
-		json_array_append_new(a, o);
-	}
-	return a;
-}
-
-static const char *base_name(const char *p)
-{
-	const char *s = strrchr(p, '/');
-	return s ? s + 1 : p;
-}
-
-/* Prints a stack memcheck's way: "at" the innermost frame, "by" the rest. */
-static void print_stack(const struct trace_stack *st)
-{
-	for (size_t i = 0; i < st->nframes; i++) {
-		const struct frame *f = &st->frames[i];
-		char where[PATH_MAX + 32];
-		if (f->file)
-			snprintf(where, sizeof where, "%s:%d", f->file, f->line);
-		else
-			snprintf(where, sizeof where, "%s", base_name(f->module ? f->module : "?"));
-		log_warn("   %s 0x%" PRIx64 ": %s (%s)", i == 0 ? "at" : "by", f->addr - f->base,
-			 f->function ? f->function : "???", where);
-	}
-	if (st->nframes == 0)
-		log_warn("   (no stack was recorded)");
-}
-
-/* GitHub Actions: a workflow command, its text escaped as the runner wants.
- * On stderr: the runner reads commands from both streams of a step, and
- * stdout is the test's own output (a file, a pipe to a checker). */
-static void annotate(const struct trace_stack *st, const char *msg)
-{
-	const char *ga = getenv("GITHUB_ACTIONS");
-	if (ga == NULL || strcmp(ga, "true") != 0)
-		return;
-	const struct frame *f = NULL;
-	for (size_t i = 0; i < st->nframes && f == NULL; i++)
-		if (st->frames[i].file != NULL && st->frames[i].line > 0)
-			f = &st->frames[i];
-	char esc[1024];
-	size_t o = 0;
-	for (const char *p = msg; *p && o + 4 < sizeof esc; p++) {
-		if (*p == '%' || *p == '\r' || *p == '\n') {
-			o += (size_t)snprintf(esc + o, sizeof esc - o, "%%%02X", (unsigned char)*p);
-		} else {
-			esc[o++] = *p;
-		}
-	}
-	esc[o] = '\0';
-	if (f == NULL) {
-		fprintf(stderr, "::error title=diehard --ci::%s\n", esc);
-	} else {
-		const char *file = f->file, *ws = getenv("GITHUB_WORKSPACE");
-		size_t wl = ws ? strlen(ws) : 0;
-		if (ws && wl > 0 && strncmp(file, ws, wl) == 0 && file[wl] == '/')
-			file += wl + 1;
-		char prop[PATH_MAX];
-		size_t q = 0;
-		for (const char *p = file; *p && q + 4 < sizeof prop; p++) {
-			if (*p == '%' || *p == ':' || *p == ',' || *p == '\r' || *p == '\n')
-				q += (size_t)snprintf(prop + q, sizeof prop - q, "%%%02X", (unsigned char)*p);
-			else
-				prop[q++] = *p;
-		}
-		prop[q] = '\0';
-		fprintf(stderr, "::error file=%s,line=%d,title=diehard --ci::%s\n", prop, f->line, esc);
-	}
-	fflush(stderr);
-}
 
 static const char *fill_kind(const char *fill)
 {
@@ -602,12 +511,13 @@ int ci_finish(struct sup *S, int code)
 		(void)unlink(C->procs[i].trace);
 	}
 	(void)rmdir(C->dir);
-	bool failed = C->ndivs > 0 || bad->nbad > 0 || code == EXIT_NO_QUORUM;
+	size_t nfence = fencelog_count(S->fencelog);
+	bool failed = C->ndivs > 0 || bad->nbad > 0 || nfence > 0 || code == EXIT_NO_QUORUM;
 	json_t *ci = json_pack("{s:b}", "failed", failed);
 	json_t *fills = json_array();
 	for (size_t i = 0; i < C->nprocs; i++)
 		if (C->procs[i].used)
-			json_array_append_new(fills, json_pack("{s:i,s:o}", "replica", (int)i, "fill", jstr(C->procs[i].fill)));
+			json_array_append_new(fills, json_pack("{s:i,s:o}", "replica", (int)i, "fill", stack_jstr(C->procs[i].fill)));
 	json_object_set_new(ci, "fills", fills);
 	json_t *findings = json_array();
 	json_object_set_new(ci, "findings", findings);
@@ -628,7 +538,7 @@ int ci_finish(struct sup *S, int code)
 	char abs[PATH_MAX];
 	if (recorded && path[0] != '/' && realpath(path, abs) != NULL)
 		snprintf(path, sizeof path, "%s", abs);
-	json_object_set_new(ci, "recording", recorded ? jstr(path) : json_null());
+	json_object_set_new(ci, "recording", recorded ? stack_jstr(path) : json_null());
 	char why[256];
 	Diehard__Recording *written = recorded ? recording_read(path, why, sizeof why) : NULL;
 	if (recorded && written == NULL) {
@@ -642,19 +552,22 @@ int ci_finish(struct sup *S, int code)
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 
-	log_warn("---- --ci: %zu divergence%s, %zu bad free%s (docs/CI.md) ----", C->ndivs + C->more_divs,
-		 C->ndivs + C->more_divs == 1 ? "" : "s", bad->nbad, bad->nbad == 1 ? "" : "s");
+	char fences[64] = "";
+	if (S->fencelog != NULL)
+		snprintf(fences, sizeof fences, ", %zu fence report%s", nfence, nfence == 1 ? "" : "s");
+	log_warn("---- --ci: %zu divergence%s, %zu bad free%s%s (docs/CI.md) ----", C->ndivs + C->more_divs,
+		 C->ndivs + C->more_divs == 1 ? "" : "s", bad->nbad, bad->nbad == 1 ? "" : "s", fences);
 	/* Divergences of output: searched, the first few. */
 	size_t searched = 0;
 	for (size_t i = 0; i < C->ndivs; i++) {
 		const struct divergence *d = &C->divs[i];
-		json_t *f = json_pack("{s:s,s:o,s:I}", "kind", "divergence", "stream", jstr(d->stream), "offset",
+		json_t *f = json_pack("{s:s,s:o,s:I}", "kind", "divergence", "stream", stack_jstr(d->stream), "offset",
 				      (json_int_t)d->offset);
 		if (d->id >= 0)
 			json_object_set_new(f, "replica", json_integer(d->id));
 		if (d->mine[0] || d->theirs[0]) {
-			json_object_set_new(f, "replica_hex", jstr(d->mine));
-			json_object_set_new(f, "majority_hex", jstr(d->theirs));
+			json_object_set_new(f, "replica_hex", stack_jstr(d->mine));
+			json_object_set_new(f, "majority_hex", stack_jstr(d->theirs));
 		}
 		json_array_append_new(findings, f);
 		bool output = strcmp(d->stream, "stdout") == 0 || strcmp(d->stream, "stderr") == 0 ||
@@ -684,7 +597,7 @@ int ci_finish(struct sup *S, int code)
 		}
 		char cmd[PATH_MAX + 64];
 		reproduce_cmd(cmd, sizeof cmd, path, any ? org.replica : (d->id >= 0 ? (unsigned)d->id : 0));
-		json_object_set_new(f, "reproduce", jstr(cmd));
+		json_object_set_new(f, "reproduce", stack_jstr(cmd));
 		if (!any) {
 			log_warn("no replica with a keyed fill to search");
 			log_warn("reproduce: %s", cmd);
@@ -695,7 +608,7 @@ int ci_finish(struct sup *S, int code)
 				       "reproduced", org.reproduced);
 		json_object_set_new(f, "origin", jo);
 		if (org.note[0])
-			json_object_set_new(jo, "note", jstr(org.note));
+			json_object_set_new(jo, "note", stack_jstr(org.note));
 		if (org.fill_matters) {
 			json_object_set_new(f, "kind", json_string("uninitialized_read"));
 			if (d->id < 0)
@@ -715,7 +628,7 @@ int ci_finish(struct sup *S, int code)
 				json_object_set_new(al, "last_byte", json_integer((json_int_t)org.last_byte));
 			}
 			json_object_set_new(jo, "allocation", al);
-			json_object_set_new(jo, "stack", jstack(&org.alloc.stack));
+			json_object_set_new(jo, "stack", stack_json(&org.alloc.stack));
 			char what[256], where[128] = "the exit status";
 			if (org.stream >= 0)
 				snprintf(where, sizeof where, "%s at byte %" PRIu64 " (line %" PRIu64 ", column %" PRIu64 ")",
@@ -730,18 +643,18 @@ int ci_finish(struct sup *S, int code)
 				 "; replica %u, fill %s):", org.alloc.fn[0] ? org.alloc.fn : "?", org.alloc.n,
 				 org.alloc.thread, org.alloc.pkey, org.replica,
 				 org.replica < C->nprocs ? fill_kind(C->procs[org.replica].fill) : "?");
-			print_stack(&org.alloc.stack);
+			stack_print(&org.alloc.stack);
 			char msg[600];
 			snprintf(msg, sizeof msg, "uninitialised heap memory (%s from %s) reached %s", what,
 				 org.alloc.fn[0] ? org.alloc.fn : "an allocation", where);
-			annotate(&org.alloc.stack, msg);
+			stack_annotate(&org.alloc.stack, msg);
 		} else {
 			log_warn("origin: %s", org.note[0] ? org.note : "not found");
 			struct trace_stack none = { 0 };
 			char msg[300];
 			snprintf(msg, sizeof msg, "the replicas' outputs differ at %s byte %zu (no heap origin found)",
 				 d->stream, d->offset);
-			annotate(&none, msg);
+			stack_annotate(&none, msg);
 		}
 		if (org.note[0] && org.fill_matters)
 			log_warn(" note: %s", org.note);
@@ -756,14 +669,23 @@ int ci_finish(struct sup *S, int code)
 		char ptr[32];
 		snprintf(ptr, sizeof ptr, "0x%" PRIx64, b->ptr);
 		json_t *f = json_pack("{s:s,s:i,s:s,s:o}", "kind", strcmp(b->kind, "double") == 0 ? "double_free" : "invalid_free",
-				      "replica", (int)bad_id, "pointer", ptr, "stack", jstack(&b->stack));
+				      "replica", (int)bad_id, "pointer", ptr, "stack", stack_json(&b->stack));
 		json_array_append_new(findings, f);
 		log_warn("%s free of %s (ignored by the allocator):", strcmp(b->kind, "double") == 0 ? "double" : "invalid",
 			 ptr);
-		print_stack(&b->stack);
+		stack_print(&b->stack);
 		char msg[128];
 		snprintf(msg, sizeof msg, "%s free of %s", strcmp(b->kind, "double") == 0 ? "double" : "invalid", ptr);
-		annotate(&b->stack, msg);
+		stack_annotate(&b->stack, msg);
+	}
+	/* Fence reports (fencelog.h): each was one line as it came; here
+	 * with its stacks. */
+	for (size_t i = 0; i < nfence; i++) {
+		json_t *f = fencelog_finding(S->fencelog, i);
+		if (f == NULL)
+			break;
+		json_array_append_new(findings, f);
+		fencelog_print(S->fencelog, i);
 	}
 	if (recorded && C->ndivs == 0)
 		log_warn("recording: %s", path);

@@ -54,7 +54,7 @@ static struct trace_stream *stream(struct trace *t, uint64_t pkey, uint64_t thre
 	return &t->streams[t->nstreams++];
 }
 
-static void stack_add(struct trace_stack *s, uint64_t addr, uint64_t base, const char *module)
+void trace_stack_add(struct trace_stack *s, uint64_t addr, uint64_t base, const char *module)
 {
 	if (s->nframes == TRACE_MAX_FRAMES)
 		return;
@@ -63,7 +63,7 @@ static void stack_add(struct trace_stack *s, uint64_t addr, uint64_t base, const
 	s->frames[s->nframes++] = (struct frame){ .addr = addr, .base = base, .module = strdup(module) };
 }
 
-static void stack_free(struct trace_stack *s)
+void trace_stack_free(struct trace_stack *s)
 {
 	if (s->frames != NULL)
 		frames_free(s->frames, s->nframes);
@@ -103,7 +103,7 @@ static void line(struct trace *t, const char *l, struct trace_stack **open)
 			goto bad;
 		/* The last wins: a process that exec'ed under the same pid numbers
 		 * its allocations again, and the later program is the one run. */
-		stack_free(&t->alloc.stack);
+		trace_stack_free(&t->alloc.stack);
 		t->alloc = (struct trace_alloc){ .found = true, .pkey = a, .thread = b, .n = c, .size = d, .usable = e };
 		snprintf(t->alloc.fn, sizeof t->alloc.fn, "%s", word(p));
 		*open = &t->alloc.stack;
@@ -129,7 +129,7 @@ static void line(struct trace *t, const char *l, struct trace_stack **open)
 	case 'F':
 		if (*open == NULL || !number(&p, 16, &a) || !number(&p, 16, &b) || *word(p) == '\0')
 			goto bad;
-		stack_add(*open, a, b, word(p));
+		trace_stack_add(*open, a, b, word(p));
 		return;
 	case 'E':
 		*open = NULL;
@@ -187,8 +187,8 @@ bool trace_read(struct trace *t, const char *path)
 
 void trace_free(struct trace *t)
 {
-	stack_free(&t->alloc.stack);
+	trace_stack_free(&t->alloc.stack);
 	for (size_t i = 0; i < t->nbad; i++)
-		stack_free(&t->bad[i].stack);
+		trace_stack_free(&t->bad[i].stack);
 	t->nbad = 0;
 }

@@ -60,4 +60,9 @@ void trace_parse(struct trace *t, const char *text, size_t n);
 bool trace_read(struct trace *t, const char *path);
 void trace_free(struct trace *t);
 
+/* A frame appended to s (past TRACE_MAX_FRAMES, or out of memory: dropped);
+ * a stack's frames freed. */
+void trace_stack_add(struct trace_stack *s, uint64_t addr, uint64_t base, const char *module);
+void trace_stack_free(struct trace_stack *s);
+
 #endif
