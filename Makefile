@@ -33,9 +33,10 @@ ALLOC_LDFLAGS := -shared -Wl,-z,now -Wl,-z,relro -Wl,--version-script=allocator/
 
 ALLOC_SRC  := $(sort $(wildcard allocator/*.c))
 ALLOC_HDR  := $(wildcard allocator/*.h)
-# Unit tests link every allocator module except the exported entry points, so
-# they run under the sanitizers with the system malloc underneath.
-ALLOC_CORE := $(filter-out allocator/entry.c allocator/strings.c,$(ALLOC_SRC))
+# Unit tests link every allocator module except the exported entry points
+# (and kernel.c's libc wrappers), so they run under the sanitizers with the
+# system malloc underneath.
+ALLOC_CORE := $(filter-out allocator/entry.c allocator/strings.c allocator/kernel.c,$(ALLOC_SRC))
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 

@@ -416,6 +416,44 @@ bool arch_fault(const siginfo_t *si, void *uctx)
 	return ok;
 }
 
+/* Restores page pg if it is an object's and cold; under the lock. */
+static void restore_if_cold(size_t pg)
+{
+	arch_lock();
+	uint32_t ri = atomic_load_explicit(&map[pg], memory_order_relaxed);
+	if (ri != 0 && ri != ARCH_STRAY && pstate[pg] == PG_COLD)
+		restore(pg, stream_get());
+	arch_unlock();
+}
+
+void arch_prepare(uintptr_t a, size_t n)
+{
+	if (!arch_on || n == 0 || a - arch_lo >= arch_hi - arch_lo)
+		return;
+	uintptr_t last = n - 1 > arch_hi - 1 - a ? arch_hi - 1 : a + (n - 1);
+	for (size_t pg = (a - arch_lo) / page; pg <= (last - arch_lo) / page; pg++)
+		restore_if_cold(pg);
+}
+
+void arch_prepare_string(const char *s)
+{
+	uintptr_t a = (uintptr_t)s;
+	if (!arch_on || !arch_contains(s))
+		return;
+	for (size_t pg = (a - arch_lo) / page; pg < npages; pg++) {
+		restore_if_cold(pg);
+		/* The string goes on past this page only if no NUL is left in
+		 * it; a page that holds no object ends the walk (the kernel
+		 * faults there as it would have). */
+		uint32_t ri = atomic_load_explicit(&map[pg], memory_order_relaxed);
+		if (ri == 0 || ri == ARCH_STRAY)
+			return;
+		uintptr_t from = a > arch_lo + pg * page ? a : arch_lo + pg * page;
+		if (memchr((const void *)from, '\0', arch_lo + (pg + 1) * page - from) != NULL)
+			return;
+	}
+}
+
 void arch_totals(struct arch_totals *t)
 {
 	arch_lock();

@@ -40,11 +40,13 @@
  *   for unprivileged users on Debian 12 only its user-mode-only flavour is
  *   allowed, which does not). So objects of a page or more, the I/O
  *   buffers of stdio (4 KiB) and iostreams (8 KiB), are pinned: never
- *   compacted, outside the hot space (arch_pinned). A smaller buffer left
- *   untouched for a hot space's worth of pages and then handed to the
- *   kernel still fails; restoring the buffers of the I/O entry points
- *   first is the next step. (Without pinning, a C++ word count reading
- *   2 MB through std::cin stopped after a few reads, its buffer cold.)
+ *   compacted, outside the hot space (arch_pinned). Smaller objects are
+ *   restored before the kernel sees them by libdiehard's wrappers of the
+ *   libc calls that pass it memory (kernel.c: paths, I/O buffers, socket
+ *   addresses, epoll and poll arrays, exec's arguments). (Without pinning,
+ *   a C++ word count reading 2 MB through std::cin stopped after a few
+ *   reads, its buffer cold; without the wrappers redis-server could not
+ *   open its database: the file name was cold.)
  * - vm.max_map_count: only hot pages are mappings of their own (released
  *   and cold pages merge with the sea), so the count stays below about
  *   2 x HOT.
@@ -74,6 +76,14 @@ static inline bool arch_contains(const void *p)
 {
 	return (uintptr_t)p - arch_lo < arch_hi - arch_lo;
 }
+
+/* Before the kernel reads or writes n bytes at address a (kernel.c): the
+ * cold pages of objects there restored. Nothing outside the region. (An
+ * address, not a pointer: the memory may be a buffer not yet written,
+ * which the compiler would take a pointer parameter as reading.) */
+void arch_prepare(uintptr_t a, size_t n);
+/* The same for a NUL-terminated string: page by page up to its NUL. */
+void arch_prepare_string(const char *s);
 
 /* A new object of size bytes (<= SMALL_MAX) aligned to align (a power of
  * two, at most a page), or NULL (region or records exhausted: the caller

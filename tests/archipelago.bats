@@ -88,3 +88,45 @@ arch() {
 	(($(stat_field arch_pinned "$st") >= 2)) || fail "the 8 KiB buffer should be pinned: $st"
 	(($(stat_field arch_restores "$st") > 0)) || fail "nothing was compacted: the hot space did not bite"
 }
+
+@test "small objects the kernel reads or fills while cold: file names, read/readv/write buffers, epoll's array, exec's arguments" {
+	printf 0123456789 >"$BATS_TEST_TMPDIR/ten"
+	capture_dh kern "$PROGS/arch_check" DIEHARD_ARCHIPELAGO=64 -- kernel "$BATS_TEST_TMPDIR/ten"
+	# Before kernel.c the first call, open, failed: EFAULT, "Bad address".
+	[[ $RC == 0 ]] || fail "rc $RC:" "$(head -c 2000 "$ERR")"
+	[[ $(<"$OUT") == $'kernel ok\nexec ok' ]] || fail "output:" "$(cat "$OUT")"
+}
+
+@test "redis-server serves in Archipelago mode with a hot space far below its live objects" {
+	require_cmd redis-server
+	require_cmd redis-cli
+	local port=$((20000 + RANDOM % 20000))
+	LD_PRELOAD=$LIB DIEHARD_ARCHIPELAGO=64 DIEHARD_STATS=1 redis-server --port "$port" --bind 127.0.0.1 \
+		--save '' --appendonly no --dir "$BATS_TEST_TMPDIR" >"$BATS_TEST_TMPDIR/redis.log" 2>&1 &
+	local pid=$!
+	local up=
+	for _ in $(seq 100); do
+		redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && { up=1; break; }
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	[[ -n $up ]] || { kill "$pid" 2>/dev/null; fail "redis-server did not start:" "$(tail -n 5 "$BATS_TEST_TMPDIR/redis.log")"; }
+	for i in $(seq 300); do echo "SET key:$i value-$i-$((i * i))"; done | redis-cli -p "$port" >/dev/null
+	for i in $(seq 300); do echo "GET key:$i"; done | redis-cli -p "$port" >"$BATS_TEST_TMPDIR/got"
+	redis-cli -p "$port" save >/dev/null
+	redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+	wait "$pid" || true
+	for i in $(seq 300); do echo "value-$i-$((i * i))"; done >"$BATS_TEST_TMPDIR/want"
+	same_bytes "$BATS_TEST_TMPDIR/want" "$BATS_TEST_TMPDIR/got" "redis GETs in Archipelago mode"
+	[[ -s $BATS_TEST_TMPDIR/dump.rdb ]] || fail "SAVE wrote no dump.rdb:" "$(tail -n 5 "$BATS_TEST_TMPDIR/redis.log")"
+	local st
+	st=$(stats_lines "$BATS_TEST_TMPDIR/redis.log" | tail -n 1)
+	(($(stat_field arch_restores "$st") > 0)) || fail "nothing was compacted: the hot space did not bite: $st"
+}
+
+@test "the wrapped calls that wait stay cancellation points (readv, epoll_wait, accept, recvmsg), in any mode" {
+	capture_dh cnp "$PROGS/arch_check" -- cancel
+	[[ $RC == 0 ]] && grep -qx ok "$OUT" || fail "default mode: rc $RC" "$(cat "$OUT" "$ERR")"
+	capture_dh cna "$PROGS/arch_check" DIEHARD_ARCHIPELAGO=64 -- cancel
+	[[ $RC == 0 ]] && grep -qx ok "$OUT" || fail "Archipelago mode: rc $RC" "$(cat "$OUT" "$ERR")"
+}

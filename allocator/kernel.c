@@ -1,0 +1,483 @@
+/* kernel.c — memory the program hands the kernel, made accessible first.
+ *
+ * In Archipelago mode (archipelago.h) a cold page is inaccessible until a
+ * fault restores it, and the kernel's own accesses raise no fault: a system
+ * call given a cold file name, buffer or array fails with EFAULT (and
+ * diehard, reading a file name from the replica's memory for its seccomp
+ * notifications, would read a released page). These wrappers of the libc
+ * calls that pass the kernel memory restore the pages involved
+ * (arch_prepare), then make the call.
+ *
+ * Making the call without dlsym (start-up may not depend on it:
+ * tests/library.bats): where libc exports its function under a second name
+ * (__read, __write, __pread64, __pwrite64, __recv, __send, __connect,
+ * __poll, __open64, __fstat64, _IO_fopen) that is called, so cancellation
+ * points stay what they were. The others are single system calls in glibc
+ * too (2.36, x86-64), made here with syscall(2) as glibc makes them: the
+ * same system call numbers and arguments (diehard's seccomp filter sees no
+ * difference), and those that are cancellation points (openat, readv,
+ * writev, the socket calls that wait, epoll_wait) with asynchronous
+ * cancellation enabled around the call, as glibc did before 2.34.
+ *
+ * Covered: file names (open, openat, creat, fopen, opendir, stat, lstat,
+ * fstatat, access, faccessat, unlink, unlinkat, rename, mkdir, rmdir,
+ * chdir, readlink), I/O buffers (read, write, pread, pwrite, readv,
+ * writev, the send and recv families with their msghdr), socket addresses
+ * and options, event arrays (epoll_wait, epoll_pwait, epoll_ctl, poll),
+ * fstat's buffer, and execve's and execv's file, arguments and
+ * environment. Not covered (still EFAULT on a cold page): calls not listed
+ * (ioctl's argument, execvp, freopen, ...), and calls libc makes inside
+ * itself without the PLT on memory the program gave it (fopen's own
+ * buffers are pinned pages, archipelago.h).
+ *
+ * Outside Archipelago mode each wrapper costs one predictable branch. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "archipelago.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* libc's functions under their second names. */
+extern ssize_t __read(int, void *, size_t);
+extern ssize_t __write(int, const void *, size_t);
+extern ssize_t __pread64(int, void *, size_t, off_t);
+extern ssize_t __pwrite64(int, const void *, size_t, off_t);
+extern ssize_t __recv(int, void *, size_t, int);
+extern ssize_t __send(int, const void *, size_t, int);
+extern int __connect(int, const struct sockaddr *, socklen_t);
+extern int __poll(struct pollfd *, nfds_t, int);
+extern int __open64(const char *, int, ...);
+extern int __fstat64(int, struct stat *);
+extern FILE *_IO_fopen(const char *, const char *);
+
+/* A system call that is a cancellation point: cancellable while it waits. */
+static long waiting(long nr, long a, long b, long c, long d, long e, long f)
+{
+	int old;
+	if (pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old) != 0)
+		old = PTHREAD_CANCEL_DEFERRED;
+	long r = syscall(nr, a, b, c, d, e, f);
+	int err = errno;
+	(void)pthread_setcanceltype(old, NULL);
+	errno = err;
+	return r;
+}
+
+#define L(x) ((long)(x))
+
+static inline void str(const char *s)
+{
+	if (__builtin_expect(arch_on, 0) && s != NULL)
+		arch_prepare_string(s);
+}
+
+static inline void buf(const void *p, size_t n)
+{
+	if (__builtin_expect(arch_on, 0) && p != NULL)
+		arch_prepare((uintptr_t)p, n);
+}
+
+static void iov(const struct iovec *v, int n)
+{
+	if (!arch_on || v == NULL || n <= 0)
+		return;
+	arch_prepare((uintptr_t)v, (size_t)n * sizeof *v);
+	for (int i = 0; i < n; i++)
+		arch_prepare((uintptr_t)v[i].iov_base, v[i].iov_len);
+}
+
+static void msghdr(const struct msghdr *m)
+{
+	if (!arch_on || m == NULL)
+		return;
+	arch_prepare((uintptr_t)m, sizeof *m);
+	arch_prepare((uintptr_t)m->msg_name, m->msg_namelen);
+	arch_prepare((uintptr_t)m->msg_control, m->msg_controllen);
+	iov(m->msg_iov, (int)m->msg_iovlen);
+}
+
+static void strings(char *const *v)
+{
+	if (!arch_on || v == NULL)
+		return;
+	for (size_t i = 0;; i++) {
+		arch_prepare((uintptr_t)&v[i], sizeof v[i]);
+		if (v[i] == NULL)
+			return;
+		arch_prepare_string(v[i]);
+	}
+}
+
+/* A socket address whose length is in *len (accept, getsockname). */
+static void addr_out(const void *a, const socklen_t *len)
+{
+	if (!arch_on || a == NULL || len == NULL)
+		return;
+	arch_prepare((uintptr_t)len, sizeof *len);
+	arch_prepare((uintptr_t)a, *len);
+}
+
+/* ---- file names ---- */
+
+static mode_t mode_arg(int flags, va_list ap)
+{
+	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
+}
+
+EXPORT int open(const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	str(path);
+	return __open64(path, flags, mode);
+}
+
+EXPORT int open64(const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	str(path);
+	return __open64(path, flags, mode);
+}
+
+EXPORT int openat(int dir, const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	str(path);
+	return (int)waiting(SYS_openat, dir, L(path), flags, mode, 0, 0);
+}
+
+EXPORT int openat64(int dir, const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	str(path);
+	return (int)waiting(SYS_openat, dir, L(path), flags, mode, 0, 0);
+}
+
+EXPORT int creat(const char *path, mode_t mode)
+{
+	str(path);
+	return __open64(path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+
+EXPORT FILE *fopen(const char *restrict path, const char *restrict mode)
+{
+	str(path);
+	str(mode);
+	return _IO_fopen(path, mode);
+}
+
+EXPORT FILE *fopen64(const char *restrict path, const char *restrict mode)
+{
+	str(path);
+	str(mode);
+	return _IO_fopen(path, mode);
+}
+
+/* glibc's opendir: the directory opened so, then fdopendir's checks. */
+EXPORT DIR *opendir(const char *path)
+{
+	str(path);
+	int fd = __open64(path, O_RDONLY | O_NDELAY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	DIR *d = fdopendir(fd);
+	if (d == NULL) {
+		int err = errno;
+		close(fd);
+		errno = err;
+	}
+	return d;
+}
+
+EXPORT int stat(const char *restrict path, struct stat *restrict st)
+{
+	str(path);
+	buf(st, sizeof *st);
+	return (int)syscall(SYS_newfstatat, AT_FDCWD, path, st, 0);
+}
+
+EXPORT int lstat(const char *restrict path, struct stat *restrict st)
+{
+	str(path);
+	buf(st, sizeof *st);
+	return (int)syscall(SYS_newfstatat, AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW);
+}
+
+EXPORT int fstatat(int dir, const char *restrict path, struct stat *restrict st, int flags)
+{
+	str(path);
+	buf(st, sizeof *st);
+	return (int)syscall(SYS_newfstatat, dir, path, st, flags);
+}
+
+EXPORT int fstat(int fd, struct stat *st)
+{
+	buf(st, sizeof *st);
+	return __fstat64(fd, st);
+}
+
+EXPORT int access(const char *path, int how)
+{
+	str(path);
+	return (int)syscall(SYS_access, path, how);
+}
+
+EXPORT int faccessat(int dir, const char *path, int how, int flags)
+{
+	str(path);
+	if (flags == 0)
+		return (int)syscall(SYS_faccessat, dir, path, how);
+	return (int)syscall(SYS_faccessat2, dir, path, how, flags);
+}
+
+EXPORT int unlink(const char *path)
+{
+	str(path);
+	return (int)syscall(SYS_unlink, path);
+}
+
+EXPORT int unlinkat(int dir, const char *path, int flags)
+{
+	str(path);
+	return (int)syscall(SYS_unlinkat, dir, path, flags);
+}
+
+EXPORT int rename(const char *from, const char *to)
+{
+	str(from);
+	str(to);
+	return (int)syscall(SYS_rename, from, to);
+}
+
+EXPORT int mkdir(const char *path, mode_t mode)
+{
+	str(path);
+	return (int)syscall(SYS_mkdir, path, mode);
+}
+
+EXPORT int rmdir(const char *path)
+{
+	str(path);
+	return (int)syscall(SYS_rmdir, path);
+}
+
+EXPORT int chdir(const char *path)
+{
+	str(path);
+	return (int)syscall(SYS_chdir, path);
+}
+
+EXPORT ssize_t readlink(const char *restrict path, char *restrict out, size_t n)
+{
+	str(path);
+	buf(out, n);
+	return syscall(SYS_readlink, path, out, n);
+}
+
+/* ---- exec ---- */
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	str(path);
+	strings(argv);
+	strings(envp);
+	return (int)syscall(SYS_execve, path, argv, envp);
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+/* ---- I/O buffers ---- */
+
+EXPORT ssize_t read(int fd, void *p, size_t n)
+{
+	buf(p, n);
+	return __read(fd, p, n);
+}
+
+EXPORT ssize_t write(int fd, const void *p, size_t n)
+{
+	buf(p, n);
+	return __write(fd, p, n);
+}
+
+EXPORT ssize_t pread(int fd, void *p, size_t n, off_t off)
+{
+	buf(p, n);
+	return __pread64(fd, p, n, off);
+}
+
+EXPORT ssize_t pread64(int fd, void *p, size_t n, off_t off)
+{
+	buf(p, n);
+	return __pread64(fd, p, n, off);
+}
+
+EXPORT ssize_t pwrite(int fd, const void *p, size_t n, off_t off)
+{
+	buf(p, n);
+	return __pwrite64(fd, p, n, off);
+}
+
+EXPORT ssize_t pwrite64(int fd, const void *p, size_t n, off_t off)
+{
+	buf(p, n);
+	return __pwrite64(fd, p, n, off);
+}
+
+EXPORT ssize_t readv(int fd, const struct iovec *v, int n)
+{
+	iov(v, n);
+	return waiting(SYS_readv, fd, L(v), n, 0, 0, 0);
+}
+
+EXPORT ssize_t writev(int fd, const struct iovec *v, int n)
+{
+	iov(v, n);
+	return waiting(SYS_writev, fd, L(v), n, 0, 0, 0);
+}
+
+EXPORT ssize_t recv(int fd, void *p, size_t n, int flags)
+{
+	buf(p, n);
+	return __recv(fd, p, n, flags);
+}
+
+EXPORT ssize_t recvfrom(int fd, void *restrict p, size_t n, int flags, struct sockaddr *restrict a,
+			socklen_t *restrict len)
+{
+	buf(p, n);
+	addr_out(a, len);
+	return waiting(SYS_recvfrom, fd, L(p), L(n), flags, L(a), L(len));
+}
+
+EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+{
+	msghdr(m);
+	return waiting(SYS_recvmsg, fd, L(m), flags, 0, 0, 0);
+}
+
+EXPORT ssize_t send(int fd, const void *p, size_t n, int flags)
+{
+	buf(p, n);
+	return __send(fd, p, n, flags);
+}
+
+EXPORT ssize_t sendto(int fd, const void *p, size_t n, int flags, const struct sockaddr *a, socklen_t len)
+{
+	buf(p, n);
+	buf(a, len);
+	return waiting(SYS_sendto, fd, L(p), L(n), flags, L(a), L(len));
+}
+
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	msghdr(m);
+	return waiting(SYS_sendmsg, fd, L(m), flags, 0, 0, 0);
+}
+
+/* ---- sockets ---- */
+
+EXPORT int bind(int fd, const struct sockaddr *a, socklen_t len)
+{
+	buf(a, len);
+	return (int)syscall(SYS_bind, fd, a, len);
+}
+
+EXPORT int connect(int fd, const struct sockaddr *a, socklen_t len)
+{
+	buf(a, len);
+	return __connect(fd, a, len);
+}
+
+EXPORT int accept(int fd, struct sockaddr *restrict a, socklen_t *restrict len)
+{
+	addr_out(a, len);
+	return (int)waiting(SYS_accept, fd, L(a), L(len), 0, 0, 0);
+}
+
+EXPORT int accept4(int fd, struct sockaddr *restrict a, socklen_t *restrict len, int flags)
+{
+	addr_out(a, len);
+	return (int)waiting(SYS_accept4, fd, L(a), L(len), flags, 0, 0);
+}
+
+EXPORT int getsockname(int fd, struct sockaddr *restrict a, socklen_t *restrict len)
+{
+	addr_out(a, len);
+	return (int)syscall(SYS_getsockname, fd, a, len);
+}
+
+EXPORT int getpeername(int fd, struct sockaddr *restrict a, socklen_t *restrict len)
+{
+	addr_out(a, len);
+	return (int)syscall(SYS_getpeername, fd, a, len);
+}
+
+EXPORT int getsockopt(int fd, int level, int name, void *restrict v, socklen_t *restrict len)
+{
+	addr_out(v, len);
+	return (int)syscall(SYS_getsockopt, fd, level, name, v, len);
+}
+
+EXPORT int setsockopt(int fd, int level, int name, const void *v, socklen_t len)
+{
+	buf(v, len);
+	return (int)syscall(SYS_setsockopt, fd, level, name, v, len);
+}
+
+/* ---- event arrays ---- */
+
+EXPORT int epoll_wait(int fd, struct epoll_event *ev, int n, int timeout)
+{
+	if (n > 0)
+		buf(ev, (size_t)n * sizeof *ev);
+	return (int)waiting(SYS_epoll_wait, fd, L(ev), n, timeout, 0, 0);
+}
+
+EXPORT int epoll_pwait(int fd, struct epoll_event *ev, int n, int timeout, const sigset_t *mask)
+{
+	if (n > 0)
+		buf(ev, (size_t)n * sizeof *ev);
+	buf(mask, sizeof *mask);
+	return (int)waiting(SYS_epoll_pwait, fd, L(ev), n, timeout, L(mask), _NSIG / 8);
+}
+
+EXPORT int epoll_ctl(int fd, int op, int target, struct epoll_event *ev)
+{
+	buf(ev, sizeof *ev);
+	return (int)syscall(SYS_epoll_ctl, fd, op, target, ev);
+}
+
+EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	buf(fds, (size_t)n * sizeof *fds);
+	return __poll(fds, n, timeout);
+}
