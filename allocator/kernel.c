@@ -50,6 +50,8 @@
 #include "archipelago.h"
 
 #define EXPORT __attribute__((visibility("default")))
+/* The ...64 names: the same functions on a 64-bit system. */
+#define SAME_AS(name) __attribute__((alias(#name), visibility("default")))
 
 /* libc's functions under their second names. */
 extern ssize_t __read(int, void *, size_t);
@@ -148,16 +150,6 @@ EXPORT int open(const char *path, int flags, ...)
 	return __open64(path, flags, mode);
 }
 
-EXPORT int open64(const char *path, int flags, ...)
-{
-	va_list ap;
-	va_start(ap, flags);
-	mode_t mode = mode_arg(flags, ap);
-	va_end(ap);
-	str(path);
-	return __open64(path, flags, mode);
-}
-
 EXPORT int openat(int dir, const char *path, int flags, ...)
 {
 	va_list ap;
@@ -168,15 +160,8 @@ EXPORT int openat(int dir, const char *path, int flags, ...)
 	return (int)waiting(SYS_openat, dir, L(path), flags, mode, 0, 0);
 }
 
-EXPORT int openat64(int dir, const char *path, int flags, ...)
-{
-	va_list ap;
-	va_start(ap, flags);
-	mode_t mode = mode_arg(flags, ap);
-	va_end(ap);
-	str(path);
-	return (int)waiting(SYS_openat, dir, L(path), flags, mode, 0, 0);
-}
+extern __typeof__(open) open64 SAME_AS(open);
+extern __typeof__(openat) openat64 SAME_AS(openat);
 
 EXPORT int creat(const char *path, mode_t mode)
 {
@@ -191,12 +176,7 @@ EXPORT FILE *fopen(const char *restrict path, const char *restrict mode)
 	return _IO_fopen(path, mode);
 }
 
-EXPORT FILE *fopen64(const char *restrict path, const char *restrict mode)
-{
-	str(path);
-	str(mode);
-	return _IO_fopen(path, mode);
-}
+extern __typeof__(fopen) fopen64 SAME_AS(fopen);
 
 /* glibc's opendir: the directory opened so, then fdopendir's checks. */
 EXPORT DIR *opendir(const char *path)
@@ -334,23 +314,14 @@ EXPORT ssize_t pread(int fd, void *p, size_t n, off_t off)
 	return __pread64(fd, p, n, off);
 }
 
-EXPORT ssize_t pread64(int fd, void *p, size_t n, off_t off)
-{
-	buf(p, n);
-	return __pread64(fd, p, n, off);
-}
-
 EXPORT ssize_t pwrite(int fd, const void *p, size_t n, off_t off)
 {
 	buf(p, n);
 	return __pwrite64(fd, p, n, off);
 }
 
-EXPORT ssize_t pwrite64(int fd, const void *p, size_t n, off_t off)
-{
-	buf(p, n);
-	return __pwrite64(fd, p, n, off);
-}
+extern __typeof__(pread) pread64 SAME_AS(pread);
+extern __typeof__(pwrite) pwrite64 SAME_AS(pwrite);
 
 EXPORT ssize_t readv(int fd, const struct iovec *v, int n)
 {
