@@ -1,10 +1,10 @@
 /* archipelago.c — Archipelago's sparse heap; see archipelago.h.
  *
- * Invariants (under the lock): map[p] is the record of the object whose
+ * Invariants (under the lock): pages[p].rec is the record of the object whose
  * page p is, ARCH_STRAY for a page mapped for a stray access, else 0; a
  * page of an object is HOT (read-write, on the hot list), COLD
  * (inaccessible, its bytes from its first to its last non-zero one in
- * store[p]: stlen[p] bytes from offset stoff[p]) or, for
+ * pages[p].store: pages[p].stlen bytes from offset pages[p].stoff) or, for
  * objects of a page or more, PINNED (read-write, never compacted); hot
  * == the hot list's length <= hot_max after every operation; the pages
  * just before and after an object are never another object's.
@@ -24,10 +24,18 @@
 #define ARCH_REGION_MAX ((size_t)64 << 30)
 #define ARCH_REGION_MIN ((size_t)1 << 30)
 #define ARCH_RECORDS ((size_t)1 << 22)
-/* Freed objects kept whole (pages and contents) before release. */
+/* Freed objects kept whole (pages and contents) before release: at most
+ * this many, holding at most a hot space's worth of bytes. */
 #define ARCH_FREED 65536u
 #define ARCH_STRAY UINT32_MAX
 #define ARCH_TRIES 64
+/* Objects are drawn from the region's first `window` pages: 1 GiB at
+ * first, doubled whenever the pages held (live and freed objects') pass
+ * 1/ARCH_SPARSITY of it. Drawing from all 64 GiB at once spread objects so
+ * thin that each one touched a page of metadata and a page table of its
+ * own, never given back: lighttpd grew by 4 KiB of each per request. */
+#define ARCH_WINDOW_MIN ((size_t)1 << 30)
+#define ARCH_SPARSITY 16
 
 enum { PG_NONE, PG_HOT, PG_COLD, PG_PINNED };
 enum { REC_FREE, REC_LIVE, REC_FREED };
@@ -46,16 +54,24 @@ uintptr_t arch_lo, arch_hi;
 
 static struct heap *heap;
 static size_t page, npages, hot_max;
-static _Atomic uint32_t *map;
-static uint8_t *pstate;
-static void **store;
-static uint32_t *stlen, *stoff; /* a cold page's stored bytes: [stoff, stoff + stlen) */
-static uint32_t *hprev, *hnext; /* hot list, page + 1 (0: none) */
+static size_t window, held; /* pages drawn from; pages of live and freed objects */
+/* Per page of the region, in one array: pages are drawn at random, so
+ * seven arrays touched seven metadata pages per object (lighttpd's 13,500
+ * objects made 263 MiB of metadata resident); one 32-byte entry touches
+ * one. */
+struct arch_page {
+	_Atomic uint32_t rec; /* its object's record; ARCH_STRAY; 0: none */
+	uint8_t state;        /* PG_* */
+	uint32_t stlen, stoff; /* a cold page's stored bytes: [stoff, stoff + stlen) */
+	uint32_t prev, next;  /* hot list, page + 1 (0: none) */
+	void *store;
+};
+static struct arch_page *pages;
 static uint32_t hot_head, hot_tail;
 static struct arch_rec *recs;
 static size_t rec_bump = 1, rec_free;
 static uint32_t freed_head, freed_tail;
-static size_t freed_count;
+static size_t freed_count, freed_bytes;
 static size_t objects, live, hot, cold, pinned, compacted_bytes, restores, stray_pages;
 static atomic_flag spin = ATOMIC_FLAG_INIT;
 
@@ -108,16 +124,10 @@ bool arch_start(size_t hot_pages, struct heap *h)
 	if (lo == NULL)
 		return false;
 	npages = len / page;
-	map = meta(npages * sizeof *map);
-	pstate = meta(npages);
-	store = meta(npages * sizeof *store);
-	stlen = meta(npages * sizeof *stlen);
-	stoff = meta(npages * sizeof *stoff);
-	hprev = meta(npages * sizeof *hprev);
-	hnext = meta(npages * sizeof *hnext);
+	window = ARCH_WINDOW_MIN / page < npages ? ARCH_WINDOW_MIN / page : npages;
+	pages = meta(npages * sizeof *pages);
 	recs = meta(ARCH_RECORDS * sizeof *recs);
-	if (map == NULL || pstate == NULL || store == NULL || stlen == NULL || stoff == NULL || hprev == NULL || hnext == NULL ||
-	    recs == NULL || !segv_install())
+	if (pages == NULL || recs == NULL || !segv_install())
 		return false; /* the reservations stay: start-up fails once per process */
 	heap = h;
 	hot_max = hot_pages;
@@ -137,10 +147,10 @@ static inline char *page_addr(size_t pg)
 static void hot_push(size_t pg)
 {
 	uint32_t id = (uint32_t)pg + 1;
-	hprev[pg] = hot_tail;
-	hnext[pg] = 0;
+	pages[pg].prev = hot_tail;
+	pages[pg].next = 0;
 	if (hot_tail != 0)
-		hnext[hot_tail - 1] = id;
+		pages[hot_tail - 1].next = id;
 	else
 		hot_head = id;
 	hot_tail = id;
@@ -149,13 +159,13 @@ static void hot_push(size_t pg)
 
 static void hot_remove(size_t pg)
 {
-	uint32_t p = hprev[pg], n = hnext[pg];
+	uint32_t p = pages[pg].prev, n = pages[pg].next;
 	if (p != 0)
-		hnext[p - 1] = n;
+		pages[p - 1].next = n;
 	else
 		hot_head = n;
 	if (n != 0)
-		hprev[n - 1] = p;
+		pages[n - 1].prev = p;
 	else
 		hot_tail = p;
 	hot--;
@@ -203,10 +213,10 @@ static void evict(size_t pg, struct rng *r)
 	}
 	(void)os_discard(a, page);
 	hot_remove(pg);
-	store[pg] = blk;
-	stlen[pg] = (uint32_t)n;
-	stoff[pg] = (uint32_t)lo;
-	pstate[pg] = PG_COLD;
+	pages[pg].store = blk;
+	pages[pg].stlen = (uint32_t)n;
+	pages[pg].stoff = (uint32_t)lo;
+	pages[pg].state = PG_COLD;
 	cold++;
 	compacted_bytes += n;
 }
@@ -230,13 +240,13 @@ static void restore(size_t pg, struct rng *r)
 	char *a = page_addr(pg);
 	if (mprotect(a, page, PROT_READ | PROT_WRITE) != 0)
 		return;
-	if (stlen[pg] != 0) {
-		memcpy(a + stoff[pg], store[pg], stlen[pg]);
-		(void)heap_free(heap, store[pg]);
+	if (pages[pg].stlen != 0) {
+		memcpy(a + pages[pg].stoff, pages[pg].store, pages[pg].stlen);
+		(void)heap_free(heap, pages[pg].store);
 	}
-	store[pg] = NULL;
-	stlen[pg] = 0;
-	pstate[pg] = PG_HOT;
+	pages[pg].store = NULL;
+	pages[pg].stlen = 0;
+	pages[pg].state = PG_HOT;
 	cold--;
 	restores++;
 	hot_push(pg);
@@ -248,7 +258,7 @@ static void restore(size_t pg, struct rng *r)
 static bool pages_free(size_t first, size_t n)
 {
 	for (size_t p = first - 1; p <= first + n; p++)
-		if (atomic_load_explicit(&map[p], memory_order_relaxed) != 0)
+		if (atomic_load_explicit(&pages[p].rec, memory_order_relaxed) != 0)
 			return false;
 	return true;
 }
@@ -270,9 +280,11 @@ void *arch_alloc(size_t size, size_t align, struct rng *r, bool fill, bool zeroe
 		arch_unlock();
 		return NULL;
 	}
+	while ((held + n) * ARCH_SPARSITY > window && window < npages)
+		window = 2 * window < npages ? 2 * window : npages;
 	size_t first = 0;
 	for (int t = 0; t < ARCH_TRIES && first == 0; t++) {
-		size_t f = 1 + (size_t)rng_below(r, npages - n - 2);
+		size_t f = 1 + (size_t)rng_below(r, window - n - 2);
 		if (pages_free(f, n))
 			first = f;
 	}
@@ -280,6 +292,7 @@ void *arch_alloc(size_t size, size_t align, struct rng *r, bool fill, bool zeroe
 		arch_unlock();
 		return NULL;
 	}
+	held += n;
 	if (ri == rec_free)
 		rec_free = recs[ri].next;
 	else
@@ -293,8 +306,8 @@ void *arch_alloc(size_t size, size_t align, struct rng *r, bool fill, bool zeroe
 	 * those system calls with EFAULT rather than fault. */
 	bool pin = size >= page;
 	for (size_t p = first; p < first + n; p++) {
-		atomic_store_explicit(&map[p], (uint32_t)ri, memory_order_relaxed);
-		pstate[p] = pin ? PG_PINNED : PG_HOT;
+		atomic_store_explicit(&pages[p].rec, (uint32_t)ri, memory_order_relaxed);
+		pages[p].state = pin ? PG_PINNED : PG_HOT;
 		if (!pin)
 			hot_push(p);
 	}
@@ -317,21 +330,22 @@ static void release(uint32_t ri)
 {
 	struct arch_rec *rec = &recs[ri];
 	for (size_t p = rec->first; p < rec->first + rec->npages; p++) {
-		if (pstate[p] == PG_HOT) {
+		if (pages[p].state == PG_HOT) {
 			hot_remove(p);
-		} else if (pstate[p] == PG_PINNED) {
+		} else if (pages[p].state == PG_PINNED) {
 			pinned--;
-		} else if (pstate[p] == PG_COLD) {
-			if (stlen[p] != 0)
-				(void)heap_free(heap, store[p]);
-			store[p] = NULL;
-			stlen[p] = 0;
+		} else if (pages[p].state == PG_COLD) {
+			if (pages[p].stlen != 0)
+				(void)heap_free(heap, pages[p].store);
+			pages[p].store = NULL;
+			pages[p].stlen = 0;
 			cold--;
 		}
-		pstate[p] = PG_NONE;
-		atomic_store_explicit(&map[p], 0, memory_order_relaxed);
+		pages[p].state = PG_NONE;
+		atomic_store_explicit(&pages[p].rec, 0, memory_order_relaxed);
 	}
 	(void)os_discard(page_addr(rec->first), rec->npages * page);
+	held -= rec->npages;
 	rec->state = REC_FREE;
 	rec->next = (uint32_t)rec_free;
 	rec_free = ri;
@@ -340,7 +354,7 @@ static void release(uint32_t ri)
 static uint32_t record_at(const void *p)
 {
 	size_t pg = ((uintptr_t)p - arch_lo) / page;
-	uint32_t ri = atomic_load_explicit(&map[pg], memory_order_relaxed);
+	uint32_t ri = atomic_load_explicit(&pages[pg].rec, memory_order_relaxed);
 	if (ri == 0 || ri == ARCH_STRAY || recs[ri].user != (uintptr_t)p)
 		return 0;
 	return ri;
@@ -352,23 +366,38 @@ int arch_free(void *p)
 	uint32_t ri = record_at(p);
 	int verdict = ri == 0 ? 2 : recs[ri].state == REC_FREED ? 1 : 0;
 	if (verdict == 0) {
-		recs[ri].state = REC_FREED;
-		recs[ri].next = 0;
+		struct arch_rec *rec = &recs[ri];
+		rec->state = REC_FREED;
+		rec->next = 0;
 		if (freed_tail != 0)
 			recs[freed_tail].next = ri;
 		else
 			freed_head = ri;
 		freed_tail = ri;
 		freed_count++;
+		freed_bytes += rec->size;
 		live--;
-		if (freed_count > ARCH_FREED) {
+		/* A freed buffer is no longer the kernel's to fill: its pinned
+		 * pages join the hot space, to be compacted in turn. */
+		bool unpinned = false;
+		for (size_t pg = rec->first; pg < rec->first + rec->npages; pg++)
+			if (pages[pg].state == PG_PINNED) {
+				pinned--;
+				pages[pg].state = PG_HOT;
+				hot_push(pg);
+				unpinned = true;
+			}
+		while (freed_count > ARCH_FREED || (freed_bytes > hot_max * page && freed_head != ri)) {
 			uint32_t old = freed_head;
 			freed_head = recs[old].next;
 			if (freed_head == 0)
 				freed_tail = 0;
 			freed_count--;
+			freed_bytes -= recs[old].size;
 			release(old);
 		}
+		if (unpinned)
+			hot_trim(SIZE_MAX, stream_get());
 	}
 	arch_unlock();
 	return verdict;
@@ -397,19 +426,19 @@ bool arch_fault(const siginfo_t *si, void *uctx)
 	(void)uctx;
 	size_t pg = ((uintptr_t)si->si_addr - arch_lo) / page;
 	arch_lock();
-	uint32_t ri = atomic_load_explicit(&map[pg], memory_order_relaxed);
+	uint32_t ri = atomic_load_explicit(&pages[pg].rec, memory_order_relaxed);
 	bool ok = true;
 	if (ri == 0) {
 		/* No object's: an overflow past an object's pages, or a wild
 		 * pointer. A zero page, used by nothing else. */
 		ok = mprotect(page_addr(pg), page, PROT_READ | PROT_WRITE) == 0;
 		if (ok) {
-			atomic_store_explicit(&map[pg], ARCH_STRAY, memory_order_relaxed);
+			atomic_store_explicit(&pages[pg].rec, ARCH_STRAY, memory_order_relaxed);
 			stray_pages++;
 		}
-	} else if (ri != ARCH_STRAY && pstate[pg] == PG_COLD) {
+	} else if (ri != ARCH_STRAY && pages[pg].state == PG_COLD) {
 		restore(pg, stream_get());
-		ok = pstate[pg] == PG_HOT;
+		ok = pages[pg].state == PG_HOT;
 	}
 	/* Otherwise another thread restored it meanwhile: retry the access. */
 	arch_unlock();
@@ -420,8 +449,8 @@ bool arch_fault(const siginfo_t *si, void *uctx)
 static void restore_if_cold(size_t pg)
 {
 	arch_lock();
-	uint32_t ri = atomic_load_explicit(&map[pg], memory_order_relaxed);
-	if (ri != 0 && ri != ARCH_STRAY && pstate[pg] == PG_COLD)
+	uint32_t ri = atomic_load_explicit(&pages[pg].rec, memory_order_relaxed);
+	if (ri != 0 && ri != ARCH_STRAY && pages[pg].state == PG_COLD)
 		restore(pg, stream_get());
 	arch_unlock();
 }
@@ -445,7 +474,7 @@ void arch_prepare_string(const char *s)
 		/* The string goes on past this page only if no NUL is left in
 		 * it; a page that holds no object ends the walk (the kernel
 		 * faults there as it would have). */
-		uint32_t ri = atomic_load_explicit(&map[pg], memory_order_relaxed);
+		uint32_t ri = atomic_load_explicit(&pages[pg].rec, memory_order_relaxed);
 		if (ri == 0 || ri == ARCH_STRAY)
 			return;
 		uintptr_t from = a > arch_lo + pg * page ? a : arch_lo + pg * page;

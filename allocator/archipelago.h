@@ -7,15 +7,24 @@
  *   on: every allocation up to SMALL_MAX goes here; larger ones to large.h
  *   (already one object per mapping, with guards).
  * - Placement: the object's pages are drawn uniformly at random from a
- *   64 GiB reservation (retrying where a page, or the page before or after,
- *   is in use), so objects are islands in a sea of inaccessible pages. An
+ *   window of a 64 GiB reservation (retrying where a page, or the page
+ *   before or after, is in use), so objects are islands in a sea of
+ *   inaccessible pages. The window starts at 1 GiB and doubles whenever
+ *   the pages of live and kept freed objects pass 1/16 of it: objects at
+ *   most that dense, and the per-page metadata and page tables they touch
+ *   bounded by it (drawn from all 64 GiB, every object touched a metadata
+ *   page and a page table of its own). An
  *   object smaller than a page sits at a random 16-byte-aligned offset in
  *   its page (colouring: objects do not all start at page starts, so they
  *   do not all compete for the same cache sets).
  * - Freed objects keep their pages and contents in a FIFO of ARCH_FREED
- *   objects (a dangling pointer still reads what it read); leaving it, an
- *   object's pages are released (a fresh inaccessible mapping) and may be
- *   drawn again.
+ *   objects holding at most HOT pages' worth of bytes (a dangling pointer
+ *   still reads what it read: small objects are kept for 65536 frees,
+ *   4 KiB buffers for HOT); leaving it, an object's pages are released (a
+ *   fresh inaccessible mapping) and may be drawn again. A freed object's
+ *   pinned pages (below) join the hot space, so they are compacted in turn:
+ *   lighttpd's 4 KiB and larger buffers, kept pinned for 65536 frees, had
+ *   held 372 MiB.
  * - The hot space: at most HOT pages are accessible at once, in FIFO order
  *   of becoming so (allocation, or restore). Past it the oldest hot page is
  *   compacted: made read-only, its bytes from the first to the last
