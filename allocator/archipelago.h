@@ -101,7 +101,8 @@ void *arch_alloc(size_t size, size_t align, struct rng *r, bool fill, bool zeroe
 
 /* 0 freed, 1 double free (in the freed FIFO), 2 not an object's start. */
 int arch_free(void *p);
-/* The object's size when p is a live object's start, else 0. */
+/* The bytes the object owns (from p to the end of its pages: at least its
+ * size) when p is a live object's start, else 0. */
 size_t arch_usable(const void *p);
 /* The same for an object freed but kept whole (in the freed FIFO): what a
  * realloc through a dangling pointer copies from. */

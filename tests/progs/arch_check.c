@@ -9,6 +9,9 @@
  *   arch_check overflow    1000 objects of 100 bytes; 100 of them overrun by
  *                          200 bytes and 20 by 6000 (past their page); every
  *                          other object checked intact
+ *   arch_check grow        1000 objects of 100 bytes written 8 bytes past
+ *                          their end, then realloc'd to 300: the 108 bytes
+ *                          move with them
  *   arch_check dangling    a freed object read back at once, and
  *                          realloc'd: its bytes
  *   arch_check threads     churn 3000 in each of 4 threads
@@ -282,6 +285,20 @@ int main(int argc, char **argv)
 			if (i % 7 != 0 || i / 7 >= 120)
 				if (check(&v[i], "overflow"))
 					return 1;
+	} else if (strcmp(argv[1], "grow") == 0) {
+		for (uint32_t i = 0; i < 1000; i++) {
+			unsigned char *volatile p = malloc(100);
+			if (p == NULL)
+				return 2;
+			for (size_t j = 0; j < 108; j++) /* the planted bug: 8 bytes too far */
+				p[j] = byte_of(i, j);
+			struct obj o = { realloc(p, 300), 108, i };
+			if (o.p == NULL)
+				return 2;
+			if (check(&o, "grow"))
+				return 1;
+			free(o.p);
+		}
 	} else if (strcmp(argv[1], "dangling") == 0) {
 		unsigned char *volatile p = malloc(64);
 		if (p == NULL)
