@@ -471,8 +471,14 @@ void arch_prepare(uintptr_t a, size_t n)
 	if (!arch_on || n == 0 || a - arch_lo >= arch_hi - arch_lo)
 		return;
 	uintptr_t last = n - 1 > arch_hi - 1 - a ? arch_hi - 1 : a + (n - 1);
-	for (size_t pg = (a - arch_lo) / page; pg <= (last - arch_lo) / page; pg++)
+	for (size_t pg = (a - arch_lo) / page; pg <= (last - arch_lo) / page; pg++) {
 		restore_if_cold(pg);
+		/* Past an object's pages lies the sea: the kernel faults there
+		 * as it would have, and a huge n walks no further. */
+		uint32_t ri = atomic_load_explicit(&pages[pg].rec, memory_order_relaxed);
+		if (ri == 0 || ri == ARCH_STRAY)
+			return;
+	}
 }
 
 void arch_prepare_string(const char *s)
