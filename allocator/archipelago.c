@@ -265,12 +265,9 @@ static bool pages_free(size_t first, size_t n)
 
 void *arch_alloc(size_t size, size_t align, struct rng *r, bool fill, bool zeroed)
 {
-	if (align < 16)
-		align = 16;
-	if (align > page)
+	size_t rounded, n;
+	if (!os_page_object(size, &align, page, &rounded, &n))
 		return NULL;
-	size_t rounded = os_align_up(size, align); /* size >= 1: n >= 1 */
-	size_t n = os_align_up(rounded, page) / page;
 	/* Colouring: an object smaller than a page starts at a random aligned
 	 * offset of it. */
 	size_t offset = n == 1 ? align * (size_t)rng_below(r, (page - rounded) / align + 1) : 0;

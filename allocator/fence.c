@@ -302,12 +302,9 @@ static size_t take_pages(size_t n)
 
 void *fence_alloc(size_t size, size_t align, struct rng *r, bool fill, bool zeroed)
 {
-	if (align < 16)
-		align = 16;
-	if (align > page)
+	size_t rounded, n;
+	if (!os_page_object(size, &align, page, &rounded, &n))
 		return NULL;
-	size_t rounded = os_align_up(size, align); /* size >= 1: n >= 1 */
-	size_t n = os_align_up(rounded, page) / page;
 	uint8_t side = rng_next(r) & 1;
 	uintptr_t pcs[FENCE_FRAMES];
 	uint8_t npcs = capture(pcs);

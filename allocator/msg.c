@@ -29,6 +29,12 @@ void msg_u64(struct msg *m, uint64_t v)
 		put(m, digits[--n]);
 }
 
+void msg_field(struct msg *m, const char *name, uint64_t v)
+{
+	msg_str(m, name);
+	msg_u64(m, v);
+}
+
 void msg_hex(struct msg *m, uint64_t v, int digits)
 {
 	static const char hex[] = "0123456789abcdef";

@@ -17,6 +17,9 @@ struct msg {
 
 void msg_str(struct msg *m, const char *s);
 void msg_u64(struct msg *m, uint64_t v);
+/* " NAME=V": one field of a statistics line (name given with its space
+ * and '='). */
+void msg_field(struct msg *m, const char *name, uint64_t v);
 /* v in hexadecimal, zero-padded to digits (1..16). */
 void msg_hex(struct msg *m, uint64_t v, int digits);
 /* Ends the line and writes it to stderr (or to fd). */

@@ -62,4 +62,19 @@ static inline uintptr_t os_align_up(uintptr_t x, uintptr_t a)
 	return (x + a - 1) & ~(a - 1);
 }
 
+/* An object of size bytes (>= 1) on pages of its own (fence.c,
+ * archipelago.c): *align raised to 16, the size rounded to it in
+ * *rounded, the pages it takes in *npages. False when the alignment is
+ * above a page (such objects go to the ordinary heap). */
+static inline bool os_page_object(size_t size, size_t *align, size_t page, size_t *rounded, size_t *npages)
+{
+	if (*align < 16)
+		*align = 16;
+	if (*align > page)
+		return false;
+	*rounded = os_align_up(size, *align);
+	*npages = os_align_up(*rounded, page) / page;
+	return true;
+}
+
 #endif
