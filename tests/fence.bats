@@ -137,17 +137,7 @@ section() {
 }
 
 @test "a double free of a fenced object is counted and ignored; a real program runs fenced" {
-	require_cmd python3
-	# The interpreter itself (not a version manager's shim), every object
-	# through malloc (not pymalloc's arenas).
-	local py=python3
-	[[ -x /usr/bin/python3 ]] && py=/usr/bin/python3
-	local script='import json, sys; d = {str(i): [i] * (i % 7) for i in range(20000)}; s = json.dumps(d); print(len(s), len(json.loads(s)))'
-	local want
-	want=$(plain "$py" -c "$script")
-	capture "$BATS_TEST_TMPDIR/py" dh PYTHONMALLOC=malloc DIEHARD_FENCE=all DIEHARD_STATS=1 "$py" -c "$script"
-	[[ $(<"$BATS_TEST_TMPDIR/py.rc") == 0 && $(<"$BATS_TEST_TMPDIR/py.out") == "$want" ]] ||
-		fail "python3 fenced: $(cat "$BATS_TEST_TMPDIR/py.out")" "$(head -c 2000 "$BATS_TEST_TMPDIR/py.err")"
+	python_json py DIEHARD_FENCE=all DIEHARD_STATS=1
 	local n
 	n=$(stat_field fenced "$(stats_lines "$BATS_TEST_TMPDIR/py.err" | tail -n 1)")
 	((n > 20000)) || fail "python3 allocated only $n fenced objects"

@@ -203,6 +203,24 @@ gen_text() {
 
 DIEHARD="$ROOT/build/diehard"
 
+# python_json NAME VAR=value...: python3 (the interpreter itself, not a
+# version manager's shim; every object through malloc, not pymalloc's
+# arenas) builds a dict of 20,000 keys and round-trips it through JSON under
+# the preload with the variables; fails unless it prints what it prints
+# without the preload. Its streams are NAME.out/.err/.rc in the test's
+# directory.
+python_json() {
+	require_cmd python3
+	local name=$1 py=python3 want
+	shift
+	[[ -x /usr/bin/python3 ]] && py=/usr/bin/python3
+	local script='import json; d = {str(i): [i] * (i % 7) for i in range(20000)}; s = json.dumps(d); print(len(s), len(json.loads(s)))'
+	want=$(plain "$py" -c "$script")
+	capture "$BATS_TEST_TMPDIR/$name" dh PYTHONMALLOC=malloc "$@" "$py" -c "$script"
+	[[ $(<"$BATS_TEST_TMPDIR/$name.rc") == 0 && $(<"$BATS_TEST_TMPDIR/$name.out") == "$want" ]] ||
+		fail "python3 with $*: $(cat "$BATS_TEST_TMPDIR/$name.out")" "$(head -c 2000 "$BATS_TEST_TMPDIR/$name.err")"
+}
+
 # validate_report FILE: diehard's --report FILE conforms to
 # docs/report.schema.json (python3-jsonschema, make deps).
 validate_report() {
