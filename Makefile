@@ -94,8 +94,8 @@ $(B)/libdiehard.so: $(ALLOC_SRC) $(ALLOC_HDR) allocator/exports.map | $(B)
 
 # The fault injector over glibc's malloc (bench/tolerance's baseline, and
 # the traces its dangling-pointer runs replay).
-$(B)/libinject.so: bench/inject/libinject.c allocator/inject.c allocator/inject.h | $(B)
-	$(CC) $(WARN) $(CFLAGS) -O2 -fPIC -fvisibility=hidden -shared -Iallocator -o $@ bench/inject/libinject.c allocator/inject.c
+$(B)/libinject.so: bench/inject/libinject.c allocator/inject.c allocator/inject.h allocator/spec.c allocator/spec.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) -O2 -fPIC -fvisibility=hidden -shared -Iallocator -o $@ bench/inject/libinject.c allocator/inject.c allocator/spec.c
 
 # Helper programs run by the Bats tests (planted bugs, stress, seeds).
 $(B)/tests/%: tests/progs/%.c | $(B)/tests

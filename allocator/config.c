@@ -1,7 +1,6 @@
-/* config.c — parsing the DIEHARD_* variables. See config.h. */
+/* config.c — the DIEHARD_* variables: the environment, the heap's settings
+ * and the parsers; the modes' are read by modes.c. See config.h. */
 #include "config.h"
-
-#include "archipelago.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -173,7 +172,7 @@ bool config_parse_window(const char *s, unsigned *window_shift)
 	return true;
 }
 
-static void warn_bad(const char *name, const char *value, const char *expected, const char *fallback)
+void config_warn_bad(const char *name, const char *value, const char *expected, const char *fallback)
 {
 	struct msg m = { .len = 0 };
 	msg_str(&m, "diehard: ");
@@ -187,8 +186,7 @@ static void warn_bad(const char *name, const char *value, const char *expected, 
 	msg_send(&m);
 }
 
-/* A switch: "1"/"on"/"yes"/"true" or "0"/"off"/"no"/"false" (or empty). */
-static bool parse_switch(const char *name, bool fallback)
+bool config_switch(const char *name, bool fallback)
 {
 	static const char *const on[] = { "1", "on", "yes", "true" };
 	static const char *const off[] = { "", "0", "off", "no", "false" };
@@ -202,68 +200,46 @@ static bool parse_switch(const char *name, bool fallback)
 	for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
 		if (strcmp(v, off[i]) == 0)
 			return false;
-	warn_bad(name, v, "1 or 0", fallback ? "1" : "0");
+	config_warn_bad(name, v, "1 or 0", fallback ? "1" : "0");
 	return fallback;
 }
 
-void config_load(struct config *cfg)
+void config_load_heap(struct config *cfg)
 {
 	const char *v;
 
 	cfg->m_fixed = 2 * M_ONE;
 	if ((v = config_getenv("DIEHARD_M")) != NULL && !config_parse_m(v, &cfg->m_fixed))
-		warn_bad("DIEHARD_M", v, "a number from 1.1 to 1024", "2");
+		config_warn_bad("DIEHARD_M", v, "a number from 1.1 to 1024", "2");
 	cfg->window_shift = WINDOW_DEFAULT_SHIFT;
 	if ((v = config_getenv("DIEHARD_WINDOW")) != NULL && !config_parse_window(v, &cfg->window_shift))
-		warn_bad("DIEHARD_WINDOW", v, "a power of two from 64 to 16777216, or 'all'", "4096");
+		config_warn_bad("DIEHARD_WINDOW", v, "a power of two from 64 to 16777216, or 'all'", "4096");
 
 	cfg->clustered = false;
 	if ((v = config_getenv("DIEHARD_PLACEMENT")) != NULL) {
 		if (strcmp(v, "clustered") == 0)
 			cfg->clustered = true;
 		else if (strcmp(v, "scattered") != 0)
-			warn_bad("DIEHARD_PLACEMENT", v, "'scattered' or 'clustered'", "scattered");
+			config_warn_bad("DIEHARD_PLACEMENT", v, "'scattered' or 'clustered'", "scattered");
 	}
 
+	/* Every mode off: config_load (modes.c) reads them. */
 	cfg->fill = false;
 	cfg->fill_mode = FILL_NONE;
-	if ((v = config_getenv("DIEHARD_FILL")) != NULL) {
-		if (strcmp(v, "random") == 0) {
-			cfg->fill = true;
-			cfg->fill_mode = FILL_RANDOM;
-		} else if (keyed_parse_fill(v, &cfg->fill_mode, &cfg->fill_seed)) {
-			/* Keyed: objects are filled at hand-out by keyed.c, not from
-			 * the random stream, so placement stays the seed's. */
-		} else if (strcmp(v, "") != 0 && strcmp(v, "none") != 0 && strcmp(v, "0") != 0) {
-			warn_bad("DIEHARD_FILL", v, "'random', 'pattern:HEX', 'inverse:HEX', 'zero' or 'none'", "none");
-		}
-	}
+	cfg->fill_seed = 0;
 	cfg->flip = (struct flip){ .on = false };
-	if ((v = config_getenv("DIEHARD_FLIP")) != NULL && v[0] != '\0' && !keyed_parse_flip(v, &cfg->flip))
-		warn_bad("DIEHARD_FLIP", v, "P/T/lo-hi[/blo-bhi]", "no flip");
 	cfg->trace_at = (struct keyed_at){ .on = false };
-	if ((v = config_getenv("DIEHARD_TRACE_AT")) != NULL && v[0] != '\0' && !keyed_parse_at(v, &cfg->trace_at))
-		warn_bad("DIEHARD_TRACE_AT", v, "P/T/N", "no trace");
-
-	cfg->stats = parse_switch("DIEHARD_STATS", false);
-	cfg->safe_strings = parse_switch("DIEHARD_SAFE_STRINGS", true);
+	cfg->stats = false;
+	cfg->safe_strings = true;
 	cfg->fence = (struct fence_config){ .on = false, .rate = 1, .min = 0, .max = SIZE_MAX, .action = FENCE_ABORT };
-	if ((v = config_getenv("DIEHARD_FENCE_ACTION")) != NULL && !fence_parse_action(v, &cfg->fence.action))
-		warn_bad("DIEHARD_FENCE_ACTION", v, "'abort', 'readonly' or 'readwrite'", "abort");
-	if ((v = config_getenv("DIEHARD_FENCE")) != NULL && v[0] != '\0' && !fence_parse(v, &cfg->fence))
-		warn_bad("DIEHARD_FENCE", v, "'all' or '1/N', optionally ':MIN-MAX' bytes", "no fence");
-	if ((v = config_getenv("DIEHARD_FENCE_LOG")) != NULL && v[0] != '\0')
-		cfg->fence.log = v;
 	cfg->arch_hot = 0;
-	if ((v = config_getenv("DIEHARD_ARCHIPELAGO")) != NULL && v[0] != '\0' && !arch_parse(v, &cfg->arch_hot))
-		warn_bad("DIEHARD_ARCHIPELAGO", v, "a number of hot pages from 16 to 16777216", "off");
 
 	cfg->seed_given = false;
 	if ((v = config_getenv("DIEHARD_SEED")) != NULL) {
 		if (config_parse_seed(v, cfg->seed))
 			cfg->seed_given = true;
 		else
-			warn_bad("DIEHARD_SEED", v, "1 to 32 hex digits", "a random seed");
+			config_warn_bad("DIEHARD_SEED", v, "1 to 32 hex digits", "a random seed");
 	}
 	if (!cfg->seed_given && !os_random(cfg->seed, sizeof cfg->seed)) {
 		/* No entropy source at all (a sandbox without /dev): fall back on

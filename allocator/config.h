@@ -58,8 +58,19 @@ struct config {
 };
 
 /* Reads the environment; never allocates. Seeds from the OS when no valid
- * DIEHARD_SEED is given. */
+ * DIEHARD_SEED is given. (modes.c) */
 void config_load(struct config *cfg);
+
+/* The heap's settings alone (DIEHARD_M, DIEHARD_WINDOW, DIEHARD_PLACEMENT,
+ * DIEHARD_SEED), every mode off: for a heap linked without the modes'
+ * modules (critical/private.c). config_load starts with it. */
+void config_load_heap(struct config *cfg);
+
+/* One line: NAME='value' is not EXPECTED; using FALLBACK. */
+void config_warn_bad(const char *name, const char *value, const char *expected, const char *fallback);
+
+/* A switch: "1"/"on"/"yes"/"true" or "0"/"off"/"no"/"false" (or empty). */
+bool config_switch(const char *name, bool fallback);
 
 /* Parsers, exposed for the unit tests. Each returns false on a malformed value
  * and leaves the output untouched. */

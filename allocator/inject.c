@@ -23,6 +23,7 @@
  * (dangling); in `ignored` iff it was freed early and the program has not
  * freed it yet. */
 #include "inject.h"
+#include "spec.h"
 
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -79,15 +80,7 @@ static void unlock(void)
 
 static _Noreturn void die(const char *what, const char *arg)
 {
-	static const char pre[] = "diehard: DIEHARD_INJECT: ";
-	(void)!write(2, pre, sizeof pre - 1);
-	(void)!write(2, what, strlen(what));
-	if (arg != NULL) {
-		(void)!write(2, ": ", 2);
-		(void)!write(2, arg, strlen(arg));
-	}
-	(void)!write(2, "\n", 1);
-	_exit(125);
+	spec_die("DIEHARD_INJECT", what, arg);
 }
 
 static void *map(size_t bytes)
@@ -172,36 +165,12 @@ static bool table_take(struct table *t, void *p, uint64_t *v)
 
 static uint64_t parse_u64(const char *s, const char *end, const char *what)
 {
-	if (s == end)
-		die("empty number in", what);
-	uint64_t v = 0;
-	for (const char *c = s; c < end; c++) {
-		if (*c < '0' || *c > '9' || v > (UINT64_MAX - 9) / 10)
-			die("not a number in", what);
-		v = v * 10 + (uint64_t)(*c - '0');
-	}
-	return v;
+	return spec_u64("DIEHARD_INJECT", s, end, what);
 }
 
-/* A probability: "0.5", "1", "0", ".01" -> rate x 2^64, saturated. */
 static uint64_t parse_rate(const char *s, const char *end, const char *what)
 {
-	uint64_t whole = 0, frac = 0, scale = 1;
-	const char *c = s;
-	for (; c < end && *c >= '0' && *c <= '9'; c++)
-		whole = whole * 10 + (uint64_t)(*c - '0');
-	if (c < end && *c == '.')
-		for (c++; c < end && *c >= '0' && *c <= '9' && scale < 1000000000000ULL; c++) {
-			frac = frac * 10 + (uint64_t)(*c - '0');
-			scale *= 10;
-		}
-	if (c != end || c == s || whole > 1 || (whole == 1 && frac != 0))
-		die("a rate must be a number from 0 to 1 in", what);
-	if (whole == 1)
-		return UINT64_MAX;
-	/* frac / scale x 2^64, in 128-bit arithmetic */
-	unsigned __int128 x = ((unsigned __int128)frac << 64) / scale;
-	return (uint64_t)x;
+	return spec_rate("DIEHARD_INJECT", s, end, what);
 }
 
 /* "A:B" -> rate A, count B */
