@@ -19,6 +19,7 @@
 
 #include "cache.h"
 #include "archipelago.h"
+#include "corrupt.h"
 #include "diehard.h"
 #include "fence.h"
 #include "inject.h"
@@ -48,6 +49,8 @@ static void *alloc_bytes(size_t size, bool zeroed)
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (__builtin_expect(corrupt_on, 0))
+		corrupt_tick();
 	bool fill = diehard.cfg.fill && !zeroed;
 	struct rng *r = stream_get();
 	if (__builtin_expect(arch_on, 0) && size <= SMALL_MAX) {
@@ -93,6 +96,8 @@ static void *alloc_aligned_raw(size_t align, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (__builtin_expect(corrupt_on, 0))
+		corrupt_tick();
 	struct rng *r = stream_get();
 	if (__builtin_expect(arch_on, 0) && size <= SMALL_MAX && align <= os_page_size()) {
 		void *p = arch_alloc(size, align, r, diehard.cfg.fill, false);
@@ -210,6 +215,8 @@ void diehard_free_object(void *p)
 	if (p == NULL || atomic_load_explicit(&diehard_state, memory_order_acquire) != DIEHARD_READY)
 		return; /* before start-up nothing can be ours */
 	int saved = errno;
+	if (__builtin_expect(corrupt_on, 0))
+		corrupt_tick();
 	struct heap *h = diehard.heap;
 	if (__builtin_expect(keyed_on, 0) && keyed_check_frees()) {
 		free_checked(p);

@@ -23,6 +23,7 @@
 
 #include "archipelago.h"
 #include "cache.h"
+#include "corrupt.h"
 #include "fence.h"
 #include "keyed.h"
 #include "msg.h"
@@ -127,6 +128,9 @@ bool diehard_start(void)
 		const char *inject = config_getenv("DIEHARD_INJECT");
 		if (inject != NULL && inject[0] != '\0' && diehard_free_object != NULL)
 			inject_start(inject, diehard_free_object);
+		const char *corrupt = config_getenv("DIEHARD_CORRUPT");
+		if (corrupt != NULL && corrupt[0] != '\0')
+			corrupt_start(corrupt, diehard.heap);
 		keyed_start();
 		if (diehard.cfg.fence.on && !fence_start(&diehard.cfg.fence)) {
 			struct msg m = { .len = 0 };
@@ -139,7 +143,8 @@ bool diehard_start(void)
 			msg_send(&m);
 		}
 		atomic_store_explicit(&diehard_plain,
-				      !diehard.cfg.fill && !diehard.cfg.stats && !keyed_on && !inject_on && !arch_on,
+				      !diehard.cfg.fill && !diehard.cfg.stats && !keyed_on && !inject_on && !arch_on &&
+					      !corrupt_on,
 				      memory_order_release);
 		atomic_store_explicit(&diehard_state, DIEHARD_READY, memory_order_release);
 		/* Only now: these may themselves allocate. Without the thread-exit
@@ -212,6 +217,8 @@ void diehard_report(void)
 		msg_field(&m, " arch_restores=", at.restores);
 		msg_field(&m, " arch_stray_pages=", at.stray_pages);
 	}
+	if (corrupt_on)
+		msg_field(&m, " corrupted=", corrupt_count());
 	static const char *const fills[] = { " fill=none", " fill=random", " fill=pattern", " fill=inverse", " fill=zero" };
 	msg_str(&m, fills[diehard.cfg.fill_mode]);
 	int fd = report_target();
