@@ -5,7 +5,8 @@
 #   make bench      the benchmarks; writes build/bench/results.md
 #   make demo       shows the allocator at work on a real program
 #   make deps       installs the Debian packages the build and tests need (root)
-#   make install    PREFIX=/usr/local DESTDIR= (UNITDIR, MANDIR: systemd units, man page)
+#   make install    PREFIX=/usr/local DESTDIR= (UNITDIR, MANDIR: systemd units, man page;
+#                   INCLUDEDIR, PKGCONFIGDIR: <diehard/critical.h> and diehard.pc)
 
 PREFIX  ?= /usr/local
 LIBDIR  ?= $(PREFIX)/lib
@@ -25,18 +26,26 @@ CFLAGS  ?= -O2 -g
 # The allocator: hidden by default (only the malloc API is exported), initial-exec
 # TLS (no __tls_get_addr, which may allocate), and no loops rewritten into calls to
 # memset/memcpy (memcpy is one of our own interposed entry points).
-ALLOC_CFLAGS := $(WARN) $(CFLAGS) -O2 -fPIC -fvisibility=hidden \
+ALLOC_CFLAGS := $(WARN) $(CFLAGS) -O2 -fPIC -fvisibility=hidden -Iallocator -Iallocator/include \
 	-ftls-model=initial-exec -fno-tree-loop-distribute-patterns \
 	-fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc -fno-builtin-realloc \
 	-fno-builtin-memcpy -fno-builtin-strcpy -fno-builtin-strncpy -fno-builtin-strcat
 ALLOC_LDFLAGS := -shared -Wl,-z,now -Wl,-z,relro -Wl,--version-script=allocator/exports.map -pthread
 
-ALLOC_SRC  := $(sort $(wildcard allocator/*.c))
-ALLOC_HDR  := $(wildcard allocator/*.h)
+# Critical memory (allocator/critical/backend.h): critical.c is built into
+# libdiehard.so over the process's allocator (shared.c) and into
+# libdiehard-critical.so, the library programs link, over a heap of its own
+# (private.c) with only the heap's modules.
+CRIT_SRC   := allocator/critical/critical.c
+CRIT_HDR   := $(wildcard allocator/critical/*.h) allocator/include/diehard/critical.h
+CRIT_LIB_SRC := $(CRIT_SRC) allocator/critical/private.c $(addprefix allocator/,heap.c large.c pool.c os.c msg.c config.c)
+ALLOC_SRC  := $(sort $(wildcard allocator/*.c)) $(CRIT_SRC) allocator/critical/shared.c
+ALLOC_HDR  := $(wildcard allocator/*.h) $(CRIT_HDR)
 # Unit tests link every allocator module except the exported entry points
-# (and kernel.c's libc wrappers), so they run under the sanitizers with the
-# system malloc underneath.
-ALLOC_CORE := $(filter-out allocator/entry.c allocator/strings.c allocator/kernel.c,$(ALLOC_SRC))
+# (and kernel.c's libc wrappers, and critical memory: test_critical links
+# libdiehard-critical.so's sources), so they run under the sanitizers with
+# the system malloc underneath.
+ALLOC_CORE := $(filter-out allocator/entry.c allocator/strings.c allocator/kernel.c $(CRIT_SRC) allocator/critical/shared.c,$(ALLOC_SRC))
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
@@ -57,6 +66,12 @@ SUP_HDR    := $(wildcard supervisor/*.h supervisor/*/*.h) voter/voter.h $(PROTO_
 SUP_INC    := -Isupervisor -Isupervisor/virt -Isupervisor/sandbox -Isupervisor/ci -Isupervisor/services -Isupervisor/net -Ivoter -I$(B)/proto
 
 PROG_SRC  := $(wildcard tests/progs/*.c)
+# Programs using critical memory (<diehard/critical.h>), linked with
+# libdiehard-critical.so as a user would (pkg-config's flags, an rpath to the
+# build tree): the tests' helpers and the examples.
+CRIT_PROGS := $(patsubst tests/progs/critical/%.c,$(B)/tests/critical/%,$(wildcard tests/progs/critical/*.c)) \
+	$(patsubst allocator/critical/examples/%.c,$(B)/examples/%,$(wildcard allocator/critical/examples/*.c))
+CRIT_LINK = -Iallocator/include -L$(B) -ldiehard-critical -Wl,-rpath,$(CURDIR)/$(B)
 PROGS     := $(patsubst tests/progs/%.c,$(B)/tests/%,$(PROG_SRC))
 # Statically linked helpers: programs that never load libdiehard.so.
 STATIC_SRC := $(wildcard tests/progs/static/*.c)
@@ -70,7 +85,7 @@ UNITS_SD  := $(sort $(wildcard systemd/*.service systemd/*.socket))
 
 .PHONY: all check unit bats bench demo deps install uninstall clean
 
-all: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard $(B)/diehard-init $(B)/diehard-symbolize $(PROGS) $(STATICS) $(UNITS) $(BENCHES)
+all: $(B)/libdiehard.so $(B)/libdiehard-critical.so $(B)/pkgconfig/diehard.pc $(B)/libinject.so $(B)/diehard $(B)/diehard-init $(B)/diehard-symbolize $(PROGS) $(CRIT_PROGS) $(STATICS) $(UNITS) $(BENCHES)
 
 $(B)/proto/%.pb-c.c $(B)/proto/%.pb-c.h: proto/%.proto | $(B)/proto
 	protoc-c --c_out=$(B)/proto --proto_path=proto $<
@@ -92,6 +107,22 @@ $(B)/diehard-symbolize: supervisor/ci/symbolize_tool.c supervisor/ci/symbolize.c
 $(B)/libdiehard.so: $(ALLOC_SRC) $(ALLOC_HDR) allocator/exports.map | $(B)
 	$(CC) $(ALLOC_CFLAGS) -DDIEHARD_LIBEXECDIR='"$(LIBEXECDIR)"' $(ALLOC_LDFLAGS) -o $@ $(ALLOC_SRC)
 
+# The critical memory library (<diehard/critical.h>): a soname of its own,
+# since programs link it; -z defs: it must need nothing but libc.
+$(B)/libdiehard-critical.so.1: $(CRIT_LIB_SRC) $(ALLOC_HDR) allocator/critical/exports.map | $(B)
+	$(CC) $(ALLOC_CFLAGS) -shared -Wl,-z,now -Wl,-z,relro -Wl,-z,defs -Wl,-soname,libdiehard-critical.so.1 \
+		-Wl,--version-script=allocator/critical/exports.map -pthread -o $@ $(CRIT_LIB_SRC)
+
+$(B)/libdiehard-critical.so: $(B)/libdiehard-critical.so.1
+	ln -sf libdiehard-critical.so.1 $@
+
+# pkg-config: `pkg-config --cflags --libs diehard`. The build tree's own file
+# (for the tests) names the tree; make install writes one naming PREFIX.
+PC_TEXT = prefix=$(1)\nincludedir=$(2)\nlibdir=$(3)\n\nName: diehard\nDescription: critical memory (Samurai) over a randomized heap\nVersion: 1.0\nCflags: -I$${includedir}\nLibs: -L$${libdir} -ldiehard-critical\n
+$(B)/pkgconfig/diehard.pc: Makefile | $(B)
+	mkdir -p $(B)/pkgconfig
+	printf '$(call PC_TEXT,$(CURDIR),$(CURDIR)/allocator/include,$(CURDIR)/$(B))' >$@
+
 # The fault injector over glibc's malloc (bench/tolerance's baseline, and
 # the traces its dangling-pointer runs replay).
 $(B)/libinject.so: bench/inject/libinject.c allocator/inject.c allocator/inject.h allocator/spec.c allocator/spec.h | $(B)
@@ -104,12 +135,24 @@ $(B)/tests/%: tests/progs/%.c | $(B)/tests
 # buggy_server is line_server with a planted bug: it #includes line_server.c.
 $(B)/tests/buggy_server: tests/progs/line_server.c
 
+$(B)/tests/critical/%: tests/progs/critical/%.c $(B)/libdiehard-critical.so allocator/include/diehard/critical.h
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(CFLAGS) -pthread -o $@ $< $(CRIT_LINK)
+
+$(B)/examples/%: allocator/critical/examples/%.c $(B)/libdiehard-critical.so allocator/include/diehard/critical.h
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(CFLAGS) -o $@ $< $(CRIT_LINK)
+
 $(B)/tests/static/%: tests/progs/static/%.c | $(B)/tests/static
 	$(CC) $(WARN) $(CFLAGS) -static -pthread -o $@ $<
 
 # C unit tests of the allocator's modules, under ASan and UBSan.
 $(B)/tests/unit/%: tests/unit/%.c tests/unit/tap.h tests/unit/live.h $(ALLOC_CORE) $(ALLOC_HDR) | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Iallocator -pthread -o $@ $< $(ALLOC_CORE)
+
+# Critical memory over its own heap (libdiehard-critical.so's sources).
+$(B)/tests/unit/test_critical: tests/unit/test_critical.c tests/unit/tap.h $(CRIT_LIB_SRC) $(ALLOC_HDR) | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Iallocator -Iallocator/include -pthread -o $@ $< $(CRIT_LIB_SRC)
 
 # The voter is a pure module: its unit test links it alone.
 $(B)/tests/unit/test_voter: tests/unit/test_voter.c tests/unit/tap.h voter/voter.c voter/voter.h | $(B)/tests/unit
@@ -156,6 +199,10 @@ $(B)/tests/unit/test_factory: tests/unit/test_factory.c tests/unit/tap.h supervi
 $(B)/bench/%: bench/%.c | $(B)/bench
 	$(CC) $(WARN) -O2 -g -pthread -o $@ $< -lm
 
+# Critical memory's cost, linked as a user links it.
+$(B)/bench/critical: bench/critical.c $(B)/libdiehard-critical.so allocator/include/diehard/critical.h | $(B)/bench
+	$(CC) $(WARN) -O2 -g -o $@ $< $(CRIT_LINK)
+
 # The digest benchmark links the supervisor's digest module.
 $(B)/bench/digest_speed: bench/digest_speed.c supervisor/digest.c supervisor/digest.h | $(B)/bench
 	$(CC) $(WARN) -O2 -g -Isupervisor -o $@ $< supervisor/digest.c
@@ -176,8 +223,17 @@ demo: all
 deps:
 	bash .ci/deps
 
-install: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard $(B)/diehard-init $(B)/diehard-symbolize
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+
+install: $(B)/libdiehard.so $(B)/libdiehard-critical.so $(B)/libinject.so $(B)/diehard $(B)/diehard-init $(B)/diehard-symbolize
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(LIBEXECDIR)
+	install -d $(DESTDIR)$(INCLUDEDIR)/diehard $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 0644 allocator/include/diehard/critical.h $(DESTDIR)$(INCLUDEDIR)/diehard/critical.h
+	install -m 0755 $(B)/libdiehard-critical.so.1 $(DESTDIR)$(LIBDIR)/libdiehard-critical.so.1
+	ln -sf libdiehard-critical.so.1 $(DESTDIR)$(LIBDIR)/libdiehard-critical.so
+	printf '$(call PC_TEXT,$(PREFIX),$(INCLUDEDIR),$(LIBDIR))' >$(DESTDIR)$(PKGCONFIGDIR)/diehard.pc
+	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/diehard.pc
 	install -m 0755 $(B)/diehard-init $(DESTDIR)$(LIBEXECDIR)/diehard-init
 	install -m 0755 $(B)/diehard-symbolize $(DESTDIR)$(LIBEXECDIR)/diehard-symbolize
 	install -m 0644 $(B)/libdiehard.so $(DESTDIR)$(LIBDIR)/libdiehard.so
@@ -196,6 +252,9 @@ install: $(B)/libdiehard.so $(B)/libinject.so $(B)/diehard $(B)/diehard-init $(B
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libdiehard.so $(DESTDIR)$(BINDIR)/diehard $(DESTDIR)$(LIBEXECDIR)/diehard-init $(DESTDIR)$(LIBEXECDIR)/diehard-symbolize
 	rm -f $(DESTDIR)$(MANDIR)/man1/diehard.1 $(patsubst systemd/%,$(DESTDIR)$(UNITDIR)/%,$(UNITS_SD))
+	rm -f $(DESTDIR)$(LIBDIR)/libdiehard-critical.so $(DESTDIR)$(LIBDIR)/libdiehard-critical.so.1
+	rm -f $(DESTDIR)$(INCLUDEDIR)/diehard/critical.h $(DESTDIR)$(PKGCONFIGDIR)/diehard.pc
+	-rmdir $(DESTDIR)$(INCLUDEDIR)/diehard 2>/dev/null
 	rm -rf $(DESTDIR)$(DOCDIR)
 
 clean:

@@ -80,3 +80,7 @@ run_unit() {
 @test "unit: socket addresses of a replica's calls (loopback and unspecified vs remote, IPv4-mapped, short and other families, text with ports and scopes, small buffers, unaligned)" {
 	run_unit test_netaddr
 }
+
+@test "unit: critical memory over its own heap (round trips, repair of each copy, no majority, corrupted records, misuse, random operations against a model in threads)" {
+	run_unit test_critical
+}
