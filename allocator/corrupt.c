@@ -38,25 +38,19 @@ void corrupt_start(const char *spec, struct heap *h)
 	bool rate = false;
 	cor.lo = 0;
 	cor.hi = UINT64_MAX;
-	for (const char *s = spec; *s;) {
-		const char *end = strchr(s, ',');
-		if (end == NULL)
-			end = s + strlen(s);
-		const char *eq = memchr(s, '=', (size_t)(end - s));
-		if (eq == NULL)
-			spec_die(VAR, "expected KEY=VALUE", spec);
-		size_t klen = (size_t)(eq - s);
-		const char *v = eq + 1;
-		if (klen == 4 && memcmp(s, "rate", 4) == 0) {
+	struct spec_item it;
+	for (const char *at = spec; spec_next(VAR, spec, &at, &it);) {
+		const char *v = it.value, *end = it.end;
+		if (spec_is(&it, "rate")) {
 			cor.threshold = spec_rate(VAR, v, end, spec);
 			rate = true;
-		} else if (klen == 5 && memcmp(s, "bytes", 5) == 0) {
+		} else if (spec_is(&it, "bytes")) {
 			cor.bytes = spec_u64(VAR, v, end, spec);
 			if (cor.bytes == 0)
 				spec_die(VAR, "bytes= must be at least 1 in", spec);
-		} else if (klen == 4 && memcmp(s, "seed", 4) == 0) {
+		} else if (spec_is(&it, "seed")) {
 			seed = spec_u64(VAR, v, end, spec);
-		} else if (klen == 4 && memcmp(s, "size", 4) == 0) {
+		} else if (spec_is(&it, "size")) {
 			const char *dash = memchr(v, '-', (size_t)(end - v));
 			if (dash == NULL)
 				spec_die(VAR, "expected size=MIN-MAX in", spec);
@@ -67,7 +61,6 @@ void corrupt_start(const char *spec, struct heap *h)
 		} else {
 			spec_die(VAR, "unknown key (rate, bytes, size, seed)", spec);
 		}
-		s = *end ? end + 1 : end;
 	}
 	if (!rate)
 		spec_die(VAR, "rate= is required in", spec);

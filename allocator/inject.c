@@ -258,30 +258,23 @@ void inject_start(const char *spec, void (*free_fn)(void *))
 {
 	const char *trace = NULL;
 	size_t trace_len = 0;
-	for (const char *s = spec; *s;) {
-		const char *end = strchr(s, ',');
-		if (end == NULL)
-			end = s + strlen(s);
-		const char *eq = memchr(s, '=', (size_t)(end - s));
-		if (eq == NULL)
-			die("expected KEY=VALUE", spec);
-		size_t klen = (size_t)(eq - s);
-		const char *v = eq + 1;
-		if (klen == 5 && memcmp(s, "trace", 5) == 0) {
+	struct spec_item it;
+	for (const char *at = spec; spec_next("DIEHARD_INJECT", spec, &at, &it);) {
+		const char *v = it.value, *end = it.end;
+		if (spec_is(&it, "trace")) {
 			trace = v;
 			trace_len = (size_t)(end - v);
-		} else if (klen == 8 && memcmp(s, "dangling", 8) == 0) {
+		} else if (spec_is(&it, "dangling")) {
 			parse_pair(v, end, spec, &inj.threshold_dangling, &inj.dist);
 			inj.mode |= MODE_DANGLING;
-		} else if (klen == 8 && memcmp(s, "overflow", 8) == 0) {
+		} else if (spec_is(&it, "overflow")) {
 			parse_pair(v, end, spec, &inj.threshold_overflow, &inj.bytes);
 			inj.mode |= MODE_OVERFLOW;
-		} else if (klen == 4 && memcmp(s, "seed", 4) == 0) {
+		} else if (spec_is(&it, "seed")) {
 			inj.seed = parse_u64(v, end, spec);
 		} else {
 			die("unknown key (trace, dangling, overflow, seed)", spec);
 		}
-		s = *end ? end + 1 : end;
 	}
 	static char path[4096];
 	if (trace != NULL) {

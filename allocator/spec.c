@@ -51,3 +51,19 @@ uint64_t spec_rate(const char *var, const char *s, const char *end, const char *
 	unsigned __int128 x = ((unsigned __int128)frac << 64) / scale;
 	return (uint64_t)x;
 }
+
+bool spec_next(const char *var, const char *spec, const char **at, struct spec_item *it)
+{
+	const char *s = *at;
+	if (*s == '\0')
+		return false;
+	const char *end = strchr(s, ',');
+	if (end == NULL)
+		end = s + strlen(s);
+	const char *eq = memchr(s, '=', (size_t)(end - s));
+	if (eq == NULL)
+		spec_die(var, "expected KEY=VALUE", spec);
+	*it = (struct spec_item){ .key = s, .klen = (size_t)(eq - s), .value = eq + 1, .end = end };
+	*at = *end ? end + 1 : end;
+	return true;
+}

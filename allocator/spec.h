@@ -8,7 +8,29 @@
 #ifndef DIEHARD_SPEC_H
 #define DIEHARD_SPEC_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+/* One KEY=VALUE piece of a setting: the key [key, key + klen), the value
+ * [value, end). */
+struct spec_item {
+	const char *key;
+	size_t klen;
+	const char *value;
+	const char *end;
+};
+
+/* The next piece of spec at *at (moved past it and its comma); false at the
+ * end. A piece without '=' is fatal. */
+bool spec_next(const char *var, const char *spec, const char **at, struct spec_item *it);
+
+/* Whether the piece's key is key. */
+static inline bool spec_is(const struct spec_item *it, const char *key)
+{
+	return it->klen == strlen(key) && memcmp(it->key, key, it->klen) == 0;
+}
 
 /* "diehard: VAR: what: arg" on stderr, then _exit(125); arg may be NULL. */
 _Noreturn void spec_die(const char *var, const char *what, const char *arg);

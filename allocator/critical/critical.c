@@ -9,8 +9,15 @@
  *   compares the object with one shadow and, when they differ, votes the
  *   three byte by byte under the lock (two agreeing bytes win; with none,
  *   the object's byte is kept and the event counted as unrepairable).
- * - Which shadow is compared swaps every SWAP_PERIOD loads of a thread
- *   (section 3.1), so neither shadow gathers errors unseen.
+ * - Objects of up to 64 bytes are compared whole on every load (one line or
+ *   two, as the loaded bytes), larger ones over the bytes loaded.
+ * - Which shadow is compared swaps after every SWAP_PERIOD loads of a thread
+ *   on average (section 3.1), so neither shadow gathers errors unseen. The
+ *   period is drawn at random each time (uniform in [1, 2 SWAP_PERIOD - 1]):
+ *   with a fixed one, a program whose loads repeat with a period near a
+ *   multiple of it compared some object with the same shadow every time,
+ *   and the other's errors piled up until a second one made a byte
+ *   unrepairable (health under DIEHARD_CORRUPT, 1 run in 20).
  * - Shadows start as SENTINEL bytes (figure 3's map_critical): a critical
  *   load of bytes never critically stored finds the shadows agreeing on the
  *   sentinel against the object, and is counted as uninitialized.
@@ -63,6 +70,7 @@
 
 #define SENTINEL 0xa5
 #define SWAP_PERIOD 100u
+#define SMALL_WHOLE 64u   /* objects compared whole on every load */
 #define GRANULE_SHIFT 12u
 #define RECS_MAX ((size_t)1 << 24)   /* live critical objects at most */
 #define RECS_CHUNK 1024u             /* mirror records committed at a time */
@@ -131,7 +139,11 @@ static _Atomic unsigned long long n_objects, n_detected, n_repaired, n_unrepaira
 	n_bad_frees, n_meta_repairs;
 
 static _Thread_local struct view tl_cache __attribute__((tls_model("initial-exec")));
-static _Thread_local unsigned tl_loads __attribute__((tls_model("initial-exec")));
+/* Which shadow this thread compares, loads left before it swaps, and the
+ * generator of the next period (xorshift; 0 until first used). */
+static _Thread_local unsigned tl_which __attribute__((tls_model("initial-exec")));
+static _Thread_local unsigned tl_left __attribute__((tls_model("initial-exec")));
+static _Thread_local uint32_t tl_rand __attribute__((tls_model("initial-exec")));
 
 static void count(_Atomic unsigned long long *c)
 {
@@ -640,6 +652,16 @@ static void vote(const struct view *v, size_t off, size_t len)
  * counters); memmove since src and dst may overlap. */
 static inline bool same(const void *a, const void *b, size_t len)
 {
+	if (len <= 64 && len % 8 == 0) {
+		uint64_t diff = 0;
+		for (size_t i = 0; i < len; i += 8) {
+			uint64_t x, y;
+			__builtin_memcpy(&x, (const char *)a + i, 8);
+			__builtin_memcpy(&y, (const char *)b + i, 8);
+			diff |= x ^ y;
+		}
+		return diff == 0;
+	}
 	if (len == 8) {
 		uint64_t x, y;
 		__builtin_memcpy(&x, a, 8);
@@ -671,12 +693,29 @@ static inline void copy(void *dst, const void *src, size_t len)
 }
 
 /* Compares the object's bytes [off, off + len) with one shadow (which one
- * swaps every SWAP_PERIOD loads of the thread); votes the three under the
+ * swaps every SWAP_PERIOD loads of the thread, on average); votes the three under the
  * lock when they differ. */
 static void check(const struct view *v, size_t off, size_t len)
 {
+	/* A small object is compared whole (the same cache line or two as the
+	 * bytes loaded): an error in a field the program seldom loads is then
+	 * seen at the next load of any field, before a second one can join it. */
+	if (v->n <= SMALL_WHOLE) {
+		off = 0;
+		len = v->n;
+	}
 	const unsigned char *o = (const unsigned char *)v->lo + off;
-	unsigned which = (tl_loads++ / SWAP_PERIOD) & 1u;
+	if (__builtin_expect(tl_left == 0, 0)) {
+		uint32_t x = tl_rand != 0 ? tl_rand : 0x9e3779b9u; /* the same in every run: runs repeat */
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		tl_rand = x;
+		tl_left = 1 + x % (2 * SWAP_PERIOD - 1);
+		tl_which ^= 1u;
+	}
+	tl_left--;
+	unsigned which = tl_which;
 	if (same(o, (const unsigned char *)v->sh[which] + off, len))
 		return;
 	pthread_mutex_lock(&crit.lock);
@@ -689,16 +728,25 @@ static void check(const struct view *v, size_t off, size_t len)
 
 /* ---- the API ---- */
 
+/* The critical object holding p, p's offset in it and how many of the n
+ * bytes from p are inside it; false when p is not critical (nor n > 0). */
+static inline bool locate(const void *p, size_t n, struct view *v, size_t *off, size_t *in)
+{
+	if (n == 0 || !view_of((uintptr_t)p, v))
+		return false;
+	*off = (uintptr_t)p - v->lo;
+	*in = v->n - *off < n ? v->n - *off : n;
+	return true;
+}
+
 EXPORT void critical_load(void *dst, const void *src, size_t n)
 {
 	struct view v;
-	if (n == 0)
-		return;
-	if (!view_of((uintptr_t)src, &v)) {
+	size_t off, in;
+	if (!locate(src, n, &v, &off, &in)) {
 		memmove(dst, src, n);
 		return;
 	}
-	size_t off = (uintptr_t)src - v.lo, in = v.n - off < n ? v.n - off : n;
 	check(&v, off, in);
 	copy(dst, src, in);
 	if (in < n) {
@@ -711,13 +759,11 @@ EXPORT void critical_load(void *dst, const void *src, size_t n)
 EXPORT void critical_store(void *dst, const void *src, size_t n)
 {
 	struct view v;
-	if (n == 0)
-		return;
-	if (!view_of((uintptr_t)dst, &v)) {
+	size_t off, in;
+	if (!locate(dst, n, &v, &off, &in)) {
 		memmove(dst, src, n);
 		return;
 	}
-	size_t off = (uintptr_t)dst - v.lo, in = v.n - off < n ? v.n - off : n;
 	/* The object last: src may be the object itself (storing what a plain
 	 * write put there). */
 	copy((char *)v.sh[0] + off, src, in);
