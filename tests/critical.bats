@@ -121,7 +121,7 @@ setup_file() {
 		[[ ${lines[1]} == *"detected 0 repaired 0 unrepairable 0 uninitialized 1 "* ]]
 	done
 	DIEHARD_CRITICAL=warn run -0 --separate-stderr dh "$MISUSE" uninit
-	[[ $stderr =~ ^diehard:\ critical:\ bytes\ never\ critically\ stored\ \(uninitialized\)\ loaded:\ the\ object\ holds\ them\ at\ offsets\ 8-31\ of\ a\ 32-byte\ critical\ object\ at\ 0x[0-9a-f]{12}$ ]] ||
+	[[ $stderr =~ ^diehard:\ critical:\ load\ of\ bytes\ never\ critically\ stored\ \(uninitialized\;\ they\ read\ as\ the\ sentinel\ 0xa5\)\ at\ offsets\ 8-31\ of\ a\ 32-byte\ critical\ object\ at\ 0x[0-9a-f]{12}$ ]] ||
 		fail "warning: $stderr"
 	DIEHARD_CRITICAL=trap run -134 --separate-stderr plain "$MISUSE" uninit
 	[[ $stderr == *"(uninitialized)"* ]]

@@ -546,8 +546,8 @@ static bool view_of(uintptr_t p, struct view *v)
 			__builtin_ia32_pause();
 			continue;
 		}
-		/* The mask of the table these entries belong to. */
 		uint64_t epoch = atomic_load_explicit(&crit.epoch, memory_order_relaxed);
+		/* The entries, and the mask of the table they belong to. */
 		const struct rec *e = atomic_load_explicit(&crit.table_e, memory_order_acquire);
 		size_t mask = ((const struct table *)((const char *)e - offsetof(struct table, e)))->mask;
 		int found = table_find(e, mask, p, v);
@@ -635,7 +635,8 @@ static void vote(const struct view *v, size_t off, size_t len)
 		return;
 	if (uninit == wrong) {
 		count(&n_uninit);
-		report("bytes never critically stored (uninitialized) loaded: the object holds them", v, first, last - first + 1);
+		report("load of bytes never critically stored (uninitialized; they read as the sentinel 0xa5)", v, first,
+		       last - first + 1);
 		return;
 	}
 	count(&n_detected);
