@@ -801,16 +801,22 @@ static void *make_locked(size_t n, bool zero)
 	return o;
 }
 
-EXPORT void *critical_malloc(size_t size)
+/* A new critical object of size bytes (started, locked). */
+static void *make(size_t size, bool zero)
 {
 	if (!started()) {
 		errno = ENOMEM;
 		return NULL;
 	}
 	pthread_mutex_lock(&crit.lock);
-	void *p = make_locked(size == 0 ? 1 : size, false);
+	void *p = make_locked(size == 0 ? 1 : size, zero);
 	pthread_mutex_unlock(&crit.lock);
 	return p;
+}
+
+EXPORT void *critical_malloc(size_t size)
+{
+	return make(size, false);
 }
 
 EXPORT void *critical_calloc(size_t count_, size_t size)
@@ -820,14 +826,7 @@ EXPORT void *critical_calloc(size_t count_, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (!started()) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	pthread_mutex_lock(&crit.lock);
-	void *p = make_locked(total == 0 ? 1 : total, true);
-	pthread_mutex_unlock(&crit.lock);
-	return p;
+	return make(total, true);
 }
 
 /* Under lock: the live object starting exactly at p. */
