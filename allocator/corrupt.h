@@ -4,7 +4,8 @@
  *
  *   DIEHARD_CORRUPT=rate=R[,bytes=B][,size=MIN-MAX][,seed=N]
  *
- * On each allocator call (malloc, calloc, realloc, free and their kin), with
+ * On each allocator call (malloc, calloc, realloc, free and their kin; a
+ * realloc that moves its object also allocates and frees), with
  * probability R (0 to 1), one object is chosen at random from the small heap
  * (a stripe weighted by its live objects, as the Samurai paper's injector
  * weighs partitions, then a random claimed slot of it), a random offset in

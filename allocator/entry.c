@@ -295,6 +295,8 @@ static void *resize(void *p, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (__builtin_expect(corrupt_on, 0))
+		corrupt_tick(); /* one that moves also allocates and frees: ticks there too */
 	struct heap *h = diehard.heap;
 	if ((__builtin_expect(fence_on, 0) && fence_contains(p)) || (__builtin_expect(arch_on, 0) && arch_contains(p))) {
 		/* A fenced object always moves (its end abuts its guard page), and
