@@ -28,6 +28,7 @@
 #include "msg.h"
 #include "os.h"
 #include "segv.h"
+#include "frames.h"
 
 #define FENCE_REGION_MAX ((size_t)64 << 30)
 #define FENCE_REGION_MIN ((size_t)1 << 30)
@@ -73,7 +74,6 @@ static size_t live, budget;
 static size_t fenced, unfenced, faults;
 static bool said_budget;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static uintptr_t own_base;
 static char helper[PATH_MAX];
 
 /* Report buffers: one report at a time (the reporting flag). */
@@ -145,31 +145,9 @@ bool fence_parse_action(const char *s, enum fence_action *a)
 
 /* ---- stacks ---- */
 
-struct unwind_state {
-	uintptr_t *pcs;
-	unsigned n, max, skip;
-};
-
-static _Unwind_Reason_Code on_frame(struct _Unwind_Context *ctx, void *arg)
-{
-	struct unwind_state *u = arg;
-	uintptr_t pc = _Unwind_GetIP(ctx);
-	if (pc == 0 || u->n == u->max)
-		return _URC_END_OF_STACK;
-	Dl_info info;
-	/* The allocator's own frames are left out. */
-	if (u->skip && dladdr((void *)(pc - 1), &info) != 0 && (uintptr_t)info.dli_fbase == own_base)
-		return _URC_NO_REASON;
-	u->skip = 0;
-	u->pcs[u->n++] = pc;
-	return _URC_NO_REASON;
-}
-
 static uint8_t capture(uintptr_t *pcs)
 {
-	struct unwind_state u = { .pcs = pcs, .n = 0, .max = FENCE_FRAMES, .skip = 1 };
-	_Unwind_Backtrace(on_frame, &u);
-	return (uint8_t)u.n;
+	return (uint8_t)frames_capture(pcs, FENCE_FRAMES);
 }
 
 /* ---- the region ---- */
@@ -177,9 +155,8 @@ static uint8_t capture(uintptr_t *pcs)
 static void find_helper(void)
 {
 	Dl_info info;
-	if (dladdr((void *)fence_start, &info) != 0)
-		own_base = (uintptr_t)info.dli_fbase;
-	if (own_base != 0 && info.dli_fname != NULL && info.dli_fname[0] == '/') {
+	if (dladdr((void *)fence_start, &info) != 0 && info.dli_fbase != NULL && info.dli_fname != NULL &&
+	    info.dli_fname[0] == '/') {
 		const char *slash = strrchr(info.dli_fname, '/');
 		size_t dir = (size_t)(slash - info.dli_fname) + 1;
 		static const char name[] = "diehard-symbolize";

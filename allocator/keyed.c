@@ -14,13 +14,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <unwind.h>
 
 #include "config.h"
 #include "diehard.h"
 #include "msg.h"
 #include "random.h"
 #include "stream.h"
+#include "frames.h"
 
 bool keyed_on;
 
@@ -35,7 +35,6 @@ static const char *trace_path;
 static _Atomic int trace_fd = -1;
 static _Atomic unsigned bad_traced;
 static char exe[256];
-static uintptr_t own_base;
 
 static __thread bool tracing __attribute__((tls_model("initial-exec")));
 
@@ -266,40 +265,22 @@ static void trace_process(void)
 	trace_line(&m);
 }
 
-struct unwind_state {
-	uintptr_t pcs[40];
-	unsigned n;
-};
-
-static _Unwind_Reason_Code on_frame(struct _Unwind_Context *ctx, void *arg)
-{
-	struct unwind_state *u = arg;
-	uintptr_t pc = _Unwind_GetIP(ctx);
-	if (pc == 0 || u->n == sizeof u->pcs / sizeof u->pcs[0])
-		return _URC_END_OF_STACK;
-	u->pcs[u->n++] = pc;
-	return _URC_NO_REASON;
-}
-
 /* The F lines of the calling stack, the allocator's own frames left out,
  * then E. */
 static void trace_stack(void)
 {
-	struct unwind_state u = { .n = 0 };
-	_Unwind_Backtrace(on_frame, &u);
-	unsigned written = 0;
-	for (unsigned i = 0; i < u.n && written < 32; i++) {
+	uintptr_t pcs[40];
+	unsigned n = frames_capture(pcs, 40), written = 0;
+	for (unsigned i = 0; i < n && written < 32; i++) {
 		Dl_info info;
-		if (dladdr((void *)(u.pcs[i] - 1), &info) == 0 || info.dli_fbase == NULL)
-			continue;
-		if ((uintptr_t)info.dli_fbase == own_base)
+		if (dladdr((void *)(pcs[i] - 1), &info) == 0 || info.dli_fbase == NULL || frames_own(pcs[i]))
 			continue;
 		const char *path = info.dli_fname;
 		if (path == NULL || path[0] != '/')
 			path = exe;
 		struct msg m = { .len = 0 };
 		msg_str(&m, "F ");
-		msg_hex(&m, u.pcs[i], 16);
+		msg_hex(&m, pcs[i], 16);
 		msg_str(&m, " ");
 		msg_hex(&m, (uint64_t)(uintptr_t)info.dli_fbase, 16);
 		msg_str(&m, " ");
@@ -333,9 +314,6 @@ void keyed_start(void)
 	keyed_on = mode >= FILL_PATTERN || trace_wanted;
 	if (!keyed_on)
 		return;
-	Dl_info info;
-	if (dladdr((void *)keyed_start, &info) != 0)
-		own_base = (uintptr_t)info.dli_fbase;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
 	exe[n > 0 ? n : 0] = '\0';
 	set_pkey();
