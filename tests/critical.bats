@@ -124,7 +124,7 @@ setup_file() {
 	[[ $stderr =~ ^diehard:\ critical:\ load\ of\ bytes\ never\ critically\ stored\ \(uninitialized\;\ they\ read\ as\ the\ sentinel\ 0xa5\)\ at\ offsets\ 8-31\ of\ a\ 32-byte\ critical\ object\ at\ 0x[0-9a-f]{12}$ ]] ||
 		fail "warning: $stderr"
 	DIEHARD_CRITICAL=trap run -134 --separate-stderr plain "$MISUSE" uninit
-	[[ $stderr == *"(uninitialized)"* ]]
+	[[ $stderr == *"never critically stored (uninitialized;"* ]]
 	DIEHARD_CRITICAL=bogus run -0 --separate-stderr plain "$MISUSE" uninit
 	[[ $stderr == "diehard: critical: DIEHARD_CRITICAL must be repair, warn or trap; using repair" ]]
 }
