@@ -98,8 +98,7 @@ struct rec {
 
 struct table {
 	size_t mask;   /* slots - 1 */
-	size_t len;    /* bytes mapped */
-	size_t pad[6];
+	size_t pad[7]; /* the entries on a line of their own */
 	struct rec e[];
 };
 
@@ -174,7 +173,6 @@ static struct table *table_new(size_t slots)
 	if (t == NULL)
 		return NULL;
 	t->mask = slots - 1;
-	t->len = len;
 	return t; /* fresh pages: every key EMPTY */
 }
 
@@ -407,23 +405,19 @@ static bool table_room(size_t more)
 	size_t want = slots;
 	while ((crit.used + more) * 4 > want)
 		want *= 2;
-	/* Live entries, saved: a rebuild in place clears the table first. */
+	/* Live entries (key and record), saved: a rebuild in place clears
+	 * the table first. */
 	size_t keep_len = crit.used * sizeof(struct rec) + 1;
 	struct rec *keep = os_map_guarded(keep_len);
 	if (keep == NULL)
 		return false;
 	size_t n = 0;
-	uintptr_t *keys = os_map_guarded(crit.used * sizeof(uintptr_t) + 1);
-	if (keys == NULL) {
-		os_unmap_guarded(keep, keep_len);
-		return false;
-	}
 	for (size_t i = 0; i < slots; i++) {
 		struct view v;
 		uintptr_t k = atomic_load_explicit(&t->e[i].key, memory_order_relaxed);
 		if (k != EMPTY && k != DELETED && rec_load(&t->e[i], &v)) {
 			rec_store(&keep[n], &v);
-			keys[n++] = k;
+			atomic_store_explicit(&keep[n++].key, k, memory_order_relaxed);
 		}
 	}
 	struct table *to = t;
@@ -431,22 +425,19 @@ static bool table_room(size_t more)
 		to = table_new(want);
 		if (to == NULL) {
 			os_unmap_guarded(keep, keep_len);
-			os_unmap_guarded(keys, crit.used * sizeof(uintptr_t) + 1);
 			return false;
 		}
 	} else {
 		for (size_t i = 0; i < slots; i++)
 			atomic_store_explicit(&t->e[i].key, EMPTY, memory_order_relaxed);
 	}
-	size_t used = crit.used;
 	crit.used = crit.deleted = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct view v;
 		(void)rec_load(&keep[i], &v);
-		table_put(to, keys[i], &v);
+		table_put(to, atomic_load_explicit(&keep[i].key, memory_order_relaxed), &v);
 	}
 	os_unmap_guarded(keep, keep_len);
-	os_unmap_guarded(keys, used * sizeof(uintptr_t) + 1);
 	/* A grown-out table stays mapped: a lookup may still be reading it. */
 	table_publish(to);
 	return true;
