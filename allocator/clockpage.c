@@ -1,0 +1,430 @@
+/* clockpage.c — see clockpage.h.
+ *
+ * Publication: an entry's fields are written, then its checksum, then its
+ * tag (release); a reader loads the tag (acquire), then the fields and
+ * checks the sum. A ring position is rewritten only for entry n + CP_RING,
+ * after diehard harvested entry n, so a reader still on n then sees a
+ * wrong tag or sum and falls back: diehard has n in its log.
+ *
+ * Claims are final once published, except that diehard may take over a
+ * claim whose holder has not published (cp_settle): so the holder, after
+ * publishing, and a follower, after reading the holder's entry, load the
+ * claim again; if diehard took it, they use diehard's entry instead. Diehard,
+ * after taking a claim, looks at the old holder's entry once more and adopts
+ * it if it was published meanwhile. Whichever order these happen in, every
+ * participant ends with the same value (clockpage.h).
+ *
+ * Followers copy the entry they took into their own page (a witness), so
+ * a leader that damages its own page after someone took its entry cannot
+ * make diehard lead a second, different value for it: diehard looks for
+ * a sound copy in every page before it leads. A sound copy cannot be made
+ * by a stray write: the checksum is keyed by the run's secret. */
+#include "clockpage.h"
+
+#include <sched.h>
+
+#define ALL_OFF (1ull << 63)
+/* In diehard's page, tag PENDING | (n + 1): it is taking entry n over. */
+#define PENDING (1ull << 63)
+/* Waits: this many checks with a pause each, then each check yields the
+ * CPU (the holder may be descheduled: with more replicas than CPUs it
+ * often is), up to CP_SPINS checks in all. */
+#define BUSY_SPINS 256u
+
+static void wait_a_little(unsigned spin)
+{
+	if (spin < BUSY_SPINS)
+		__builtin_ia32_pause();
+	else
+		(void)sched_yield();
+}
+
+size_t cp_page_size(void)
+{
+	return (sizeof(struct cp_page) + 4095) & ~(size_t)4095;
+}
+
+size_t cp_claims_size(void)
+{
+	return (sizeof(struct cp_claims) + 4095) & ~(size_t)4095;
+}
+
+bool cp_served(unsigned key)
+{
+	/* Not the CPU-time clocks (2, 3: a task's own, matched per task) nor
+	 * id 10 (no clock). */
+	return key < CP_KEYS && key != 2 && key != 3 && key != 10;
+}
+
+bool cp_monotonic(unsigned key)
+{
+	return key == 1 || key == 4 || key == 6 || key == 7 || key == 9;
+}
+
+void cp_page_init(struct cp_page *p, unsigned slot, unsigned nslots)
+{
+	p->magic = CP_MAGIC;
+	p->slot = slot;
+	p->nslots = nslots;
+}
+
+static uint64_t mix(uint64_t h, uint64_t x)
+{
+	h ^= x;
+	h *= 0x9e3779b97f4a7c15ULL;
+	return h ^ (h >> 29);
+}
+
+static uint64_t checksum(uint64_t secret, unsigned key, uint64_t n, const struct cp_value *v)
+{
+	uint64_t h = mix(secret, (uint64_t)key << 56 ^ n);
+	h = mix(h, (uint64_t)v->a);
+	h = mix(h, (uint64_t)v->b);
+	return mix(h, (uint64_t)(uint32_t)v->c << 32 | (uint32_t)v->d);
+}
+
+uint64_t cp_sum_term(unsigned key, uint64_t n, const struct cp_value *value)
+{
+	return checksum(0x5375, key, n, value);
+}
+
+static bool less(const struct cp_value *x, const struct cp_value *y)
+{
+	return x->a < y->a || (x->a == y->a && x->b < y->b);
+}
+
+/* Entry n of key in page p: 1 and *out if published and sound, 0 if not
+ * (yet) published there, -1 if the position holds something else. */
+static int entry_at(const struct cp_view *v, const struct cp_entry *e, unsigned key, uint64_t n, struct cp_value *out);
+
+static int entry_in(const struct cp_view *v, const struct cp_page *p, unsigned key, uint64_t n, struct cp_value *out)
+{
+	if (p == NULL)
+		return -1;
+	return entry_at(v, &p->ring[key][n % CP_RING], key, n, out);
+}
+
+static int entry_at(const struct cp_view *v, const struct cp_entry *e, unsigned key, uint64_t n, struct cp_value *out)
+{
+	uint64_t tag = atomic_load_explicit(&e->tag, memory_order_seq_cst);
+	if (tag < n + 1 || tag == (PENDING | (n + 1)))
+		return 0;
+	if (tag != n + 1)
+		return -1;
+	out->a = atomic_load_explicit(&e->a, memory_order_relaxed);
+	out->b = atomic_load_explicit(&e->b, memory_order_relaxed);
+	out->c = atomic_load_explicit(&e->c, memory_order_relaxed);
+	out->d = atomic_load_explicit(&e->d, memory_order_relaxed);
+	uint64_t check = atomic_load_explicit(&e->check, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&e->tag, memory_order_relaxed) != n + 1)
+		return -1; /* rewritten meanwhile */
+	return check == checksum(v->secret, key, n, out) ? 1 : -1;
+}
+
+static void write_entry(const struct cp_view *v, struct cp_entry *e, unsigned key, uint64_t n, const struct cp_value *val);
+
+static void publish(const struct cp_view *v, struct cp_page *p, unsigned key, uint64_t n, const struct cp_value *val)
+{
+	write_entry(v, &p->ring[key][n % CP_RING], key, n, val);
+}
+
+static void write_entry(const struct cp_view *v, struct cp_entry *e, unsigned key, uint64_t n, const struct cp_value *val)
+{
+	/* Being written: readers see "not yet" (and in diehard's page, a
+	 * takeover still under way), never a torn entry. */
+	atomic_store_explicit(&e->tag, PENDING | (n + 1), memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&e->a, val->a, memory_order_relaxed);
+	atomic_store_explicit(&e->b, val->b, memory_order_relaxed);
+	atomic_store_explicit(&e->c, val->c, memory_order_relaxed);
+	atomic_store_explicit(&e->d, val->d, memory_order_relaxed);
+	atomic_store_explicit(&e->check, checksum(v->secret, key, n, val), memory_order_relaxed);
+	atomic_store_explicit(&e->tag, n + 1, memory_order_seq_cst);
+}
+
+/* The claim of entry n: its holder's slot (0-based), or -1 unclaimed (an
+ * older entry's claim, or none), -2 a later entry's (the position was
+ * reused: n is out of the ring), -3 garbage. */
+static int holder(const struct cp_view *v, uint64_t c, uint64_t n)
+{
+	uint64_t cn = c >> 8;
+	unsigned who = (unsigned)(c & 0xff);
+	if (cn < n + 1)
+		return -1;
+	if (cn > n + 1)
+		return -2;
+	if (who == 0 || who > v->nslots + 1)
+		return -3;
+	return (int)who - 1;
+}
+
+int cp_published(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out, unsigned *by)
+{
+	uint64_t c = atomic_load_explicit(&v->claims->claim[key][n % CP_RING], memory_order_seq_cst);
+	int h = holder(v, c, n);
+	if (h < 0)
+		return h == -1 ? 0 : -1;
+	int r = entry_in(v, v->pages[h], key, n, out);
+	if (r == 1)
+		*by = (unsigned)h;
+	return r;
+}
+
+/* Diehard's page for entry n: 1 published (*out), 2 taking it over, 0
+ * neither. */
+static int dh_state(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out)
+{
+	const struct cp_page *dh = v->pages[v->nslots];
+	uint64_t tag = atomic_load_explicit(&dh->ring[key][n % CP_RING].tag, memory_order_seq_cst);
+	if (tag == (PENDING | (n + 1)))
+		return 2;
+	return tag == n + 1 && entry_in(v, dh, key, n, out) == 1 ? 1 : 0;
+}
+
+/* Diehard's value of entry n, once it has taken the entry over: true and
+ * *out, false when it does not come in time (the caller falls back). */
+static bool await_dh(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out)
+{
+	for (unsigned w = 0; w < CP_SPINS; w++) {
+		int s = dh_state(v, key, n, out);
+		if (s == 1)
+			return true;
+		if (s == 0)
+			return false;
+		wait_a_little(w);
+	}
+	return false;
+}
+
+/* A sound entry n of key in any page, diehard's first (its decisions
+ * stand); true and *out, *by if found. Once the claims are damaged this
+ * is how a published entry is still found. */
+static bool find_anywhere(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out, unsigned *by)
+{
+	for (unsigned i = 0; i <= v->nslots; i++) {
+		unsigned j = i == 0 ? v->nslots : i - 1;
+		if (entry_in(v, v->pages[j], key, n, out) == 1) {
+			*by = j;
+			return true;
+		}
+	}
+	for (unsigned j = 0; j < v->nslots; j++)
+		if (v->pages[j] != NULL && entry_at(v, &v->pages[j]->copy[key][n % CP_RING], key, n, out) == 1) {
+			*by = j;
+			return true;
+		}
+	return false;
+}
+
+/* Copies entry n into our own page (a witness), in the copies' ring: two
+ * threads copying entries a ring apart may tear a copy (its checksum then
+ * fails: no harm), but never an entry we led. */
+static void witness(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, const struct cp_value *val)
+{
+	write_entry(v, &own->copy[key][n % CP_RING], key, n, val);
+}
+
+/* After taking value *out for entry n (as its leader, or from the leader
+ * claim c named), with the claim found changed since: if diehard is taking
+ * n over, its value is the one (waited for); else (a damaged claim) ours
+ * stands, since whoever settles n later finds it in our page. 1 settled,
+ * -1 fall back. */
+static int after_change(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, struct cp_value *out)
+{
+	struct cp_value d;
+	int s = dh_state(v, key, n, &d);
+	if (s == 0)
+		return 1;
+	if (s == 2 && !await_dh(v, key, n, &d))
+		return -1;
+	*out = d;
+	witness(v, own, key, n, out);
+	return 1;
+}
+
+/* The fast path's follower: entry n as claim c names it; 1 settled (*out,
+ * copied into our own page), 0 wait, -1 fall back. The copy is written
+ * before the claim is looked at again: diehard, taking the claim over,
+ * looks for copies only after, so it finds this one or we see its claim. */
+static int follow(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, uint64_t c,
+		  struct cp_value *out)
+{
+	int h = holder(v, c, n);
+	if (h < 0)
+		return -1;
+	int r = entry_in(v, v->pages[h], key, n, out);
+	if (r != 1)
+		return r;
+	if (h != (int)v->self)
+		witness(v, own, key, n, out);
+	if (atomic_load_explicit(&v->claims->claim[key][n % CP_RING], memory_order_seq_cst) == c)
+		return 1;
+	return after_change(v, own, key, n, out);
+}
+
+enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void *arg, struct cp_value *out,
+			uint64_t *index)
+{
+	const struct cp_page *dh = v->pages[v->nslots];
+	struct cp_page *own = v->pages[v->self];
+	uint64_t off = atomic_load_explicit(&dh->off, memory_order_acquire);
+	if (off & (ALL_OFF | 1ull << v->self))
+		return CP_OFF;
+	uint64_t n = atomic_fetch_add_explicit(&own->count[key], 1, memory_order_relaxed);
+	*index = n;
+	_Atomic uint64_t *claim = &v->claims->claim[key][n % CP_RING];
+	enum cp_outcome outcome = CP_FALLBACK;
+	for (unsigned spin = 0; spin < CP_SPINS; spin++) {
+		uint64_t c = atomic_load_explicit(claim, memory_order_seq_cst);
+		int h = holder(v, c, n);
+		if (h >= 0) {
+			int r = follow(v, own, key, n, c, out);
+			if (r < 0)
+				return CP_FALLBACK;
+			if (r > 0) {
+				outcome = CP_FOLLOWED;
+				break;
+			}
+			wait_a_little(spin);
+			continue;
+		}
+		if (h != -1)
+			return CP_FALLBACK;
+		/* Unclaimed. Its ring position free (the entry a ring ago is in
+		 * diehard's log), and entry n - 1 published, first. */
+		if (n >= CP_RING && atomic_load_explicit(&dh->harvested[key], memory_order_acquire) <= n - CP_RING)
+			return CP_FALLBACK;
+		struct cp_value prev;
+		unsigned by;
+		if (n > 0) {
+			int r = cp_published(v, key, n - 1, &prev, &by);
+			if (r < 0)
+				return CP_FALLBACK;
+			if (r == 0) {
+				wait_a_little(spin);
+				continue;
+			}
+		}
+		/* A claim looks unclaimed by mistake only if damaged: then the
+		 * entry may well be published (by its leader, or copied by a
+		 * follower), and leading it again would hand out a second value
+		 * for it. */
+		if (find_anywhere(v, key, n, out, &by)) {
+			if (by != v->self)
+				witness(v, own, key, n, out);
+			outcome = CP_FOLLOWED;
+			break;
+		}
+		uint64_t mine = (n + 1) << 8 | (v->self + 1);
+		if (!atomic_compare_exchange_strong_explicit(claim, &c, mine, memory_order_seq_cst,
+							     memory_order_seq_cst))
+			continue;
+		if (real(key, out, arg) != 0)
+			return CP_FALLBACK; /* claimed, never published: diehard takes it over */
+		if (n > 0 && cp_monotonic(key) && less(out, &prev))
+			*out = prev;
+		publish(v, own, key, n, out);
+		outcome = CP_LED;
+		if (atomic_load_explicit(claim, memory_order_seq_cst) != mine) {
+			if (after_change(v, own, key, n, out) < 0)
+				return CP_FALLBACK;
+			outcome = CP_FOLLOWED;
+		}
+		break;
+	}
+	if (outcome == CP_FALLBACK)
+		return CP_FALLBACK;
+	atomic_fetch_add_explicit(&own->sum[key], cp_sum_term(key, n, out), memory_order_relaxed);
+	return outcome;
+}
+
+/* Diehard's harvest: entry n published in its own page (a claim damaged
+ * after diehard settled it). */
+static bool find_published_settled(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out,
+				   unsigned *by)
+{
+	if (dh_state(v, key, n, out) != 1)
+		return false;
+	*by = v->nslots;
+	return true;
+}
+
+/* Diehard: settles entry n of key alone (n - 1 settled). It marks its
+ * entry pending before it takes the claim: a leader or follower that sees
+ * the claim change then waits for its value. After taking the claim it
+ * looks in every page: a value published (or copied) before that stands. */
+static int settle_one(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *real, void *arg,
+		      struct cp_value *out, unsigned *by)
+{
+	_Atomic uint64_t *claim = &v->claims->claim[key][n % CP_RING];
+	struct cp_page *dh = v->pages[v->nslots];
+	uint64_t mine = (n + 1) << 8 | (v->nslots + 1);
+	*by = v->nslots;
+	if (dh_state(v, key, n, out) == 1) {
+		atomic_store_explicit(claim, mine, memory_order_seq_cst); /* mend a damaged claim */
+		return 0;
+	}
+	atomic_store_explicit(&dh->ring[key][n % CP_RING].tag, PENDING | (n + 1), memory_order_seq_cst);
+	for (;;) {
+		uint64_t c = atomic_load_explicit(claim, memory_order_seq_cst);
+		int h = holder(v, c, n);
+		if (h >= 0 && h != (int)v->nslots && entry_in(v, v->pages[h], key, n, out) == 1)
+			break; /* published: it stands */
+		if (!atomic_compare_exchange_strong_explicit(claim, &c, mine, memory_order_seq_cst,
+							     memory_order_seq_cst))
+			continue;
+		unsigned where;
+		if (find_anywhere(v, key, n, out, &where))
+			break;
+		struct cp_value prev;
+		unsigned pby;
+		bool have_prev = n > 0 && (cp_published(v, key, n - 1, &prev, &pby) == 1 ||
+					   find_anywhere(v, key, n - 1, &prev, &pby));
+		if (real(key, out, arg) != 0) {
+			atomic_store_explicit(&dh->ring[key][n % CP_RING].tag, 0, memory_order_seq_cst);
+			return -1;
+		}
+		if (have_prev && cp_monotonic(key) && less(out, &prev))
+			*out = prev;
+		/* The entry's value was lost (its leader damaged its own page
+		 * before anyone copied it) while a later one stands: a monotonic
+		 * clock's new value must not pass it. */
+		struct cp_value next;
+		unsigned nby;
+		if (cp_monotonic(key) && find_anywhere(v, key, n + 1, &next, &nby) && less(&next, out))
+			*out = next;
+		break;
+	}
+	publish(v, dh, key, n, out);
+	return 0;
+}
+
+uint64_t cp_harvest(struct cp_view *v, unsigned key, cp_put_fn *put, void *arg)
+{
+	_Atomic uint64_t *h = &v->pages[v->nslots]->harvested[key];
+	uint64_t n = atomic_load_explicit(h, memory_order_relaxed);
+	for (;; n++) {
+		struct cp_value x;
+		unsigned by;
+		if (cp_published(v, key, n, &x, &by) != 1 && !find_published_settled(v, key, n, &x, &by))
+			break;
+		put(key, n, &x, by, arg);
+		atomic_store_explicit(h, n + 1, memory_order_release);
+	}
+	return n;
+}
+
+int cp_settle(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *real, cp_put_fn *put, void *arg)
+{
+	_Atomic uint64_t *h = &v->pages[v->nslots]->harvested[key];
+	for (uint64_t m = atomic_load_explicit(h, memory_order_relaxed); m <= n; m++) {
+		struct cp_value x;
+		unsigned by;
+		if (settle_one(v, key, m, real, arg, &x, &by) != 0)
+			return -1;
+		put(key, m, &x, by, arg);
+		atomic_store_explicit(h, m + 1, memory_order_release);
+	}
+	return 0;
+}

@@ -1,0 +1,150 @@
+/* clockpage.h — clock reads agreed in shared memory, without a round trip
+ * to diehard (issue 16): the protocol, shared by libdiehard.so (the
+ * replicas' fast path) and diehard (which takes part in it, harvests it into
+ * its nondeterminism log and checks it).
+ *
+ * Design:
+ * - Keys: the system clocks a replica reads through the vDSO (clock ids
+ *   0..11 but the CPU-time ones), gettimeofday and time; CP_KEYS of them.
+ *   The n-th read of a key must return the same value in every replica
+ *   (docs/NONDETERMINISM.md), as the notify path's log does.
+ * - Pages: one per replica slot, and one for diehard. A replica maps its own
+ *   page read-write and every other page read-only (a read-only descriptor:
+ *   it cannot be made writable), so a stray write of a replica can only
+ *   damage its own page. A page holds the slot's count of reads per key
+ *   (shared by all its processes and threads), a sum over the values it
+ *   consumed (diehard compares them), and a ring per key of the entries
+ *   the slot led, each {tag = n + 1, value, keyed checksum of (key, n,
+ *   value)}.
+ * - Claims: the one region every replica writes: per key and ring position,
+ *   (n + 1) << 8 | (slot + 1) of whoever leads entry n. A replica that
+ *   finds entry n unclaimed claims it (compare-and-swap), reads the real
+ *   clock and publishes the entry in its own page; one that finds it
+ *   claimed reads the claimant's page. Entry n is claimed only once entry
+ *   n - 1 is published, and a monotonic key's value is raised to n - 1's
+ *   if needed, so entries are in time order as the notify path's are.
+ * - What goes wrong falls back: an entry whose checksum fails, a claim
+ *   naming no page or a page that does not publish within CP_SPINS checks,
+ *   a ring position diehard has not harvested yet, a read that fell a ring
+ *   behind: the caller asks diehard (the notify path) for entry n, and
+ *   diehard settles it (cp_settle). Nothing here waits unboundedly, and no
+ *   damage to the claims or to a page makes a reader use another page's
+ *   bytes unchecked.
+ *
+ * Pure code: memory given by the caller, the real clock read through a
+ * callback; no allocation, no stdio (it runs inside libdiehard.so). */
+#ifndef DIEHARD_CLOCKPAGE_H
+#define DIEHARD_CLOCKPAGE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CP_KEYS 14u          /* clock ids 0..11, then gettimeofday, time */
+#define CP_KEY_GETTIMEOFDAY 12u
+#define CP_KEY_TIME 13u
+#define CP_RING 1024u        /* entries a page keeps per key */
+#define CP_MAX_SLOTS 62u     /* replica slots; diehard's page is the next */
+#define CP_SPINS 2048u       /* checks of a claimed, unpublished entry before falling back */
+#define CP_MAGIC 0x6368646c6f636b31ULL /* "1kcolcdh" */
+
+/* A clock's value: seconds and nanoseconds (gettimeofday: microseconds in b,
+ * the timezone in c and d; time: seconds). */
+struct cp_value {
+	int64_t a, b;
+	int32_t c, d;
+};
+
+struct cp_entry {
+	_Atomic uint64_t tag; /* n + 1 once published; 0 never */
+	_Atomic int64_t a, b;
+	_Atomic int32_t c, d;
+	_Atomic uint64_t check;
+};
+
+struct cp_page {
+	uint64_t magic;
+	uint32_t slot, nslots;
+	/* Written by diehard in its own page only: entries below harvested[k]
+	 * are in its log (ring positions free for reuse); bit s of off: slot s
+	 * makes every read the usual way (a replacement replaying, a server). */
+	_Atomic uint64_t harvested[CP_KEYS];
+	_Atomic uint64_t off;
+	/* The slot's own: */
+	_Atomic uint64_t count[CP_KEYS];
+	_Atomic uint64_t sum[CP_KEYS];
+	struct cp_entry ring[CP_KEYS][CP_RING];
+	/* Entries it took from others, copied (best effort: positions apart
+	 * from ring's, so a copy never overwrites an entry it led). */
+	struct cp_entry copy[CP_KEYS][CP_RING];
+};
+
+struct cp_claims {
+	_Atomic uint64_t claim[CP_KEYS][CP_RING];
+};
+
+/* What one participant sees: its own page (NULL for diehard, which writes
+ * its page through pages[nslots]), every page, the claims, the run's
+ * checksum key. */
+struct cp_view {
+	struct cp_claims *claims;
+	struct cp_page *pages[CP_MAX_SLOTS + 1];
+	unsigned nslots; /* replica slots; pages[nslots] is diehard's */
+	unsigned self;   /* the participant's slot; nslots for diehard */
+	uint64_t secret;
+};
+
+/* Bytes of one page and of the claims region (whole pages). */
+size_t cp_page_size(void);
+size_t cp_claims_size(void);
+
+/* Whether key k (a clock id, or CP_KEY_*) is one the fast path serves, and
+ * whether its values must not go backwards. */
+bool cp_served(unsigned key);
+bool cp_monotonic(unsigned key);
+
+/* Sets up a fresh (zeroed) page of slot. */
+void cp_page_init(struct cp_page *p, unsigned slot, unsigned nslots);
+
+/* Reads the real clock for key into *out: 0, or -1 when it cannot (the
+ * caller then falls back). */
+typedef int cp_real_fn(unsigned key, struct cp_value *out, void *arg);
+
+enum cp_outcome {
+	CP_LED,       /* this read led entry *index: *out is the real clock */
+	CP_FOLLOWED,  /* *out is entry *index as its leader published it */
+	CP_FALLBACK,  /* ask diehard for entry *index (cp_settle) */
+	CP_OFF,       /* the fast path is off: make the call the usual way (no index taken) */
+};
+
+/* The participant's next read of key (cp_served). */
+enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void *arg, struct cp_value *out,
+			uint64_t *index);
+
+/* Diehard's side: what it keeps of an entry (its nondeterminism log), in
+ * order: entry n of key, led by slot by (nslots: diehard). */
+typedef void cp_put_fn(unsigned key, uint64_t n, const struct cp_value *value, unsigned by, void *arg);
+
+/* Diehard's side: puts the entries of key published since the last
+ * harvest, in order, stopping at the first not (yet) published; their
+ * ring positions may then be reused. Returns the new harvested[key]. */
+uint64_t cp_harvest(struct cp_view *v, unsigned key, cp_put_fn *put, void *arg);
+
+/* Diehard's side, for a read that fell back with index n: settles every
+ * entry of key from harvested[key] to n in order (a sound published entry
+ * stands; else diehard claims it, over any claim whose holder did not
+ * publish, and leads it with real()) and puts each. n below harvested[key]
+ * is already in the caller's log. 0, or -1 when real() failed. */
+int cp_settle(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *real, cp_put_fn *put, void *arg);
+
+/* Diehard's side: entry n of key if published and sound (1), not yet
+ * published (0), or claimed by nobody or garbage (-1), without settling. */
+int cp_published(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out, unsigned *by);
+
+/* What a consumed value adds to a page's sum: order-independent over the
+ * reads of a key, so slots that consumed the same entries have equal sums
+ * at equal counts. */
+uint64_t cp_sum_term(unsigned key, uint64_t n, const struct cp_value *value);
+
+#endif

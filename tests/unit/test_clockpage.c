@@ -1,0 +1,255 @@
+/* test_clockpage.c — the shared clock log's protocol (allocator/clockpage.h)
+ * under ASan and UBSan: k replicas of several threads each reading clocks
+ * through it at once, diehard settling what falls back; every replica's
+ * n-th read of a key must be the same value, and each thread's monotonic
+ * clocks must go forward. Then the same with one replica scribbling
+ * garbage over its own page and over the claims: the others must neither
+ * hang nor disagree among themselves.
+ */
+#include "clockpage.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tap.h"
+
+#define K 3
+#define THREADS 3
+#define READS 20000
+#define MAXN (K * THREADS * READS)
+
+static struct cp_claims *claims;
+static struct cp_page *pages[K + 1];
+static struct cp_view views[K + 1];
+static int real(unsigned key, struct cp_value *out, void *arg);
+static pthread_mutex_t dh_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Diehard's log: entry n of each key, as harvested or settled. */
+static struct cp_value (*logged)[MAXN];
+static uint64_t logged_n[CP_KEYS];
+static int out_of_order;
+
+static void put(unsigned key, uint64_t n, const struct cp_value *value, unsigned by, void *arg)
+{
+	(void)by;
+	(void)arg;
+	if (n != logged_n[key])
+		out_of_order++;
+	if (n < MAXN)
+		logged[key][n] = *value;
+	logged_n[key] = n + 1;
+}
+
+/* Diehard answering a read that fell back: from its log, after settling. */
+static void answer(unsigned key, uint64_t n, struct cp_value *val)
+{
+	pthread_mutex_lock(&dh_lock);
+	if (n >= logged_n[key] && cp_settle(&views[K], key, n, real, put, NULL) != 0)
+		abort();
+	*val = logged[key][n];
+	pthread_mutex_unlock(&dh_lock);
+}
+static _Atomic unsigned long fallbacks, led, followed;
+
+/* seen[r][key][n]: what replica r's n-th read of key returned (a + 1, so 0 = none). */
+static int64_t (*seen)[CP_KEYS][MAXN];
+static int64_t (*seen_b)[CP_KEYS][MAXN];
+
+static int real(unsigned key, struct cp_value *out, void *arg)
+{
+	(void)arg;
+	struct timespec ts;
+	clockid_t id = key < 12 ? (clockid_t)key : CLOCK_REALTIME;
+	if (clock_gettime(id, &ts) != 0)
+		return -1;
+	out->a = ts.tv_sec;
+	out->b = key == CP_KEY_GETTIMEOFDAY ? ts.tv_nsec / 1000 : key == CP_KEY_TIME ? 0 : ts.tv_nsec;
+	out->c = out->d = 0;
+	return 0;
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static const unsigned keys[] = { 0, 1, 4, 6, 7, CP_KEY_GETTIMEOFDAY, CP_KEY_TIME };
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+struct worker {
+	unsigned r;
+	uint64_t seed;
+	bool scribble; /* a buggy replica: garbage into its own page and the claims */
+	int backwards;
+};
+
+static void *reader(void *arg)
+{
+	struct worker *w = arg;
+	struct cp_view *v = &views[w->r];
+	struct cp_value last[CP_KEYS];
+	memset(last, 0, sizeof last);
+	for (int i = 0; i < READS; i++) {
+		unsigned key = keys[rnd(&w->seed) % NKEYS];
+		struct cp_value val;
+		uint64_t n;
+		enum cp_outcome o = cp_read(v, key, real, NULL, &val, &n);
+		if (o == CP_FALLBACK) {
+			answer(key, n, &val);
+			fallbacks++;
+		} else if (o == CP_LED) {
+			led++;
+		} else {
+			followed++;
+		}
+		if (n < MAXN) {
+			seen[w->r][key][n] = val.a + 1;
+			seen_b[w->r][key][n] = val.b;
+		}
+		if (cp_monotonic(key) && (val.a < last[key].a || (val.a == last[key].a && val.b < last[key].b)))
+			w->backwards++;
+		last[key] = val;
+		if (w->scribble && rnd(&w->seed) % 64 == 0) {
+			/* garbage: a random word of its own page, or of the claims */
+			uint64_t *where;
+			if (rnd(&w->seed) % 2) {
+				where = (uint64_t *)pages[w->r] + rnd(&w->seed) % (sizeof(struct cp_page) / 8);
+			} else {
+				where = (uint64_t *)claims + rnd(&w->seed) % (sizeof(struct cp_claims) / 8);
+			}
+			*where = rnd(&w->seed);
+		}
+	}
+	return NULL;
+}
+
+/* Diehard's harvest, as a thread: marks entries settled below the lowest
+ * count of the replicas, so ring positions get reused. */
+static _Atomic bool harvesting;
+static void *harvester(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&harvesting)) {
+		for (unsigned k = 0; k < NKEYS; k++) {
+			pthread_mutex_lock(&dh_lock);
+			(void)cp_harvest(&views[K], keys[k], put, NULL);
+			pthread_mutex_unlock(&dh_lock);
+		}
+		struct timespec ts = { 0, 200000 };
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static void setup(void)
+{
+	claims = calloc(1, sizeof *claims);
+	for (unsigned i = 0; i <= K; i++) {
+		pages[i] = calloc(1, sizeof *pages[i]);
+		cp_page_init(pages[i], i, K);
+	}
+	for (unsigned i = 0; i <= K; i++) {
+		views[i] = (struct cp_view){ .claims = claims, .nslots = K, .self = i, .secret = 0x1234567 };
+		for (unsigned j = 0; j <= K; j++)
+			views[i].pages[j] = pages[j];
+	}
+	memset(seen, 0, sizeof(*seen) * K);
+	memset(logged_n, 0, sizeof logged_n);
+	out_of_order = 0;
+	memset(seen_b, 0, sizeof(*seen_b) * K);
+}
+
+static void teardown(void)
+{
+	free(claims);
+	for (unsigned i = 0; i <= K; i++)
+		free(pages[i]);
+}
+
+/* Runs K replicas of THREADS readers; bad: which replica scribbles (-1:
+ * none). Returns the entries on which the good replicas disagree. */
+static long run(int bad, int *backwards)
+{
+	setup();
+	pthread_t t[K][THREADS], h;
+	struct worker w[K][THREADS];
+	atomic_store(&harvesting, true);
+	pthread_create(&h, NULL, harvester, NULL);
+	for (unsigned r = 0; r < K; r++)
+		for (unsigned i = 0; i < THREADS; i++) {
+			w[r][i] = (struct worker){ .r = r, .seed = 0x9e3779b97f4a7c15ULL * (r * THREADS + i + 1),
+						   .scribble = (int)r == bad };
+			pthread_create(&t[r][i], NULL, reader, &w[r][i]);
+		}
+	*backwards = 0;
+	for (unsigned r = 0; r < K; r++)
+		for (unsigned i = 0; i < THREADS; i++) {
+			pthread_join(t[r][i], NULL);
+			if ((int)r != bad)
+				*backwards += w[r][i].backwards;
+		}
+	atomic_store(&harvesting, false);
+	pthread_join(h, NULL);
+	long disagree = 0;
+	for (unsigned k = 0; k < NKEYS; k++)
+		for (size_t n = 0; n < MAXN; n++) {
+			int64_t a = 0, b = 0;
+			for (unsigned r = 0; r < K; r++) {
+				if ((int)r == bad || seen[r][keys[k]][n] == 0)
+					continue;
+				if (a == 0) {
+					a = seen[r][keys[k]][n];
+					b = seen_b[r][keys[k]][n];
+				} else if (seen[r][keys[k]][n] != a || seen_b[r][keys[k]][n] != b) {
+					disagree++;
+				}
+			}
+		}
+	teardown();
+	return disagree;
+}
+
+int main(void)
+{
+	seen = calloc(K, sizeof *seen);
+	seen_b = calloc(K, sizeof *seen_b);
+	logged = calloc(CP_KEYS, sizeof *logged);
+	if (seen == NULL || seen_b == NULL || logged == NULL)
+		return 1;
+	CHECK(cp_served(0) && cp_served(1) && !cp_served(2) && !cp_served(3) && !cp_served(10) &&
+		      cp_served(CP_KEY_TIME) && !cp_served(CP_KEYS),
+	      "served keys: system clocks, gettimeofday, time; not CPU-time clocks");
+
+	int backwards;
+	long d = run(-1, &backwards);
+	CHECK(d == 0, "%u replicas x %u threads x %u reads: every n-th read of a key the same everywhere (%ld differ)",
+	      K, THREADS, READS, d);
+	CHECK(backwards == 0, "monotonic clocks go forward in every thread (%d went back)", backwards);
+	CHECK(out_of_order == 0, "diehard's log got every entry once, in order");
+	CHECK(led > 0 && followed > 0, "reads led and followed (%lu led, %lu followed, %lu settled by diehard)",
+	      (unsigned long)led, (unsigned long)followed, (unsigned long)fallbacks);
+
+	led = followed = fallbacks = 0;
+	d = run(1, &backwards);
+	CHECK(d == 0, "one replica scribbling over its page and the claims: the others still agree (%ld differ)", d);
+	CHECK(backwards == 0, "and their monotonic clocks go forward (%d went back)", backwards);
+	CHECK(fallbacks > 0, "the damage sent reads to diehard (%lu)", (unsigned long)fallbacks);
+
+	/* Off: every read the usual way, no index taken. */
+	setup();
+	atomic_store(&pages[K]->off, 1ull << 2);
+	struct cp_value v;
+	uint64_t n = 99;
+	CHECK(cp_read(&views[2], 1, real, NULL, &v, &n) == CP_OFF && n == 99 && pages[2]->count[1] == 0,
+	      "a slot diehard turned off reads the usual way");
+	CHECK(cp_read(&views[0], 1, real, NULL, &v, &n) == CP_LED && n == 0, "the others do not");
+	teardown();
+	free(seen);
+	free(seen_b);
+	free(logged);
+	return tap_done();
+}
