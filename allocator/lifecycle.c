@@ -23,6 +23,7 @@
 
 #include "archipelago.h"
 #include "cache.h"
+#include "clocks.h"
 #include "corrupt.h"
 #include "fence.h"
 #include "keyed.h"
@@ -132,6 +133,7 @@ bool diehard_start(void)
 		if (corrupt != NULL && corrupt[0] != '\0')
 			corrupt_start(corrupt, diehard.heap);
 		keyed_start();
+		clocks_start();
 		if (diehard.cfg.fence.on && !fence_start(&diehard.cfg.fence)) {
 			struct msg m = { .len = 0 };
 			msg_str(&m, "diehard: fence: cannot reserve the fence region or install its handler; fence mode is off");
