@@ -263,6 +263,18 @@ static int follow(const struct cp_view *v, struct cp_page *own, unsigned key, ui
 	return after_change(v, own, key, n, out);
 }
 
+/* Whether every pacing slot but ours has reached entry n - CP_RING
+ * (clockpage.h), so that leading n overwrites nothing they still need. */
+static bool paced(const struct cp_view *v, unsigned key, uint64_t n)
+{
+	uint64_t pace = atomic_load_explicit(&v->pages[v->nslots]->pace, memory_order_relaxed);
+	for (unsigned j = 0; j < v->nslots; j++)
+		if ((pace >> j & 1) && j != v->self && v->pages[j] != NULL &&
+		    atomic_load_explicit(&v->pages[j]->count[key], memory_order_relaxed) + CP_RING <= n)
+			return false;
+	return true;
+}
+
 enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void *arg, struct cp_value *out,
 			uint64_t *index)
 {
@@ -295,6 +307,10 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 		 * diehard's log), and entry n - 1 published, first. */
 		if (n >= CP_RING && atomic_load_explicit(&dh->harvested[key], memory_order_acquire) <= n - CP_RING)
 			return CP_FALLBACK;
+		if (n >= CP_RING && !paced(v, key, n)) {
+			wait_a_little(spin);
+			continue;
+		}
 		struct cp_value prev;
 		unsigned by;
 		if (n > 0) {

@@ -23,6 +23,11 @@
  *   claimed reads the claimant's page. Entry n is claimed only once entry
  *   n - 1 is published, and a monotonic key's value is raised to n - 1's
  *   if needed, so entries are in time order as the notify path's are.
+ * - Pace: a replica leads entry n only while n is within a ring of every
+ *   pacing slot's count (diehard names them: live, not replaying), else it
+ *   waits for them a little, then falls back: a replica that ran a ring
+ *   ahead would overwrite entries the others have yet to read, and every
+ *   read of theirs would then cost a round trip to diehard.
  * - What goes wrong falls back: an entry whose checksum fails, a claim
  *   naming no page or a page that does not publish within CP_SPINS checks,
  *   a ring position diehard has not harvested yet, a read that fell a ring
@@ -71,6 +76,10 @@ struct cp_page {
 	 * makes every read the usual way (a replacement replaying, a server). */
 	_Atomic uint64_t harvested[CP_KEYS];
 	_Atomic uint64_t off;
+	/* Bit s: slot s paces the others (it is live and keeping up): no
+	 * replica leads an entry a ring past its count, so that the entries
+	 * it is about to read are still in the rings. */
+	_Atomic uint64_t pace;
 	/* The slot's own: */
 	_Atomic uint64_t count[CP_KEYS];
 	_Atomic uint64_t sum[CP_KEYS];

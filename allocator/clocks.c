@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -92,6 +93,12 @@ void clocks_start(void)
 	if (fd > 1 << 20 || slots == 0 || slots > CP_MAX_SLOTS || slot >= slots)
 		spec_die(VAR, "fd, slot and slots are needed, slot < slots <= 62, in", spec);
 	size_t claims = cp_claims_size(), page = cp_page_size(), len = claims + (slots + 1) * page;
+	/* The fd may be anything by now (a program that closed it and opened
+	 * another file there, then exec'd): a memfd of the whole size, or
+	 * nothing (a shorter file would fault past its end). */
+	struct stat st;
+	if (fstat((int)fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < len)
+		return;
 	char *base = mmap(NULL, len, PROT_READ, MAP_SHARED, (int)fd, 0);
 	if (base == MAP_FAILED)
 		return; /* the system-call path still works */
@@ -158,7 +165,7 @@ EXPORT long diehard_vdso_clock_gettime(clockid_t id, struct timespec *ts)
 {
 	struct cp_value v;
 	uint64_t n = 0;
-	bool asks;
+	bool asks = false;
 	if (id >= 0 && fast((unsigned)id, &v, &n, &asks)) {
 		ts->tv_sec = v.a;
 		ts->tv_nsec = v.b;
@@ -171,7 +178,7 @@ EXPORT long diehard_vdso_gettimeofday(struct timeval *tv, struct timezone *tz)
 {
 	struct cp_value v;
 	uint64_t n = 0;
-	bool asks;
+	bool asks = false;
 	if (fast(CP_KEY_GETTIMEOFDAY, &v, &n, &asks)) {
 		if (tv != NULL) {
 			tv->tv_sec = v.a;
@@ -190,7 +197,7 @@ EXPORT long diehard_vdso_time(time_t *t)
 {
 	struct cp_value v;
 	uint64_t n = 0;
-	bool asks;
+	bool asks = false;
 	if (fast(CP_KEY_TIME, &v, &n, &asks)) {
 		if (t != NULL)
 			*t = v.a;

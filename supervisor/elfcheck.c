@@ -99,6 +99,52 @@ static bool defines(Elf *elf, const char *mark)
 	return false;
 }
 
+/* Fills values[] from the dynamic symbol table (defined symbols only). */
+static void lookup(Elf *elf, const char *const *names, unsigned long *values, size_t n)
+{
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type != SHT_DYNSYM || sh.sh_entsize == 0)
+			continue;
+		Elf_Data *data = elf_getdata(scn, NULL);
+		if (data == NULL)
+			return;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			if (gelf_getsym(data, (int)i, &sym) == NULL)
+				break;
+			if (sym.st_shndx == SHN_UNDEF)
+				continue;
+			const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			for (size_t j = 0; name != NULL && j < n; j++)
+				if (strcmp(name, names[j]) == 0)
+					values[j] = (unsigned long)sym.st_value;
+		}
+	}
+}
+
+int elfcheck_symbols(const char *path, const char *const *names, unsigned long *values, size_t n)
+{
+	for (size_t j = 0; j < n; j++)
+		values[j] = 0;
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -1;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	int rc = -1;
+	if (elf != NULL && elf_kind(elf) == ELF_K_ELF) {
+		lookup(elf, names, values, n);
+		rc = 0;
+	}
+	if (elf != NULL)
+		elf_end(elf);
+	close(fd);
+	return rc;
+}
+
 /* The checks on an ELF file open at fd, in the order a person would want to
  * hear of them: what it is, what it is for, whether it is ours. */
 static bool check_elf(int fd, char *why, size_t size)

@@ -16,4 +16,9 @@
  * Never blocks on a FIFO or a device: those are refused before any open. */
 bool elfcheck_allocator(const char *path, char *why, size_t size);
 
+/* The values of the defined dynamic symbols names[0..n) in the shared
+ * library at path (0 for one it lacks): offsets from its load address.
+ * 0, or -1 when the file cannot be read as ELF. */
+int elfcheck_symbols(const char *path, const char *const *names, unsigned long *values, size_t n);
+
 #endif

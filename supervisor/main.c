@@ -87,6 +87,8 @@ static const char usage[] =
 	"                        network (as with --sandbox off or --no-virtualize)\n"
 	"      --no-virtualize   let each replica read its own clocks and random bytes\n"
 	"                        (by default they all see the same: docs/NONDETERMINISM.md)\n"
+	"      --no-fast-clocks  every virtualized clock read asks diehard (no shared\n"
+	"                        clock log in the replicas' memory; slower)\n"
 	"      --control PATH    serve diehard status and events on a unix socket at PATH\n"
 	"                        (mode 0600; default $RUNTIME_DIRECTORY/control if set)\n"
 	"  -h, --help            this text\n"
@@ -298,7 +300,7 @@ static void check_fd_limit(const struct options *o)
 int main(int argc, char **argv)
 {
 	reserve_std_fds();
-	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_RESPAWNS, OPT_NO_RESPAWN,
+	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_NO_FAST_CLOCKS, OPT_RESPAWNS, OPT_NO_RESPAWN,
 	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_NET, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL,
 	       OPT_CONN_LOG };
 	static const struct option longopts[] = {
@@ -309,6 +311,7 @@ int main(int argc, char **argv)
 		{ "input-log", required_argument, NULL, OPT_INPUT_LOG },
 		{ "conn-log", required_argument, NULL, OPT_CONN_LOG },
 		{ "no-virtualize", no_argument, NULL, OPT_NO_VIRTUALIZE },
+		{ "no-fast-clocks", no_argument, NULL, OPT_NO_FAST_CLOCKS },
 		{ "respawns", required_argument, NULL, OPT_RESPAWNS },
 		{ "no-respawn", no_argument, NULL, OPT_NO_RESPAWN },
 		{ "respawn-rate", required_argument, NULL, OPT_RESPAWN_RATE },
@@ -323,7 +326,7 @@ int main(int argc, char **argv)
 	};
 	struct options o = { .k = 3, .report_fd = -1, .idle_ms = 50, .straggler_ms = 10000, .stop_ms = 5000,
 			     .window = 1 << 20,
-			     .input_log = (size_t)64 << 20, .conn_log = (size_t)64 << 20, .virtualize = true, .respawns = 16, .respawn_rate = 30,
+			     .input_log = (size_t)64 << 20, .conn_log = (size_t)64 << 20, .virtualize = true, .fast_clocks = true, .respawns = 16, .respawn_rate = 30,
 			     .call_log = (size_t)512 << 10 };
 	const char *allocator = NULL;
 	bool k_given = false, net_given = false;
@@ -414,6 +417,9 @@ int main(int argc, char **argv)
 			else
 				bad_usage("--net must be private or host, not '%s'", optarg);
 			net_given = o.net == NET_PRIVATE;
+			break;
+		case OPT_NO_FAST_CLOCKS:
+			o.fast_clocks = false;
 			break;
 		case OPT_NO_VIRTUALIZE:
 			o.virtualize = false;

@@ -240,15 +240,16 @@ struct launch {
 };
 
 /* The replica's own variables: --ci's (ci.h), the service's (notify.h:
- * its notify socket, made here, its watchdog, its sockets) and fence
- * mode's log (fencelog.h). */
+ * its notify socket, made here, its watchdog, its sockets), fence
+ * mode's log (fencelog.h) and the fast clock path's (virt.h). */
 static char *const *extra_env(struct sup *S, struct launch *L, struct replica *r, bool sandboxed)
 {
-	char *const *lists[3] = { ci_setup(S, r, L->replacement, sandboxed),
+	char *const *lists[4] = { ci_setup(S, r, L->replacement, sandboxed),
 				  S->notify != NULL ? notify_replica_env(S->notify, r->index) : NULL,
-				  fencelog_env(S->fencelog, r->index) };
+				  fencelog_env(S->fencelog, r->index),
+				  S->virt != NULL ? virt_replica_env(S->virt, r->index) : NULL };
 	size_t n = 0;
-	for (int l = 0; l < 3; l++)
+	for (int l = 0; l < 4; l++)
 		for (size_t i = 0; lists[l] != NULL && lists[l][i] != NULL; i++) {
 			if (n + 1 >= sizeof L->extra / sizeof L->extra[0])
 				fatal(EXIT_INTERNAL, "too many variables for a replica");
@@ -283,6 +284,7 @@ static void launch(struct sup *S, unsigned i, struct launch *L, bool replacement
 					 .fds = { L->in[0], L->out[0][1], L->out[1][1] }, .pipe_ignored = S->pipe_ignored,
 					 .filter = &S->filter, .listener = S->virt != NULL, .nofile = &S->nofile,
 					 .ns_flags = S->ns_flags, .init_path = S->o->init_path,
+					 .clock_fd = S->virt != NULL ? virt_clock_fd(S->virt) : -1,
 					 .stop_before_exec = S->o->replay != NULL && S->o->replay->gdb,
 					 .npass = S->o->replay != NULL ? 0 : svcenv_get()->listen_fds };
 	L->pid = spawn_start(&L->req, &L->sp, &L->res);

@@ -2,6 +2,7 @@
  * in a copy of diehard that may share its locks' state: system calls and
  * plain memory only, nothing that allocates or takes a lock. */
 #include "spawn.h"
+#include "fastclock.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -227,6 +228,21 @@ static void own_pid_vars(char **envp)
 		}
 }
 
+static void close_all_but(const int *keep, int n, unsigned npass);
+
+/* The fast clock path's region (fastclock.h) at FASTCLOCK_FD, kept across
+ * exec; -1 when there is none or it cannot be placed (the replica then
+ * reads clocks the notify way). */
+static int place_clock_fd(int fd)
+{
+	if (fd < 0)
+		return -1;
+	if (fd != FASTCLOCK_FD)
+		return dup2(fd, FASTCLOCK_FD) == FASTCLOCK_FD ? FASTCLOCK_FD : -1;
+	int fl = fcntl(fd, F_GETFD);
+	return fl >= 0 && fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) == 0 ? fd : -1;
+}
+
 /* In the child: never returns. Reports the listener and any failure through
  * sock. */
 static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv, pid_t parent, int sock)
@@ -247,9 +263,8 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 	 * close-on-exec). */
 	if ((err = keep_passed(r->npass)) != 0)
 		goto fail;
-	if (sock > 3 + (int)r->npass)
-		(void)close_range(3 + r->npass, (unsigned)sock - 1, 0);
-	(void)close_range((unsigned)sock + 1, ~0U, 0);
+	int keep[] = { sock, place_clock_fd(r->clock_fd) };
+	close_all_but(keep, 2, r->npass);
 	/* The supervisor ignores SIGPIPE for itself; the program gets what
 	 * diehard was started with. */
 	if (!r->pipe_ignored)
@@ -430,8 +445,8 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	/* The program's 0-2 pass through us; nothing else of diehard's does. */
 	if ((err = take_stdio(r->fds)) != 0)
 		goto fail;
-	int keep[] = { sock, status_fd, net_fd };
-	close_all_but(keep, 3, r->npass);
+	int keep[] = { sock, status_fd, net_fd, place_clock_fd(r->clock_fd) };
+	close_all_but(keep, 4, r->npass);
 	if ((r->ns_flags & CLONE_NEWNET) && (err = private_listeners(r->npass)) != 0)
 		goto fail;
 	/* Our handlers (the loop's) are diehard's; the program inherits the
@@ -445,6 +460,7 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	signal(SIGCHLD, SIG_DFL);
 	struct spawn_request prog = *r;
 	prog.fds[0] = 0, prog.fds[1] = 1, prog.fds[2] = 2;
+	prog.clock_fd = keep[3];
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(status_fd);
@@ -463,6 +479,8 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	close(sock);
 	for (int i = 0; i < 3; i++)
 		close(i);
+	if (keep[3] >= 0)
+		close(keep[3]);
 	if (r->npass > 0)
 		(void)close_range(3, 3 + r->npass - 1, 0);
 	sandbox_init_exec(r->init_path, pid, status_fd, net_fd);

@@ -261,8 +261,10 @@ pgid() {
 }
 
 # sup ARGS...: build/diehard ARGS under a hang guard of SUP_TIMEOUT seconds.
+# SUP_FLAGS (an array): options every run of the test file gets first
+# (tests/diehard_virtualize_notify.bats: the notify path for clocks).
 sup() {
-	timeout "$SUP_TIMEOUT" "$DIEHARD" "$@"
+	timeout "$SUP_TIMEOUT" "$DIEHARD" ${SUP_FLAGS[@]+"${SUP_FLAGS[@]}"} "$@"
 }
 
 # proc_alive PID: PID is a live process (a zombie is not).

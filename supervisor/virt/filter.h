@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Open flags (a mask) of which any one set means the open cannot be a
@@ -26,6 +27,8 @@ struct filter_spec {
 			       connect, and socket of UDP go to the supervisor
 			       too (netcalls.h); needs notify */
 	bool sandboxed;     /* in namespaces (sandbox.h): the init is pid 1 */
+	uint64_t clock_mark; /* clock_gettime and gettimeofday with this third
+				argument stay in the kernel (fastclock.h); 0: none */
 	pid_t supervisor;   /* not sandboxed: our pid and process group */
 	pid_t supervisor_group;
 };

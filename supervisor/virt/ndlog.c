@@ -412,6 +412,28 @@ size_t ndlog_keys(const struct ndlog *log, uint32_t *keys, size_t max)
 	return log->nkeys;
 }
 
+bool ndlog_value(const struct ndlog *log, uint32_t key, uint64_t n, struct nd_value *value)
+{
+	const struct keylog *kl = find(log, key);
+	if (kl == NULL || n < kl->base || n - kl->base >= kl->len)
+		return false;
+	*value = slot(kl, n)->v;
+	return true;
+}
+
+void ndlog_seek(struct ndlog *log, unsigned r, uint32_t key, uint64_t n)
+{
+	struct keylog *kl = find(log, key);
+	if (kl == NULL || r >= log->k)
+		return;
+	if (n > kl->base + kl->len)
+		n = kl->base + kl->len;
+	kl->pos[r] = n;
+	if (n >= kl->base)
+		kl->lost[r] = false;
+	trim(log, kl);
+}
+
 uint64_t ndlog_entries(const struct ndlog *log)
 {
 	return log->entries;

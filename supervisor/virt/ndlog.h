@@ -124,6 +124,16 @@ bool ndlog_entry(const struct ndlog *log, uint32_t key, size_t n, uint64_t *arg,
  * when the key cannot be tracked. */
 int ndlog_preload(struct ndlog *log, uint32_t key, uint64_t arg, const struct nd_value *value);
 
+/* Entry n of key (numbered from the key's first entry ever), if still
+ * kept: the fast clock path's entries are put with ndlog_preload and
+ * looked up by their own numbers (fastclock.h). */
+bool ndlog_value(const struct ndlog *log, uint32_t key, uint64_t n, struct nd_value *value);
+
+/* Replica r's position in key becomes n (at most the entries put): what a
+ * replica read outside the log (the fast path) counts as taken, so that
+ * entries every live replica passed are dropped as usual. */
+void ndlog_seek(struct ndlog *log, unsigned r, uint32_t key, uint64_t n);
+
 /* Entries led so far, over all keys. */
 uint64_t ndlog_entries(const struct ndlog *log);
 

@@ -9,30 +9,43 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "elfcheck.h"
+
 #define STUB_BYTES 8
+/* movabs rax, imm64; jmp rax */
+#define JUMP_BYTES 12
 
 struct target {
 	const char *name;   /* the vDSO's own symbol */
 	uint8_t stub[STUB_BYTES];
 	uint64_t offset;    /* from the vDSO's start; 0: absent */
+	uint64_t size;      /* the entry point's bytes */
+	const char *ours;   /* libdiehard's function for it, or NULL */
+	unsigned long ours_off; /* its offset in libdiehard.so; 0: none */
 };
 
 /* mov eax, NR; syscall; ret */
 #define SYSCALL_STUB(nr) { 0xb8, (uint8_t)(nr), (uint8_t)((nr) >> 8), 0, 0, 0x0f, 0x05, 0xc3 }
 
 static struct target targets[] = {
-	{ "__vdso_clock_gettime", SYSCALL_STUB(SYS_clock_gettime), 0 },
-	{ "__vdso_gettimeofday", SYSCALL_STUB(SYS_gettimeofday), 0 },
-	{ "__vdso_time", SYSCALL_STUB(SYS_time), 0 },
+	{ "__vdso_clock_gettime", SYSCALL_STUB(SYS_clock_gettime), 0, 0, "diehard_vdso_clock_gettime", 0 },
+	{ "__vdso_gettimeofday", SYSCALL_STUB(SYS_gettimeofday), 0, 0, "diehard_vdso_gettimeofday", 0 },
+	{ "__vdso_time", SYSCALL_STUB(SYS_time), 0, 0, "diehard_vdso_time", 0 },
 	/* mov rax, -ENOSYS; ret: glibc then falls back to the system call. */
-	{ "__vdso_getrandom", { 0x48, 0xc7, 0xc0, (uint8_t)-ENOSYS, 0xff, 0xff, 0xff, 0xc3 }, 0 },
+	{ "__vdso_getrandom", { 0x48, 0xc7, 0xc0, (uint8_t)-ENOSYS, 0xff, 0xff, 0xff, 0xc3 }, 0, 0, NULL, 0 },
 };
 #define NTARGETS (sizeof targets / sizeof targets[0])
 
 static bool have_targets;
+/* libdiehard.so, as /proc/PID/maps names its file: device and inode. */
+static bool have_ours;
+static dev_t ours_dev;
+static ino_t ours_ino;
 
 /* The vDSO's size, from its line in /proc/self/maps; 0 if not found. */
 static size_t own_vdso_size(uintptr_t base)
@@ -100,12 +113,70 @@ int vdso_init(void)
 				if (strcmp(name, targets[t].name) == 0 && sym[j].st_size >= STUB_BYTES &&
 				    inside(size, off, STUB_BYTES)) {
 					targets[t].offset = off;
+					targets[t].size = sym[j].st_size;
 					have_targets = true;
 				}
 			}
 		}
 	}
 	return have_targets ? 0 : -1;
+}
+
+void vdso_jump_to(const char *allocator)
+{
+	const char *names[NTARGETS];
+	unsigned long values[NTARGETS];
+	struct stat st;
+	for (size_t t = 0; t < NTARGETS; t++)
+		names[t] = targets[t].ours != NULL ? targets[t].ours : "";
+	if (stat(allocator, &st) != 0 || elfcheck_symbols(allocator, names, values, NTARGETS) != 0)
+		return;
+	for (size_t t = 0; t < NTARGETS; t++)
+		if (targets[t].ours != NULL && targets[t].size >= JUMP_BYTES && values[t] != 0) {
+			targets[t].ours_off = values[t];
+			have_ours = true;
+		}
+	ours_dev = st.st_dev;
+	ours_ino = st.st_ino;
+}
+
+/* Where libdiehard.so starts in process pid (its mapping at file offset
+ * 0), or 0 when it is not loaded there. */
+static uint64_t ours_in(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return 0;
+	char line[4096];
+	uint64_t base = 0;
+	while (base == 0 && fgets(line, sizeof line, f) != NULL) {
+		unsigned long lo, hi, off, ino;
+		unsigned maj, min;
+		if (sscanf(line, "%lx-%lx %*s %lx %x:%x %lu", &lo, &hi, &off, &maj, &min, &ino) == 6 && off == 0 &&
+		    ino == (unsigned long)ours_ino && makedev(maj, min) == ours_dev)
+			base = lo;
+	}
+	fclose(f);
+	return base;
+}
+
+/* Target t's bytes for a process whose libdiehard.so starts at lib (0:
+ * none): a jump to ours, or the system-call stub. */
+static size_t stub_for(size_t t, uint64_t lib, uint8_t *out)
+{
+	if (lib == 0 || targets[t].ours_off == 0) {
+		memcpy(out, targets[t].stub, STUB_BYTES);
+		return STUB_BYTES;
+	}
+	uint64_t to = lib + targets[t].ours_off;
+	out[0] = 0x48;
+	out[1] = 0xb8;
+	memcpy(out + 2, &to, sizeof to);
+	out[10] = 0xff;
+	out[11] = 0xe0;
+	return JUMP_BYTES;
 }
 
 int vdso_auxv(pid_t tid, uint64_t *vdso, uint64_t *random)
@@ -131,27 +202,29 @@ int vdso_auxv(pid_t tid, uint64_t *vdso, uint64_t *random)
 	return 0;
 }
 
-int vdso_patch(int mem, uint64_t base)
+int vdso_patch(int mem, uint64_t base, pid_t pid, bool jump)
 {
 	if (!have_targets || base == 0)
 		return 0;
+	uint64_t lib = jump && have_ours ? ours_in(pid) : 0;
 	/* Already patched (a later arch_prctl of the same image, a thread, a
 	 * forked child): nothing to do. The first target is written last, so
 	 * it being patched means all are. */
 	size_t first = 0;
 	while (targets[first].offset == 0)
 		first++; /* have_targets: one has an offset */
-	uint8_t now[STUB_BYTES];
-	if (pread(mem, now, STUB_BYTES, (off_t)(base + targets[first].offset)) == STUB_BYTES &&
-	    memcmp(now, targets[first].stub, STUB_BYTES) == 0)
+	uint8_t now[JUMP_BYTES], want[JUMP_BYTES];
+	size_t len = stub_for(first, lib, want);
+	if (pread(mem, now, len, (off_t)(base + targets[first].offset)) == (ssize_t)len && memcmp(now, want, len) == 0)
 		return 0;
 	/* Writes through /proc/PID/mem pass the page protections (the vDSO
 	 * is read-only and executable), copying the page for this process. */
 	for (size_t t = NTARGETS; t-- > 0;) {
 		if (targets[t].offset == 0)
 			continue;
-		ssize_t w = pwrite(mem, targets[t].stub, STUB_BYTES, (off_t)(base + targets[t].offset));
-		if (w != STUB_BYTES)
+		len = stub_for(t, lib, want);
+		ssize_t w = pwrite(mem, want, len, (off_t)(base + targets[t].offset));
+		if (w != (ssize_t)len)
 			return w < 0 ? -errno : -EIO;
 	}
 	return 1;

@@ -14,6 +14,7 @@
 #ifndef DIEHARD_VDSO_H
 #define DIEHARD_VDSO_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -26,9 +27,17 @@ int vdso_init(void);
  * tid, from /proc/TID/auxv (0 for what it lacks). 0 or -errno. */
 int vdso_auxv(pid_t tid, uint64_t *vdso, uint64_t *random);
 
-/* Patches the vDSO at base through mem, an open /proc/PID/mem. 1 when it
- * did (so this is a new program image), 0 when there was nothing to do (no
- * vDSO, or already patched), or -errno. */
-int vdso_patch(int mem, uint64_t base);
+/* The fast clock path (fastclock.h): the clock entry points of a process
+ * that has the allocator at this path loaded jump to its
+ * diehard_vdso_* functions instead (movabs rax, address; jmp rax), where
+ * the vDSO's entry point is long enough for that. */
+void vdso_jump_to(const char *allocator);
+
+/* Patches the vDSO at base of process pid through mem, an open
+ * /proc/PID/mem: jumps into the allocator if jump and it is loaded there
+ * (vdso_jump_to), else system calls. 1 when it did (so this is a new
+ * program image), 0 when there was nothing to do (no vDSO, or already
+ * patched), or -errno. */
+int vdso_patch(int mem, uint64_t base, pid_t pid, bool jump);
 
 #endif

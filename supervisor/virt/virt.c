@@ -46,6 +46,7 @@
 #include "dispute.h"
 #include "entropy.h"
 #include "exitcode.h"
+#include "fastclock.h"
 #include "filter.h"
 #include "log.h"
 #include "ndlog.h"
@@ -106,7 +107,8 @@ struct vreplica {
 	uint64_t unvirtualized;
 	pid_t cpu_task[CPU_TASKS]; /* tids, numbered by first CPU-clock read */
 	unsigned ncpu_tasks;
-	uint64_t clock_reads; /* wall and monotonic reads answered */
+	uint64_t clock_reads; /* wall and monotonic reads answered (but those
+				 of the fast path's keys: its page counts them) */
 };
 
 struct virt {
@@ -124,6 +126,9 @@ struct virt {
 	unsigned *random_open;    /* per slot: its random-device pipes alive */
 	unsigned random_cap;      /* at most this many per slot (the rest EMFILE) */
 	bool cap_said;
+	struct fastclock *fast;   /* the in-replica clock path, or NULL */
+	struct event *harvest_ev; /* brings its entries into the log */
+	uint64_t fast_damaged;    /* slots turned to notify: damaged counts */
 };
 
 /* What a handler decided. */
@@ -368,6 +373,147 @@ static bool stale(struct vreplica *vr, const struct seccomp_notif *req, uint32_t
 	return dt > limit;
 }
 
+/* ---- the fast clock path's keys (fastclock.h) ---- */
+
+/* The fast path's key of a log key, or -1 when it serves none. */
+static int fast_key(const struct virt *V, uint32_t key)
+{
+	if (V->fast == NULL)
+		return -1;
+	if (key == KEY_GETTIMEOFDAY)
+		return CP_KEY_GETTIMEOFDAY;
+	if (key == KEY_TIME)
+		return CP_KEY_TIME;
+	uint32_t id = key & 0xffffff;
+	if ((key & 0xff000000u) == KEY_CLOCK && id < CP_KEY_GETTIMEOFDAY && cp_served(id))
+		return (int)id;
+	return -1;
+}
+
+static uint32_t log_key(unsigned fk)
+{
+	return fk == CP_KEY_GETTIMEOFDAY ? (uint32_t)KEY_GETTIMEOFDAY : fk == CP_KEY_TIME ? (uint32_t)KEY_TIME : KEY_CLOCK | fk;
+}
+
+/* A harvested or settled entry joins the log under its own number. */
+static void fast_put(unsigned fk, uint64_t n, const struct cp_value *cv, unsigned by, void *arg)
+{
+	(void)n;
+	(void)by;
+	struct virt *V = arg;
+	struct nd_value v = { .a = cv->a, .b = cv->b, .c = cv->c, .d = cv->d };
+	if (ndlog_preload(V->log, log_key(fk), 0, &v) != 0)
+		fatal(EXIT_INTERNAL, "out of memory in the nondeterminism log");
+}
+
+/* Diehard leading an entry: the real clock, read here. */
+static int fast_real(unsigned fk, struct cp_value *out, void *arg)
+{
+	(void)arg;
+	struct nd_value v;
+	if (fk == CP_KEY_GETTIMEOFDAY)
+		real_gettimeofday(NULL, &v);
+	else if (fk == CP_KEY_TIME)
+		real_time(NULL, &v);
+	else
+		realclock_read((clockid_t)fk, 0, &v);
+	if (v.err)
+		return -1;
+	*out = (struct cp_value){ .a = v.a, .b = v.b, .c = v.c, .d = v.d };
+	return 0;
+}
+
+/* Replicas whose entries failed their clock's bounds are killed (outside
+ * any handler of theirs: the caller is done with its notification). */
+static void fast_kill_forged(struct virt *V)
+{
+	if (V->fast == NULL)
+		return;
+	uint64_t forged = fastclock_forged(V->fast);
+	for (unsigned i = 0; i < V->S->nslots; i++)
+		if (forged >> i & 1) {
+			log_warn("replica %u published a clock value its clock cannot have had: killed",
+				 V->S->r[i].id);
+			call_divergence(&V->r[i], KEY_CLOCK, 0, "a value within the clock's bounds", "a forged value");
+			replica_kill(V->S, &V->S->r[i], "forged a clock value in the shared clock log");
+		}
+}
+
+/* Brings every published entry into the log and moves each live replica's
+ * position there to what it has read (so entries everyone passed go). */
+static void fast_harvest(struct virt *V)
+{
+	fastclock_harvest(V->fast, fast_put, V);
+	fastclock_pace(V->fast, still_calling(V->S));
+	for (unsigned fk = 0; fk < CP_KEYS; fk++)
+		if (cp_served(fk))
+			for (unsigned i = 0; i < V->S->nslots; i++)
+				if (V->r[i].used)
+					ndlog_seek(V->log, i, log_key(fk), fastclock_count(V->fast, i, fk));
+}
+
+static void on_harvest(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct virt *V = arg;
+	fast_harvest(V);
+	fast_kill_forged(V);
+}
+
+/* A notified read of a fast-path key: the fallback of a replica's fast
+ * path (asked: the entry it wants), or a read that did not go through it
+ * (a static program, a process before the library set up, a slot the path
+ * is off for). Either way its index comes from the slot's page, so both
+ * paths number reads alike; an entry already in the log is answered from
+ * it, a later one settled (every entry up to it, in order: adopting what a
+ * replica published, leading the rest). */
+static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint32_t key, unsigned fk,
+		     const uint64_t *asked, real_fn *real, struct nd_value *v, uint64_t *index)
+{
+	struct virt *V = vr->V;
+	struct fastclock *F = V->fast;
+	if (net_clocks_aside(V->S->net, vr->index)) {
+		*index = 0;
+		real(req, v);
+		return ND_LOST;
+	}
+	uint64_t n = fastclock_index(F, vr->index, fk, asked);
+	if (fastclock_too_far(F, fk, n)) {
+		/* A damaged count (the replica wrote over its own page): its
+		 * reads go the notify way from the front on. */
+		if (!(V->fast_damaged >> vr->index & 1))
+			log_warn("replica %u: its clock log page is damaged: its clock reads are notified from now on",
+				 V->S->r[vr->index].id);
+		V->fast_damaged |= 1ull << vr->index;
+		fastclock_off(F, vr->index);
+		for (unsigned k = 0; k < CP_KEYS; k++)
+			if (cp_served(k))
+				fastclock_to_front(F, vr->index, k);
+		n = fastclock_index(F, vr->index, fk, NULL);
+	}
+	fast_harvest(V);
+	int outcome = ND_FOLLOW;
+	if (n < fastclock_harvested(F, fk)) {
+		if (!ndlog_value(V->log, key, n, v)) {
+			/* Dropped from the log (the cap): a real value. */
+			real(req, v);
+			outcome = ND_LOST;
+		} else if (stale(vr, req, key, n, v)) {
+			fastclock_to_front(F, vr->index, fk);
+			V->clock_resyncs++;
+			n = fastclock_index(F, vr->index, fk, NULL);
+		}
+	}
+	if (n >= fastclock_harvested(F, fk)) {
+		outcome = ND_LEAD;
+		if (fastclock_settle(F, fk, n, fast_real, fast_put, V) != 0 || !ndlog_value(V->log, key, n, v))
+			real(req, v); /* the clock cannot be read: its error */
+	}
+	*index = n;
+	return outcome;
+}
+
 /* Takes replica vr's next entry of key: a follower gets the log's value, a
  * leader (or a replica lost behind the cap) reads it with real(). */
 static int take(struct vreplica *vr, const struct seccomp_notif *req, uint32_t key, uint64_t arg, real_fn *real,
@@ -375,6 +521,14 @@ static int take(struct vreplica *vr, const struct seccomp_notif *req, uint32_t k
 {
 	struct virt *V = vr->V;
 	uint64_t expected;
+	int fk = fast_key(V, key);
+	if (fk >= 0) {
+		/* The fallback marker and index follow the call's own arguments. */
+		unsigned at = req->data.nr == SYS_time ? 1 : 2;
+		uint64_t asked = req->data.args[at + 1];
+		bool asks = fastclock_asks(V->fast, req->data.args[at]);
+		return take_fast(vr, req, key, (unsigned)fk, asks ? &asked : NULL, real, v, index);
+	}
 	if (wall_or_monotonic(key)) {
 		vr->clock_reads++;
 		if (net_clocks_aside(V->S->net, vr->index)) {
@@ -693,7 +847,7 @@ static enum answer on_arch_prctl(struct vreplica *vr, const struct seccomp_notif
 		return DROP;
 	}
 	if (err == 0)
-		err = vdso_patch(mem, base);
+		err = vdso_patch(mem, base, tid, vr->V->fast != NULL);
 	if (err < 0) {
 		vr->unvirtualized++;
 		if (!vr->V->vdso_warned) {
@@ -733,7 +887,13 @@ static enum answer on_sleep(struct vreplica *vr, struct seccomp_notif_resp *resp
 /* A private network's listen, connect and UDP socket (netcalls.h). */
 static enum answer on_net(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 {
-	switch (netcalls_handle(vr->V->net, vr->fd, vr->index, req, resp)) {
+	enum netcall o = netcalls_handle(vr->V->net, vr->fd, vr->index, req, resp);
+	/* A replica that listens is a server: its wall clocks are matched
+	 * per thread and its clocks resynchronised (take), which the fast
+	 * path cannot do in the replica. */
+	if (vr->V->fast != NULL && net_listening(vr->V->S->net, vr->index))
+		fastclock_off(vr->V->fast, vr->index);
+	switch (o) {
 	case NETCALL_ANSWER: return ANSWER;
 	case NETCALL_DROP: return DROP;
 	case NETCALL_CONTINUE: break;
@@ -802,8 +962,10 @@ static void on_notification(evutil_socket_t fd, short what, void *arg)
 	case ANSWER:
 		break;
 	}
+	struct virt *V = vr->V; /* vr may be retired below: the loop goes on */
 	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 && errno != ENOENT)
-		log_warn("replica %u: cannot answer a notification: %s", vr->V->S->r[vr->index].id, strerror(errno));
+		log_warn("replica %u: cannot answer a notification: %s", V->S->r[vr->index].id, strerror(errno));
+	fast_kill_forged(V);
 }
 
 struct virt *virt_new(struct sup *S)
@@ -850,6 +1012,15 @@ struct virt *virt_new(struct sup *S)
 		V->r[i] = (struct vreplica){ .V = V, .index = i, .fd = -1 };
 	if (vdso_init() != 0)
 		log_event("no vDSO clock entry points found: clock calls enter the kernel as they are");
+	else if (S->o->fast_clocks && rp == NULL)
+		V->fast = fastclock_new(S->nslots);
+	if (V->fast != NULL) {
+		vdso_jump_to(S->o->allocator);
+		struct timeval every = { .tv_sec = 0, .tv_usec = 50000 };
+		V->harvest_ev = event_new(S->base, -1, EV_PERSIST, on_harvest, V);
+		if (V->harvest_ev == NULL || event_add(V->harvest_ev, &every) != 0)
+			fatal(EXIT_INTERNAL, "cannot create timers");
+	}
 	return V;
 }
 
@@ -863,20 +1034,81 @@ struct ndlog *virt_log(const struct virt *V)
 	return V->log;
 }
 
+uint64_t virt_clock_mark(const struct virt *V)
+{
+	return V->fast != NULL ? fastclock_mark(V->fast) : 0;
+}
+
+int virt_clock_fd(const struct virt *V)
+{
+	return V->fast != NULL ? fastclock_fd(V->fast) : -1;
+}
+
+char *const *virt_replica_env(struct virt *V, unsigned i)
+{
+	static char *env[2];
+	if (V->fast == NULL)
+		return NULL;
+	env[0] = (char *)fastclock_env(V->fast, i);
+	return env;
+}
+
 void virt_clocks_now(struct virt *V, unsigned i)
 {
-	if (V != NULL)
-		ndlog_to_front(V->log, i, wall_or_monotonic);
+	if (V == NULL)
+		return;
+	ndlog_to_front(V->log, i, wall_or_monotonic);
+	for (unsigned fk = 0; V->fast != NULL && fk < CP_KEYS; fk++)
+		if (cp_served(fk))
+			fastclock_to_front(V->fast, i, fk);
 }
 
 uint64_t virt_clock_reads(const struct virt *V, unsigned i)
 {
-	return V != NULL ? V->r[i].clock_reads : 0;
+	if (V == NULL)
+		return 0;
+	uint64_t n = V->r[i].clock_reads;
+	for (unsigned fk = 0; V->fast != NULL && fk < CP_KEYS; fk++)
+		if (cp_served(fk))
+			n += fastclock_count(V->fast, i, fk);
+	return n;
+}
+
+/* How many calls of key slot i made: the fast path's keys count in its page. */
+static uint64_t calls_of(const struct virt *V, unsigned i, uint32_t key)
+{
+	int fk = fast_key(V, key);
+	return fk >= 0 ? fastclock_count(V->fast, i, (unsigned)fk) : ndlog_count(V->log, i, key);
 }
 
 bool virt_replayable(const struct virt *V)
 {
 	return ndlog_complete(V->log);
+}
+
+/* The keys calls were counted under: the log's, and the fast path's
+ * (counted in the pages: a key nobody settled yet is not in the log).
+ * Returns how many; *keys is malloc'ed. */
+static size_t call_keys(const struct virt *V, uint32_t **keys)
+{
+	size_t nlog = ndlog_keys(V->log, NULL, 0), n = 0;
+	*keys = calloc(nlog + CP_KEYS + 1, sizeof **keys);
+	if (*keys == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	ndlog_keys(V->log, *keys, nlog);
+	for (size_t j = 0; j < nlog; j++)
+		if (fast_key(V, (*keys)[j]) < 0)
+			(*keys)[n++] = (*keys)[j];
+	for (unsigned fk = 0; V->fast != NULL && fk < CP_KEYS; fk++) {
+		if (!cp_served(fk))
+			continue;
+		bool any = false;
+		for (unsigned i = 0; i < V->S->nslots && !any; i++)
+			any = fastclock_count(V->fast, i, fk) != 0;
+		if (any)
+			(*keys)[n++] = log_key(fk);
+	}
+	return n;
 }
 
 /* The counts of calls slot i's process made, into its report entry. */
@@ -887,11 +1119,8 @@ static void report_counts(struct virt *V, unsigned i)
 		return;
 	vr->reported = true;
 	struct sup *S = V->S;
-	size_t nkeys = ndlog_keys(V->log, NULL, 0);
-	uint32_t *keys = calloc(nkeys ? nkeys : 1, sizeof *keys);
-	if (keys == NULL)
-		fatal(EXIT_INTERNAL, "out of memory");
-	ndlog_keys(V->log, keys, nkeys);
+	uint32_t *keys;
+	size_t nkeys = call_keys(V, &keys);
 	/* A name's count: the sum over its keys (a server's threads). */
 	char (*names)[64] = calloc(nkeys ? nkeys : 1, sizeof *names);
 	uint64_t *counts = calloc(nkeys ? nkeys : 1, sizeof *counts);
@@ -906,7 +1135,7 @@ static void report_counts(struct virt *V, unsigned i)
 			at++;
 		if (at == n)
 			memcpy(names[n++], name, sizeof name);
-		counts[at] += ndlog_count(V->log, i, keys[j]);
+		counts[at] += calls_of(V, i, keys[j]);
 	}
 	for (size_t j = 0; j < n; j++)
 		report_calls(S->report, S->r[i].id, names[j], counts[j]);
@@ -939,6 +1168,12 @@ void virt_detach(struct virt *V, unsigned i)
 {
 	report_counts(V, i);
 	listener_close(&V->r[i]);
+	if (V->fast != NULL) {
+		/* What the old process published joins the log before its page
+		 * counts from 0 again, for the new one (which replays). */
+		fast_harvest(V);
+		fastclock_reset(V->fast, i);
+	}
 }
 
 void virt_retire(struct virt *V, unsigned i, bool killed)
@@ -951,6 +1186,36 @@ void virt_retire(struct virt *V, unsigned i, bool killed)
 		disputes_settle(V->disputes, still_calling(V->S), false);
 }
 
+/* At the end: replicas that read a fast-path key equally often must have
+ * consumed the same values (their pages' sums); one whose sum is not the
+ * majority's at that count read something else (its fast path damaged). */
+static void fast_compare_sums(struct virt *V)
+{
+	struct sup *S = V->S;
+	for (unsigned fk = 0; fk < CP_KEYS; fk++) {
+		if (!cp_served(fk))
+			continue;
+		uint64_t sums[VOTER_MAX];
+		unsigned idx[VOTER_MAX], n = 0;
+		for (unsigned i = 0; i < S->nslots && n < VOTER_MAX; i++)
+			if (S->r[i].live && S->r[i].exited && !(V->fast_damaged >> i & 1)) {
+				idx[n] = i;
+				sums[n++] = fastclock_sum(V->fast, i, fk);
+			}
+		for (unsigned b = 0; b < n; b++) {
+			/* The majority among those with b's count. */
+			uint64_t same[VOTER_MAX], m;
+			unsigned ns = 0;
+			for (unsigned c = 0; c < n; c++)
+				if (fastclock_count(V->fast, idx[c], fk) == fastclock_count(V->fast, idx[b], fk))
+					same[ns++] = sums[c];
+			if (dispute_majority(same, ns, &m) && sums[b] != m)
+				call_divergence(&V->r[idx[b]], log_key(fk), fastclock_count(V->fast, idx[b], fk),
+						"the values the others read", "other values");
+		}
+	}
+}
+
 void virt_finish(struct virt *V)
 {
 	struct sup *S = V->S;
@@ -958,13 +1223,16 @@ void virt_finish(struct virt *V)
 		log_warn("%" PRIu64 " opens of /dev/urandom or /dev/random in all could not be virtualized",
 			 V->open_failures);
 	disputes_settle(V->disputes, 0, true);
+	if (V->fast != NULL) {
+		fastclock_settle_all(V->fast, fast_real, fast_put, V);
+		fast_harvest(V);
+		fast_kill_forged(V);
+		fast_compare_sums(V);
+	}
 	for (unsigned i = 0; i < S->nslots; i++)
 		report_counts(V, i);
-	size_t nkeys = ndlog_keys(V->log, NULL, 0);
-	uint32_t *keys = calloc(nkeys ? nkeys : 1, sizeof *keys);
-	if (keys == NULL)
-		fatal(EXIT_INTERNAL, "out of memory");
-	ndlog_keys(V->log, keys, nkeys);
+	uint32_t *keys;
+	size_t nkeys = call_keys(V, &keys);
 	/* Replicas that ran to the end in the vote should have made as many
 	 * calls of each kind; one that made more or fewer behaved differently
 	 * (the check that threads cannot fool: counts do not depend on the
@@ -975,7 +1243,7 @@ void virt_finish(struct virt *V)
 		for (unsigned i = 0; i < S->nslots && n < VOTER_MAX; i++)
 			if (S->r[i].live && S->r[i].exited) {
 				idx[n] = i;
-				counts[n++] = ndlog_count(V->log, i, keys[j]);
+				counts[n++] = calls_of(V, i, keys[j]);
 			}
 		uint64_t m;
 		if (!dispute_majority(counts, n, &m))
@@ -991,4 +1259,7 @@ void virt_finish(struct virt *V)
 	free(keys);
 	report_log_memory(S->report, ndlog_entries(V->log), ndlog_memory(V->log), ndlog_complete(V->log),
 			  V->skipped_sleeps);
+	if (V->harvest_ev != NULL)
+		event_free(V->harvest_ev);
+	V->harvest_ev = NULL;
 }

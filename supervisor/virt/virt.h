@@ -30,6 +30,13 @@ void virt_attach(struct virt *V, unsigned i, int listener);
  * and its listener is closed. */
 void virt_detach(struct virt *V, unsigned i);
 
+/* The fast clock path (fastclock.h; NULL/-1/0 when off): slot i's
+ * variables (NULL-terminated, owned by V, valid until the next call), the
+ * region's fd for spawn.h, the filter's marker (filter.h). */
+char *const *virt_replica_env(struct virt *V, unsigned i);
+int virt_clock_fd(const struct virt *V);
+uint64_t virt_clock_mark(const struct virt *V);
+
 /* The run's random key (CHACHA_KEY_BYTES) and its log of answers: what a
  * recording keeps (ci/record.c). */
 const uint8_t *virt_key(const struct virt *V);

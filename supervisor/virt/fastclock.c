@@ -1,0 +1,323 @@
+/* fastclock.c — see fastclock.h.
+ *
+ * The region: the claims, then a page per replica slot, then diehard's
+ * page (clockpage.h). Diehard maps it all read-write; a replica maps it
+ * read-only and its own page and the claims read-write over that.
+ *
+ * Threat model (docs/NONDETERMINISM.md): a replica with a memory error may
+ * write anything into what it can write: its own page and the claims. The
+ * protocol makes any such damage a fallback for the readers (keyed
+ * checksums, bounded waits), never a crash or a hang, and diehard never
+ * trusts a page for more than where its entries are: each harvested entry
+ * must lie between the clock's value at the start of the run and its value
+ * now (one second of slack for a wall clock stepped back), and a
+ * gettimeofday entry must carry the kernel's timezone. An entry outside
+ * its bounds marks its leader forged (fastclock_forged): the caller kills
+ * it. A replica that forges a value inside the bounds (it knows the key: it
+ * is in its environment) is not caught here, but only as any wrong value
+ * is: the voter sees the outputs differ if it led alone. A read index too
+ * far ahead of the log (a damaged count) is not settled: the slot is
+ * turned to the notify path (fastclock_index says so). */
+#include "fastclock.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exitcode.h"
+#include "log.h"
+
+/* A read index further than this past the log is a damaged count: a sound
+ * one is at most a ring ahead (entries a ring ahead are not claimed) plus
+ * the slot's threads in flight. */
+#define FAR_AHEAD (4 * (uint64_t)CP_RING + 65536)
+
+/* A wall clock's entry may be this far past diehard's now (it was stepped
+ * back meanwhile) before it counts as forged. */
+#define SLACK_NS 1000000000LL
+
+struct fastclock {
+	int fd;
+	char *base;
+	size_t len;
+	struct cp_view view;
+	uint64_t mark_real, mark_fallback;
+	struct cp_value start[CP_KEYS]; /* each clock when the run began */
+	uint64_t forged;                /* slots whose entries failed the bounds */
+	char env[256];
+};
+
+/* Diehard's own real read of key (no filter here). */
+static int real_now(unsigned key, struct cp_value *out)
+{
+	if (key == CP_KEY_GETTIMEOFDAY) {
+		struct timeval tv;
+		struct timezone tz;
+		if (syscall(SYS_gettimeofday, &tv, &tz) != 0)
+			return -1;
+		*out = (struct cp_value){ .a = tv.tv_sec, .b = tv.tv_usec, .c = tz.tz_minuteswest, .d = tz.tz_dsttime };
+		return 0;
+	}
+	struct timespec ts;
+	if (clock_gettime(key == CP_KEY_TIME ? CLOCK_REALTIME : (clockid_t)key, &ts) != 0)
+		return -1;
+	*out = (struct cp_value){ .a = ts.tv_sec, .b = key == CP_KEY_TIME ? 0 : ts.tv_nsec };
+	return 0;
+}
+
+/* A value in nanoseconds (saturating: garbage may be anything). */
+static int64_t ns_of(unsigned key, const struct cp_value *v)
+{
+	int64_t unit = key == CP_KEY_GETTIMEOFDAY ? 1000 : key == CP_KEY_TIME ? 0 : 1;
+	if (v->a > INT64_MAX / 1000000000LL - 1 || v->a < -(INT64_MAX / 1000000000LL - 1) || v->b < 0 ||
+	    v->b >= 1000000000LL)
+		return v->a < 0 ? INT64_MIN : INT64_MAX;
+	return v->a * 1000000000LL + v->b * unit;
+}
+
+/* Whether an entry some replica led is within its clock's bounds. */
+static bool sound(const struct fastclock *F, unsigned key, const struct cp_value *v)
+{
+	struct cp_value now;
+	if (real_now(key, &now) != 0)
+		return true; /* nothing to check against */
+	if (key == CP_KEY_GETTIMEOFDAY && (v->c != now.c || v->d != now.d || v->b >= 1000000))
+		return false;
+	if (key == CP_KEY_TIME && (v->b != 0 || v->c != 0 || v->d != 0))
+		return false;
+	if (key < CP_KEY_GETTIMEOFDAY && (v->c != 0 || v->d != 0))
+		return false;
+	int64_t x = ns_of(key, v), lo = ns_of(key, &F->start[key]), hi = ns_of(key, &now);
+	bool wall = !cp_monotonic(key);
+	if (wall)
+		lo = lo > INT64_MIN + SLACK_NS ? lo - SLACK_NS : INT64_MIN, hi = hi + SLACK_NS;
+	return x >= lo && x <= hi;
+}
+
+static struct cp_page *dh_page(const struct fastclock *F)
+{
+	return F->view.pages[F->view.nslots];
+}
+
+struct fastclock *fastclock_new(unsigned nslots)
+{
+	if (nslots == 0 || nslots > CP_MAX_SLOTS) {
+		log_event("fast clock reads: not with %u replica slots (at most %u): every read is notified", nslots,
+			  CP_MAX_SLOTS);
+		return NULL;
+	}
+	struct fastclock *F = calloc(1, sizeof *F);
+	if (F == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	uint64_t secrets[3];
+	if (getrandom(secrets, sizeof secrets, 0) != (ssize_t)sizeof secrets)
+		fatal(EXIT_INTERNAL, "cannot read the clock log's key: %s", strerror(errno));
+	F->view.secret = secrets[0];
+	/* The top bit set: no pointer or small number a program passes by
+	 * chance equals a marker. */
+	F->mark_real = secrets[1] | 1ull << 63;
+	F->mark_fallback = (secrets[2] | 1ull << 63) ^ (secrets[2] == secrets[1] ? 1 : 0);
+	size_t claims = cp_claims_size(), page = cp_page_size();
+	F->len = claims + (size_t)(nslots + 1) * page;
+	F->fd = memfd_create("diehard-clocks", MFD_CLOEXEC);
+	if (F->fd < 0 || ftruncate(F->fd, (off_t)F->len) != 0) {
+		log_event("fast clock reads: cannot make the shared log (%s): every read is notified", strerror(errno));
+		if (F->fd >= 0)
+			close(F->fd);
+		free(F);
+		return NULL;
+	}
+	F->base = mmap(NULL, F->len, PROT_READ | PROT_WRITE, MAP_SHARED, F->fd, 0);
+	if (F->base == MAP_FAILED) {
+		log_event("fast clock reads: cannot map the shared log (%s): every read is notified", strerror(errno));
+		close(F->fd);
+		free(F);
+		return NULL;
+	}
+	F->view.claims = (struct cp_claims *)F->base;
+	F->view.nslots = nslots;
+	F->view.self = nslots;
+	for (unsigned i = 0; i <= nslots; i++) {
+		F->view.pages[i] = (struct cp_page *)(F->base + claims + (size_t)i * page);
+		cp_page_init(F->view.pages[i], i, nslots);
+	}
+	/* Every slot paces from the start (fastclock_pace). */
+	atomic_store(&dh_page(F)->pace, nslots == 64 ? ~0ull : (1ull << nslots) - 1);
+	for (unsigned k = 0; k < CP_KEYS; k++)
+		if (cp_served(k) && real_now(k, &F->start[k]) != 0)
+			F->start[k] = (struct cp_value){ .a = INT64_MIN / 2000000000LL };
+	return F;
+}
+
+void fastclock_free(struct fastclock *F)
+{
+	if (F == NULL)
+		return;
+	(void)munmap(F->base, F->len);
+	close(F->fd);
+	free(F);
+}
+
+int fastclock_fd(const struct fastclock *F)
+{
+	return F->fd;
+}
+
+const char *fastclock_env(struct fastclock *F, unsigned i)
+{
+	snprintf(F->env, sizeof F->env, "DIEHARD_CLOCKS=fd=%d,slot=%u,slots=%u,secret=%" PRIx64 ",real=%" PRIx64
+		 ",fallback=%" PRIx64, FASTCLOCK_FD, i, F->view.nslots, F->view.secret, F->mark_real, F->mark_fallback);
+	return F->env;
+}
+
+uint64_t fastclock_mark(const struct fastclock *F)
+{
+	return F->mark_real;
+}
+
+bool fastclock_asks(const struct fastclock *F, uint64_t arg)
+{
+	return arg == F->mark_fallback;
+}
+
+uint64_t fastclock_harvested(const struct fastclock *F, unsigned key)
+{
+	return atomic_load(&dh_page(F)->harvested[key]);
+}
+
+uint64_t fastclock_index(struct fastclock *F, unsigned i, unsigned key, const uint64_t *asked)
+{
+	_Atomic uint64_t *count = &F->view.pages[i]->count[key];
+	if (asked != NULL && *asked < atomic_load(count))
+		return *asked;
+	return atomic_fetch_add(count, 1);
+}
+
+bool fastclock_too_far(const struct fastclock *F, unsigned key, uint64_t n)
+{
+	return n > fastclock_harvested(F, key) + FAR_AHEAD;
+}
+
+/* The caller's put, with the bounds checked on the way. */
+struct put_ctx {
+	struct fastclock *F;
+	fastclock_put_fn *put;
+	void *arg;
+};
+
+static void put_checked(unsigned key, uint64_t n, const struct cp_value *v, unsigned by, void *arg)
+{
+	struct put_ctx *c = arg;
+	if (by < c->F->view.nslots && !sound(c->F, key, v))
+		c->F->forged |= 1ull << by;
+	c->put(key, n, v, by, c->arg);
+}
+
+int fastclock_settle(struct fastclock *F, unsigned key, uint64_t n, cp_real_fn *real, fastclock_put_fn *put,
+		     void *arg)
+{
+	struct put_ctx c = { F, put, arg };
+	return cp_settle(&F->view, key, n, real, put_checked, &c);
+}
+
+void fastclock_harvest(struct fastclock *F, fastclock_put_fn *put, void *arg)
+{
+	struct put_ctx c = { F, put, arg };
+	for (unsigned k = 0; k < CP_KEYS; k++)
+		if (cp_served(k))
+			(void)cp_harvest(&F->view, k, put_checked, &c);
+}
+
+uint64_t fastclock_forged(struct fastclock *F)
+{
+	uint64_t f = F->forged;
+	F->forged = 0;
+	return f;
+}
+
+uint64_t fastclock_count(const struct fastclock *F, unsigned i, unsigned key)
+{
+	return atomic_load(&F->view.pages[i]->count[key]);
+}
+
+uint64_t fastclock_sum(const struct fastclock *F, unsigned i, unsigned key)
+{
+	return atomic_load(&F->view.pages[i]->sum[key]);
+}
+
+void fastclock_reset(struct fastclock *F, unsigned i)
+{
+	struct cp_page *p = F->view.pages[i];
+	for (unsigned k = 0; k < CP_KEYS; k++) {
+		atomic_store(&p->count[k], 0);
+		atomic_store(&p->sum[k], 0);
+	}
+	atomic_fetch_and(&dh_page(F)->off, ~(1ull << i));
+	atomic_fetch_and(&dh_page(F)->pace, ~(1ull << i));
+}
+
+void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key)
+{
+	uint64_t front = fastclock_harvested(F, key);
+	for (unsigned j = 0; j < F->view.nslots; j++) {
+		uint64_t c = fastclock_count(F, j, key);
+		if (c > front && !fastclock_too_far(F, key, c))
+			front = c;
+	}
+	_Atomic uint64_t *count = &F->view.pages[i]->count[key];
+	uint64_t c = atomic_load(count);
+	while ((c < front || fastclock_too_far(F, key, c)) && !atomic_compare_exchange_weak(count, &c, front))
+		;
+}
+
+void fastclock_pace(struct fastclock *F, uint64_t live)
+{
+	uint64_t was = atomic_load(&dh_page(F)->pace), pace = 0;
+	for (unsigned i = 0; i < F->view.nslots; i++)
+		if ((live >> i & 1) && !fastclock_is_off(F, i)) {
+			/* A pacing slot stays one while live; a new one (a
+			 * replacement, replaying) joins once within a ring of
+			 * the log in every key. */
+			bool up = true;
+			for (unsigned k = 0; k < CP_KEYS && !(was >> i & 1); k++)
+				if (cp_served(k) && fastclock_count(F, i, k) + CP_RING < fastclock_harvested(F, k))
+					up = false;
+			pace |= (uint64_t)up << i;
+		}
+	atomic_store(&dh_page(F)->pace, pace);
+}
+
+void fastclock_off(struct fastclock *F, unsigned i)
+{
+	atomic_fetch_or(&dh_page(F)->off, 1ull << i);
+}
+
+bool fastclock_is_off(const struct fastclock *F, unsigned i)
+{
+	return (atomic_load(&dh_page(F)->off) >> i) & 1;
+}
+
+void fastclock_settle_all(struct fastclock *F, cp_real_fn *real, fastclock_put_fn *put, void *arg)
+{
+	for (unsigned k = 0; k < CP_KEYS; k++) {
+		if (!cp_served(k))
+			continue;
+		uint64_t top = 0;
+		for (unsigned j = 0; j < F->view.nslots; j++) {
+			uint64_t c = fastclock_count(F, j, k);
+			if (c > top && !fastclock_too_far(F, k, c))
+				top = c;
+		}
+		if (top > fastclock_harvested(F, k))
+			(void)fastclock_settle(F, k, top - 1, real, put, arg);
+	}
+}

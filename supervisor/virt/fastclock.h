@@ -1,0 +1,103 @@
+/* fastclock.h — diehard's side of the in-replica clock fast path
+ * (allocator/clockpage.h, allocator/clocks.c; docs/NONDETERMINISM.md).
+ *
+ * A replica whose vDSO leads into libdiehard.so reads the system clocks,
+ * gettimeofday and time from a log in memory it shares with the other
+ * replicas and with diehard, without a system call when some replica
+ * already read the value. This module owns that memory: it creates it (a
+ * memfd each replica maps, its own page writable, the others read-only),
+ * gives each replica its DIEHARD_CLOCKS variable and the marker its
+ * leaders' real clock reads carry past the filter, answers the reads that
+ * still reach diehard (a fallback naming its entry, or a call of a program
+ * without the library: both take their index from the slot's page, so both
+ * paths number reads alike), and brings published entries into the
+ * nondeterminism log (harvest), checking each against the real clock.
+ *
+ * The authoritative copy of every entry diehard answered or harvested is
+ * in its log (ndlog.h); the shared pages only carry entries from the
+ * replica that read them to the others until then. */
+#ifndef DIEHARD_FASTCLOCK_H
+#define DIEHARD_FASTCLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "clockpage.h"
+
+struct fastclock;
+
+/* The fd number a replica finds the region at (spawn.c puts it there). */
+#define FASTCLOCK_FD 1000
+
+/* For nslots replica slots. NULL (said with -v) when it cannot be set up:
+ * every clock read then takes the notify path. */
+struct fastclock *fastclock_new(unsigned nslots);
+void fastclock_free(struct fastclock *F);
+
+/* The region's fd (close-on-exec here: spawn.c places a copy at
+ * FASTCLOCK_FD in the replica), slot i's variable (NAME=value, owned by
+ * F), and the marker of a leader's real read (filter.h). */
+int fastclock_fd(const struct fastclock *F);
+const char *fastclock_env(struct fastclock *F, unsigned i);
+uint64_t fastclock_mark(const struct fastclock *F);
+
+/* Whether a notified call's argument is the fallback marker (then the next
+ * argument is the entry's index). */
+bool fastclock_asks(const struct fastclock *F, uint64_t arg);
+
+/* The index of slot i's notified read of key (cp_served): the entry a
+ * fallback asks for, if it is one the slot has reached, else the slot's
+ * next. */
+uint64_t fastclock_index(struct fastclock *F, unsigned i, unsigned key, const uint64_t *asked);
+
+/* Whether read index n of key is too far past the log to be a sound
+ * count's (the slot's page is damaged): not settled, answered apart. */
+bool fastclock_too_far(const struct fastclock *F, unsigned key, uint64_t n);
+
+/* Entries of key below this are in the caller's log. */
+uint64_t fastclock_harvested(const struct fastclock *F, unsigned key);
+
+/* Puts entry n of key, led by slot by (nslots: diehard), into the caller's
+ * log. Entries reach it in order, each once. */
+typedef void fastclock_put_fn(unsigned key, uint64_t n, const struct cp_value *v, unsigned by, void *arg);
+
+/* Settles every entry of key up to n (cp_settle) and puts each: 0, or -1
+ * when the real clock could not be read. */
+int fastclock_settle(struct fastclock *F, unsigned key, uint64_t n, cp_real_fn *real, fastclock_put_fn *put,
+		     void *arg);
+
+/* Puts every entry published since the last harvest, every key. */
+void fastclock_harvest(struct fastclock *F, fastclock_put_fn *put, void *arg);
+
+/* The slots whose entries failed their clock's bounds since the last
+ * call (a bit each): forged, or garbage that passed the checksum. */
+uint64_t fastclock_forged(struct fastclock *F);
+
+/* Slot i's reads of key, and the sum over the values it consumed. */
+uint64_t fastclock_count(const struct fastclock *F, unsigned i, unsigned key);
+uint64_t fastclock_sum(const struct fastclock *F, unsigned i, unsigned key);
+
+/* A new process in slot i: its reads start from 0 again (it replays the
+ * log: entries it reaches that the ring no longer holds come from diehard). */
+void fastclock_reset(struct fastclock *F, unsigned i);
+
+/* Slot i's next read of key is the front: an entry nobody has reached
+ * (a damaged count, too far ahead, comes back to it too). */
+void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key);
+
+/* The slots that pace the others (clockpage.h): of live (a bit per
+ * slot: in the vote, not exited), those the path is on for whose counts
+ * keep up with the log. */
+void fastclock_pace(struct fastclock *F, uint64_t live);
+
+/* Slot i makes every read the notify way from now on (a server's: its
+ * wall clocks are matched per thread, virt.c). */
+void fastclock_off(struct fastclock *F, unsigned i);
+bool fastclock_is_off(const struct fastclock *F, unsigned i);
+
+/* Entries some slot reached but nobody published (a reader killed between
+ * claim and publication): settled at the end, so the log holds every
+ * entry a count says was read. */
+void fastclock_settle_all(struct fastclock *F, cp_real_fn *real, fastclock_put_fn *put, void *arg);
+
+#endif

@@ -1,0 +1,1 @@
+diehard_virtualize.bats
