@@ -132,6 +132,11 @@ $(B)/libinject.so: bench/inject/libinject.c allocator/inject.c allocator/inject.
 $(B)/tests/%: tests/progs/%.c | $(B)/tests
 	$(CC) $(WARN) $(CFLAGS) -pthread -o $@ $< -lm
 
+# nd_fastpath writes into the shared clock log as a replica could: it links
+# the log's protocol.
+$(B)/tests/nd_fastpath: tests/progs/nd_fastpath.c allocator/clockpage.c allocator/clockpage.h | $(B)/tests
+	$(CC) $(WARN) $(CFLAGS) -pthread -idirafter allocator -o $@ $< allocator/clockpage.c
+
 # buggy_server is line_server with a planted bug: it #includes line_server.c.
 $(B)/tests/buggy_server: tests/progs/line_server.c
 

@@ -440,16 +440,20 @@ static void fast_kill_forged(struct virt *V)
 }
 
 /* Brings every published entry into the log and moves each live replica's
- * position there to what it has read (so entries everyone passed go). */
+ * position there to what it has read (so entries everyone passed go), less
+ * a ring: a read counted in the page may still be on its way here (a
+ * fallback asking for its entry, behind its siblings' reads). */
 static void fast_harvest(struct virt *V)
 {
 	fastclock_harvest(V->fast, fast_put, V);
 	fastclock_pace(V->fast, still_calling(V->S));
 	for (unsigned fk = 0; fk < CP_KEYS; fk++)
 		if (cp_served(fk))
-			for (unsigned i = 0; i < V->S->nslots; i++)
+			for (unsigned i = 0; i < V->S->nslots; i++) {
+				uint64_t c = fastclock_count(V->fast, i, fk);
 				if (V->r[i].used)
-					ndlog_seek(V->log, i, log_key(fk), fastclock_count(V->fast, i, fk));
+					ndlog_seek(V->log, i, log_key(fk), c > CP_RING ? c - CP_RING : 0);
+			}
 }
 
 static void on_harvest(evutil_socket_t fd, short what, void *arg)

@@ -1,0 +1,220 @@
+/*
+ * nd_fastpath: the fast clock path's cases, for tests/fastclock.bats:
+ * threads and a forked child reading at once, a static program exec'd from
+ * a dynamic one, and a replica that damages the shared clock log or forges
+ * an entry in it (allocator/clockpage.h, supervisor/virt/fastclock.h).
+ *
+ *   nd_fastpath threads N        3 threads and a forked child (2 threads)
+ *                                each read CLOCK_MONOTONIC and
+ *                                CLOCK_REALTIME N times, each thread
+ *                                checking they never step back
+ *   nd_fastpath exec N PROGRAM   N reads, then exec PROGRAM (static)
+ *   nd_fastpath garbage N        slot 0 only: after N reads, random bytes
+ *                                over everything of the log it may write
+ *                                (its own page, the claims), then N more
+ *                                reads in 3 threads
+ *   nd_fastpath forge N          slot 0 only: leads one CLOCK_REALTIME
+ *                                entry an hour ahead of the real clock,
+ *                                checksum and all (it knows the key), then
+ *                                N reads
+ *
+ * Output (the same in every replica when the log works): the mode's "ok"
+ * lines, then "now SECONDS" — CLOCK_REALTIME read once more at the end
+ * (the test checks it is real) — except forge, which prints only "ok"
+ * (its replicas may have read the forged hour). Exits 1 when a clock
+ * steps back or a call fails.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clockpage.h"
+
+static long rounds;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "nd_fastpath: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static int later_or_same(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec >= b->tv_nsec);
+}
+
+/* N rounds of both clocks, each checked against the round before. */
+static void *reader(void *arg)
+{
+	(void)arg;
+	struct timespec m0 = { 0, 0 }, r0 = { 0, 0 }, m, r;
+	for (long i = 0; i < rounds; i++) {
+		if (clock_gettime(CLOCK_MONOTONIC, &m) != 0 || clock_gettime(CLOCK_REALTIME, &r) != 0)
+			die("clock_gettime");
+		if (!later_or_same(&m, &m0)) {
+			fprintf(stderr, "nd_fastpath: CLOCK_MONOTONIC went back at round %ld\n", i);
+			exit(1);
+		}
+		m0 = m;
+		r0 = r;
+	}
+	(void)r0;
+	return NULL;
+}
+
+static void threads(int n)
+{
+	pthread_t t[8];
+	for (int i = 0; i < n; i++)
+		if ((errno = pthread_create(&t[i], NULL, reader, NULL)) != 0)
+			die("pthread_create");
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+}
+
+/* Garbage (xorshift: no system call per byte) over n bytes at p. */
+static void scribble(char *p, size_t n)
+{
+	static uint64_t x = 0x9e3779b97f4a7c15ull;
+	for (size_t i = 0; i + 8 <= n; i += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(p + i, &x, 8);
+	}
+}
+
+static void print_now(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+		die("clock_gettime");
+	printf("now %lld\n", (long long)ts.tv_sec);
+}
+
+/* DIEHARD_CLOCKS's value of name (hex for the keys), or -1 if absent. */
+static long long setting(const char *name, int base)
+{
+	const char *spec = getenv("DIEHARD_CLOCKS");
+	char key[32];
+	snprintf(key, sizeof key, "%s=", name);
+	for (const char *p = spec; p != NULL && *p != '\0';) {
+		if (strncmp(p, key, strlen(key)) == 0)
+			return (long long)strtoull(p + strlen(key), NULL, base);
+		p = strchr(p, ',');
+		p = p ? p + 1 : NULL;
+	}
+	return -1;
+}
+
+/* The region, mapped as the replica may: all read-only, then its page and
+ * the claims read-write. */
+static struct cp_view map_log(char **claims_at, size_t *claims_len, char **page_at)
+{
+	long long fd = setting("fd", 10), slot = setting("slot", 10), slots = setting("slots", 10);
+	if (fd < 0 || slot < 0 || slots <= 0) {
+		fprintf(stderr, "nd_fastpath: no DIEHARD_CLOCKS (not under diehard's fast path)\n");
+		exit(1);
+	}
+	size_t claims = cp_claims_size(), page = cp_page_size(), len = claims + (size_t)(slots + 1) * page;
+	char *base = mmap(NULL, len, PROT_READ, MAP_SHARED, (int)fd, 0);
+	if (base == MAP_FAILED || mmap(base, claims, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, (int)fd, 0) ==
+					  MAP_FAILED ||
+	    mmap(base + claims + slot * page, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, (int)fd,
+		 (off_t)(claims + slot * page)) == MAP_FAILED)
+		die("mmap");
+	struct cp_view v = { .claims = (struct cp_claims *)base, .nslots = (unsigned)slots, .self = (unsigned)slot };
+	v.secret = (uint64_t)setting("secret", 16);
+	for (long long i = 0; i <= slots; i++)
+		v.pages[i] = (struct cp_page *)(base + claims + i * page);
+	*claims_at = base;
+	*claims_len = claims;
+	*page_at = base + claims + slot * page;
+	return v;
+}
+
+/* The forged value: read before the entry is claimed (a clock read while
+ * holding the claim would wait for this very entry). */
+static struct timespec forge_base;
+
+static int forged(unsigned key, struct cp_value *out, void *arg)
+{
+	(void)arg;
+	if (key != CLOCK_REALTIME)
+		return -1;
+	*out = (struct cp_value){ .a = forge_base.tv_sec + 3600, .b = forge_base.tv_nsec };
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fputs("usage: nd_fastpath threads|exec|garbage|forge N [PROGRAM]\n", stderr);
+		return 2;
+	}
+	rounds = strtol(argv[2], NULL, 10);
+	const char *mode = argv[1];
+	if (strcmp(mode, "threads") == 0) {
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid < 0)
+			die("fork");
+		threads(pid == 0 ? 2 : 3);
+		if (pid == 0)
+			_exit(0);
+		int st;
+		if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			fprintf(stderr, "nd_fastpath: the forked child failed\n");
+			return 1;
+		}
+		printf("ok threads\n");
+		print_now();
+	} else if (strcmp(mode, "exec") == 0 && argc == 4) {
+		reader(NULL);
+		printf("ok exec\n");
+		print_now();
+		fflush(stdout);
+		execl(argv[3], argv[3], (char *)NULL);
+		die("exec");
+	} else if (strcmp(mode, "garbage") == 0) {
+		reader(NULL);
+		if (setting("slot", 10) == 0) {
+			char *claims, *page;
+			size_t claims_len;
+			(void)map_log(&claims, &claims_len, &page);
+			scribble(claims, claims_len);
+			scribble(page, cp_page_size());
+		}
+		threads(3);
+		printf("ok garbage\n");
+		print_now();
+	} else if (strcmp(mode, "forge") == 0) {
+		reader(NULL);
+		if (setting("slot", 10) == 0) {
+			char *claims, *page;
+			size_t claims_len;
+			struct cp_view v = map_log(&claims, &claims_len, &page);
+			struct cp_value out;
+			uint64_t n;
+			if (clock_gettime(CLOCK_REALTIME, &forge_base) != 0)
+				die("clock_gettime");
+			enum cp_outcome o = cp_read(&v, CLOCK_REALTIME, forged, NULL, &out, &n);
+			if (o != CP_LED)
+				fprintf(stderr, "nd_fastpath: the forged entry was not led (%d)\n", (int)o);
+		}
+		reader(NULL);
+		printf("ok forge\n");
+	} else {
+		fputs("usage: nd_fastpath threads|exec|garbage|forge N [PROGRAM]\n", stderr);
+		return 2;
+	}
+	return 0;
+}
