@@ -3,10 +3,11 @@
  * time to jump here when this library is loaded, and hands every replica
  * the shared region in DIEHARD_CLOCKS:
  *
- *   DIEHARD_CLOCKS=fd=N,slot=S,slots=K,secret=HEX,real=HEX,fallback=HEX
+ *   DIEHARD_CLOCKS=fd=N,slots=K,secret=HEX,real=HEX,fallback=HEX
  *
- * (fd: the region, a memfd diehard created: claims, then K + 1 pages; slot:
- * this replica's; secret: the entries' checksum key; real: the marker that
+ * (fd: the region, a memfd diehard created: claims, then K + 1 pages, open
+ * at a file offset that is this replica's slot (so that the variable is
+ * the same in every replica, as their environments are); secret: the entries' checksum key; real: the marker that
  * lets a leader's clock_gettime through the filter unnotified; fallback:
  * the marker of a read that asks diehard for entry n: in the call's first
  * unused argument, n in the next).
@@ -17,7 +18,8 @@
  * clock the fast path does not serve, every entry point makes the system
  * call, as the patched vDSO did before (and diehard's filter notifies it).
  *
- * BRANCH WORK: not wired to diehard yet (the supervisor side is to come). */
+ * diehard's side: supervisor/virt/fastclock.c; the protocol: clockpage.h;
+ * docs/NONDETERMINISM.md, "The fast path". */
 #include "clocks.h"
 #include "clockpage.h"
 
@@ -30,6 +32,7 @@
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "spec.h"
@@ -72,13 +75,11 @@ void clocks_start(void)
 	const char *spec = config_getenv(VAR);
 	if (spec == NULL || spec[0] == '\0')
 		return;
-	uint64_t fd = UINT64_MAX, slot = UINT64_MAX, slots = 0;
+	uint64_t fd = UINT64_MAX, slots = 0;
 	struct spec_item it;
 	for (const char *at = spec; spec_next(VAR, spec, &at, &it);) {
 		if (spec_is(&it, "fd"))
 			fd = spec_u64(VAR, it.value, it.end, spec);
-		else if (spec_is(&it, "slot"))
-			slot = spec_u64(VAR, it.value, it.end, spec);
 		else if (spec_is(&it, "slots"))
 			slots = spec_u64(VAR, it.value, it.end, spec);
 		else if (spec_is(&it, "secret"))
@@ -88,10 +89,10 @@ void clocks_start(void)
 		else if (spec_is(&it, "fallback"))
 			mark_fallback = hex(it.value, it.end);
 		else
-			spec_die(VAR, "unknown key (fd, slot, slots, secret, real, fallback)", spec);
+			spec_die(VAR, "unknown key (fd, slots, secret, real, fallback)", spec);
 	}
-	if (fd > 1 << 20 || slots == 0 || slots > CP_MAX_SLOTS || slot >= slots)
-		spec_die(VAR, "fd, slot and slots are needed, slot < slots <= 62, in", spec);
+	if (fd > 1 << 20 || slots == 0 || slots > CP_MAX_SLOTS)
+		spec_die(VAR, "fd and slots are needed, slots <= 62, in", spec);
 	size_t claims = cp_claims_size(), page = cp_page_size(), len = claims + (slots + 1) * page;
 	/* The fd may be anything by now (a program that closed it and opened
 	 * another file there, then exec'd): a memfd of the whole size, or
@@ -99,6 +100,10 @@ void clocks_start(void)
 	struct stat st;
 	if (fstat((int)fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < len)
 		return;
+	off_t at = lseek((int)fd, 0, SEEK_CUR);
+	if (at < 0 || (uint64_t)at >= slots)
+		return;
+	uint64_t slot = (uint64_t)at;
 	char *base = mmap(NULL, len, PROT_READ, MAP_SHARED, (int)fd, 0);
 	if (base == MAP_FAILED)
 		return; /* the system-call path still works */
@@ -118,6 +123,11 @@ void clocks_start(void)
 		return;
 	}
 	ready = true;
+}
+
+uint64_t clocks_mark(void)
+{
+	return ready ? mark_real : 0;
 }
 
 /* A leader's real read: the system call with the marker the filter lets

@@ -43,10 +43,12 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "clocks.h"
 #include "archipelago.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -140,6 +142,34 @@ static mode_t mode_arg(int flags, va_list ap)
 	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
 }
 
+/* Under diehard, a read-only open of a file reaches diehard (the filter
+ * cannot see the path, and /dev/urandom's opens are answered there): a
+ * round trip per open, most of a python3 start-up's virtualization cost.
+ * With the fast clock path set up, the open is made with the run's marker
+ * in an argument openat does not use, which the filter lets through, and
+ * only an open that turns out to be of a random device (the kernel's
+ * /dev/random or /dev/urandom, however named) is closed and made again
+ * the usual way, for diehard to answer. -2: not this way (the caller makes
+ * the call as ever). */
+static int open_unwatched(int dir, const char *path, int flags, mode_t mode)
+{
+	uint64_t mark = clocks_mark();
+	if (mark == 0 || (flags & (O_ACCMODE | O_DIRECTORY | O_PATH | O_CREAT)) != 0)
+		return -2;
+	int fd = (int)waiting(SYS_openat, dir, L(path), flags, mode, (long)mark, 0);
+	if (fd < 0)
+		return fd;
+	struct stat st;
+	if (__fstat64(fd, &st) != 0 ||
+	    (S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 && (minor(st.st_rdev) == 8 || minor(st.st_rdev) == 9))) {
+		int err = errno;
+		(void)syscall(SYS_close, fd);
+		errno = err;
+		return -2;
+	}
+	return fd;
+}
+
 EXPORT int open(const char *path, int flags, ...)
 {
 	va_list ap;
@@ -147,7 +177,8 @@ EXPORT int open(const char *path, int flags, ...)
 	mode_t mode = mode_arg(flags, ap);
 	va_end(ap);
 	str(path);
-	return __open64(path, flags, mode);
+	int fd = open_unwatched(AT_FDCWD, path, flags, mode);
+	return fd != -2 ? fd : __open64(path, flags, mode);
 }
 
 EXPORT int openat(int dir, const char *path, int flags, ...)
@@ -157,7 +188,8 @@ EXPORT int openat(int dir, const char *path, int flags, ...)
 	mode_t mode = mode_arg(flags, ap);
 	va_end(ap);
 	str(path);
-	return (int)waiting(SYS_openat, dir, L(path), flags, mode, 0, 0);
+	int fd = open_unwatched(dir, path, flags, mode);
+	return fd != -2 ? fd : (int)waiting(SYS_openat, dir, L(path), flags, mode, 0, 0);
 }
 
 extern __typeof__(open) open64 SAME_AS(open);

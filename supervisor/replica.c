@@ -284,7 +284,7 @@ static void launch(struct sup *S, unsigned i, struct launch *L, bool replacement
 					 .fds = { L->in[0], L->out[0][1], L->out[1][1] }, .pipe_ignored = S->pipe_ignored,
 					 .filter = &S->filter, .listener = S->virt != NULL, .nofile = &S->nofile,
 					 .ns_flags = S->ns_flags, .init_path = S->o->init_path,
-					 .clock_fd = S->virt != NULL ? virt_clock_fd(S->virt) : -1,
+					 .clock_fd = S->virt != NULL ? virt_clock_fd(S->virt, i) : -1,
 					 .stop_before_exec = S->o->replay != NULL && S->o->replay->gdb,
 					 .npass = S->o->replay != NULL ? 0 : svcenv_get()->listen_fds };
 	L->pid = spawn_start(&L->req, &L->sp, &L->res);

@@ -95,7 +95,7 @@ static char *format_var(const char *name, const char *value)
 static bool ours(const char *e)
 {
 	static const char *const names[] = { "DIEHARD_SEED=", "DIEHARD_FILL=", "DIEHARD_PIDKEY=", "DIEHARD_TRACE=",
-					     "DIEHARD_TRACE_AT=", "DIEHARD_FLIP=", "DIEHARD_FENCE_LOG=" };
+					     "DIEHARD_TRACE_AT=", "DIEHARD_FLIP=", "DIEHARD_FENCE_LOG=", "DIEHARD_CLOCKS=" };
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (strncmp(e, names[i], strlen(names[i])) == 0)
 			return true;

@@ -84,3 +84,7 @@ run_unit() {
 @test "unit: critical memory over its own heap (round trips, repair of each copy, no majority, corrupted records, misuse, random operations against a model in threads)" {
 	run_unit test_critical
 }
+
+@test "unit: the shared clock log (3 replicas x 3 threads agree on every entry, monotonic; still with one scribbling over its page and the claims)" {
+	run_unit test_clockpage
+}

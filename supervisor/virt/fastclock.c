@@ -21,6 +21,7 @@
 #include "fastclock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -47,12 +48,15 @@
 
 struct fastclock {
 	int fd;
+	int *slot_fd;  /* per slot: the region opened again, its offset the slot */
 	char *base;
 	size_t len;
 	struct cp_view view;
 	uint64_t mark_real, mark_fallback;
 	struct cp_value start[CP_KEYS]; /* each clock when the run began */
 	uint64_t forged;                /* slots whose entries failed the bounds */
+	unsigned forged_key[CP_MAX_SLOTS];
+	uint64_t forged_n[CP_MAX_SLOTS]; /* the first such entry of each */
 	char env[256];
 };
 
@@ -143,6 +147,20 @@ struct fastclock *fastclock_new(unsigned nslots)
 		free(F);
 		return NULL;
 	}
+	/* Each replica learns its slot from its descriptor's file offset (the
+	 * region opened anew per slot: a description of its own), so that its
+	 * environment is its siblings'. */
+	F->slot_fd = calloc(nslots, sizeof *F->slot_fd);
+	if (F->slot_fd == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	for (unsigned i = 0; i < nslots; i++) {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/self/fd/%d", F->fd);
+		F->slot_fd[i] = open(path, O_RDWR | O_CLOEXEC);
+		if (F->slot_fd[i] < 0 || lseek(F->slot_fd[i], (off_t)i, SEEK_SET) != (off_t)i)
+			fatal(EXIT_INTERNAL, "cannot open the shared clock log for replica slot %u: %s", i,
+			      strerror(errno));
+	}
 	F->view.claims = (struct cp_claims *)F->base;
 	F->view.nslots = nslots;
 	F->view.self = nslots;
@@ -163,19 +181,22 @@ void fastclock_free(struct fastclock *F)
 	if (F == NULL)
 		return;
 	(void)munmap(F->base, F->len);
+	for (unsigned i = 0; i < F->view.nslots; i++)
+		close(F->slot_fd[i]);
+	free(F->slot_fd);
 	close(F->fd);
 	free(F);
 }
 
-int fastclock_fd(const struct fastclock *F)
+int fastclock_fd(const struct fastclock *F, unsigned i)
 {
-	return F->fd;
+	return F->slot_fd[i];
 }
 
-const char *fastclock_env(struct fastclock *F, unsigned i)
+const char *fastclock_env(struct fastclock *F)
 {
-	snprintf(F->env, sizeof F->env, "DIEHARD_CLOCKS=fd=%d,slot=%u,slots=%u,secret=%" PRIx64 ",real=%" PRIx64
-		 ",fallback=%" PRIx64, FASTCLOCK_FD, i, F->view.nslots, F->view.secret, F->mark_real, F->mark_fallback);
+	snprintf(F->env, sizeof F->env, "DIEHARD_CLOCKS=fd=%d,slots=%u,secret=%" PRIx64 ",real=%" PRIx64
+		 ",fallback=%" PRIx64, FASTCLOCK_FD, F->view.nslots, F->view.secret, F->mark_real, F->mark_fallback);
 	return F->env;
 }
 
@@ -217,8 +238,12 @@ struct put_ctx {
 static void put_checked(unsigned key, uint64_t n, const struct cp_value *v, unsigned by, void *arg)
 {
 	struct put_ctx *c = arg;
-	if (by < c->F->view.nslots && !sound(c->F, key, v))
-		c->F->forged |= 1ull << by;
+	struct fastclock *F = c->F;
+	if (by < F->view.nslots && !sound(F, key, v) && !(F->forged >> by & 1)) {
+		F->forged |= 1ull << by;
+		F->forged_key[by] = key;
+		F->forged_n[by] = n;
+	}
 	c->put(key, n, v, by, c->arg);
 }
 
@@ -235,6 +260,12 @@ void fastclock_harvest(struct fastclock *F, fastclock_put_fn *put, void *arg)
 	for (unsigned k = 0; k < CP_KEYS; k++)
 		if (cp_served(k))
 			(void)cp_harvest(&F->view, k, put_checked, &c);
+}
+
+void fastclock_forged_entry(const struct fastclock *F, unsigned i, unsigned *key, uint64_t *n)
+{
+	*key = F->forged_key[i];
+	*n = F->forged_n[i];
 }
 
 uint64_t fastclock_forged(struct fastclock *F)

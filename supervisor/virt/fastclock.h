@@ -26,6 +26,10 @@
 
 struct fastclock;
 
+/* The least --call-log the fast path runs with: a fallback may ask for an
+ * entry up to a ring behind its slot's count, which the log must keep. */
+#define FASTCLOCK_MIN_LOG (4 * CP_RING)
+
 /* The fd number a replica finds the region at (spawn.c puts it there). */
 #define FASTCLOCK_FD 1000
 
@@ -34,11 +38,12 @@ struct fastclock;
 struct fastclock *fastclock_new(unsigned nslots);
 void fastclock_free(struct fastclock *F);
 
-/* The region's fd (close-on-exec here: spawn.c places a copy at
- * FASTCLOCK_FD in the replica), slot i's variable (NAME=value, owned by
- * F), and the marker of a leader's real read (filter.h). */
-int fastclock_fd(const struct fastclock *F);
-const char *fastclock_env(struct fastclock *F, unsigned i);
+/* Slot i's fd of the region (close-on-exec here: spawn.c places a copy
+ * at FASTCLOCK_FD in the replica; its file offset is the slot), the
+ * replicas' variable (NAME=value, owned by F: the same for every slot),
+ * and the marker of a leader's real read (filter.h). */
+int fastclock_fd(const struct fastclock *F, unsigned i);
+const char *fastclock_env(struct fastclock *F);
 uint64_t fastclock_mark(const struct fastclock *F);
 
 /* Whether a notified call's argument is the fallback marker (then the next
@@ -72,6 +77,8 @@ void fastclock_harvest(struct fastclock *F, fastclock_put_fn *put, void *arg);
 /* The slots whose entries failed their clock's bounds since the last
  * call (a bit each): forged, or garbage that passed the checksum. */
 uint64_t fastclock_forged(struct fastclock *F);
+/* The first entry slot i forged since (key and index). */
+void fastclock_forged_entry(const struct fastclock *F, unsigned i, unsigned *key, uint64_t *n);
 
 /* Slot i's reads of key, and the sum over the values it consumed. */
 uint64_t fastclock_count(const struct fastclock *F, unsigned i, unsigned key);

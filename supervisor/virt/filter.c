@@ -132,7 +132,13 @@ static int add_notified(scmp_filter_ctx ctx, bool sleeps, uint64_t mark)
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(open), 1,
 				      SCMP_A1(SCMP_CMP_MASKED_EQ, NOT_A_DEVICE_READ, 0));
-	if (rc == 0)
+	/* libdiehard's openat carrying the marker in its unused fifth
+	 * argument has checked the file is no random device (kernel.c). */
+	if (rc == 0 && mark != 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(openat), 2,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, NOT_A_DEVICE_READ, 0),
+				      SCMP_A4_64(SCMP_CMP_NE, (scmp_datum_t)mark));
+	else if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(openat), 1,
 				      SCMP_A2(SCMP_CMP_MASKED_EQ, NOT_A_DEVICE_READ, 0));
 	/* Relative sleeps, so that a replacement catching up skips them (an

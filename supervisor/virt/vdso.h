@@ -9,6 +9,11 @@
  * program makes to set up thread-local storage before running any code of
  * its own; forked children inherit the patched page.
  *
+ * With the fast clock path (fastclock.h), a process that has libdiehard.so
+ * loaded gets jumps into its diehard_vdso_* functions instead, which read
+ * most clocks from the replicas' shared log and make the system call only
+ * when they must.
+ *
  * The vDSO is the same image in every process of this kernel, so the entry
  * points' offsets are read once from the supervisor's own vDSO. */
 #ifndef DIEHARD_VDSO_H

@@ -107,6 +107,8 @@ struct vreplica {
 	uint64_t unvirtualized;
 	pid_t cpu_task[CPU_TASKS]; /* tids, numbered by first CPU-clock read */
 	unsigned ncpu_tasks;
+	uint64_t fast_notified; /* reads of the fast path's keys that reached us */
+	uint32_t fast_lost;   /* a bit per fast key: behind the log's cap (real values) */
 	uint64_t clock_reads; /* wall and monotonic reads answered (but those
 				 of the fast path's keys: its page counts them) */
 };
@@ -432,9 +434,13 @@ static void fast_kill_forged(struct virt *V)
 	uint64_t forged = fastclock_forged(V->fast);
 	for (unsigned i = 0; i < V->S->nslots; i++)
 		if (forged >> i & 1) {
+			unsigned fk;
+			uint64_t n;
+			fastclock_forged_entry(V->fast, i, &fk, &n);
 			log_warn("replica %u published a clock value its clock cannot have had: killed",
 				 V->S->r[i].id);
-			call_divergence(&V->r[i], KEY_CLOCK, 0, "a value within the clock's bounds", "a forged value");
+			call_divergence(&V->r[i], log_key(fk), n, "a value within the clock's bounds",
+					"a value outside them (forged)");
 			replica_kill(V->S, &V->S->r[i], "forged a clock value in the shared clock log");
 		}
 }
@@ -482,6 +488,7 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 		real(req, v);
 		return ND_LOST;
 	}
+	vr->fast_notified++;
 	uint64_t n = fastclock_index(F, vr->index, fk, asked);
 	if (fastclock_too_far(F, fk, n)) {
 		/* A damaged count (the replica wrote over its own page): its
@@ -498,11 +505,22 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 	}
 	fast_harvest(V);
 	int outcome = ND_FOLLOW;
+	if (vr->fast_lost >> fk & 1) {
+		*index = n;
+		real(req, v);
+		return ND_LOST;
+	}
 	if (n < fastclock_harvested(F, fk)) {
 		if (!ndlog_value(V->log, key, n, v)) {
-			/* Dropped from the log (the cap): a real value. */
+			/* Dropped from the log (the cap): as on the notify path,
+			 * the replica reads real values of that clock from now
+			 * on, every read asked here (the rings' entries, older
+			 * than what it just read, would take it back). */
+			vr->fast_lost |= 1u << fk;
+			fastclock_off(F, vr->index);
 			real(req, v);
-			outcome = ND_LOST;
+			*index = n;
+			return ND_LOST;
 		} else if (stale(vr, req, key, n, v)) {
 			fastclock_to_front(F, vr->index, fk);
 			V->clock_resyncs++;
@@ -1016,6 +1034,9 @@ struct virt *virt_new(struct sup *S)
 		V->r[i] = (struct vreplica){ .V = V, .index = i, .fd = -1 };
 	if (vdso_init() != 0)
 		log_event("no vDSO clock entry points found: clock calls enter the kernel as they are");
+	else if (S->o->fast_clocks && rp == NULL && S->o->call_log < FASTCLOCK_MIN_LOG)
+		log_event("fast clock reads: not with --call-log under %u (a read may ask for an entry up to "
+			  "two rings back): every clock read is notified", FASTCLOCK_MIN_LOG);
 	else if (S->o->fast_clocks && rp == NULL)
 		V->fast = fastclock_new(S->nslots);
 	if (V->fast != NULL) {
@@ -1043,9 +1064,9 @@ uint64_t virt_clock_mark(const struct virt *V)
 	return V->fast != NULL ? fastclock_mark(V->fast) : 0;
 }
 
-int virt_clock_fd(const struct virt *V)
+int virt_clock_fd(const struct virt *V, unsigned i)
 {
-	return V->fast != NULL ? fastclock_fd(V->fast) : -1;
+	return V->fast != NULL ? fastclock_fd(V->fast, i) : -1;
 }
 
 char *const *virt_replica_env(struct virt *V, unsigned i)
@@ -1053,7 +1074,8 @@ char *const *virt_replica_env(struct virt *V, unsigned i)
 	static char *env[2];
 	if (V->fast == NULL)
 		return NULL;
-	env[0] = (char *)fastclock_env(V->fast, i);
+	(void)i;
+	env[0] = (char *)fastclock_env(V->fast);
 	return env;
 }
 
@@ -1144,6 +1166,13 @@ static void report_counts(struct virt *V, unsigned i)
 	for (size_t j = 0; j < n; j++)
 		report_calls(S->report, S->r[i].id, names[j], counts[j]);
 	report_unvirtualized(S->report, S->r[i].id, vr->unvirtualized);
+	if (V->fast != NULL) {
+		uint64_t all = 0;
+		for (unsigned fk = 0; fk < CP_KEYS; fk++)
+			if (cp_served(fk))
+				all += fastclock_count(V->fast, i, fk);
+		report_clock_reads_in_replica(S->report, S->r[i].id, all > vr->fast_notified ? all - vr->fast_notified : 0);
+	}
 	free(names);
 	free(counts);
 	free(keys);

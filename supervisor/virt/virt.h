@@ -31,10 +31,11 @@ void virt_attach(struct virt *V, unsigned i, int listener);
 void virt_detach(struct virt *V, unsigned i);
 
 /* The fast clock path (fastclock.h; NULL/-1/0 when off): slot i's
- * variables (NULL-terminated, owned by V, valid until the next call), the
- * region's fd for spawn.h, the filter's marker (filter.h). */
+ * variables (NULL-terminated, owned by V, valid until the next call: the
+ * same for every slot), slot i's fd of the region for spawn.h, the
+ * filter's marker (filter.h). */
 char *const *virt_replica_env(struct virt *V, unsigned i);
-int virt_clock_fd(const struct virt *V);
+int virt_clock_fd(const struct virt *V, unsigned i);
 uint64_t virt_clock_mark(const struct virt *V);
 
 /* The run's random key (CHACHA_KEY_BYTES) and its log of answers: what a

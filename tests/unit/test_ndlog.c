@@ -988,6 +988,46 @@ static void test_thread_keys(void)
 	ndlog_free(log);
 }
 
+/* The fast clock path's use (fastclock.h): entries preloaded in order are
+ * found by their own numbers; seeking replicas forward drops what all
+ * passed (not in keep mode), and a value below the kept ones is gone. */
+static void test_value_seek(void)
+{
+	struct ndlog *log = ndlog_new(2, 1000, false);
+	bool ok = true;
+	for (int i = 0; i < 50; i++) {
+		struct nd_value v = { .a = i, .b = 7 };
+		ok &= ndlog_preload(log, KEY_A, 0, &v) == 0;
+	}
+	struct nd_value v;
+	ok &= ndlog_value(log, KEY_A, 0, &v) && v.a == 0 && ndlog_value(log, KEY_A, 49, &v) && v.a == 49;
+	CHECK(ok && !ndlog_value(log, KEY_A, 50, &v) && !ndlog_value(log, KEY_B, 0, &v),
+	      "ndlog: preloaded entries are found by number, none past the last or of another key");
+	ndlog_seek(log, 0, KEY_A, 30);
+	CHECK(ndlog_value(log, KEY_A, 0, &v), "ndlog: one replica's seek drops nothing while another is behind");
+	ndlog_seek(log, 1, KEY_A, 20);
+	CHECK(!ndlog_value(log, KEY_A, 19, &v) && ndlog_value(log, KEY_A, 20, &v) && v.a == 20 &&
+		      ndlog_count(log, 0, KEY_A) == 30 && ndlog_count(log, 1, KEY_A) == 20,
+	      "ndlog: seeks drop the entries every replica passed; counts follow");
+	ndlog_seek(log, 1, KEY_A, 1000);
+	CHECK(ndlog_count(log, 1, KEY_A) == 50, "ndlog: a seek past the end stops at the entries put");
+	ndlog_seek(log, 0, KEY_B, 5); /* an unknown key: nothing */
+	CHECK(ndlog_count(log, 0, KEY_B) == 0, "ndlog: seeking an unknown key does nothing");
+	ndlog_free(log);
+
+	/* Keep mode: seeks drop nothing (a replacement replays from 0). */
+	log = ndlog_new(2, 1000, true);
+	for (int i = 0; i < 10; i++) {
+		struct nd_value x = { .a = i };
+		ndlog_preload(log, KEY_A, 0, &x);
+	}
+	ndlog_seek(log, 0, KEY_A, 10);
+	ndlog_seek(log, 1, KEY_A, 10);
+	CHECK(ndlog_value(log, KEY_A, 0, &v) && v.a == 0 && ndlog_complete(log),
+	      "ndlog: in keep mode, seeks past every entry drop none");
+	ndlog_free(log);
+}
+
 int main(void)
 {
 	test_chacha_block();
@@ -1012,5 +1052,6 @@ int main(void)
 	test_keep_restart();
 	test_to_front();
 	test_thread_keys();
+	test_value_seek();
 	return tap_done();
 }

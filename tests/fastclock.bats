@@ -1,0 +1,144 @@
+#!/usr/bin/env bats
+# The fast clock path (docs/NONDETERMINISM.md, "The fast path"): replicas
+# with libdiehard.so loaded read clock_gettime, gettimeofday and time from
+# a log in memory they share with each other and with diehard, without a
+# round trip; everything else (static programs, fallbacks) asks diehard,
+# and both paths number reads alike. The virtualization tests themselves
+# run on both paths (diehard_virtualize.bats and its _notify twin); these
+# are the cases the fast path adds: threads and fork at once, a static
+# program exec'd from a dynamic one, and replicas that damage the shared
+# log or forge an entry in it.
+
+load helpers
+
+setup() {
+	require_diehard
+	require_jq
+	T=$BATS_TEST_TMPDIR
+	FP=$PROGS/nd_fastpath
+	[[ -x $FP ]] || fail "$FP does not exist: run make first"
+}
+
+# The run's "now SECONDS" line is a real time: between the test's clock
+# before and after the run.
+now_is_real() {
+	local now
+	now=$(awk '$1 == "now" { print $2 }' "$1")
+	[[ $now =~ ^[0-9]+$ ]] || fail "no 'now SECONDS' line in:" "$(head -c 1000 "$1")"
+	((now >= ${T0%.*} && now <= ${T1%.*} + 1)) ||
+		fail "'now $now' is not a time between $T0 and $T1 (the test's clock before and after the run)"
+}
+
+run_fp() {
+	local name=$1
+	shift
+	T0=$EPOCHREALTIME
+	capture "$T/$name" sup "$@"
+	T1=$EPOCHREALTIME
+}
+
+@test "threads and a forked child read both clocks at once: agreed, monotonic, real; nearly every read in the replicas (5 runs)" {
+	local i
+	for i in 1 2 3 4 5; do
+		run_fp t$i -k 3 -r "$T/t$i.json" "$FP" threads 20000
+		[[ $(<"$T/t$i.rc") == 0 ]] || fail "run $i exited $(<"$T/t$i.rc")" "$(head -c 2000 "$T/t$i.err")"
+		[[ $(head -1 "$T/t$i.out") == "ok threads" ]] || fail "run $i:" "$(head -c 500 "$T/t$i.out")"
+		now_is_real "$T/t$i.out"
+		# 5 threads x 20000 rounds of each clock, plus the last read.
+		jq -e '.call_divergences == [] and .divergences == [] and all(.replicas[];
+			.status == 0 and (has("killed") | not)
+			and .calls["clock_gettime(CLOCK_MONOTONIC)"] == 100000
+			and .calls["clock_gettime(CLOCK_REALTIME)"] == 100001
+			and .clock_reads_in_replica > 150000)' "$T/t$i.json" >/dev/null ||
+			fail "run $i's report:" "$(jq -c '[.call_divergences, [.replicas[] | {status, killed, calls, clock_reads_in_replica}]]' "$T/t$i.json")"
+	done
+}
+
+@test "a dynamic program that execs a static one: one numbering of reads over both paths, the static one's answered by diehard" {
+	[[ -x $PROGS/static/nd_static ]] || fail "$PROGS/static/nd_static does not exist: run make first"
+	run_fp e -k 3 -r "$T/e.json" "$FP" exec 5000 "$PROGS/static/nd_static"
+	[[ $(<"$T/e.rc") == 0 ]] || fail "exited $(<"$T/e.rc")" "$(head -c 2000 "$T/e.err")"
+	now_is_real "$T/e.out"
+	local secs
+	secs=$(awk '$1 == "clock_gettime" { print int($2) }' "$T/e.out")
+	[[ -n $secs ]] && ((secs >= ${T0%.*} && secs <= ${T1%.*} + 1)) ||
+		fail "the static program's clock_gettime line is not a real time:" "$(cat "$T/e.out")"
+	# The dynamic part: 5000 reads of each clock and one more of
+	# CLOCK_REALTIME, nearly all in the replica (a read a ring ahead of
+	# diehard's log asks it); the static one's clock_gettime, gettimeofday
+	# and time (10004 in all): notified, so at most 10001 in the replica.
+	jq -e '.call_divergences == [] and all(.replicas[]; .status == 0
+		and .calls["clock_gettime(CLOCK_REALTIME)"] == 5002 and .calls.gettimeofday == 1 and .calls.time == 1
+		and .clock_reads_in_replica > 9000 and .clock_reads_in_replica <= 10001)' "$T/e.json" >/dev/null ||
+		fail "the report:" "$(jq -c '[.call_divergences, [.replicas[] | {status, calls, clock_reads_in_replica}]]' "$T/e.json")"
+}
+
+@test "a replica that writes garbage over its part of the clock log: caught (count, values or output), the others unaffected (5 runs)" {
+	local i
+	for i in 1 2 3 4 5; do
+		run_fp g$i -k 3 --respawns 0 -r "$T/g$i.json" "$FP" garbage 20000
+		[[ $(<"$T/g$i.rc") == 0 ]] || fail "run $i exited $(<"$T/g$i.rc")" "$(head -c 2000 "$T/g$i.err")"
+		[[ $(head -1 "$T/g$i.out") == "ok garbage" ]] || fail "run $i:" "$(head -c 500 "$T/g$i.out")"
+		now_is_real "$T/g$i.out"
+		# Replica 0 (slot 0) scribbled: it is told apart, by its calls or
+		# its output; 1 and 2 are not.
+		jq -e '([.call_divergences[] | .replica] | all(. == 0))
+			and ((.call_divergences | length) > 0 or (.replicas[0] | has("killed")))
+			and all(.replicas[1:3][]; .status == 0 and (has("killed") | not))' "$T/g$i.json" >/dev/null ||
+			fail "run $i's report:" "$(jq -c '[.call_divergences, [.replicas[] | {status, killed}]]' "$T/g$i.json")"
+	done
+}
+
+@test "a replica that forges a clock entry (checksum and all) an hour ahead: killed as forged, the others finish (5 runs)" {
+	local i
+	for i in 1 2 3 4 5; do
+		run_fp f$i -k 3 --respawns 0 -r "$T/f$i.json" "$FP" forge 20000
+		[[ $(<"$T/f$i.rc") == 0 ]] || fail "run $i exited $(<"$T/f$i.rc")" "$(head -c 2000 "$T/f$i.err")"
+		[[ $(<"$T/f$i.out") == "ok forge" ]] || fail "run $i:" "$(head -c 500 "$T/f$i.out")"
+		grep -q "replica 0 published a clock value its clock cannot have had: killed" "$T/f$i.err" ||
+			fail "run $i: no word of the forgery:" "$(head -c 2000 "$T/f$i.err")"
+		jq -e '(.replicas[0].killed | test("forged"))
+			and any(.call_divergences[]; .replica == 0 and (.got | test("forged")))
+			and all(.replicas[1:3][]; .status == 0 and (has("killed") | not))' "$T/f$i.json" >/dev/null ||
+			fail "run $i's report:" "$(jq -c '[.call_divergences, [.replicas[] | {status, killed}]]' "$T/f$i.json")"
+	done
+}
+
+@test "which programs take which path: date, python3, perl and bash read in the replicas; a static program and --no-fast-clocks ask diehard" {
+	require_cmd perl
+	local py=/usr/bin/python3
+	[[ -x $py ]] || py=$(command -v python3) || skip "no python3"
+	sup -k 3 -r "$T/date.json" date >/dev/null
+	sup -k 3 -r "$T/py.json" "$py" -c 'import time; time.time(); time.monotonic(); print("x")' >/dev/null
+	sup -k 3 -r "$T/perl.json" perl -MTime::HiRes=time -e 'print time > 0 ? "x\n" : "y\n"' >/dev/null
+	sup -k 3 -r "$T/bash.json" bash -c 'echo ${EPOCHREALTIME%%.*}' >/dev/null
+	sup -k 3 -r "$T/static.json" "$PROGS/static/nd_static" >/dev/null
+	sup -k 3 --no-fast-clocks -r "$T/slow.json" date >/dev/null
+	local f
+	for f in date py perl bash; do
+		jq -e 'all(.replicas[]; .clock_reads_in_replica > 0
+			and .clock_reads_in_replica == ([.calls | to_entries[] | select(.key | test("^(clock_gettime|gettimeofday|time)")) | .value] | add))' \
+			"$T/$f.json" >/dev/null || fail "$f: not every clock read in the replica:" "$(jq -c '[.replicas[] | {calls, clock_reads_in_replica}]' "$T/$f.json")"
+	done
+	jq -e 'all(.replicas[]; .clock_reads_in_replica == 0 and .calls.gettimeofday == 1)' "$T/static.json" >/dev/null ||
+		fail "static:" "$(jq -c '[.replicas[] | {calls, clock_reads_in_replica}]' "$T/static.json")"
+	jq -e 'all(.replicas[]; (has("clock_reads_in_replica") | not) and .calls["clock_gettime(CLOCK_REALTIME)"] == 1)' "$T/slow.json" >/dev/null ||
+		fail "--no-fast-clocks:" "$(jq -c '[.replicas[] | {calls, clock_reads_in_replica}]' "$T/slow.json")"
+}
+
+@test "a child that lost the region (python3 subprocess closes fds): its reads ask diehard, numbered with the parent's" {
+	# python3's subprocess closes the child's fds (close_fds), so the date
+	# it runs finds no region and asks diehard; the parent reads in its own.
+	local py=/usr/bin/python3
+	[[ -x $py ]] || py=$(command -v python3) || skip "no python3"
+	run_fp c -k 3 -r "$T/c.json" "$py" -c '
+import subprocess, time
+for _ in range(3):
+    time.monotonic()
+    subprocess.run(["date", "+%s"], check=True)
+print(int(time.time()))'
+	[[ $(<"$T/c.rc") == 0 ]] || fail "exited $(<"$T/c.rc")" "$(head -c 2000 "$T/c.err")"
+	[[ $(wc -l <"$T/c.out") == 4 ]] || fail "four lines expected:" "$(cat "$T/c.out")"
+	jq -e '.call_divergences == [] and .divergences == [] and all(.replicas[]; .status == 0)' "$T/c.json" >/dev/null ||
+		fail "the report:" "$(jq -c '[.call_divergences, [.replicas[] | {status, calls}]]' "$T/c.json")"
+}
