@@ -275,6 +275,11 @@ uint64_t fastclock_forged(struct fastclock *F)
 	return f;
 }
 
+void fastclock_add_sum(struct fastclock *F, unsigned i, unsigned key, uint64_t n, const struct cp_value *v)
+{
+	atomic_fetch_add(&F->view.pages[i]->sum[key], cp_sum_term(key, n, v));
+}
+
 uint64_t fastclock_count(const struct fastclock *F, unsigned i, unsigned key)
 {
 	return atomic_load(&F->view.pages[i]->count[key]);

@@ -80,6 +80,10 @@ uint64_t fastclock_forged(struct fastclock *F);
 /* The first entry slot i forged since (key and index). */
 void fastclock_forged_entry(const struct fastclock *F, unsigned i, unsigned *key, uint64_t *n);
 
+/* A read of slot i that diehard answered (entry n of key, value v) adds
+ * to the slot's sum, as the fast path's own reads do (cp_sum_term). */
+void fastclock_add_sum(struct fastclock *F, unsigned i, unsigned key, uint64_t n, const struct cp_value *v);
+
 /* Slot i's reads of key, and the sum over the values it consumed. */
 uint64_t fastclock_count(const struct fastclock *F, unsigned i, unsigned key);
 uint64_t fastclock_sum(const struct fastclock *F, unsigned i, unsigned key);

@@ -109,6 +109,7 @@ struct vreplica {
 	unsigned ncpu_tasks;
 	uint64_t fast_notified; /* reads of the fast path's keys that reached us */
 	uint32_t fast_lost;   /* a bit per fast key: behind the log's cap (real values) */
+	uint32_t fast_unsummed; /* a bit per fast key: a value it read is not in its sum */
 	uint64_t clock_reads; /* wall and monotonic reads answered (but those
 				 of the fast path's keys: its page counts them) */
 };
@@ -484,6 +485,9 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 	struct virt *V = vr->V;
 	struct fastclock *F = V->fast;
 	if (net_clocks_aside(V->S->net, vr->index)) {
+		/* Its own real values, outside the log (net.h): nor in its
+		 * sum, so its sum is not compared at the end. */
+		vr->fast_unsummed |= 1u << fk;
 		*index = 0;
 		real(req, v);
 		return ND_LOST;
@@ -529,9 +533,16 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 	}
 	if (n >= fastclock_harvested(F, fk)) {
 		outcome = ND_LEAD;
-		if (fastclock_settle(F, fk, n, fast_real, fast_put, V) != 0 || !ndlog_value(V->log, key, n, v))
+		if (fastclock_settle(F, fk, n, fast_real, fast_put, V) != 0 || !ndlog_value(V->log, key, n, v)) {
 			real(req, v); /* the clock cannot be read: its error */
+			vr->fast_unsummed |= 1u << fk;
+			*index = n;
+			return ND_LOST;
+		}
 	}
+	/* The slot's sum covers every value it consumed, whichever path. */
+	struct cp_value cv = { .a = v->a, .b = v->b, .c = v->c, .d = v->d };
+	fastclock_add_sum(F, vr->index, fk, n, &cv);
 	*index = n;
 	return outcome;
 }
@@ -1231,7 +1242,8 @@ static void fast_compare_sums(struct virt *V)
 		uint64_t sums[VOTER_MAX];
 		unsigned idx[VOTER_MAX], n = 0;
 		for (unsigned i = 0; i < S->nslots && n < VOTER_MAX; i++)
-			if (S->r[i].live && S->r[i].exited && !(V->fast_damaged >> i & 1)) {
+			if (S->r[i].live && S->r[i].exited && !(V->fast_damaged >> i & 1) &&
+			    !((V->r[i].fast_lost | V->r[i].fast_unsummed) >> fk & 1)) {
 				idx[n] = i;
 				sums[n++] = fastclock_sum(V->fast, i, fk);
 			}

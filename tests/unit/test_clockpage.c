@@ -239,6 +239,29 @@ int main(void)
 	CHECK(backwards == 0, "and their monotonic clocks go forward (%d went back)", backwards);
 	CHECK(fallbacks > 0, "the damage sent reads to diehard (%lu)", (unsigned long)fallbacks);
 
+	/* Pace: no slot leads an entry a ring past a pacing slot's count; it
+	 * waits, then falls back (nothing else moves here), and leads once
+	 * the pacing slot has moved on. Entries 0 .. RING - 1 settled by
+	 * diehard first. */
+	setup();
+	(void)cp_settle(&views[K], 1, CP_RING - 1, real, put, NULL);
+	atomic_store(&pages[K]->pace, 1ull << 1);
+	atomic_store(&pages[0]->count[1], CP_RING);
+	{
+		struct cp_value pv;
+		uint64_t pn;
+		enum cp_outcome o = cp_read(&views[0], 1, real, NULL, &pv, &pn);
+		CHECK(o == CP_FALLBACK && pn == CP_RING,
+		      "a slot a ring ahead of a pacing slot's count falls back instead of leading (%d, %lu)", (int)o,
+		      (unsigned long)pn);
+		atomic_store(&pages[0]->count[1], CP_RING);
+		atomic_store(&pages[1]->count[1], 1);
+		o = cp_read(&views[0], 1, real, NULL, &pv, &pn);
+		CHECK(o == CP_LED && pn == CP_RING, "and leads it once the pacing slot has moved on (%d, %lu)", (int)o,
+		      (unsigned long)pn);
+	}
+	teardown();
+
 	/* Off: every read the usual way, no index taken. */
 	setup();
 	atomic_store(&pages[K]->off, 1ull << 2);
