@@ -39,6 +39,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -195,17 +196,76 @@ EXPORT int openat(int dir, const char *path, int flags, ...)
 extern __typeof__(open) open64 SAME_AS(open);
 extern __typeof__(openat) openat64 SAME_AS(openat);
 
+/* _FORTIFY_SOURCE's opens (what Debian's python3, perl and date call for
+ * an open whose flags the compiler cannot see): glibc's checks, then the
+ * same open. A mode-needing open without one ends as glibc ends it. */
+static void open_needs_mode(int flags)
+{
+	if (!(flags & O_CREAT) && (flags & O_TMPFILE) != O_TMPFILE)
+		return;
+	static const char msg[] = "*** invalid open call: O_CREAT or O_TMPFILE without mode ***: terminated\n";
+	(void)syscall(SYS_write, 2, msg, sizeof msg - 1);
+	abort();
+}
+
+EXPORT int __open_2(const char *path, int flags)
+{
+	open_needs_mode(flags);
+	return open(path, flags);
+}
+
+EXPORT int __openat_2(int dir, const char *path, int flags)
+{
+	open_needs_mode(flags);
+	return openat(dir, path, flags);
+}
+
+extern __typeof__(__open_2) __open64_2 SAME_AS(__open_2);
+extern __typeof__(__openat_2) __openat64_2 SAME_AS(__openat_2);
+
 EXPORT int creat(const char *path, mode_t mode)
 {
 	str(path);
 	return __open64(path, O_CREAT | O_WRONLY | O_TRUNC, mode);
 }
 
+/* fopen for reading ("r", with any of b and e after it) through
+ * open_unwatched (what it opens is then fdopen's); any other mode, or an
+ * open that must be watched, as glibc does it. */
+static FILE *fopen_unwatched(const char *path, const char *mode, bool *done)
+{
+	*done = false;
+	if (mode == NULL || mode[0] != 'r' || clocks_mark() == 0)
+		return NULL;
+	int flags = O_RDONLY;
+	for (const char *m = mode + 1; *m != '\0'; m++) {
+		if (*m == 'e')
+			flags |= O_CLOEXEC;
+		else if (*m != 'b')
+			return NULL;
+	}
+	int fd = open_unwatched(AT_FDCWD, path, flags, 0);
+	if (fd == -2)
+		return NULL;
+	*done = true;
+	if (fd < 0)
+		return NULL;
+	FILE *f = fdopen(fd, "r");
+	if (f == NULL) {
+		int err = errno;
+		(void)syscall(SYS_close, fd);
+		errno = err;
+	}
+	return f;
+}
+
 EXPORT FILE *fopen(const char *restrict path, const char *restrict mode)
 {
 	str(path);
 	str(mode);
-	return _IO_fopen(path, mode);
+	bool done;
+	FILE *f = fopen_unwatched(path, mode, &done);
+	return done ? f : _IO_fopen(path, mode);
 }
 
 extern __typeof__(fopen) fopen64 SAME_AS(fopen);

@@ -70,9 +70,10 @@ static const char *file_kind(const struct stat *st)
 	return "not a plain file";
 }
 
-/* Whether the dynamic symbol table defines mark as a global (or weak)
- * symbol, as a preloaded library's exports are seen by ld.so. */
-static bool defines(Elf *elf, const char *mark)
+/* Calls fn with each exported definition of the dynamic symbol table (a
+ * global or weak symbol, defined, not hidden: what ld.so sees of a
+ * preloaded library) until it returns true; whether one did. */
+static bool each_export(Elf *elf, bool (*fn)(const char *name, const GElf_Sym *sym, void *arg), void *arg)
 {
 	Elf_Scn *scn = NULL;
 	while ((scn = elf_nextscn(elf, scn)) != NULL) {
@@ -92,36 +93,38 @@ static bool defines(Elf *elf, const char *mark)
 			    GELF_ST_VISIBILITY(sym.st_other) == STV_HIDDEN)
 				continue;
 			const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
-			if (name != NULL && strcmp(name, mark) == 0)
+			if (name != NULL && fn(name, &sym, arg))
 				return true;
 		}
 	}
 	return false;
 }
 
-/* Fills values[] from the dynamic symbol table (defined symbols only). */
-static void lookup(Elf *elf, const char *const *names, unsigned long *values, size_t n)
+static bool is_mark(const char *name, const GElf_Sym *sym, void *arg)
 {
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn)) != NULL) {
-		GElf_Shdr sh;
-		if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type != SHT_DYNSYM || sh.sh_entsize == 0)
-			continue;
-		Elf_Data *data = elf_getdata(scn, NULL);
-		if (data == NULL)
-			return;
-		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym sym;
-			if (gelf_getsym(data, (int)i, &sym) == NULL)
-				break;
-			if (sym.st_shndx == SHN_UNDEF)
-				continue;
-			const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
-			for (size_t j = 0; name != NULL && j < n; j++)
-				if (strcmp(name, names[j]) == 0)
-					values[j] = (unsigned long)sym.st_value;
-		}
-	}
+	(void)sym;
+	return strcmp(name, arg) == 0;
+}
+
+/* Whether the dynamic symbol table exports mark. */
+static bool defines(Elf *elf, const char *mark)
+{
+	return each_export(elf, is_mark, (void *)mark);
+}
+
+struct wanted {
+	const char *const *names;
+	unsigned long *values;
+	size_t n;
+};
+
+static bool note_value(const char *name, const GElf_Sym *sym, void *arg)
+{
+	struct wanted *w = arg;
+	for (size_t j = 0; j < w->n; j++)
+		if (strcmp(name, w->names[j]) == 0)
+			w->values[j] = (unsigned long)sym->st_value;
+	return false;
 }
 
 int elfcheck_symbols(const char *path, const char *const *names, unsigned long *values, size_t n)
@@ -136,7 +139,8 @@ int elfcheck_symbols(const char *path, const char *const *names, unsigned long *
 	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
 	int rc = -1;
 	if (elf != NULL && elf_kind(elf) == ELF_K_ELF) {
-		lookup(elf, names, values, n);
+		struct wanted w = { names, values, n };
+		(void)each_export(elf, note_value, &w);
 		rc = 0;
 	}
 	if (elf != NULL)

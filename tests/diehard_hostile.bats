@@ -117,13 +117,23 @@ no_kills() {
 	(($(now_ms) - t0 < 4000)) || fail "took $(($(now_ms) - t0)) ms"
 }
 
+# fifo_reader_waits PID: process PID is in its open of a FIFO, waiting for a
+# writer (a reader the kernel already counts).
+fifo_reader_waits() {
+	[[ $(cat /proc/"$1"/wchan 2>/dev/null) == wait_for_partner ]]
+}
+
 @test "-r a pipe with a reader (/dev/fd/N, a process substitution, a FIFO being read): the report arrives" {
 	sup -k 3 -r /dev/fd/3 echo hi 3> >(cat >"$T/fd.json") >"$T/out"
 	sup -k 3 -r >(jq . >"$T/subst.json") echo hi >/dev/null
 	mkfifo "$T/fifo"
 	cat "$T/fifo" >"$T/fifo.json" &
 	local reader=$!
-	sup -k 3 -r "$T/fifo" echo hi >/dev/null
+	# diehard refuses a FIFO nobody reads yet (a non-blocking open): it
+	# starts once cat has it open. A failure kills the reader, which
+	# would otherwise hold bats' output open and hang the whole file.
+	wait_until 10 fifo_reader_waits "$reader" || { kill "$reader"; fail "cat never opened the FIFO"; }
+	sup -k 3 -r "$T/fifo" echo hi >/dev/null || { kill "$reader"; fail "diehard -r FIFO failed"; }
 	wait "$reader"
 	# The process substitutions end after diehard does: give them time.
 	wait_until 5 jq -e '.exit_code == 0' "$T/fd.json" || fail "no report through /dev/fd/3:" "$(cat "$T/fd.json")"

@@ -36,7 +36,7 @@ setup() {
 		__libc_malloc __libc_free __libc_calloc __libc_realloc __libc_memalign __libc_valloc __libc_pvalloc \
 		strcpy strncpy strcat memcpy \
 		sigaction signal bsd_signal sysv_signal \
-		open open64 openat openat64 creat fopen fopen64 opendir stat lstat fstatat fstat access faccessat \
+		open open64 openat openat64 __open_2 __open64_2 __openat_2 __openat64_2 creat fopen fopen64 opendir stat lstat fstatat fstat access faccessat \
 		unlink unlinkat rename mkdir rmdir chdir readlink execve execv \
 		read write pread pread64 pwrite pwrite64 readv writev recv recvfrom recvmsg send sendto sendmsg \
 		bind connect accept accept4 getsockname getpeername getsockopt setsockopt \

@@ -1217,6 +1217,7 @@ void virt_detach(struct virt *V, unsigned i)
 		 * counts from 0 again, for the new one (which replays). */
 		fast_harvest(V);
 		fastclock_reset(V->fast, i);
+		V->fast_damaged &= ~(1ull << i);
 	}
 }
 
