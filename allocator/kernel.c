@@ -68,6 +68,7 @@ extern int __poll(struct pollfd *, nfds_t, int);
 extern int __open64(const char *, int, ...);
 extern int __fstat64(int, struct stat *);
 extern FILE *_IO_fopen(const char *, const char *);
+extern FILE *_IO_fdopen(int, const char *);
 
 /* A system call that is a cancellation point: cancellable while it waits. */
 static long waiting(long nr, long a, long b, long c, long d, long e, long f)
@@ -250,7 +251,7 @@ static FILE *fopen_unwatched(const char *path, const char *mode, bool *done)
 	*done = true;
 	if (fd < 0)
 		return NULL;
-	FILE *f = fdopen(fd, "r");
+	FILE *f = _IO_fdopen(fd, "r");
 	if (f == NULL) {
 		int err = errno;
 		(void)syscall(SYS_close, fd);

@@ -13,10 +13,10 @@
  *                                over everything of the log it may write
  *                                (its own page, the claims), then N more
  *                                reads in 3 threads
- *   nd_fastpath forge N          slot 0 only: leads one CLOCK_REALTIME
- *                                entry an hour ahead of the real clock,
- *                                checksum and all (it knows the key), then
- *                                N reads
+ *   nd_fastpath forge N          slot 0 only: first leads one
+ *                                CLOCK_REALTIME entry an hour ahead of the
+ *                                real clock, checksum and all (it knows the
+ *                                key); then N reads
  *
  * Output (the same in every replica when the log works): the mode's "ok"
  * lines, then "now SECONDS" — CLOCK_REALTIME read once more at the end
@@ -204,7 +204,9 @@ int main(int argc, char **argv)
 		printf("ok garbage\n");
 		print_now();
 	} else if (strcmp(mode, "forge") == 0) {
-		reader(NULL);
+		/* Slot 0 forges first thing, while no replica is a ring
+		 * ahead of another (a slot that ran a ring ahead could lead
+		 * nothing: clockpage's pace), then all read. */
 		if (setting("slot", 10) == 0) {
 			char *claims, *page;
 			size_t claims_len;
