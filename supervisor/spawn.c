@@ -232,11 +232,15 @@ static void close_all_but(const int *keep, int n, unsigned npass);
 
 /* The fast clock path's region (fastclock.h) at FASTCLOCK_FD, kept across
  * exec; -1 when there is none or it cannot be placed (the replica then
- * reads clocks the notify way). */
-static int place_clock_fd(int fd)
+ * reads clocks the notify way): also when one of the n fds in busy, ours
+ * to keep, is that number (a diehard with thousands of connections). */
+static int place_clock_fd(int fd, const int *busy, int n)
 {
 	if (fd < 0)
 		return -1;
+	for (int i = 0; i < n; i++)
+		if (busy[i] == FASTCLOCK_FD)
+			return -1;
 	if (fd != FASTCLOCK_FD)
 		return dup2(fd, FASTCLOCK_FD) == FASTCLOCK_FD ? FASTCLOCK_FD : -1;
 	int fl = fcntl(fd, F_GETFD);
@@ -263,7 +267,7 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 	 * close-on-exec). */
 	if ((err = keep_passed(r->npass)) != 0)
 		goto fail;
-	int keep[] = { sock, place_clock_fd(r->clock_fd) };
+	int keep[] = { sock, place_clock_fd(r->clock_fd, &sock, 1) };
 	close_all_but(keep, 2, r->npass);
 	/* The supervisor ignores SIGPIPE for itself; the program gets what
 	 * diehard was started with. */
@@ -445,7 +449,8 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	/* The program's 0-2 pass through us; nothing else of diehard's does. */
 	if ((err = take_stdio(r->fds)) != 0)
 		goto fail;
-	int keep[] = { sock, status_fd, net_fd, place_clock_fd(r->clock_fd) };
+	int keep[] = { sock, status_fd, net_fd, -1 };
+	keep[3] = place_clock_fd(r->clock_fd, keep, 3);
 	close_all_but(keep, 4, r->npass);
 	if ((r->ns_flags & CLONE_NEWNET) && (err = private_listeners(r->npass)) != 0)
 		goto fail;
