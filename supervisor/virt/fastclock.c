@@ -157,9 +157,18 @@ struct fastclock *fastclock_new(unsigned nslots)
 		char path[64];
 		snprintf(path, sizeof path, "/proc/self/fd/%d", F->fd);
 		F->slot_fd[i] = open(path, O_RDWR | O_CLOEXEC);
-		if (F->slot_fd[i] < 0 || lseek(F->slot_fd[i], (off_t)i, SEEK_SET) != (off_t)i)
-			fatal(EXIT_INTERNAL, "cannot open the shared clock log for replica slot %u: %s", i,
-			      strerror(errno));
+		if (F->slot_fd[i] < 0 || lseek(F->slot_fd[i], (off_t)i, SEEK_SET) != (off_t)i) {
+			log_event("fast clock reads: cannot open the shared log again for slot %u (%s): every "
+				  "read is notified", i, strerror(errno));
+			for (unsigned j = 0; j <= i; j++)
+				if (F->slot_fd[j] >= 0)
+					close(F->slot_fd[j]);
+			free(F->slot_fd);
+			(void)munmap(F->base, F->len);
+			close(F->fd);
+			free(F);
+			return NULL;
+		}
 	}
 	F->view.claims = (struct cp_claims *)F->base;
 	F->view.nslots = nslots;
