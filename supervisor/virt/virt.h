@@ -4,6 +4,10 @@
  * returns the same in every replica (ndlog.h says how calls are matched).
  * Clock values are real: the first replica to make a call reads the clock.
  * Random bytes come from a per-run ChaCha20 key (chacha.h, entropy.h).
+ * Clock reads of a replica with libdiehard.so loaded mostly never come
+ * here: the replicas agree on them in shared memory (fastclock.h), and
+ * only what falls back, and the reads of programs without the library, are
+ * notified; both are numbered by the same per-slot counts.
  * docs/NONDETERMINISM.md lists what this covers and what it does not.
  * With a private network, the replicas' listen, connect and UDP socket
  * calls come this way too (netcalls.h, docs/NETWORK.md). */
