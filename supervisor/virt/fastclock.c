@@ -60,7 +60,8 @@ struct fastclock {
 	char env[256];
 };
 
-/* Diehard's own real read of key (no filter here). */
+/* Diehard's own real read of key (no filter here): the bounds' and what
+ * diehard leads (a cp_real_fn). */
 static int real_now(unsigned key, struct cp_value *out)
 {
 	if (key == CP_KEY_GETTIMEOFDAY) {
@@ -185,18 +186,6 @@ struct fastclock *fastclock_new(unsigned nslots)
 	return F;
 }
 
-void fastclock_free(struct fastclock *F)
-{
-	if (F == NULL)
-		return;
-	(void)munmap(F->base, F->len);
-	for (unsigned i = 0; i < F->view.nslots; i++)
-		close(F->slot_fd[i]);
-	free(F->slot_fd);
-	close(F->fd);
-	free(F);
-}
-
 int fastclock_fd(const struct fastclock *F, unsigned i)
 {
 	return F->slot_fd[i];
@@ -256,11 +245,16 @@ static void put_checked(unsigned key, uint64_t n, const struct cp_value *v, unsi
 	c->put(key, n, v, by, c->arg);
 }
 
-int fastclock_settle(struct fastclock *F, unsigned key, uint64_t n, cp_real_fn *real, fastclock_put_fn *put,
-		     void *arg)
+static int real_lead(unsigned key, struct cp_value *out, void *arg)
+{
+	(void)arg;
+	return real_now(key, out);
+}
+
+int fastclock_settle(struct fastclock *F, unsigned key, uint64_t n, fastclock_put_fn *put, void *arg)
 {
 	struct put_ctx c = { F, put, arg };
-	return cp_settle(&F->view, key, n, real, put_checked, &c);
+	return cp_settle(&F->view, key, n, real_lead, put_checked, &c);
 }
 
 void fastclock_harvest(struct fastclock *F, fastclock_put_fn *put, void *arg)
@@ -351,7 +345,7 @@ bool fastclock_is_off(const struct fastclock *F, unsigned i)
 	return (atomic_load(&dh_page(F)->off) >> i) & 1;
 }
 
-void fastclock_settle_all(struct fastclock *F, cp_real_fn *real, fastclock_put_fn *put, void *arg)
+void fastclock_settle_all(struct fastclock *F, fastclock_put_fn *put, void *arg)
 {
 	for (unsigned k = 0; k < CP_KEYS; k++) {
 		if (!cp_served(k))
@@ -363,6 +357,6 @@ void fastclock_settle_all(struct fastclock *F, cp_real_fn *real, fastclock_put_f
 				top = c;
 		}
 		if (top > fastclock_harvested(F, k))
-			(void)fastclock_settle(F, k, top - 1, real, put, arg);
+			(void)fastclock_settle(F, k, top - 1, put, arg);
 	}
 }

@@ -36,7 +36,6 @@ struct fastclock;
 /* For nslots replica slots. NULL (said with -v) when it cannot be set up:
  * every clock read then takes the notify path. */
 struct fastclock *fastclock_new(unsigned nslots);
-void fastclock_free(struct fastclock *F);
 
 /* Slot i's fd of the region (close-on-exec here: spawn.c places a copy
  * at FASTCLOCK_FD in the replica; its file offset is the slot), the
@@ -66,10 +65,10 @@ uint64_t fastclock_harvested(const struct fastclock *F, unsigned key);
  * log. Entries reach it in order, each once. */
 typedef void fastclock_put_fn(unsigned key, uint64_t n, const struct cp_value *v, unsigned by, void *arg);
 
-/* Settles every entry of key up to n (cp_settle) and puts each: 0, or -1
- * when the real clock could not be read. */
-int fastclock_settle(struct fastclock *F, unsigned key, uint64_t n, cp_real_fn *real, fastclock_put_fn *put,
-		     void *arg);
+/* Settles every entry of key up to n (cp_settle; what diehard leads, it
+ * reads from the real clock itself) and puts each: 0, or -1 when the real
+ * clock could not be read. */
+int fastclock_settle(struct fastclock *F, unsigned key, uint64_t n, fastclock_put_fn *put, void *arg);
 
 /* Puts every entry published since the last harvest, every key. */
 void fastclock_harvest(struct fastclock *F, fastclock_put_fn *put, void *arg);
@@ -109,6 +108,6 @@ bool fastclock_is_off(const struct fastclock *F, unsigned i);
 /* Entries some slot reached but nobody published (a reader killed between
  * claim and publication): settled at the end, so the log holds every
  * entry a count says was read. */
-void fastclock_settle_all(struct fastclock *F, cp_real_fn *real, fastclock_put_fn *put, void *arg);
+void fastclock_settle_all(struct fastclock *F, fastclock_put_fn *put, void *arg);
 
 #endif

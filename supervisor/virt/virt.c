@@ -109,7 +109,8 @@ struct vreplica {
 	unsigned ncpu_tasks;
 	uint64_t fast_notified; /* reads of the fast path's keys that reached us */
 	uint32_t fast_lost;   /* a bit per fast key: behind the log's cap (real values) */
-	uint32_t fast_unsummed; /* a bit per fast key: a value it read is not in its sum */
+	uint32_t fast_unsummed; /* a bit per fast key: a value it read is not in its sum
+				   (lost ones, clocks aside, unreadable clocks) */
 	uint64_t clock_reads; /* wall and monotonic reads answered (but those
 				 of the fast path's keys: its page counts them) */
 };
@@ -409,23 +410,6 @@ static void fast_put(unsigned fk, uint64_t n, const struct cp_value *cv, unsigne
 		fatal(EXIT_INTERNAL, "out of memory in the nondeterminism log");
 }
 
-/* Diehard leading an entry: the real clock, read here. */
-static int fast_real(unsigned fk, struct cp_value *out, void *arg)
-{
-	(void)arg;
-	struct nd_value v;
-	if (fk == CP_KEY_GETTIMEOFDAY)
-		real_gettimeofday(NULL, &v);
-	else if (fk == CP_KEY_TIME)
-		real_time(NULL, &v);
-	else
-		realclock_read((clockid_t)fk, 0, &v);
-	if (v.err)
-		return -1;
-	*out = (struct cp_value){ .a = v.a, .b = v.b, .c = v.c, .d = v.d };
-	return 0;
-}
-
 /* Replicas whose entries failed their clock's bounds are killed (outside
  * any handler of theirs: the caller is done with its notification). */
 static void fast_kill_forged(struct virt *V)
@@ -521,6 +505,7 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 			 * on, every read asked here (the rings' entries, older
 			 * than what it just read, would take it back). */
 			vr->fast_lost |= 1u << fk;
+			vr->fast_unsummed |= 1u << fk;
 			fastclock_off(F, vr->index);
 			real(req, v);
 			*index = n;
@@ -533,7 +518,7 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 	}
 	if (n >= fastclock_harvested(F, fk)) {
 		outcome = ND_LEAD;
-		if (fastclock_settle(F, fk, n, fast_real, fast_put, V) != 0 || !ndlog_value(V->log, key, n, v)) {
+		if (fastclock_settle(F, fk, n, fast_put, V) != 0 || !ndlog_value(V->log, key, n, v)) {
 			real(req, v); /* the clock cannot be read: its error */
 			vr->fast_unsummed |= 1u << fk;
 			*index = n;
@@ -1244,7 +1229,7 @@ static void fast_compare_sums(struct virt *V)
 		unsigned idx[VOTER_MAX], n = 0;
 		for (unsigned i = 0; i < S->nslots && n < VOTER_MAX; i++)
 			if (S->r[i].live && S->r[i].exited && !(V->fast_damaged >> i & 1) &&
-			    !((V->r[i].fast_lost | V->r[i].fast_unsummed) >> fk & 1)) {
+			    !(V->r[i].fast_unsummed >> fk & 1)) {
 				idx[n] = i;
 				sums[n++] = fastclock_sum(V->fast, i, fk);
 			}
@@ -1270,7 +1255,7 @@ void virt_finish(struct virt *V)
 			 V->open_failures);
 	disputes_settle(V->disputes, 0, true);
 	if (V->fast != NULL) {
-		fastclock_settle_all(V->fast, fast_real, fast_put, V);
+		fastclock_settle_all(V->fast, fast_put, V);
 		fast_harvest(V);
 		fast_kill_forged(V);
 		fast_compare_sums(V);
