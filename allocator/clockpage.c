@@ -4,7 +4,11 @@
  * tag (release); a reader loads the tag (acquire), then the fields and
  * checks the sum. A ring position is rewritten only for entry n + CP_RING,
  * after diehard harvested entry n, so a reader still on n then sees a
- * wrong tag or sum and falls back: diehard has n in its log.
+ * wrong tag or sum and falls back: diehard has n in its log. And only
+ * once n's leader is done with it: a leader marks its position pending
+ * before it claims, so one that diehard overruled while it was held up
+ * cannot publish late over its own slot's later entry (the later leader
+ * finds the mark and falls back).
  *
  * Claims are final once published, except that diehard may take over a
  * claim whose holder has not published (cp_settle): so the holder, after
@@ -17,8 +21,10 @@
  * Followers copy the entry they took into their own page (a witness), so
  * a leader that damages its own page after someone took its entry cannot
  * make diehard lead a second, different value for it: diehard looks for
- * a sound copy in every page before it leads. A sound copy cannot be made
- * by a stray write: the checksum is keyed by the run's secret. */
+ * a sound copy in every page before it leads (copies are marked as
+ * entries are: a late copy of an older entry never writes over one). A
+ * sound copy cannot be made by a stray write: the checksum is keyed by the
+ * run's secret. */
 #include "clockpage.h"
 
 #include <sched.h>
@@ -66,6 +72,17 @@ void cp_page_init(struct cp_page *p, unsigned slot, unsigned nslots)
 	p->magic = CP_MAGIC;
 	p->slot = slot;
 	p->nslots = nslots;
+}
+
+void cp_page_forget(struct cp_page *p)
+{
+	for (unsigned k = 0; k < CP_KEYS; k++)
+		for (unsigned i = 0; i < CP_RING; i++) {
+			_Atomic uint64_t *tags[2] = { &p->ring[k][i].tag, &p->copy[k][i].tag };
+			for (unsigned t = 0; t < 2; t++)
+				if (atomic_load_explicit(tags[t], memory_order_relaxed) & PENDING)
+					atomic_store_explicit(tags[t], 0, memory_order_relaxed);
+		}
 }
 
 static uint64_t mix(uint64_t h, uint64_t x)
@@ -217,30 +234,46 @@ static bool find_anywhere(const struct cp_view *v, unsigned key, uint64_t n, str
 	return false;
 }
 
-/* Copies entry n into our own page (a witness), in the copies' ring: two
- * threads copying entries a ring apart may tear a copy (its checksum then
- * fails: no harm), but never an entry we led. */
-static void witness(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, const struct cp_value *val)
+/* Copies entry n into our own page (a witness), in the copies' ring. As
+ * for a leader's entry, the position is first marked ours, from a finished
+ * older copy (or our own of n): a thread of ours held up while copying an
+ * entry a ring ago must not write over this copy later, since diehard may
+ * need it (the leader's page damaged). false: the position is taken (such
+ * a thread is still copying, or we are the late one): fall back. */
+static bool witness(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, const struct cp_value *val)
 {
-	write_entry(v, &own->copy[key][n % CP_RING], key, n, val);
+	struct cp_entry *e = &own->copy[key][n % CP_RING];
+	uint64_t was = atomic_load_explicit(&e->tag, memory_order_seq_cst);
+	if (((was & PENDING) || was > n + 1) ||
+	    !atomic_compare_exchange_strong_explicit(&e->tag, &was, PENDING | (n + 1), memory_order_seq_cst,
+						     memory_order_seq_cst))
+		return false;
+	write_entry(v, e, key, n, val);
+	return true;
 }
 
 /* After taking value *out for entry n (as its leader, or from the leader
  * claim c named), with the claim found changed since: if diehard is taking
- * n over, its value is the one (waited for); else (a damaged claim) ours
- * stands, since whoever settles n later finds it in our page. 1 settled,
- * -1 fall back. */
+ * n over, its value is the one (waited for); if diehard's log already holds
+ * n (its own entry gone from the ring: the reader was descheduled for a
+ * ring of entries), that value may not be ours: fall back, diehard answers
+ * from the log; else (a damaged claim) ours stands, since whoever settles n
+ * later finds it in our page. 1 settled, -1 fall back. */
 static int after_change(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, struct cp_value *out)
 {
 	struct cp_value d;
 	int s = dh_state(v, key, n, &d);
+	/* A ring position diehard reused was harvested first: seen reused
+	 * (s == 0 by a later tag), harvested is past n (seq_cst tag load,
+	 * then this acquire). */
+	if (s == 0 && atomic_load_explicit(&v->pages[v->nslots]->harvested[key], memory_order_acquire) > n)
+		return -1;
 	if (s == 0)
 		return 1;
 	if (s == 2 && !await_dh(v, key, n, &d))
 		return -1;
 	*out = d;
-	witness(v, own, key, n, out);
-	return 1;
+	return witness(v, own, key, n, out) ? 1 : -1;
 }
 
 /* The fast path's follower: entry n as claim c names it; 1 settled (*out,
@@ -256,8 +289,8 @@ static int follow(const struct cp_view *v, struct cp_page *own, unsigned key, ui
 	int r = entry_in(v, v->pages[h], key, n, out);
 	if (r != 1)
 		return r;
-	if (h != (int)v->self)
-		witness(v, own, key, n, out);
+	if (h != (int)v->self && !witness(v, own, key, n, out))
+		return -1;
 	if (atomic_load_explicit(&v->claims->claim[key][n % CP_RING], memory_order_seq_cst) == c)
 		return 1;
 	return after_change(v, own, key, n, out);
@@ -327,17 +360,43 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 		 * follower), and leading it again would hand out a second value
 		 * for it. */
 		if (find_anywhere(v, key, n, out, &by)) {
-			if (by != v->self)
-				witness(v, own, key, n, out);
+			if (by != v->self && !witness(v, own, key, n, out))
+				return CP_FALLBACK;
+			/* What was found may be a leader's value that diehard
+			 * has since overruled (it took the claim over before
+			 * the leader published): claimed meanwhile, the claim
+			 * decides (the loop follows it); still unclaimed (a
+			 * damaged claim), diehard's value wins if it has one,
+			 * as for a leader (after_change). */
+			if (atomic_load_explicit(claim, memory_order_seq_cst) != c)
+				continue;
+			if (after_change(v, own, key, n, out) < 0)
+				return CP_FALLBACK;
 			outcome = CP_FOLLOWED;
 			break;
 		}
+		/* Our ring position is marked ours (pending) before we claim:
+		 * if we are then held up long enough for diehard to take n
+		 * over and our slot to reach n + CP_RING, that later leader
+		 * finds the mark and falls back rather than share the
+		 * position with our late publish. */
+		_Atomic uint64_t *tag = &own->ring[key][n % CP_RING].tag;
+		uint64_t was = atomic_load_explicit(tag, memory_order_seq_cst);
+		if ((was & PENDING) || was >= n + 1)
+			return CP_FALLBACK; /* an older leader of ours still writing, or we are late */
+		if (!atomic_compare_exchange_strong_explicit(tag, &was, PENDING | (n + 1), memory_order_seq_cst,
+							     memory_order_seq_cst))
+			return CP_FALLBACK;
 		uint64_t mine = (n + 1) << 8 | (v->self + 1);
 		if (!atomic_compare_exchange_strong_explicit(claim, &c, mine, memory_order_seq_cst,
-							     memory_order_seq_cst))
+							     memory_order_seq_cst)) {
+			atomic_store_explicit(tag, was, memory_order_seq_cst);
 			continue;
-		if (real(key, out, arg) != 0)
+		}
+		if (real(key, out, arg) != 0) {
+			atomic_store_explicit(tag, was, memory_order_seq_cst);
 			return CP_FALLBACK; /* claimed, never published: diehard takes it over */
+		}
 		if (n > 0 && cp_monotonic(key) && less(out, &prev))
 			*out = prev;
 		publish(v, own, key, n, out);

@@ -31,7 +31,9 @@
  * - What goes wrong falls back: an entry whose checksum fails, a claim
  *   naming no page or a page that does not publish within CP_SPINS checks,
  *   a ring position diehard has not harvested yet, a read that fell a ring
- *   behind: the caller asks diehard (the notify path) for entry n, and
+ *   behind, a position of its own page (entry or copy) still marked by a
+ *   thread of the slot that is writing an older entry there (held up while
+ *   diehard took that entry over): the caller asks diehard (the notify path) for entry n, and
  *   diehard settles it (cp_settle). Nothing here waits unboundedly, and no
  *   damage to the claims or to a page makes a reader use another page's
  *   bytes unchecked.
@@ -115,6 +117,11 @@ bool cp_monotonic(unsigned key);
 
 /* Sets up a fresh (zeroed) page of slot. */
 void cp_page_init(struct cp_page *p, unsigned slot, unsigned nslots);
+
+/* Diehard, once the process in a page's slot is gone: drops the marks its
+ * threads left on entries and copies they never finished, so that the
+ * slot's next process can lead and copy at those ring positions. */
+void cp_page_forget(struct cp_page *p);
 
 /* Reads the real clock for key into *out: 0, or -1 when it cannot (the
  * caller then falls back). */

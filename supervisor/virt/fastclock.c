@@ -300,6 +300,7 @@ void fastclock_reset(struct fastclock *F, unsigned i)
 		atomic_store(&p->count[k], 0);
 		atomic_store(&p->sum[k], 0);
 	}
+	cp_page_forget(p);
 	atomic_fetch_and(&dh_page(F)->off, ~(1ull << i));
 	atomic_fetch_and(&dh_page(F)->pace, ~(1ull << i));
 }

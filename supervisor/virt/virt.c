@@ -481,15 +481,21 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 	if (fastclock_too_far(F, fk, n)) {
 		/* A damaged count (the replica wrote over its own page): its
 		 * reads go the notify way from the front on. */
-		if (!(V->fast_damaged >> vr->index & 1))
-			log_warn("replica %u: its clock log page is damaged: its clock reads are notified from now on",
-				 V->S->r[vr->index].id);
+		bool first = !(V->fast_damaged >> vr->index & 1);
 		V->fast_damaged |= 1ull << vr->index;
 		fastclock_off(F, vr->index);
 		for (unsigned k = 0; k < CP_KEYS; k++)
 			if (cp_served(k))
 				fastclock_to_front(F, vr->index, k);
 		n = fastclock_index(F, vr->index, fk, NULL);
+		if (first) {
+			/* A memory error of the replica's, however little of
+			 * what it read the damage changed: a divergence. */
+			call_divergence(vr, log_key(fk), n, "a count within the log",
+					"a count far past it (its page of the clock log written over)");
+			log_warn("replica %u: its clock log page is damaged: its clock reads are notified from now on",
+				 V->S->r[vr->index].id);
+		}
 	}
 	fast_harvest(V);
 	int outcome = ND_FOLLOW;
