@@ -41,7 +41,9 @@
 #define VAR "DIEHARD_CLOCKS"
 
 static struct cp_view view;
-static bool ready;
+static bool ready;   /* the region is mapped: clock reads take the fast path */
+static bool marked;  /* the markers are known (the filter is the run's, so
+			they hold even where the region could not be mapped) */
 static uint64_t mark_real, mark_fallback;
 
 /* The raw system call, its result as the vDSO returns it (0 or -errno). */
@@ -93,6 +95,7 @@ void clocks_start(void)
 	}
 	if (fd > 1 << 20 || slots == 0 || slots > CP_MAX_SLOTS)
 		spec_die(VAR, "fd and slots are needed, slots <= 62, in", spec);
+	marked = mark_real != 0 && mark_fallback != 0;
 	size_t claims = cp_claims_size(), page = cp_page_size(), len = claims + (slots + 1) * page;
 	/* The fd may be anything by now (a program that closed it and opened
 	 * another file there, then exec'd): a memfd of the whole size, or
@@ -127,7 +130,12 @@ void clocks_start(void)
 
 uint64_t clocks_mark(void)
 {
-	return ready ? mark_real : 0;
+	return marked ? mark_real : 0;
+}
+
+uint64_t clocks_ask_mark(void)
+{
+	return marked ? mark_fallback : 0;
 }
 
 /* A leader's real read: the system call with the marker the filter lets

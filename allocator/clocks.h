@@ -8,8 +8,15 @@
 void clocks_start(void);
 
 /* The run's marker for calls the filter lets through unnotified (a leader's
- * real clock read; an open that is not of a random device), or 0 when the
- * fast path is not set up in this process. */
+ * real clock read; an open that is not of a random device), or 0 when not
+ * under diehard's fast path (no DIEHARD_CLOCKS). Known even in a process
+ * whose region could not be mapped (a child that lost fd 1000): the filter
+ * is the run's. */
 uint64_t clocks_mark(void);
+
+/* The run's marker for a call that asks diehard (a clock read's fallback;
+ * an open of a random device, which the filter would otherwise let through
+ * with O_CLOEXEC), or 0 as for clocks_mark. */
+uint64_t clocks_ask_mark(void);
 
 #endif

@@ -151,8 +151,9 @@ static mode_t mode_arg(int flags, va_list ap)
  * in an argument openat does not use, which the filter lets through, and
  * only an open that turns out to be of a random device (the kernel's
  * /dev/random or /dev/urandom, however named) is closed and made again
- * the usual way, for diehard to answer. -2: not this way (the caller makes
- * the call as ever). */
+ * with the asking marker, which the filter sends to diehard whatever the
+ * flags (an unmarked one with O_CLOEXEC stays in the kernel). The fd, or
+ * -1 and errno; -2: not this way (the caller makes the call as ever). */
 static int open_unwatched(int dir, const char *path, int flags, mode_t mode)
 {
 	uint64_t mark = clocks_mark();
@@ -164,10 +165,8 @@ static int open_unwatched(int dir, const char *path, int flags, mode_t mode)
 	struct stat st;
 	if (__fstat64(fd, &st) != 0 ||
 	    (S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 && (minor(st.st_rdev) == 8 || minor(st.st_rdev) == 9))) {
-		int err = errno;
 		(void)syscall(SYS_close, fd);
-		errno = err;
-		return -2;
+		return (int)waiting(SYS_openat, dir, L(path), flags, mode, (long)clocks_ask_mark(), 0);
 	}
 	return fd;
 }

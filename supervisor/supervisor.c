@@ -294,8 +294,9 @@ static void build_filter(struct sup *S)
 	free(S->filter.filter);
 	struct filter_spec spec = { .notify = S->virt != NULL, .sleeps = S->o->respawns > 0,
 				    .sandboxed = S->ns_flags != 0, .net_private = S->net_private,
-				    .clock_mark = S->virt != NULL ? virt_clock_mark(S->virt) : 0,
 				    .supervisor = getpid(), .supervisor_group = getpgrp() };
+	if (S->virt != NULL)
+		virt_clock_marks(S->virt, &spec.pass_mark, &spec.ask_mark);
 	if (filter_build(&S->filter, &spec) != 0)
 		fatal(EXIT_INTERNAL, "cannot build the seccomp filter");
 }

@@ -198,9 +198,10 @@ const char *fastclock_env(struct fastclock *F)
 	return F->env;
 }
 
-uint64_t fastclock_mark(const struct fastclock *F)
+void fastclock_marks(const struct fastclock *F, uint64_t *pass, uint64_t *ask)
 {
-	return F->mark_real;
+	*pass = F->mark_real;
+	*ask = F->mark_fallback;
 }
 
 bool fastclock_asks(const struct fastclock *F, uint64_t arg)

@@ -40,10 +40,12 @@ struct fastclock *fastclock_new(unsigned nslots);
 /* Slot i's fd of the region (close-on-exec here: spawn.c places a copy
  * at FASTCLOCK_FD in the replica; its file offset is the slot), the
  * replicas' variable (NAME=value, owned by F: the same for every slot),
- * and the marker of a leader's real read (filter.h). */
+ * and the filter's two markers (filter.h): *pass, of a call that stays in
+ * the kernel (a leader's real read, an open libdiehard checked), and *ask,
+ * of one that asks diehard (a fallback, an open of a random device). */
 int fastclock_fd(const struct fastclock *F, unsigned i);
 const char *fastclock_env(struct fastclock *F);
-uint64_t fastclock_mark(const struct fastclock *F);
+void fastclock_marks(const struct fastclock *F, uint64_t *pass, uint64_t *ask);
 
 /* Whether a notified call's argument is the fallback marker (then the next
  * argument is the entry's index). */

@@ -8,7 +8,9 @@
 #include "filter.h"
 
 #include <errno.h>
+#include <linux/audit.h>
 #include <linux/seccomp.h>
+#include <stddef.h>
 #include <seccomp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -59,6 +61,53 @@ static int export_program(scmp_filter_ctx ctx, struct sock_fprog *prog)
 	}
 	prog->filter = insns;
 	prog->len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
+	return 0;
+}
+
+/* With the fast path, an openat with O_CLOEXEC made from where shared
+ * libraries are mapped stays in the kernel, unless it carries the asking
+ * marker (libdiehard's open of a random device, kernel.c). That is what
+ * the dynamic loader's and libc's own opens are (libraries, locales, gconv,
+ * time zones: some thirty round trips per process, most of what
+ * virtualizing a short command still cost), and none of them opens a
+ * random device; a program's own opens go through libdiehard, which
+ * checks. A static program's calls come from its own image, which the
+ * kernel maps low (a fixed address, or a PIE's base near 0x5555...), so
+ * they are all still seen; what is not is a random device opened with
+ * O_CLOEXEC through libc by a process without libdiehard, or by a raw
+ * system call made through libc's syscall() (docs/NONDETERMINISM.md).
+ * libseccomp cannot compare the instruction pointer, so these few
+ * instructions go before its program (whose jumps are all relative). */
+#define LIBRARY_FLOOR_HIGH 0x6800u /* the upper half of 0x680000000000 */
+
+static int prefix_library_opens(struct sock_fprog *prog, uint64_t ask)
+{
+	enum { END = 13 }; /* the first instruction of libseccomp's program */
+	const struct sock_filter prefix[END] = {
+		/* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		/* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, END - 2),
+		/* 2 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		/* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, END - 4),
+		/* 4 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, instruction_pointer) + 4),
+		/* 5 */ BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, LIBRARY_FLOOR_HIGH, 0, END - 6),
+		/* 6 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+		/* 7 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_CLOEXEC, 0, END - 8),
+		/* 8 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[4])),
+		/* 9 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)ask, 0, 12 - 10),
+		/* 10 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[4]) + 4),
+		/* 11 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)(ask >> 32), END - 12, 0),
+		/* 12 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	if ((size_t)prog->len + END > BPF_MAXINSNS)
+		return -E2BIG;
+	struct sock_filter *insns = malloc(((size_t)prog->len + END) * sizeof *insns);
+	if (insns == NULL)
+		return -ENOMEM;
+	memcpy(insns, prefix, sizeof prefix);
+	memcpy(insns + END, prog->filter, (size_t)prog->len * sizeof *insns);
+	free(prog->filter);
+	prog->filter = insns;
+	prog->len = (unsigned short)(prog->len + END);
 	return 0;
 }
 
@@ -185,13 +234,15 @@ int filter_build(struct sock_fprog *prog, const struct filter_spec *spec)
 	}
 	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ALLOW);
 	if (rc == 0 && spec->notify)
-		rc = add_notified(ctx, spec->sleeps, spec->clock_mark);
+		rc = add_notified(ctx, spec->sleeps, spec->pass_mark);
 	if (rc == 0 && spec->net_private)
 		rc = add_net(ctx);
 	if (rc == 0)
 		rc = add_refusals(ctx, spec);
 	if (rc == 0)
 		rc = export_program(ctx, prog);
+	if (rc == 0 && spec->notify && spec->pass_mark != 0)
+		rc = prefix_library_opens(prog, spec->ask_mark);
 	seccomp_release(ctx);
 	if (rc != 0) {
 		log_warn("cannot build the seccomp filter: %s", strerror(-rc));

@@ -27,8 +27,13 @@ struct filter_spec {
 			       connect, and socket of UDP go to the supervisor
 			       too (netcalls.h); needs notify */
 	bool sandboxed;     /* in namespaces (sandbox.h): the init is pid 1 */
-	uint64_t clock_mark; /* clock_gettime and gettimeofday with this third
-				argument stay in the kernel (fastclock.h); 0: none */
+	uint64_t pass_mark; /* the fast path's markers (fastclock.h), 0 when it
+			       is off: clock_gettime and gettimeofday with this
+			       third argument stay in the kernel, and so does
+			       openat with it fifth, or with O_CLOEXEC from a
+			       shared library (filter.c) */
+	uint64_t ask_mark;  /* an openat with this fifth argument is seen even
+			       then (libdiehard's open of a random device) */
 	pid_t supervisor;   /* not sandboxed: our pid and process group */
 	pid_t supervisor_group;
 };

@@ -1061,9 +1061,11 @@ struct ndlog *virt_log(const struct virt *V)
 	return V->log;
 }
 
-uint64_t virt_clock_mark(const struct virt *V)
+void virt_clock_marks(const struct virt *V, uint64_t *pass, uint64_t *ask)
 {
-	return V->fast != NULL ? fastclock_mark(V->fast) : 0;
+	*pass = *ask = 0;
+	if (V->fast != NULL)
+		fastclock_marks(V->fast, pass, ask);
 }
 
 int virt_clock_fd(const struct virt *V, unsigned i)

@@ -37,10 +37,10 @@ void virt_detach(struct virt *V, unsigned i);
 /* The fast clock path (fastclock.h; NULL/-1/0 when off): slot i's
  * variables (NULL-terminated, owned by V, valid until the next call: the
  * same for every slot), slot i's fd of the region for spawn.h, the
- * filter's marker (filter.h). */
+ * filter's markers (filter.h). */
 char *const *virt_replica_env(struct virt *V, unsigned i);
 int virt_clock_fd(const struct virt *V, unsigned i);
-uint64_t virt_clock_mark(const struct virt *V);
+void virt_clock_marks(const struct virt *V, uint64_t *pass, uint64_t *ask);
 
 /* The run's random key (CHACHA_KEY_BYTES) and its log of answers: what a
  * recording keeps (ci/record.c). */

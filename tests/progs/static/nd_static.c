@@ -6,18 +6,41 @@
  * the vDSO of a static binary too.
  *
  *   nd_static
+ *   nd_static urandom plain|cloexec
  *
  * Prints three lines: "clock_gettime SECONDS.NANOSECONDS" (CLOCK_REALTIME),
- * "gettimeofday SECONDS.MICROSECONDS" and "time SECONDS".
+ * "gettimeofday SECONDS.MICROSECONDS" and "time SECONDS". With urandom:
+ * one line, 16 bytes in hex read from /dev/urandom opened by a raw openat
+ * (O_RDONLY, with O_CLOEXEC or not).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
-int main(void)
+static int urandom(int flags)
 {
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/dev/urandom", flags, 0);
+	unsigned char b[16];
+	if (fd < 0 || read(fd, b, sizeof b) != (ssize_t)sizeof b) {
+		fprintf(stderr, "nd_static: /dev/urandom: %s\n", strerror(errno));
+		return 1;
+	}
+	close(fd);
+	for (size_t i = 0; i < sizeof b; i++)
+		printf("%02x", b[i]);
+	printf("\n");
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && strcmp(argv[1], "urandom") == 0)
+		return urandom(O_RDONLY | (strcmp(argv[2], "cloexec") == 0 ? O_CLOEXEC : 0));
 	struct timespec ts;
 	if (clock_gettime(CLOCK_REALTIME, &ts) != 0) {
 		fprintf(stderr, "nd_static: clock_gettime: %s\n", strerror(errno));
