@@ -39,9 +39,10 @@ unsigned long sandbox_clone_flags(bool private_net);
 /* Names the namespaces in flags ("user, pid, mount, network"). */
 const char *sandbox_describe(unsigned long flags);
 
-/* In the cloned child, before anything else: maps the user (when a user
- * namespace was made), gives the mount namespace its own /proc, brings a
- * new network namespace's loopback up. 0, or an errno. Async-signal-safe. */
+/* In the cloned child (cloned with flags but CLONE_NEWNET), before
+ * anything else: maps the user (when a user namespace was made), gives the
+ * mount namespace its own /proc, makes the network namespace and brings
+ * its loopback up. 0, or an errno. Async-signal-safe. */
 int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid);
 
 /* The most sockets one request on the socket channel may ask for
