@@ -298,13 +298,23 @@ static int follow(const struct cp_view *v, struct cp_page *own, unsigned key, ui
 
 /* Whether every pacing slot but ours has reached entry n - CP_RING
  * (clockpage.h), so that leading n overwrites nothing they still need. */
-static bool paced(const struct cp_view *v, unsigned key, uint64_t n)
+static bool paced(struct cp_view *v, unsigned key, uint64_t n)
 {
+	if (n < atomic_load_explicit(&v->paced_below[key], memory_order_relaxed))
+		return true;
 	uint64_t pace = atomic_load_explicit(&v->pages[v->nslots]->pace, memory_order_relaxed);
-	for (unsigned j = 0; j < v->nslots; j++)
-		if ((pace >> j & 1) && j != v->self && v->pages[j] != NULL &&
-		    atomic_load_explicit(&v->pages[j]->count[key], memory_order_relaxed) + CP_RING <= n)
+	uint64_t least = UINT64_MAX;
+	for (unsigned j = 0; j < v->nslots; j++) {
+		if (!(pace >> j & 1) || j == v->self || v->pages[j] == NULL)
+			continue;
+		uint64_t c = atomic_load_explicit(&v->pages[j]->count[key], memory_order_relaxed);
+		if (c + CP_RING <= n)
 			return false;
+		if (c < least)
+			least = c;
+	}
+	if (least != UINT64_MAX && least < UINT64_MAX - CP_RING)
+		atomic_store_explicit(&v->paced_below[key], least + CP_RING, memory_order_relaxed);
 	return true;
 }
 
@@ -358,8 +368,11 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 		/* A claim looks unclaimed by mistake only if damaged: then the
 		 * entry may well be published (by its leader, or copied by a
 		 * follower), and leading it again would hand out a second value
-		 * for it. */
-		if (find_anywhere(v, key, n, out, &by)) {
+		 * for it. A sound unclaimed position holds the claim of the entry
+		 * a ring before (every settled entry's claim is its own), so
+		 * only another value (a zeroed one, say) is looked into. */
+		bool sound = n >= CP_RING && c >> 8 == n + 1 - CP_RING;
+		if (!sound && find_anywhere(v, key, n, out, &by)) {
 			if (by != v->self && !witness(v, own, key, n, out))
 				return CP_FALLBACK;
 			/* What was found may be a leader's value that diehard

@@ -104,6 +104,12 @@ struct cp_view {
 	unsigned nslots; /* replica slots; pages[nslots] is diehard's */
 	unsigned self;   /* the participant's slot; nslots for diehard */
 	uint64_t secret;
+	/* Per key, an entry index below which leading is paced (every pacing
+	 * slot's count was within a ring of it when last looked at): counts
+	 * only grow, so the slots' lines are read again only past it. A
+	 * hint: a slot that joins the pacing later may be further behind,
+	 * and then reads a ring back fall back, as without pacing. */
+	_Atomic uint64_t paced_below[CP_KEYS];
 };
 
 /* Bytes of one page and of the claims region (whole pages). */
