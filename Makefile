@@ -215,9 +215,11 @@ $(B)/bench/digest_speed: bench/digest_speed.c supervisor/digest.c supervisor/dig
 $(B) $(B)/proto $(B)/tests $(B)/tests/static $(B)/tests/unit $(B)/bench:
 	mkdir -p $@
 
-# The README's test command. prove gives CI its closing line.
+# The README's test command. prove gives CI its closing line; --failures
+# and --comments print a failing test's reason (and the tests' measured
+# notes), which plain prove hides.
 check: all
-	prove --exec 'bats --tap' tests/*.bats
+	prove --failures --comments --exec 'bats --tap' tests/*.bats
 
 bench: all
 	bash bench/run
