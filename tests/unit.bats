@@ -85,6 +85,6 @@ run_unit() {
 	run_unit test_critical
 }
 
-@test "unit: the shared clock log (3 replicas x 3 threads agree on every entry, monotonic; still with one scribbling over its page and the claims)" {
+@test "unit: the shared clock log (3 replicas x 3 threads agree on every entry, monotonic; still with one scribbling over its page and the claims; a leader held up while diehard takes its entry over)" {
 	run_unit test_clockpage
 }
