@@ -234,6 +234,19 @@ static bool find_anywhere(const struct cp_view *v, unsigned key, uint64_t n, str
 	return false;
 }
 
+/* Marks a position of our own page ours for entry n (tag PENDING | (n + 1),
+ * by compare-and-swap) if it holds a finished entry no later than
+ * newest_ok (tag, not pending): a thread of ours still writing an older
+ * entry there, or a later one already written, makes it false (the caller
+ * falls back). *was: the tag it held, to put back on a change of mind. */
+static bool mark_ours(_Atomic uint64_t *tag, uint64_t n, uint64_t newest_ok, uint64_t *was)
+{
+	*was = atomic_load_explicit(tag, memory_order_seq_cst);
+	return !(*was & PENDING) && *was <= newest_ok &&
+	       atomic_compare_exchange_strong_explicit(tag, was, PENDING | (n + 1), memory_order_seq_cst,
+						       memory_order_seq_cst);
+}
+
 /* Copies entry n into our own page (a witness), in the copies' ring. As
  * for a leader's entry, the position is first marked ours, from a finished
  * older copy (or our own of n): a thread of ours held up while copying an
@@ -243,10 +256,8 @@ static bool find_anywhere(const struct cp_view *v, unsigned key, uint64_t n, str
 static bool witness(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, const struct cp_value *val)
 {
 	struct cp_entry *e = &own->copy[key][n % CP_RING];
-	uint64_t was = atomic_load_explicit(&e->tag, memory_order_seq_cst);
-	if (((was & PENDING) || was > n + 1) ||
-	    !atomic_compare_exchange_strong_explicit(&e->tag, &was, PENDING | (n + 1), memory_order_seq_cst,
-						     memory_order_seq_cst))
+	uint64_t was;
+	if (!mark_ours(&e->tag, n, n + 1, &was)) /* our own earlier copy of n may be redone */
 		return false;
 	write_entry(v, e, key, n, val);
 	return true;
@@ -394,12 +405,9 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 		 * finds the mark and falls back rather than share the
 		 * position with our late publish. */
 		_Atomic uint64_t *tag = &own->ring[key][n % CP_RING].tag;
-		uint64_t was = atomic_load_explicit(tag, memory_order_seq_cst);
-		if ((was & PENDING) || was >= n + 1)
+		uint64_t was;
+		if (!mark_ours(tag, n, n, &was))
 			return CP_FALLBACK; /* an older leader of ours still writing, or we are late */
-		if (!atomic_compare_exchange_strong_explicit(tag, &was, PENDING | (n + 1), memory_order_seq_cst,
-							     memory_order_seq_cst))
-			return CP_FALLBACK;
 		uint64_t mine = (n + 1) << 8 | (v->self + 1);
 		if (!atomic_compare_exchange_strong_explicit(claim, &c, mine, memory_order_seq_cst,
 							     memory_order_seq_cst)) {
