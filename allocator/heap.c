@@ -303,18 +303,27 @@ static unsigned claim_word(struct heap *h, struct heap_class *c, size_t cap, siz
 static unsigned claim_scattered(struct heap *h, struct heap_class *c, size_t from, size_t n, struct rng *r,
 				void **out, unsigned k)
 {
+	/* The generator, the bitmap and the stripe's fields in locals: the
+	 * stores to the bitmap and to out could alias them, and the compiler
+	 * would otherwise reload and store them on every probe. */
+	struct rng g = *r;
+	bitmap_word *bits = c->bits;
+	char *base = c->base;
+	unsigned shift = c->shift;
+	size_t front = c->front, w = h->window;
 	unsigned got = 0;
 	size_t inside = 0;
 	while (got < k) {
-		size_t i = from + (size_t)rng_below(r, n);
-		bitmap_word *wp = &c->bits[i >> 6];
+		size_t i = from + (size_t)rng_below(&g, n);
+		bitmap_word *wp = &bits[i >> 6];
 		uint64_t m = (uint64_t)1 << (i & 63), word = atomic_load_explicit(wp, memory_order_relaxed);
 		unsigned fresh = (word & m) == 0;
 		atomic_store_explicit(wp, word | m, memory_order_relaxed);
-		out[got] = c->base + (i << c->shift);
+		out[got] = base + (i << shift);
 		got += fresh;
-		inside += fresh & (i - c->front < h->window);
+		inside += fresh & (i - front < w);
 	}
+	*r = g;
 	live_add(c, got);
 	c->wlive += inside;
 	return got;
@@ -447,19 +456,28 @@ unsigned heap_release(struct heap *h, unsigned ci, void *const *ptrs, unsigned n
 			unsigned first = (unsigned)__builtin_ctzll(~done);
 			struct heap_class *c = heap_part_of(h, ptrs[k + first]);
 			pthread_mutex_lock(&c->lock);
+			/* The stripe's fields in locals (the bitmap stores could
+			 * alias them); a slot already clear changes nothing. */
+			bitmap_word *bits = c->bits;
+			char *base = c->base;
+			unsigned shift = c->shift;
+			size_t front = c->front, cleared = 0, inside = 0;
 			for (unsigned j = first; j < m; j++) {
 				void *p = ptrs[k + j];
 				if ((done >> j & 1) || heap_part_of(h, p) != c)
 					continue;
 				done |= (uint64_t)1 << j;
-				size_t i = (size_t)((char *)p - c->base) >> c->shift;
-				if (bitmap_clear(c->bits, i)) {
-					live_add(c, (size_t)-1);
-					c->wlive -= i - c->front < w;
-				} else {
-					doubles++;
-				}
+				size_t i = (size_t)((char *)p - base) >> shift;
+				bitmap_word *wp = &bits[i >> 6];
+				uint64_t bit = (uint64_t)1 << (i & 63), v = atomic_load_explicit(wp, memory_order_relaxed);
+				size_t was = (v & bit) != 0;
+				atomic_store_explicit(wp, v & ~bit, memory_order_relaxed);
+				cleared += was;
+				inside += was & (i - front < w);
+				doubles += 1 - (unsigned)was;
 			}
+			live_add(c, (size_t)0 - cleared);
+			c->wlive -= inside;
 			pthread_mutex_unlock(&c->lock);
 		}
 	}
