@@ -46,10 +46,12 @@
  *   no word of the window has room (M not dividing 64), the rest of the
  *   batch is placed scattered.
  * - A home stripe at its 1/M bound borrows a batch from another stripe with room
- *   for one rather than grow, unless the class is within 1/8 of its bound
+ *   for four rather than grow, unless the class is within 1/8 of its bound
  *   (or the stripe is still small): objects freed by other threads go back
  *   to their own stripe, so stripes that each grew to their own peak added
- *   up to several times M x live (larson: 36 MB for 5.8 MB live; 16-25 MB now).
+ *   up to several times M x live (larson: 36 MB for 5.8 MB live). Room for
+ *   four, not one: a lender left just full grew at its own threads' next
+ *   claim, and so every stripe in turn (larson: 28 MB; 16 MB with four).
  * - Free accepts a pointer only if it is the start of a slot below capacity
  *   whose bit is set; anything else is counted and ignored.
  * - Metadata (this struct, the bitmaps) lives in separate mappings with guard
