@@ -70,10 +70,31 @@
  *   stripe's lock once per batch. The pointer tells the stripe: region
  *   offset >> part_shift is the index into parts[], class-major.
  *
- * Invariants (per stripe, under its lock): bits set == live <= limit <=
- * capacity / M < capacity; capacity only grows; memory of slots below
- * capacity is committed, and the bitmap words covering them too; wlive ==
- * bits set in [front, front + W); no bit at or beyond capacity is set.
+ * - A stripe gives memory back when its size mix moves on (a program's
+ *   objects of one class freed while another class grows): placement stays
+ *   below a bound, top (<= capacity), that follows M x live down as well as
+ *   up. Every 256 release passes a stripe looks back: if live stayed below
+ *   a quarter of its limit (top / M) all along, top drops to twice that
+ *   peak x M, and the pages above top whose slots are all free are dropped
+ *   (MADV_DONTNEED: still mapped, so a dangling pointer reads zeros rather
+ *   than faulting); pages still holding objects go at a later look (any
+ *   look after a period in which slots above top were freed). Growth
+ *   raises top over those pages again before it commits more. The look
+ *   back over a whole period, and the factor of two each way, keep a stripe
+ *   whose live count swings (a queue between threads) from shrinking and
+ *   growing back by turns: producer_consumer made 52,000 madvise calls
+ *   when a stripe shrank as soon as it fell below its quarter. The 1/M bound
+ *   holds for [0, top) as before, and the freed slots above top are not
+ *   reused at all while top stays low. (string_churn: its strings move
+ *   from the 128- and 256-byte classes to the 512-byte one; every class kept
+ *   its own peak, 2.5x glibc's resident size.)
+ *
+ * Invariants (per stripe, under its lock): bits set == live <= limit ==
+ * top / M < top <= capacity; capacity only grows; memory of slots below
+ * capacity is committed (pages above top may be purged: they read as
+ * zeros), and the bitmap words covering them too; wlive == bits set in
+ * [front, front + W); no bit at or beyond capacity is set; claims set bits
+ * below top only.
  *
  * No global state: tests create heaps with their own settings.
  */
@@ -109,6 +130,10 @@ struct heap_class {
 	 * other stripes' to decide between growing and borrowing. */
 	_Atomic size_t live;  /* claimed slots: handed out, or held in a thread cache */
 	_Atomic size_t limit; /* capacity / M */
+	size_t top;   /* the placement bound: claims only below it (<= capacity) */
+	size_t peak;  /* the most claimed at once since the last look at top */
+	unsigned passes; /* release passes since then */
+	size_t freed_above; /* slots above top freed since then */
 	size_t front; /* the placement window: [front, front + W), W-aligned */
 	size_t wlive; /* claimed slots inside it */
 	size_t committed;      /* bytes of the region made accessible */

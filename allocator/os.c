@@ -75,6 +75,11 @@ int os_discard(void *p, size_t len)
 	return mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED ? -1 : 0;
 }
 
+void os_purge(void *p, size_t len)
+{
+	(void)madvise(p, len, MADV_DONTNEED);
+}
+
 void *os_map_guarded(size_t len)
 {
 	size_t page = os_page_size();

@@ -41,6 +41,11 @@ int os_release(void *p, size_t len);
  * merges. 0 or -1. */
 int os_discard(void *p, size_t len);
 
+/* Drops the memory of [p, p+len) (page-aligned, read-write, ours): it stays
+ * mapped and reads as zeros, so a stray access finds memory, not a fault.
+ * A hint: failure is harmless. */
+void os_purge(void *p, size_t len);
+
 /* A zeroed read-write mapping of len bytes (rounded up to pages) with an
  * inaccessible guard page on each side, for metadata. NULL on failure. */
 void *os_map_guarded(size_t len);

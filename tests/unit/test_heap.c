@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "bitmap.h"
 #include "heap.h"
@@ -57,9 +59,9 @@ static bool class_within_bound(struct heap *h, unsigned ci)
 	for (unsigned s = 0; s < HEAP_STRIPES; s++) {
 		struct heap_class *c = heap_part(h, ci, s);
 		pthread_mutex_lock(&c->lock);
-		size_t live = c->live, limit = c->limit, cap = atomic_load(&c->capacity);
+		size_t live = c->live, limit = c->limit, top = c->top, cap = atomic_load(&c->capacity);
 		pthread_mutex_unlock(&c->lock);
-		ok &= live <= limit && limit * h->m_fixed <= cap * M_ONE && (cap == 0 || limit < cap);
+		ok &= live <= limit && limit * h->m_fixed <= top * M_ONE && (top == 0 || limit < top) && top <= cap;
 	}
 	return ok;
 }
@@ -465,6 +467,91 @@ static void *churn(void *arg)
 	return NULL;
 }
 
+/* Resident pages of [p, p + len) (page-aligned). */
+static size_t resident_pages(const void *p, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n = len / page, count = 0;
+	unsigned char *v = calloc(n ? n : 1, 1);
+	if (v == NULL || mincore((void *)p, len, v) != 0) {
+		free(v);
+		return (size_t)-1;
+	}
+	for (size_t i = 0; i < n; i++)
+		count += v[i] & 1;
+	free(v);
+	return count;
+}
+
+/* A stripe whose objects are freed lowers its placement bound after a
+ * period of release passes and drops the memory of its free pages; claims
+ * stay below the bound; growing again raises it, random-filled again with
+ * fill on; the objects that stayed are intact throughout. */
+static void test_shrink(bool fill)
+{
+	struct config cfg = config_with(2 * M_ONE, fill, 11);
+	struct heap *h = heap_create(&cfg, 30);
+	struct rng r = rng_with(11);
+	unsigned ci = sizeclass_of(256);
+	enum { N = 20000, KEEP = 100 };
+	static unsigned char *p[N];
+	bool ok = h != NULL;
+	for (int i = 0; ok && i < N; i++) {
+		ok &= (p[i] = heap_alloc(h, ci, &r, false)) != NULL;
+		if (ok)
+			memset(p[i], i & 0xff, 256);
+	}
+	CHECK(ok, "fill %d: %d objects of 256 bytes", fill, N);
+	if (!ok)
+		return;
+	struct heap_class *c = heap_part_of(h, p[0]);
+	size_t cap = atomic_load(&c->capacity), top_full = c->top;
+	size_t before = resident_pages(c->base, cap << c->shift);
+	for (int i = KEEP; i < N; i++)
+		ok &= heap_free(h, p[i]) == HEAP_FREED;
+	size_t top_low = c->top;
+	size_t above = resident_pages(c->base + (top_low << c->shift), (cap - top_low) << c->shift);
+	CHECK(ok && top_low <= top_full / 8 && top_low >= 2 * KEEP && class_within_bound(h, ci),
+	      "fill %d: all but %d freed: the bound went from %zu to %zu slots", fill, KEEP, top_full, top_low);
+	CHECK(above * 10 < before, "fill %d: pages above it dropped (%zu resident of %zu before)", fill, above, before);
+	for (int i = 0; i < KEEP; i++)
+		for (int b = 0; b < 256; b++)
+			ok &= p[i][b] == (i & 0xff);
+	CHECK(ok, "fill %d: the objects that stayed are intact", fill);
+	for (int i = KEEP; ok && i < KEEP + 50; i++) {
+		ok &= (p[i] = heap_alloc(h, ci, &r, false)) != NULL;
+		ok &= ok && (size_t)(p[i] - (unsigned char *)c->base) >> c->shift < c->top;
+	}
+	CHECK(ok, "fill %d: new claims land below the bound", fill);
+	for (int i = KEEP + 50; ok && i < N; i++) {
+		ok &= (p[i] = heap_alloc(h, ci, &r, false)) != NULL;
+		if (ok)
+			memset(p[i], i & 0xff, 256);
+	}
+	for (int i = 0; ok && i < KEEP; i++)
+		for (int b = 0; b < 256; b++)
+			ok &= p[i][b] == (i & 0xff);
+	CHECK(ok && c->top >= top_full / 2 && class_within_bound(h, ci),
+	      "fill %d: grown back to %zu slots, within bound, the first objects intact", fill, c->top);
+	if (fill) {
+		/* Free slots below the raised bound read as random, not zeros. */
+		size_t zero = 0, seen = 0;
+		for (size_t i = top_low; i < c->top; i++) {
+			if (bitmap_test(c->bits, i))
+				continue;
+			const unsigned char *q = (const unsigned char *)c->base + (i << c->shift);
+			bool all = true;
+			for (int b = 0; b < 256; b++)
+				all &= q[b] == 0;
+			zero += all;
+			seen++;
+		}
+		CHECK(seen > 0 && zero == 0, "fill 1: none of %zu free slots over the dropped pages reads as zeros", seen);
+	}
+	for (int i = 0; i < N; i++)
+		(void)heap_free(h, p[i]);
+	heap_destroy(h);
+}
+
 static void test_threads(void)
 {
 	struct config cfg = config_with(2 * M_ONE, false, 6);
@@ -503,6 +590,8 @@ int main(void)
 	test_stripes();
 	test_clusters();
 	test_borrow();
+	test_shrink(false);
+	test_shrink(true);
 	test_threads();
 	return tap_done();
 }
