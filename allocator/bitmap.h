@@ -43,16 +43,16 @@ static inline bool bitmap_try_set(bitmap_word *bits, size_t i)
 	return true;
 }
 
-/* Clears bit i; true when it was set. Caller holds the lock. */
+/* Clears bit i; true when it was set. Caller holds the lock. Without a
+ * branch on the outcome (a bit already clear is stored back unchanged):
+ * heap_release runs it once per freed slot. */
 static inline bool bitmap_clear(bitmap_word *bits, size_t i)
 {
 	uint64_t m = (uint64_t)1 << (i & 63);
 	bitmap_word *w = &bits[i >> 6];
 	uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
-	if (!(v & m))
-		return false;
 	atomic_store_explicit(w, v & ~m, memory_order_relaxed);
-	return true;
+	return (v & m) != 0;
 }
 
 #endif

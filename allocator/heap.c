@@ -585,10 +585,7 @@ unsigned heap_release(struct heap *h, unsigned ci, void *const *ptrs, unsigned n
 					continue;
 				done |= (uint64_t)1 << j;
 				size_t i = (size_t)((char *)p - base) >> shift;
-				bitmap_word *wp = &bits[i >> 6];
-				uint64_t bit = (uint64_t)1 << (i & 63), v = atomic_load_explicit(wp, memory_order_relaxed);
-				size_t was = (v & bit) != 0;
-				atomic_store_explicit(wp, v & ~bit, memory_order_relaxed);
+				size_t was = bitmap_clear(bits, i);
 				cleared += was;
 				inside += was & (i - front < w);
 				above += was & (i >= top);
