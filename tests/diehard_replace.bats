@@ -18,12 +18,19 @@ setup() {
 	ulimit -c 0
 }
 
+# K_LIVE_AT_END: a jq test that k = 3 replicas were in the vote at the end,
+# or two and a replacement that the run ended before it caught up (a kill
+# in the run's last moments: sup_check_done does not wait for it, and the
+# report says so).
+K_LIVE_AT_END='(.live_at_end == 3 or (.live_at_end == 2 and
+	([.replicas[] | select(.stopped == "the run ended before it caught up")] | length) == 1))'
+
 # live_pids PATTERN: pids of processes whose command line matches PATTERN.
 live_pids() {
 	pgrep -f -- "$1" || true
 }
 
-@test "a producer whose replicas are killed from outside every 200 ms: exact output, k live at the end, every replacement reported" {
+@test "a producer whose replicas are killed from outside every 200 ms: exact output, k live at the end (or one still catching up, reported), every replacement reported" {
 	local lines=${REPLACE_LINES:-1200}
 	cat >"$T/prod.sh" <<-'EOF'
 		i=0
@@ -52,8 +59,10 @@ live_pids() {
 		all(.replacements[]; (.replaces | type) == "number" and (.old_seed | test("^[0-9a-f]{32}$"))
 			and (.seed | test("^[0-9a-f]{32}$")) and .seed != .old_seed and (.why | length) > 0
 			and .time > 0) and
-		.live_at_end == 3 and .respawns.used == (.replacements | length)' "$T/r.json" >/dev/null ||
-		fail "report ($kills kills):" "$(jq -c '{live_at_end, respawns, n: (.replacements | length)}' "$T/r.json")"
+		'"$K_LIVE_AT_END"' and .respawns.used == (.replacements | length)' "$T/r.json" >/dev/null ||
+		fail "report ($kills kills):" "$(jq -c '{live_at_end, respawns, n: (.replacements | length),
+			stopped: [.replicas[] | select(.stopped) | {index, stopped}], last: .replacements[-2:]}' "$T/r.json")" \
+			"$(grep -E 'kill|caught up|spawn|exited' "$T/run.err" | tail -12)"
 	# The replicas in the vote at the end caught up: their report says so.
 	jq -e '[.replacements[] | select(.caught_up)] | length > 0 and
 		all(.[]; .catch_up_seconds >= 0 and .output_bytes_checked.stdout >= 0)' "$T/r.json" >/dev/null ||
@@ -131,18 +140,20 @@ live_pids() {
 	local replaced=0 i n
 	# 80 ms between lines: each line is voted as it comes (--idle is 50),
 	# so a wrong line is caught while the run goes on, and replaced.
-	for i in 1 2 3; do
+	# Three runs, and up to three more while none has diverged yet.
+	for i in 1 2 3 4 5 6; do
+		((i <= 3 || replaced == 0)) || break
 		capture "$T/run$i" sup -v -k 3 -r "$T/r$i.json" "$PROGS/sup_flaky" 25 32 80
 		[[ $(<"$T/run$i.rc") == 0 ]] || fail "run $i: exit $(<"$T/run$i.rc")" "$(tail -20 "$T/run$i.err")"
 		same_bytes "$T/right" "$T/run$i.out" "run $i of sup_flaky under diehard -k 3"
 		n=$(jq '.replacements | length' "$T/r$i.json")
 		replaced=$((replaced + n))
-		jq -e '.live_at_end == 3 or .respawns.used == .respawns.limit' "$T/r$i.json" >/dev/null ||
+		jq -e "$K_LIVE_AT_END"' or .respawns.used == .respawns.limit' "$T/r$i.json" >/dev/null ||
 			fail "run $i: report:" "$(jq -c '{live_at_end, respawns, replacements}' "$T/r$i.json")"
 	done
 	# A replica goes wrong in a round with probability 7/256: 25 rounds x
-	# 3 replicas x 3 runs leave no divergence at all with probability 0.2%.
-	((replaced > 0)) || fail "no replica was replaced in 3 runs: the test did not test"
+	# 3 replicas x 6 runs leave no divergence at all with probability 4e-6.
+	((replaced > 0)) || fail "no replica was replaced in 6 runs: the test did not test"
 }
 
 @test "a replacement replays the clock, getrandom and /dev/urandom values the others saw" {
