@@ -214,6 +214,30 @@ static void purge_free(struct heap_class *c, size_t from, size_t to)
 		os_purge(c->base + (run << c->shift), len << c->shift);
 }
 
+/* Claimed slots in [from, to) (any bounds). */
+static size_t count_between(const struct heap_class *c, size_t from, size_t to)
+{
+	size_t total = 0;
+	for (size_t i = from; i < to;) {
+		size_t w = i >> 6, lo = i & 63, hi = to - (i - lo) < 64 ? to - (i - lo) : 64;
+		uint64_t word = atomic_load_explicit(&c->bits[w], memory_order_relaxed);
+		uint64_t mask = (hi == 64 ? ~(uint64_t)0 : ((uint64_t)1 << hi) - 1) & (~(uint64_t)0 << lo);
+		total += bitmap_count(word & mask);
+		i += hi - lo;
+	}
+	return total;
+}
+
+/* Sets c's placement bound to top and counts the survivors above it. With
+ * the lock. */
+static void set_top(struct heap *h, struct heap_class *c, size_t top)
+{
+	c->top = top;
+	atomic_store_explicit(&c->limit, limit_of(h, top), memory_order_relaxed);
+	c->above = c->above_mark =
+		count_between(c, top, atomic_load_explicit(&c->capacity, memory_order_relaxed));
+}
+
 /* With fill on, makes the free units touching slots [from, to) random
  * again (those purge_free dropped read as zeros). With the lock. */
 static void refill_free(struct heap_class *c, size_t from, size_t to, struct rng *r)
@@ -256,8 +280,7 @@ static bool grow_locked(struct heap *h, struct heap_class *c, size_t n, struct r
 	}
 	if (h->fill && top < cap)
 		refill_free(c, top, new_top < cap ? new_top : cap, r);
-	c->top = new_top;
-	atomic_store_explicit(&c->limit, limit_of(h, new_top), memory_order_relaxed);
+	set_top(h, c, new_top);
 	return true;
 }
 
@@ -281,8 +304,7 @@ static void lower_top(struct heap *h, struct heap_class *c, size_t peak)
 		new_top = least_top(c);
 	if (new_top >= top)
 		return;
-	c->top = new_top;
-	atomic_store_explicit(&c->limit, limit_of(h, new_top), memory_order_relaxed);
+	set_top(h, c, new_top);
 	purge_free(c, new_top, atomic_load_explicit(&c->capacity, memory_order_relaxed));
 }
 
@@ -296,11 +318,14 @@ static void look_back(struct heap *h, struct heap_class *c)
 	size_t live = live_of(c), top = c->top;
 	if (c->peak < limit_of_part(c) / 4 && top > least_top(c))
 		lower_top(h, c, c->peak);
-	if (c->top == top && c->freed_above != 0)
+	/* Pages above top go once the survivors there halved since the last
+	 * drop: a walk per halving, not per emptied page. */
+	if (c->top == top && c->above < c->above_mark && c->above <= c->above_mark / 2) {
 		purge_free(c, top, atomic_load_explicit(&c->capacity, memory_order_relaxed));
+		c->above_mark = c->above;
+	}
 	c->passes = 0;
 	c->peak = live;
-	c->freed_above = 0;
 }
 
 /* Claimed slots in [from, from + n) (n a multiple of 64, from 64-aligned). */
@@ -593,7 +618,7 @@ unsigned heap_release(struct heap *h, unsigned ci, void *const *ptrs, unsigned n
 			}
 			live_add(c, (size_t)0 - cleared);
 			c->wlive -= inside;
-			c->freed_above += above;
+			c->above -= above;
 			look_back(h, c);
 			pthread_mutex_unlock(&c->lock);
 		}

@@ -77,8 +77,11 @@
  *   a quarter of its limit (top / M) all along, top drops to twice that
  *   peak x M, and the pages above top whose slots are all free are dropped
  *   (MADV_DONTNEED: still mapped, so a dangling pointer reads zeros rather
- *   than faulting); pages still holding objects go at a later look (any
- *   look after a period in which slots above top were freed). Growth
+ *   than faulting); pages still holding objects go at a later look, once
+ *   frees have halved the survivors above top since the last drop (each
+ *   drop re-walks the stripe above top: a walk per halving, where a walk
+ *   at every look over emptied pages made bench/phase_shift's 63,500
+ *   madvise calls; 38,000 now, as the survivors are scattered). Growth
  *   raises top over those pages again before it commits more. The look
  *   back over a whole period, and the factor of two each way, keep a stripe
  *   whose live count swings (a queue between threads) from shrinking and
@@ -134,7 +137,8 @@ struct heap_class {
 	size_t top;   /* the placement bound: claims only below it (<= capacity) */
 	size_t peak;  /* the most claimed at once since the last look at top */
 	unsigned passes; /* release passes since then */
-	size_t freed_above; /* slots above top freed since then */
+	size_t above;      /* claimed slots at or above top (survivors of a lowering) */
+	size_t above_mark; /* what `above` was at the last drop of pages above top */
 	size_t front; /* the placement window: [front, front + W), W-aligned */
 	size_t wlive; /* claimed slots inside it */
 	size_t committed;      /* bytes of the region made accessible */
