@@ -328,15 +328,6 @@ static void look_back(struct heap *h, struct heap_class *c)
 	c->peak = live;
 }
 
-/* Claimed slots in [from, from + n) (n a multiple of 64, from 64-aligned). */
-static size_t count_claimed(const struct heap_class *c, size_t from, size_t n)
-{
-	size_t total = 0;
-	for (size_t w = from >> 6; w < (from + n) >> 6; w++)
-		total += bitmap_count(atomic_load_explicit(&c->bits[w], memory_order_relaxed));
-	return total;
-}
-
 /* How many more claims the window (front < cap) takes within its 1/M. */
 static size_t window_room(const struct heap *h, const struct heap_class *c, size_t cap, size_t w)
 {
@@ -368,7 +359,7 @@ static bool window_find(const struct heap *h, struct heap_class *c, size_t cap, 
 		c->front += w;
 		if (c->front >= cap)
 			c->front = 0;
-		c->wlive = count_claimed(c, c->front, w);
+		c->wlive = count_between(c, c->front, c->front + w);
 		if (window_room(h, c, cap, w) >= (tries < windows && slack > 1 ? slack : 1))
 			return true;
 	}
