@@ -140,11 +140,11 @@ int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid)
 	 * costliest to create (about 0.4 ms), so diehard's launches of the
 	 * replicas do not wait for one another's. We hold CAP_NET_ADMIN over
 	 * it (as root, or as root of the user namespace that owns it). */
-	if ((flags & CLONE_NEWNET) && unshare(CLONE_NEWNET) != 0)
+	if (!(flags & CLONE_NEWNET))
+		return 0;
+	if (unshare(CLONE_NEWNET) != 0)
 		return errno;
-	if (flags & CLONE_NEWNET)
-		return loopback_up();
-	return 0;
+	return loopback_up();
 }
 
 /* Reaps every child that has ended; true (and *st) when prog is one. */
