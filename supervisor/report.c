@@ -333,6 +333,13 @@ void report_unvirtualized(struct report *rp, unsigned r, uint64_t count)
 		set(rep, "unvirtualized", json_integer((json_int_t)count));
 }
 
+void report_opens_checked(struct report *rp, unsigned r, uint64_t count)
+{
+	json_t *rep = replica(rp, r);
+	if (rep != NULL)
+		set(rep, "opens_checked", json_integer((json_int_t)count));
+}
+
 void report_clock_reads_in_replica(struct report *rp, unsigned r, uint64_t count)
 {
 	json_t *rep = replica(rp, r);

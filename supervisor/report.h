@@ -51,6 +51,9 @@ void report_call_divergence(struct report *rp, unsigned replica, const char *cal
 			    const char *expected, const char *got, double t);
 void report_calls(struct report *rp, unsigned replica, const char *call, uint64_t count);
 void report_unvirtualized(struct report *rp, unsigned replica, uint64_t count);
+/* Opens the replica made that diehard looked at and left to the kernel
+ * (not of a random device): each cost a round trip. */
+void report_opens_checked(struct report *rp, unsigned replica, uint64_t count);
 /* Of its clock reads, those the fast path served in the replica (no
  * round trip to diehard: fastclock.h). */
 void report_clock_reads_in_replica(struct report *rp, unsigned replica, uint64_t count);

@@ -148,3 +148,32 @@ print(int(time.time()))'
 	jq -e '.call_divergences == [] and .divergences == [] and all(.replicas[]; .status == 0)' "$T/c.json" >/dev/null ||
 		fail "the report:" "$(jq -c '[.call_divergences, [.replicas[] | {status, calls}]]' "$T/c.json")"
 }
+
+@test "opens: the loader's and libc's own (gconv too) stay in the kernel; a process without libdiehard (env -i) still has its plain open of /dev/urandom answered" {
+	require_cmd perl
+	require_cmd od
+	local py=/usr/bin/python3
+	[[ -x $py ]] || py=$(command -v python3) || skip "no python3"
+	# In a UTF-8 locale date, python3 and perl make glibc open its
+	# gconv-modules.cache without O_CLOEXEC, through its internal open.
+	local -x LC_ALL=C.UTF-8
+	sup -k 3 -r "$T/date.json" date >/dev/null
+	sup -k 3 -r "$T/py.json" "$py" -c 'print("x")' >/dev/null
+	sup -k 3 -r "$T/perl.json" perl -e 'print "x\n"' >/dev/null
+	local f
+	for f in date py perl; do
+		jq -e 'all(.replicas[]; .opens_checked == 0)' "$T/$f.json" >/dev/null ||
+			fail "$f: opens reached diehard:" "$(jq -c '[.replicas[] | .opens_checked]' "$T/$f.json")"
+	done
+	# The notify path sees every read-only open (and counts them).
+	sup -k 3 --no-fast-clocks -r "$T/slow.json" date >/dev/null
+	jq -e 'all(.replicas[]; .opens_checked > 0)' "$T/slow.json" >/dev/null ||
+		fail "--no-fast-clocks: no open counted:" "$(jq -c '[.replicas[] | .opens_checked]' "$T/slow.json")"
+	validate_report "$T/slow.json"
+	# env -i drops LD_PRELOAD: od opens the device through libc's open.
+	capture "$T/od" sup -k 3 -r "$T/od.json" env -i "$(command -v od)" -An -tx1 -N16 /dev/urandom
+	[[ $(<"$T/od.rc") == 0 ]] || fail "exited $(<"$T/od.rc")" "$(head -c 2000 "$T/od.err")"
+	grep -Eq '^( [0-9a-f]{2}){16}$' "$T/od.out" || fail "od printed:" "$(cat "$T/od.out")"
+	jq -e 'all(.replicas[]; .calls["open(/dev/urandom)"] == 1) and .divergences == []' "$T/od.json" >/dev/null ||
+		fail "the open was not answered by diehard:" "$(jq -c '[.divergences, [.replicas[] | .calls]]' "$T/od.json")"
+}

@@ -7,7 +7,9 @@
  * exported as raw BPF here and loaded with seccomp(2) in the child. */
 #include "filter.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
@@ -64,50 +66,122 @@ static int export_program(scmp_filter_ctx ctx, struct sock_fprog *prog)
 	return 0;
 }
 
-/* With the fast path, an openat with O_CLOEXEC made from where shared
- * libraries are mapped stays in the kernel, unless it carries the asking
- * marker (libdiehard's open of a random device, kernel.c). That is what
- * the dynamic loader's and libc's own opens are (libraries, locales, gconv,
- * time zones: some thirty round trips per process, most of what
- * virtualizing a short command still cost), and none of them opens a
- * random device; a program's own opens go through libdiehard, which
- * checks. A static program's calls come from its own image, which the
- * kernel maps low (a fixed address, or a PIE's base near 0x5555...), so
- * they are all still seen; what is not is a random device opened with
- * O_CLOEXEC through libc by a process without libdiehard, or by a raw
- * system call made through libc's syscall() (docs/NONDETERMINISM.md).
+/* With the fast path, an openat made from where shared libraries are
+ * mapped stays in the kernel when it has O_CLOEXEC or comes from libc's
+ * own internal open, unless it carries the asking marker (libdiehard's
+ * open of a random device, kernel.c). That is what the dynamic loader's
+ * and libc's own opens are (libraries, locales, gconv, time zones: some
+ * thirty round trips per process, most of what virtualizing a short
+ * command still cost), and none of them opens a random device; a
+ * program's own opens go through libdiehard, which checks. A static
+ * program's calls come from its own image, which the kernel maps low (a
+ * fixed address, or a PIE's base near 0x5555...), so they are all still
+ * seen; what is not is a random device opened with O_CLOEXEC, or through
+ * libc's internal open (fopen's "c" mode), by a process without
+ * libdiehard, or by a raw system call made through libc's syscall()
+ * (docs/NONDETERMINISM.md).
+ *
+ * libc's internal open (__open64_nocancel) is recognised by where its
+ * system call instruction lies within its page: libraries are mapped at
+ * page granularity, so the instruction pointer's low 12 bits are the same
+ * in every process using the libc diehard runs on (the replicas' libc:
+ * the same file). Another library's call that happens to lie at the same
+ * offset is let through too (1 in 4096); a replica on another libc only
+ * loses the shortcut. glibc opens gconv-modules.cache that way, without
+ * O_CLOEXEC, in nearly every program that sets a locale.
+ *
  * libseccomp cannot compare the instruction pointer, so these few
  * instructions go before its program (whose jumps are all relative). */
 #define LIBRARY_FLOOR_HIGH 0x6800u /* the upper half of 0x680000000000 */
+#define MAX_SITES 4
+
+/* The page offsets of the instruction after each system call instruction
+ * (the bytes 0f 05: a false match only widens the 1 in 4096) in libc's
+ * internal open, in our own process; 0 when there is none or more than
+ * MAX_SITES (no shortcut then). */
+static size_t libc_open_sites(uint32_t *sites)
+{
+	void *fn = dlvsym(RTLD_DEFAULT, "__open64_nocancel", "GLIBC_PRIVATE");
+	Dl_info info;
+	const ElfW(Sym) *sym = NULL;
+	if (fn == NULL || dladdr1(fn, &info, (void **)&sym, RTLD_DL_SYMENT) == 0 || sym == NULL ||
+	    sym->st_size < 2 || sym->st_size > 4096)
+		return 0;
+	const uint8_t *code = fn;
+	size_t n = 0;
+	for (size_t i = 0; i + 1 < sym->st_size; i++) {
+		if (code[i] != 0x0f || code[i + 1] != 0x05)
+			continue;
+		if (n == MAX_SITES)
+			return 0;
+		sites[n++] = (uint32_t)(((uintptr_t)code + i + 2) & 0xfff);
+	}
+	return n;
+}
+
+static struct sock_filter insn(uint16_t code, uint32_t k)
+{
+	return (struct sock_filter){ .code = code, .jt = 0, .jf = 0, .k = k };
+}
+
+/* The jump at index at, to the absolute indexes yes and no. */
+static struct sock_filter jump(uint16_t op, uint32_t k, size_t at, size_t yes, size_t no)
+{
+	return (struct sock_filter){ .code = (uint16_t)(BPF_JMP | op | BPF_K), .jt = (uint8_t)(yes - at - 1),
+				     .jf = (uint8_t)(no - at - 1), .k = k };
+}
+
+/* A load of the 32-bit word at offset off of struct seccomp_data. */
+static struct sock_filter load(size_t off)
+{
+	return insn(BPF_LD | BPF_W | BPF_ABS, (uint32_t)off);
+}
 
 static int prefix_library_opens(struct sock_fprog *prog, uint64_t ask)
 {
-	enum { END = 13 }; /* the first instruction of libseccomp's program */
-	const struct sock_filter prefix[END] = {
-		/* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		/* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, END - 2),
-		/* 2 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		/* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, END - 4),
-		/* 4 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, instruction_pointer) + 4),
-		/* 5 */ BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, LIBRARY_FLOOR_HIGH, 0, END - 6),
-		/* 6 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
-		/* 7 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_CLOEXEC, 0, END - 8),
-		/* 8 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[4])),
-		/* 9 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)ask, 0, 12 - 10),
-		/* 10 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[4]) + 4),
-		/* 11 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)(ask >> 32), END - 12, 0),
-		/* 12 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	if ((size_t)prog->len + END > BPF_MAXINSNS)
+	uint32_t sites[MAX_SITES];
+	size_t nsites = libc_open_sites(sites);
+	/* 0-5: an x86-64 openat from above the floor, else to the end (the
+	 * first instruction of libseccomp's program); 6-7: O_CLOEXEC goes to
+	 * the marker check; then libc's sites, which go there too; then the
+	 * marker check: the asking marker goes to the end, the rest is
+	 * allowed. */
+	const size_t sites_at = 8, mark_at = sites_at + (nsites ? 2 + nsites : 0), end = mark_at + 5;
+	struct sock_filter prefix[8 + 2 + MAX_SITES + 5];
+	const size_t ip = offsetof(struct seccomp_data, instruction_pointer);
+	const size_t arg4 = offsetof(struct seccomp_data, args[4]);
+	size_t n = 0;
+	prefix[n] = load(offsetof(struct seccomp_data, arch)), n++;
+	prefix[n] = jump(BPF_JEQ, AUDIT_ARCH_X86_64, n, n + 1, end), n++;
+	prefix[n] = load(offsetof(struct seccomp_data, nr)), n++;
+	prefix[n] = jump(BPF_JEQ, SYS_openat, n, n + 1, end), n++;
+	prefix[n] = load(ip + 4), n++;
+	prefix[n] = jump(BPF_JGE, LIBRARY_FLOOR_HIGH, n, n + 1, end), n++;
+	prefix[n] = load(offsetof(struct seccomp_data, args[2])), n++;
+	prefix[n] = jump(BPF_JSET, O_CLOEXEC, n, mark_at, nsites ? sites_at : end), n++;
+	if (nsites) {
+		prefix[n] = load(ip), n++;
+		prefix[n] = insn(BPF_ALU | BPF_AND | BPF_K, 0xfff), n++;
+		for (size_t i = 0; i < nsites; i++, n++)
+			prefix[n] = jump(BPF_JEQ, sites[i], n, mark_at, i + 1 < nsites ? n + 1 : end);
+	}
+	prefix[n] = load(arg4), n++;
+	prefix[n] = jump(BPF_JEQ, (uint32_t)ask, n, n + 1, end - 1), n++;
+	prefix[n] = load(arg4 + 4), n++;
+	prefix[n] = jump(BPF_JEQ, (uint32_t)(ask >> 32), n, end, n + 1), n++;
+	prefix[n] = insn(BPF_RET | BPF_K, SECCOMP_RET_ALLOW), n++;
+	if (n != end)
+		return -EINVAL;
+	if ((size_t)prog->len + end > BPF_MAXINSNS)
 		return -E2BIG;
-	struct sock_filter *insns = malloc(((size_t)prog->len + END) * sizeof *insns);
+	struct sock_filter *insns = malloc(((size_t)prog->len + end) * sizeof *insns);
 	if (insns == NULL)
 		return -ENOMEM;
-	memcpy(insns, prefix, sizeof prefix);
-	memcpy(insns + END, prog->filter, (size_t)prog->len * sizeof *insns);
+	memcpy(insns, prefix, end * sizeof *insns);
+	memcpy(insns + end, prog->filter, (size_t)prog->len * sizeof *insns);
 	free(prog->filter);
 	prog->filter = insns;
-	prog->len = (unsigned short)(prog->len + END);
+	prog->len = (unsigned short)(prog->len + end);
 	return 0;
 }
 

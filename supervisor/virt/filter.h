@@ -30,8 +30,9 @@ struct filter_spec {
 	uint64_t pass_mark; /* the fast path's markers (fastclock.h), 0 when it
 			       is off: clock_gettime and gettimeofday with this
 			       third argument stay in the kernel, and so does
-			       openat with it fifth, or with O_CLOEXEC from a
-			       shared library (filter.c) */
+			       openat with it fifth, or from a shared library
+			       with O_CLOEXEC or from libc's internal open
+			       (filter.c) */
 	uint64_t ask_mark;  /* an openat with this fifth argument is seen even
 			       then (libdiehard's open of a random device) */
 	pid_t supervisor;   /* not sandboxed: our pid and process group */

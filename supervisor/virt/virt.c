@@ -105,6 +105,7 @@ struct vreplica {
 	int fd;               /* the listener; -1 once closed */
 	struct event *ev;
 	uint64_t unvirtualized;
+	uint64_t opens_checked; /* opens we looked at that were no random device */
 	pid_t cpu_task[CPU_TASKS]; /* tids, numbered by first CPU-clock read */
 	unsigned ncpu_tasks;
 	uint64_t fast_notified; /* reads of the fast path's keys that reached us */
@@ -788,11 +789,14 @@ static enum answer on_open(struct vreplica *vr, const struct seccomp_notif *req,
 	if ((flags & FILTER_NOT_A_DEVICE_READ) != 0)
 		return CONTINUE;
 	char path[4096];
-	if (remote_read_string((pid_t)req->pid, req->data.args[at ? 1 : 0], path, sizeof path) != 0)
-		return CONTINUE; /* the kernel will say what is wrong with it */
-	uint32_t key = random_device((pid_t)req->pid, dirfd, path);
-	if (key == 0)
+	uint32_t key = 0;
+	/* An unreadable path: the kernel will say what is wrong with it. */
+	if (remote_read_string((pid_t)req->pid, req->data.args[at ? 1 : 0], path, sizeof path) == 0)
+		key = random_device((pid_t)req->pid, dirfd, path);
+	if (key == 0) {
+		vr->opens_checked++;
 		return CONTINUE;
+	}
 	if (!still_waiting(vr, req->id))
 		return DROP;
 	struct nd_value v;
@@ -1170,6 +1174,7 @@ static void report_counts(struct virt *V, unsigned i)
 	for (size_t j = 0; j < n; j++)
 		report_calls(S->report, S->r[i].id, names[j], counts[j]);
 	report_unvirtualized(S->report, S->r[i].id, vr->unvirtualized);
+	report_opens_checked(S->report, S->r[i].id, vr->opens_checked);
 	if (V->fast != NULL) {
 		uint64_t all = 0;
 		for (unsigned fk = 0; fk < CP_KEYS; fk++)
