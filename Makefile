@@ -201,7 +201,7 @@ $(B)/tests/unit/test_control: tests/unit/test_control.c tests/unit/tap.h supervi
 $(B)/tests/unit/test_factory: tests/unit/test_factory.c tests/unit/tap.h supervisor/net/factory.c supervisor/net/factory.h supervisor/sandbox/sandbox.c supervisor/sandbox/sandbox.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/net -Isupervisor/sandbox -o $@ $< supervisor/net/factory.c supervisor/sandbox/sandbox.c
 
-$(B)/bench/%: bench/%.c | $(B)/bench
+$(B)/bench/%: bench/%.c bench/prng.h | $(B)/bench
 	$(CC) $(WARN) -O2 -g -pthread -o $@ $< -lm
 
 # Critical memory's cost, linked as a user links it.

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "prng.h"
+
 enum { MIN_DEPTH = 4, MAX_DEPTH = 18 };
 
 struct node {
@@ -26,13 +28,9 @@ struct node {
 
 static uint64_t prng_state = 0x243f6a8885a308d3u;
 
-/* xorshift64*: small, fast, and the same on every machine. */
 static uint64_t prng_next(void)
 {
-    prng_state ^= prng_state >> 12;
-    prng_state ^= prng_state << 25;
-    prng_state ^= prng_state >> 27;
-    return prng_state * 0x2545f4914f6cdd1du;
+    return prng_step(&prng_state);
 }
 
 static struct node *new_node(struct node *left, struct node *right)

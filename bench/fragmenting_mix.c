@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prng.h"
+
 enum { POOL_SIZE = 40000, REPLACEMENTS = 4000000 };
 
 struct slot {
@@ -32,13 +34,9 @@ struct slot {
 
 static uint64_t prng_state = 0x452821e638d01377u;
 
-/* xorshift64*: small, fast, and the same on every machine. */
 static uint64_t prng_next(void)
 {
-    prng_state ^= prng_state >> 12;
-    prng_state ^= prng_state << 25;
-    prng_state ^= prng_state >> 27;
-    return prng_state * 0x2545f4914f6cdd1du;
+    return prng_step(&prng_state);
 }
 
 static uint32_t between(uint32_t low, uint32_t high)

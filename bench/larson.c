@@ -42,6 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prng.h"
+
 enum {
     THREADS = 4,
     ARRAYS = 2 * THREADS,
@@ -102,15 +104,6 @@ static void *checked_malloc(size_t size)
     return pointer;
 }
 
-/* xorshift64*: small, fast, and the same on every machine. */
-static uint64_t prng_next(uint64_t *state)
-{
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    return *state * 0x2545f4914f6cdd1du;
-}
-
 static void mailbox_put(struct mailbox *mailbox, struct array *array)
 {
     checked(pthread_mutex_lock(&mailbox->lock), "mutex lock");
@@ -139,7 +132,7 @@ static struct array *mailbox_take(struct mailbox *mailbox)
 
 static void fill_slot(struct array *array, struct slot *slot)
 {
-    uint64_t random = prng_next(&array->prng_state);
+    uint64_t random = prng_step(&array->prng_state);
     slot->size = MIN_OBJECT + (uint32_t)((random >> 8) % (MAX_OBJECT - MIN_OBJECT + 1));
     slot->fill_byte = (uint32_t)(random >> 56);
     slot->id = (uint64_t)array->index << 48 | array->objects_made++;
@@ -169,7 +162,7 @@ static void empty_slot(struct array *array, struct slot *slot)
 static void work_round(struct array *array)
 {
     for (unsigned step = 0; step < STEPS_PER_ROUND; step++) {
-        struct slot *slot = &array->slots[prng_next(&array->prng_state) % SLOTS];
+        struct slot *slot = &array->slots[prng_step(&array->prng_state) % SLOTS];
         empty_slot(array, slot);
         fill_slot(array, slot);
     }

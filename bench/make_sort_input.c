@@ -17,15 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prng.h"
+
 static uint64_t prng_state = 0xbe5466cf34e90c6cu;
 
-/* xorshift64*: small, fast, and the same on every machine. */
 static uint64_t prng_next(void)
 {
-    prng_state ^= prng_state >> 12;
-    prng_state ^= prng_state << 25;
-    prng_state ^= prng_state >> 27;
-    return prng_state * 0x2545f4914f6cdd1du;
+    return prng_step(&prng_state);
 }
 
 /* Skewed toward a small alphabet at the start, so words repeat and share prefixes. */

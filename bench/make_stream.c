@@ -18,17 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prng.h"
+
 enum { BLOCK_BYTES = 1 << 20 };
 
 static uint64_t prng_state = 0x9e3779b97f4a7c15u;
 
-/* xorshift64*: small, fast, and the same on every machine. */
 static uint64_t prng_next(void)
 {
-    prng_state ^= prng_state >> 12;
-    prng_state ^= prng_state << 25;
-    prng_state ^= prng_state >> 27;
-    return prng_state * 0x2545f4914f6cdd1du;
+    return prng_step(&prng_state);
 }
 
 int main(int argc, char **argv)

@@ -21,18 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prng.h"
+
 enum { PHASES = 3, TABLE = 200000, CHURN = 4 * TABLE };
 static const size_t SIZES[PHASES] = { 48, 200, 900 };
 
 static uint64_t prng_state = 0x452821e638d01377u;
 
-/* xorshift64*: small, fast, and the same on every machine. */
 static uint64_t prng_next(void)
 {
-    prng_state ^= prng_state >> 12;
-    prng_state ^= prng_state << 25;
-    prng_state ^= prng_state >> 27;
-    return prng_state * 0x2545f4914f6cdd1du;
+    return prng_step(&prng_state);
 }
 
 static unsigned char *make(size_t size, uint64_t tag)

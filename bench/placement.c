@@ -65,6 +65,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prng.h"
+
 enum { NSIZES = 4, YOUNG = 8, LIVE = 16384, RECENT = 256, MAIN_ROUNDS = 50000, THREAD_ROUNDS = 20000 };
 static const size_t sizes[NSIZES] = { 16, 64, 256, 4096 };
 
@@ -96,13 +98,9 @@ struct thread_state {
 static struct thread_state main_state = { .name = "main", .rounds = MAIN_ROUNDS, .prng = 0x9e3779b97f4a7c15u };
 static struct thread_state second_state = { .name = "thread2", .rounds = THREAD_ROUNDS, .prng = 0x452821e638d01377u };
 
-/* xorshift64*: the program's own choices, the same in every run. */
 static uint64_t prng_next(struct thread_state *t)
 {
-    t->prng ^= t->prng >> 12;
-    t->prng ^= t->prng << 25;
-    t->prng ^= t->prng >> 27;
-    return t->prng * 0x2545f4914f6cdd1du;
+    return prng_step(&t->prng);
 }
 
 static void *xmalloc(size_t n)

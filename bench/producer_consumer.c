@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prng.h"
+
 enum {
     PRODUCERS = 2,
     CONSUMERS = 2,
@@ -84,15 +86,6 @@ static void *checked_malloc(size_t size)
     return pointer;
 }
 
-/* xorshift64*: small, fast, and the same on every machine. */
-static uint64_t prng_next(uint64_t *state)
-{
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    return *state * 0x2545f4914f6cdd1du;
-}
-
 static void queue_push(struct queue *queue, struct batch *batch)
 {
     checked(pthread_mutex_lock(&queue->lock), "mutex lock");
@@ -131,7 +124,7 @@ static void producer_finished(struct queue *queue)
 
 static struct message *new_message(unsigned producer, uint64_t sequence, uint64_t *prng_state)
 {
-    uint64_t random = prng_next(prng_state);
+    uint64_t random = prng_step(prng_state);
     uint32_t size = MIN_MESSAGE + (uint32_t)(random % (MAX_MESSAGE - MIN_MESSAGE + 1));
     struct message *message = checked_malloc(size);
     message->producer_and_sequence = (uint64_t)producer << 32 | sequence;

@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "prng.h"
+
 enum { BUFFER_COUNT = 8, ROUNDS = 12, MIN_TARGET = 64 << 10, MAX_TARGET = 4 << 20 };
 
 struct growing_buffer {
@@ -32,13 +34,9 @@ struct growing_buffer {
 
 static uint64_t prng_state = 0xa4093822299f31d0u;
 
-/* xorshift64*: small, fast, and the same on every machine. */
 static uint64_t prng_next(void)
 {
-    prng_state ^= prng_state >> 12;
-    prng_state ^= prng_state << 25;
-    prng_state ^= prng_state >> 27;
-    return prng_state * 0x2545f4914f6cdd1du;
+    return prng_step(&prng_state);
 }
 
 static size_t prng_below(size_t bound)

@@ -21,17 +21,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prng.h"
+
 enum { SLOT_COUNT = 32768, STEPS = 6000000, MAX_FRESH_LENGTH = 200, MAX_CONCAT_LENGTH = 400 };
 
 static uint64_t prng_state = 0x13198a2e03707344u;
 
-/* xorshift64*: small, fast, and the same on every machine. */
 static uint64_t prng_next(void)
 {
-    prng_state ^= prng_state >> 12;
-    prng_state ^= prng_state << 25;
-    prng_state ^= prng_state >> 27;
-    return prng_state * 0x2545f4914f6cdd1du;
+    return prng_step(&prng_state);
 }
 
 static size_t prng_below(size_t bound)

@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prng.h"
+
 enum {
     THREADS = 4,
     WORKING_SET = 512,         /* objects per thread */
@@ -61,15 +63,6 @@ static void *checked_malloc(size_t size)
     return pointer;
 }
 
-/* xorshift64*: small, fast, and the same on every machine. */
-static uint64_t prng_next(uint64_t *state)
-{
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    return *state * 0x2545f4914f6cdd1du;
-}
-
 static void make_object(struct object *object, uint64_t random)
 {
     object->size = MIN_OBJECT + (uint32_t)((random >> 8) % (MAX_OBJECT - MIN_OBJECT + 1));
@@ -99,12 +92,12 @@ static void *work(void *opaque)
     struct object *objects = checked_malloc(WORKING_SET * sizeof *objects);
 
     for (unsigned i = 0; i < WORKING_SET; i++)
-        make_object(&objects[i], prng_next(&prng_state));
+        make_object(&objects[i], prng_step(&prng_state));
     for (long iteration = 0; iteration < ITERATIONS; iteration++) {
-        uint64_t random = prng_next(&prng_state);
+        uint64_t random = prng_step(&prng_state);
         struct object *object = &objects[(random >> 32) % WORKING_SET];
         hash = (hash + free_object(object)) * 0x100000001b3u;
-        make_object(object, prng_next(&prng_state));
+        make_object(object, prng_step(&prng_state));
     }
     for (unsigned i = 0; i < WORKING_SET; i++)
         hash = (hash + free_object(&objects[i])) * 0x100000001b3u;

@@ -37,6 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prng.h"
+
 enum {
     THREADS = 8,
     BATCHES_PER_THREAD = 2048,
@@ -91,15 +93,6 @@ static void *checked_malloc(size_t size)
     return pointer;
 }
 
-/* xorshift64*: small, fast, and the same on every machine. */
-static uint64_t prng_next(uint64_t *state)
-{
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    return *state * 0x2545f4914f6cdd1du;
-}
-
 static void inbox_push(struct inbox *inbox, struct batch *batch)
 {
     checked(pthread_mutex_lock(&inbox->lock), "mutex lock");
@@ -132,7 +125,7 @@ static struct batch *make_batch(unsigned thread, uint64_t sequence, uint64_t *pr
     batch->first_id = (uint64_t)thread << 48 | sequence * BATCH_SIZE;
     for (uint64_t i = 0; i < BATCH_SIZE; i++) {
         struct object_ref *object = &batch->objects[i];
-        uint64_t random = prng_next(prng_state);
+        uint64_t random = prng_step(prng_state);
         uint64_t id = batch->first_id + i;
         object->size = SIZES[(random >> 32) % SIZE_COUNT];
         object->fill_byte = (uint32_t)(random >> 56);
