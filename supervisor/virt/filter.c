@@ -96,27 +96,50 @@ static int export_program(scmp_filter_ctx ctx, struct sock_fprog *prog)
 #define MAX_SITES 4
 
 /* The page offsets of the instruction after each system call instruction
- * (the bytes 0f 05: a false match only widens the 1 in 4096) in libc's
- * internal open, in our own process; 0 when there is none or more than
- * MAX_SITES (no shortcut then). */
-static size_t libc_open_sites(uint32_t *sites)
+ * (the bytes 0f 05: a false match only widens the 1 in 4096) in the libc
+ * function name of version (NULL: the default one), in our own process:
+ * how many, at most max; 0 when it cannot be found, -1 when it has more. */
+static int syscall_sites(const char *name, const char *version, uint32_t *sites, int max)
 {
-	void *fn = dlvsym(RTLD_DEFAULT, "__open64_nocancel", "GLIBC_PRIVATE");
+	void *fn = version ? dlvsym(RTLD_DEFAULT, name, version) : dlsym(RTLD_DEFAULT, name);
 	Dl_info info;
 	const ElfW(Sym) *sym = NULL;
 	if (fn == NULL || dladdr1(fn, &info, (void **)&sym, RTLD_DL_SYMENT) == 0 || sym == NULL ||
 	    sym->st_size < 2 || sym->st_size > 4096)
 		return 0;
 	const uint8_t *code = fn;
-	size_t n = 0;
+	int n = 0;
 	for (size_t i = 0; i + 1 < sym->st_size; i++) {
 		if (code[i] != 0x0f || code[i + 1] != 0x05)
 			continue;
-		if (n == MAX_SITES)
-			return 0;
+		if (n == max)
+			return -1;
 		sites[n++] = (uint32_t)(((uintptr_t)code + i + 2) & 0xfff);
 	}
 	return n;
+}
+
+/* The sites of libc's internal open (__open64_nocancel); none (no
+ * shortcut) when it cannot be found or when one coincides with a site of
+ * the public open or openat, through which a process without libdiehard
+ * opens what the program names. */
+static size_t libc_open_sites(uint32_t *sites)
+{
+	int n = syscall_sites("__open64_nocancel", "GLIBC_PRIVATE", sites, MAX_SITES);
+	if (n <= 0)
+		return 0;
+	const char *const public[] = { "open64", "openat64" };
+	for (size_t f = 0; f < sizeof public / sizeof public[0]; f++) {
+		uint32_t other[MAX_SITES];
+		int m = syscall_sites(public[f], NULL, other, MAX_SITES);
+		if (m < 0)
+			return 0;
+		for (int i = 0; i < n; i++)
+			for (int j = 0; j < m; j++)
+				if (sites[i] == other[j])
+					return 0;
+	}
+	return (size_t)n;
 }
 
 static struct sock_filter insn(uint16_t code, uint32_t k)
