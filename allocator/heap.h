@@ -4,9 +4,11 @@
  * - One region per size class, each aligned to its own (power-of-two) size, all
  *   in one reservation [lo, lo + NCLASSES << region_shift). The class of a
  *   pointer is its offset >> region_shift; its slot is offset >> class shift.
- * - A class has `capacity` usable slots. It may hold at most `limit` =
- *   capacity / M live objects; reaching the limit grows capacity (commit more
- *   of the reserved region) rather than failing, up to the region's end.
+ * - A class has `capacity` usable slots, of which it places below `top`
+ *   (see below: top == capacity until a stripe gives memory back). It may
+ *   hold at most `limit` = top / M live objects; reaching the limit raises
+ *   top, and capacity with it (commit more of the reserved region), rather
+ *   than failing, up to the region's end.
  * - Allocation probes uniformly random slots of the class's placement window
  *   until it claims a free bit. The window is W = DIEHARD_WINDOW slots (4096
  *   by default), W-aligned, and holds at most W / M claimed slots, so the
@@ -133,7 +135,7 @@ struct heap_class {
 	/* Written under the lock; atomic (relaxed) because heap_claim reads the
 	 * other stripes' to decide between growing and borrowing. */
 	_Atomic size_t live;  /* claimed slots: handed out, or held in a thread cache */
-	_Atomic size_t limit; /* capacity / M */
+	_Atomic size_t limit; /* top / M */
 	size_t top;   /* the placement bound: claims only below it (<= capacity) */
 	size_t peak;  /* the most claimed at once since the last look at top */
 	unsigned passes; /* release passes since then */
