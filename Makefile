@@ -181,6 +181,9 @@ $(B)/tests/unit/test_dispute: tests/unit/test_dispute.c tests/unit/tap.h supervi
 $(B)/tests/unit/test_netaddr: tests/unit/test_netaddr.c tests/unit/tap.h supervisor/virt/netaddr.c supervisor/virt/netaddr.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/virt -o $@ $< supervisor/virt/netaddr.c
 
+$(B)/tests/unit/test_prologue: tests/unit/test_prologue.c tests/unit/tap.h supervisor/virt/prologue.c supervisor/virt/prologue.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/virt -o $@ $< supervisor/virt/prologue.c
+
 # --ci's parsers of what comes from outside: a replica's trace file and
 # fence log, a recording (with the generated protobuf-c code).
 $(B)/tests/unit/test_fencelog: tests/unit/test_fencelog.c tests/unit/tap.h supervisor/ci/fenceparse.c supervisor/ci/fencelog.h supervisor/ci/trace.c supervisor/ci/trace.h supervisor/ci/symbolize.c supervisor/ci/symbolize.h | $(B)/tests/unit

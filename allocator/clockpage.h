@@ -82,6 +82,9 @@ struct cp_page {
 	 * replica leads an entry a ring past its count, so that the entries
 	 * it is about to read are still in the rings. */
 	_Atomic uint64_t pace;
+	/* Nonzero: leaders read the real clock by system call, not through
+	 * the vDSO's own code (it was seen making system calls itself). */
+	_Atomic uint64_t real_by_syscall;
 	/* The slot's own: */
 	_Atomic uint64_t count[CP_KEYS];
 	_Atomic uint64_t sum[CP_KEYS];
@@ -128,6 +131,13 @@ void cp_page_init(struct cp_page *p, unsigned slot, unsigned nslots);
  * threads left on entries and copies they never finished, so that the
  * slot's next process can lead and copy at those ring positions. */
 void cp_page_forget(struct cp_page *p);
+
+/* Whether leaders must make the system call for a real read (diehard's
+ * page says so), rather than read the vDSO. */
+static inline bool cp_real_by_syscall(const struct cp_view *v)
+{
+	return atomic_load_explicit(&v->pages[v->nslots]->real_by_syscall, memory_order_relaxed) != 0;
+}
 
 /* Reads the real clock for key into *out: 0, or -1 when it cannot (the
  * caller then falls back). */

@@ -138,8 +138,57 @@ uint64_t clocks_ask_mark(void)
 	return marked ? mark_fallback : 0;
 }
 
-/* A leader's real read: the system call with the marker the filter lets
- * through unnotified. */
+/* diehard_vdso_real_clock_gettime: the vDSO's own clock_gettime, for a
+ * leader's real read. diehard writes it into this process's copy of the
+ * page when it patches the vDSO (supervisor/virt/vdso.c): the instructions
+ * its jump displaced from the vDSO's entry point, then a jump back past
+ * them. Until then (an entry point it could not relocate, or not under the
+ * fast path) it returns -ENOSYS. 64 bytes, aligned, so that the write
+ * stays within one page. */
+__asm__(".pushsection .text\n"
+	".p2align 6\n"
+	".globl diehard_vdso_real_clock_gettime\n"
+	".type diehard_vdso_real_clock_gettime, @function\n"
+	".globl dh_vdso_real\n"
+	".hidden dh_vdso_real\n"
+	"diehard_vdso_real_clock_gettime:\n"
+	"dh_vdso_real:\n"
+	"\tmovq $-38, %rax\n" /* -ENOSYS */
+	"\tret\n"
+	"\t.fill 56, 1, 0xcc\n"
+	".size diehard_vdso_real_clock_gettime, 64\n"
+	".popsection\n");
+long dh_vdso_real(clockid_t id, struct timespec *ts);
+
+/* Whether the trampoline is there (an -ENOSYS from it says not: a clock
+ * id it is used for cannot fail that way). */
+static bool no_vdso_real;
+
+/* Clock ids the vDSO reads without a system call while its clock source
+ * is one it can read (x86-64's vDSO: the high-resolution ones, the
+ * coarse ones, MONOTONIC_RAW). */
+static bool vdso_reads(clockid_t id)
+{
+	return id == CLOCK_REALTIME || id == CLOCK_MONOTONIC || id == CLOCK_MONOTONIC_RAW ||
+	       id == CLOCK_REALTIME_COARSE || id == CLOCK_MONOTONIC_COARSE || id == CLOCK_BOOTTIME ||
+	       id == CLOCK_TAI;
+}
+
+/* A leader's real clock_gettime: the vDSO's own code when it is there and
+ * diehard has not found it making system calls (its page's flag), else the
+ * system call with the marker the filter lets through unnotified. */
+static long real_clock_gettime(clockid_t id, struct timespec *ts)
+{
+	if (vdso_reads(id) && !no_vdso_real && !cp_real_by_syscall(&view)) {
+		long r = dh_vdso_real(id, ts);
+		if (r != -ENOSYS)
+			return r;
+		no_vdso_real = true;
+	}
+	return raw(SYS_clock_gettime, id, (long)ts, (long)mark_real, 0);
+}
+
+/* A leader's real read. */
 static int real_read(unsigned key, struct cp_value *out, void *arg)
 {
 	(void)arg;
@@ -153,7 +202,7 @@ static int real_read(unsigned key, struct cp_value *out, void *arg)
 		return 0;
 	}
 	clockid_t id = key == CP_KEY_TIME ? CLOCK_REALTIME : (clockid_t)key;
-	if (raw(SYS_clock_gettime, id, (long)&ts, (long)mark_real, 0) != 0)
+	if (real_clock_gettime(id, &ts) != 0)
 		return -1;
 	*out = (struct cp_value){ .a = ts.tv_sec, .b = key == CP_KEY_TIME ? 0 : ts.tv_nsec };
 	return 0;

@@ -285,6 +285,15 @@ void report_input_log(struct report *rp, size_t bytes, size_t retained_from, boo
 		      "complete", complete));
 }
 
+void report_clock_leaders(struct report *rp, const char *why_syscall, uint64_t vdso_fallbacks)
+{
+	json_t *o = must(json_pack("{s:s,s:I}", "read", why_syscall == NULL ? "vdso" : "system call",
+				   "vdso_fallbacks", (json_int_t)vdso_fallbacks));
+	if (why_syscall != NULL)
+		set(o, "why", text(why_syscall));
+	set(rp->root, "clock_leaders", o);
+}
+
 void report_virtualize(struct report *rp, bool on)
 {
 	set(rp->root, "virtualize", json_boolean(on));

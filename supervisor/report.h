@@ -45,6 +45,11 @@ void report_exit(struct report *rp, unsigned replica, int status, int signal, do
 void report_no_quorum(struct report *rp, const char *stream, size_t offset, const char *why, const char *sides);
 void report_input_log(struct report *rp, size_t bytes, size_t retained_from, bool complete);
 void report_virtualize(struct report *rp, bool on);
+
+/* With the fast clock path: how its leaders read the real clock (through
+ * the vDSO, or by system call when why_syscall says why) and how many of
+ * their vDSO reads made a system call. */
+void report_clock_leaders(struct report *rp, const char *why_syscall, uint64_t vdso_fallbacks);
 /* The replicas' namespaces ("user, pid, mount", or "none" and why). */
 void report_sandbox(struct report *rp, const char *namespaces, const char *why_none);
 void report_call_divergence(struct report *rp, unsigned replica, const char *call, uint64_t index,

@@ -177,3 +177,25 @@ print(int(time.time()))'
 	jq -e 'all(.replicas[]; .calls["open(/dev/urandom)"] == 1) and .divergences == []' "$T/od.json" >/dev/null ||
 		fail "the open was not answered by diehard:" "$(jq -c '[.divergences, [.replicas[] | .calls]]' "$T/od.json")"
 }
+
+@test "leaders read the real clock through the vDSO's own code; a vDSO read that makes the system call itself is let through, and leaders then make it (nd_vdso_real)" {
+	sup -k 3 -r "$T/date.json" date >/dev/null
+	local why
+	why=$(jq -r '.clock_leaders.why // empty' "$T/date.json")
+	[[ -z $why ]] || skip "leaders read by system call on this machine: $why"
+	jq -e '.clock_leaders == {"read": "vdso", "vdso_fallbacks": 0}' "$T/date.json" >/dev/null ||
+		fail "date:" "$(jq -c .clock_leaders "$T/date.json")"
+	# The trampoline with the CPU-time clock: the vDSO's system call, as
+	# it makes it for every clock where the clock source is no TSC.
+	capture "$T/real" sup -k 3 -v -r "$T/real.json" "$PROGS/nd_vdso_real" 20000
+	[[ $(<"$T/real.rc") == 0 ]] || fail "exit $(<"$T/real.rc"):" "$(<"$T/real.err")"
+	[[ $(<"$T/real.out") == $'trampoline: ok\n20000 reads, forward' ]] || fail "output:" "$(<"$T/real.out")"
+	grep -q "the vDSO's clock_gettime makes system calls here" "$T/real.err" || fail "no message:" "$(<"$T/real.err")"
+	jq -e '.clock_leaders.read == "system call" and .clock_leaders.vdso_fallbacks == 3
+		and (.clock_leaders.why | test("system calls itself"))
+		and all(.replicas[]; .status == 0 and .clock_reads_in_replica > 19000) and .call_divergences == []' \
+		"$T/real.json" >/dev/null || fail "report:" "$(jq -c '[.clock_leaders, [.replicas[] | {status, clock_reads_in_replica}], .call_divergences]' "$T/real.json")"
+	# Without diehard the trampoline is there but never written.
+	run env LD_PRELOAD="$LIB" "$PROGS/nd_vdso_real" 10
+	[[ $output == $'trampoline: absent\n10 reads, forward' ]] || fail "plain:" "$output"
+}

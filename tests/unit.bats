@@ -81,6 +81,10 @@ run_unit() {
 	run_unit test_netaddr
 }
 
+@test "unit: which first bytes of a function run from a trampoline (the vDSO's prologues; rip-relative, memory, branches, cut short refused)" {
+	run_unit test_prologue
+}
+
 @test "unit: critical memory over its own heap (round trips, repair of each copy, no majority, corrupted records, misuse, random operations against a model in threads)" {
 	run_unit test_critical
 }

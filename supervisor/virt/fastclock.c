@@ -342,6 +342,16 @@ void fastclock_off(struct fastclock *F, unsigned i)
 	atomic_fetch_or(&dh_page(F)->off, 1ull << i);
 }
 
+void fastclock_real_by_syscall(struct fastclock *F)
+{
+	atomic_store(&dh_page(F)->real_by_syscall, 1);
+}
+
+bool fastclock_is_real_by_syscall(const struct fastclock *F)
+{
+	return atomic_load(&dh_page(F)->real_by_syscall) != 0;
+}
+
 bool fastclock_is_off(const struct fastclock *F, unsigned i)
 {
 	return (atomic_load(&dh_page(F)->off) >> i) & 1;

@@ -107,6 +107,12 @@ void fastclock_pace(struct fastclock *F, uint64_t live);
 void fastclock_off(struct fastclock *F, unsigned i);
 bool fastclock_is_off(const struct fastclock *F, unsigned i);
 
+/* From now on every slot's leaders read the real clock by system call
+ * rather than through the vDSO's own code (vdso.h: the vDSO was seen
+ * making the system call itself); whether that was said. */
+void fastclock_real_by_syscall(struct fastclock *F);
+bool fastclock_is_real_by_syscall(const struct fastclock *F);
+
 /* Entries some slot reached but nobody published (a reader killed between
  * claim and publication): settled at the end, so the log holds every
  * entry a count says was read. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "elfcheck.h"
+#include "prologue.h"
 
 #define STUB_BYTES 8
 /* movabs rax, imm64; jmp rax */
@@ -40,6 +41,22 @@ static struct target targets[] = {
 	{ "__vdso_getrandom", { 0x48, 0xc7, 0xc0, (uint8_t)-ENOSYS, 0xff, 0xff, 0xff, 0xc3 }, 0, 0, NULL, 0 },
 };
 #define NTARGETS (sizeof targets / sizeof targets[0])
+
+/* The fast path's leaders' real clock_gettime (vdso.h): the bytes of the
+ * vDSO's entry point the jump covers, relocatable (prologue.h), and the
+ * trampoline's place in libdiehard.so. */
+#define REAL_SYMBOL "diehard_vdso_real_clock_gettime"
+#define REAL_BYTES 64      /* the trampoline's room in libdiehard.so */
+#define BACK_BYTES 14      /* jmp *0(%rip); .quad address */
+#define MAX_SITES 8
+static uint8_t displaced[REAL_BYTES - BACK_BYTES];
+static size_t displaced_len;
+static unsigned long real_off;
+/* Offsets in the vDSO just past each system call instruction of its
+ * clock_gettime's body (past the displaced bytes): where a leader's read
+ * enters the kernel when the vDSO falls back to the system call. */
+static uint64_t sites[MAX_SITES];
+static size_t nsites;
 
 static bool have_targets;
 /* libdiehard.so, as /proc/PID/maps names its file: device and inode. */
@@ -69,6 +86,26 @@ static size_t own_vdso_size(uintptr_t base)
 static bool inside(size_t size, uint64_t off, uint64_t len)
 {
 	return off <= size && len <= size - off;
+}
+
+/* The vDSO's clock_gettime (targets[0]): how much of its entry a jump
+ * displaces, and where its own system calls are. */
+static void find_real(const uint8_t *img, size_t size)
+{
+	const struct target *t = &targets[0];
+	if (t->offset == 0 || !inside(size, t->offset, t->size))
+		return;
+	const uint8_t *code = img + t->offset;
+	size_t span = prologue_span(code, t->size, JUMP_BYTES);
+	if (span == 0 || span > sizeof displaced)
+		return;
+	memcpy(displaced, code, span);
+	displaced_len = span;
+	/* Every 0f 05 pair counts, even one inside a longer instruction: a
+	 * site too many only costs a look at the caller's auxv. */
+	for (size_t i = span; i + 2 <= t->size && nsites < MAX_SITES; i++)
+		if (code[i] == 0x0f && code[i + 1] == 0x05)
+			sites[nsites++] = t->offset + i + 2;
 }
 
 int vdso_init(void)
@@ -119,18 +156,22 @@ int vdso_init(void)
 			}
 		}
 	}
+	if (have_targets)
+		find_real(img, size);
 	return have_targets ? 0 : -1;
 }
 
 void vdso_jump_to(const char *allocator)
 {
-	const char *names[NTARGETS];
-	unsigned long values[NTARGETS];
+	const char *names[NTARGETS + 1];
+	unsigned long values[NTARGETS + 1];
 	struct stat st;
 	for (size_t t = 0; t < NTARGETS; t++)
 		names[t] = targets[t].ours != NULL ? targets[t].ours : "";
-	if (stat(allocator, &st) != 0 || elfcheck_symbols(allocator, names, values, NTARGETS) != 0)
+	names[NTARGETS] = REAL_SYMBOL;
+	if (stat(allocator, &st) != 0 || elfcheck_symbols(allocator, names, values, NTARGETS + 1) != 0)
 		return;
+	real_off = values[NTARGETS];
 	for (size_t t = 0; t < NTARGETS; t++)
 		if (targets[t].ours != NULL && targets[t].size >= JUMP_BYTES && values[t] != 0) {
 			targets[t].ours_off = values[t];
@@ -202,6 +243,43 @@ int vdso_auxv(pid_t tid, uint64_t *vdso, uint64_t *random)
 	return 0;
 }
 
+bool vdso_real_clock(void)
+{
+	return have_ours && real_off != 0 && displaced_len != 0 && targets[0].ours_off != 0;
+}
+
+/* The trampoline in libdiehard.so at lib for the vDSO at base: the
+ * displaced instructions, then a jump back past them. Not written, it
+ * stays libdiehard's -ENOSYS, and leaders make the system call. */
+static int write_real(int mem, uint64_t base, uint64_t lib)
+{
+	uint8_t code[REAL_BYTES];
+	uint64_t back = base + targets[0].offset + displaced_len;
+	memcpy(code, displaced, displaced_len);
+	static const uint8_t jmp[] = { 0xff, 0x25, 0, 0, 0, 0 }; /* jmp *0(%rip) */
+	memcpy(code + displaced_len, jmp, sizeof jmp);
+	memcpy(code + displaced_len + sizeof jmp, &back, sizeof back);
+	size_t len = displaced_len + BACK_BYTES;
+	ssize_t w = pwrite(mem, code, len, (off_t)(lib + real_off));
+	return w == (ssize_t)len ? 0 : w < 0 ? -errno : -EIO;
+}
+
+bool vdso_real_fallback(pid_t tid, uint64_t ip)
+{
+	size_t i = 0;
+	while (i < nsites && (sites[i] & 0xfff) != (ip & 0xfff))
+		i++;
+	if (i == nsites)
+		return false; /* not at a site's place in its page: the usual case */
+	uint64_t base, random;
+	if (vdso_auxv(tid, &base, &random) != 0 || base == 0 || ip < base)
+		return false;
+	for (i = 0; i < nsites; i++)
+		if (ip - base == sites[i])
+			return true;
+	return false;
+}
+
 int vdso_patch(int mem, uint64_t base, pid_t pid, bool jump)
 {
 	if (!have_targets || base == 0)
@@ -218,7 +296,11 @@ int vdso_patch(int mem, uint64_t base, pid_t pid, bool jump)
 	if (pread(mem, now, len, (off_t)(base + targets[first].offset)) == (ssize_t)len && memcmp(now, want, len) == 0)
 		return 0;
 	/* Writes through /proc/PID/mem pass the page protections (the vDSO
-	 * is read-only and executable), copying the page for this process. */
+	 * is read-only and executable), copying the page for this process;
+	 * the same for libdiehard's trampoline, written first: the jumps
+	 * lead to code that calls it. */
+	if (lib != 0 && vdso_real_clock())
+		(void)write_real(mem, base, lib); /* failed: leaders make the system call */
 	for (size_t t = NTARGETS; t-- > 0;) {
 		if (targets[t].offset == 0)
 			continue;

@@ -12,7 +12,11 @@
  * With the fast clock path (fastclock.h), a process that has libdiehard.so
  * loaded gets jumps into its diehard_vdso_* functions instead, which read
  * most clocks from the replicas' shared log and make the system call only
- * when they must.
+ * when they must. A leader among them reads the real clock through the
+ * vDSO's own clock_gettime: the patch also writes, into that process's
+ * copy of libdiehard's diehard_vdso_real_clock_gettime, the instructions
+ * the jump displaced and a jump back past them (where they can run there:
+ * prologue.h).
  *
  * The vDSO is the same image in every process of this kernel, so the entry
  * points' offsets are read once from the supervisor's own vDSO. */
@@ -37,6 +41,21 @@ int vdso_auxv(pid_t tid, uint64_t *vdso, uint64_t *random);
  * diehard_vdso_* functions instead (movabs rax, address; jmp rax), where
  * the vDSO's entry point is long enough for that. */
 void vdso_jump_to(const char *allocator);
+
+/* Whether the fast path's leaders can read the real clock_gettime through
+ * the vDSO's own code: its entry point's displaced instructions can run
+ * from a trampoline in libdiehard.so (prologue.h), which vdso_patch writes
+ * with the jumps. Without it they make the system call (with the run's
+ * marker: fastclock.h). */
+bool vdso_real_clock(void);
+
+/* Whether a clock_gettime of thread tid that entered the kernel at ip (the
+ * address past its system call instruction) was made by the vDSO's own
+ * clock_gettime, past its entry point: a leader's real read through the
+ * trampoline that the vDSO made by a system call (a clock source it cannot
+ * read in user space). Reads tid's auxv only when ip is where such a call
+ * would be within its page. */
+bool vdso_real_fallback(pid_t tid, uint64_t ip);
 
 /* Patches the vDSO at base of process pid through mem, an open
  * /proc/PID/mem: jumps into the allocator if jump and it is loaded there

@@ -125,6 +125,7 @@ struct virt {
 	uint8_t key[CHACHA_KEY_BYTES];
 	struct vreplica *r;
 	bool vdso_warned;
+	uint64_t vdso_fallbacks;  /* leaders' vDSO reads that made a system call */
 	uint64_t skipped_sleeps;  /* by replacements catching up */
 	uint64_t clock_resyncs;   /* a server's stale clock reads moved to the front */
 	uint64_t open_failures;   /* random device opens we could not answer */
@@ -627,6 +628,19 @@ static enum answer on_clock_gettime(struct vreplica *vr, const struct seccomp_no
 				    struct seccomp_notif_resp *resp)
 {
 	clockid_t id = (clockid_t)(int32_t)req->data.args[0];
+	if (vr->V->fast != NULL && vdso_real_fallback((pid_t)req->pid, req->data.instruction_pointer)) {
+		/* A leader's real read through the vDSO, which made the
+		 * system call itself (a clock source it cannot read): it
+		 * is the real read, in the middle of the leader's claim.
+		 * Leaders make the (marked) system call from now on. */
+		vr->V->vdso_fallbacks++;
+		if (!fastclock_is_real_by_syscall(vr->V->fast)) {
+			fastclock_real_by_syscall(vr->V->fast);
+			log_event("the vDSO's clock_gettime makes system calls here (its clock source): the fast "
+				  "path's leaders read the real clock by system call");
+		}
+		return CONTINUE;
+	}
 	if (!realclock_readable(id)) {
 		vr->unvirtualized++; /* a dynamic POSIX clock: the caller's fd */
 		return CONTINUE;
@@ -1047,6 +1061,9 @@ struct virt *virt_new(struct sup *S)
 		V->fast = fastclock_new(S->nslots);
 	if (V->fast != NULL) {
 		vdso_jump_to(S->o->allocator);
+		if (!vdso_real_clock())
+			log_event("the vDSO's clock_gettime cannot be entered past its first instructions here: the "
+				  "fast path's leaders read the real clock by system call");
 		struct timeval every = { .tv_sec = 0, .tv_usec = 50000 };
 		V->harvest_ev = event_new(S->base, -1, EV_PERSIST, on_harvest, V);
 		if (V->harvest_ev == NULL || event_add(V->harvest_ev, &every) != 0)
@@ -1303,6 +1320,12 @@ void virt_finish(struct virt *V)
 	free(keys);
 	report_log_memory(S->report, ndlog_entries(V->log), ndlog_memory(V->log), ndlog_complete(V->log),
 			  V->skipped_sleeps);
+	if (V->fast != NULL)
+		report_clock_leaders(S->report,
+				     !vdso_real_clock() ? "the vDSO's clock_gettime cannot be entered past its first instructions"
+				     : fastclock_is_real_by_syscall(V->fast) ? "the vDSO made system calls itself (its clock source)"
+									     : NULL,
+				     V->vdso_fallbacks);
 	if (V->harvest_ev != NULL)
 		event_free(V->harvest_ev);
 	V->harvest_ev = NULL;
