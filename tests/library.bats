@@ -26,7 +26,7 @@ setup() {
 	[[ -z $bad ]] || fail "imports functions that may allocate or recurse:" "$bad"
 }
 
-@test "the library exports exactly the allocation API, the __libc_ aliases, the bounded copies, sigaction and signal, the calls that hand the kernel memory, critical memory's API, and diehard's mark" {
+@test "the library exports exactly the allocation API, the __libc_ aliases, the bounded copies, sigaction and signal, the calls that hand the kernel memory, critical memory's API, the fast clock path's entry points and trampoline, and diehard's mark" {
 	run nm -D --defined-only "$LIB"
 	[ "$status" -eq 0 ]
 	local got want
@@ -43,7 +43,7 @@ setup() {
 		epoll_wait epoll_pwait epoll_ctl poll \
 		critical_malloc critical_calloc critical_realloc critical_free critical_load critical_store \
 		critical_promote critical_demote critical_is critical_counts \
-		diehard_vdso_clock_gettime diehard_vdso_gettimeofday diehard_vdso_time | sort | tr '\n' ' ')
+		diehard_vdso_clock_gettime diehard_vdso_gettimeofday diehard_vdso_time diehard_vdso_real_clock_gettime | sort | tr '\n' ' ')
 	[[ $got == "$want" ]] || fail "exports differ" "got:  $got" "want: $want"
 	# The data symbol diehard -a checks for (supervisor/elfcheck.c), and no other.
 	got=$(awk '$2 ~ /[BDGR]/ {print $3}' <<<"$output" | tr '\n' ' ')
