@@ -89,12 +89,10 @@ static int64_t ns_of(unsigned key, const struct cp_value *v)
 	return v->a * 1000000000LL + v->b * unit;
 }
 
-/* Whether an entry some replica led is within its clock's bounds. */
-static bool sound(const struct fastclock *F, unsigned key, const struct cp_value *v)
+/* Whether an entry some replica led is within its clock's bounds, now
+ * being the clock's value read after the entry was published. */
+static bool sound_at(const struct fastclock *F, unsigned key, const struct cp_value *v, struct cp_value now)
 {
-	struct cp_value now;
-	if (real_now(key, &now) != 0)
-		return true; /* nothing to check against */
 	if (key == CP_KEY_GETTIMEOFDAY && (v->c != now.c || v->d != now.d || v->b >= 1000000))
 		return false;
 	if (key == CP_KEY_TIME && (v->b != 0 || v->c != 0 || v->d != 0))
@@ -232,13 +230,29 @@ struct put_ctx {
 	struct fastclock *F;
 	fastclock_put_fn *put;
 	void *arg;
+	uint32_t have_now;            /* a bit per key: now[key] read */
+	struct cp_value now[CP_KEYS]; /* the clock, read during this put's batch */
 };
+
+/* Whether an entry is within its bounds. A harvest puts many entries of a
+ * key at once: the clock read for the first serves the rest (each was
+ * published before it is put), and is read again only for an entry that
+ * fails against it (published after that read). */
+static bool sound(struct put_ctx *c, unsigned key, const struct cp_value *v)
+{
+	if ((c->have_now >> key & 1) && sound_at(c->F, key, v, c->now[key]))
+		return true;
+	if (real_now(key, &c->now[key]) != 0)
+		return true; /* nothing to check against */
+	c->have_now |= 1u << key;
+	return sound_at(c->F, key, v, c->now[key]);
+}
 
 static void put_checked(unsigned key, uint64_t n, const struct cp_value *v, unsigned by, void *arg)
 {
 	struct put_ctx *c = arg;
 	struct fastclock *F = c->F;
-	if (by < F->view.nslots && !sound(F, key, v) && !(F->forged >> by & 1)) {
+	if (by < F->view.nslots && !sound(c, key, v) && !(F->forged >> by & 1)) {
 		F->forged |= 1ull << by;
 		F->forged_key[by] = key;
 		F->forged_n[by] = n;
@@ -254,13 +268,13 @@ static int real_lead(unsigned key, struct cp_value *out, void *arg)
 
 int fastclock_settle(struct fastclock *F, unsigned key, uint64_t n, fastclock_put_fn *put, void *arg)
 {
-	struct put_ctx c = { F, put, arg };
+	struct put_ctx c = { .F = F, .put = put, .arg = arg };
 	return cp_settle(&F->view, key, n, real_lead, put_checked, &c);
 }
 
 void fastclock_harvest(struct fastclock *F, fastclock_put_fn *put, void *arg)
 {
-	struct put_ctx c = { F, put, arg };
+	struct put_ctx c = { .F = F, .put = put, .arg = arg };
 	for (unsigned k = 0; k < CP_KEYS; k++)
 		if (cp_served(k))
 			(void)cp_harvest(&F->view, k, put_checked, &c);
