@@ -61,7 +61,7 @@ SUP_LIBS   = $(shell $(PKG_CONFIG) --libs $(SUP_PKGS) 2>/dev/null)
 PROTO_SRC  := $(patsubst proto/%.proto,$(B)/proto/%.pb-c.c,$(wildcard proto/*.proto))
 PROTO_HDR  := $(PROTO_SRC:.c=.h)
 SUP_SRC    := $(sort $(filter-out supervisor/sandbox/init.c supervisor/ci/symbolize_tool.c,$(wildcard supervisor/*.c supervisor/*/*.c))) voter/voter.c allocator/clockpage.c $(PROTO_SRC)
-SUP_HDR    := $(wildcard supervisor/*.h supervisor/*/*.h) voter/voter.h $(PROTO_HDR)
+SUP_HDR    := $(wildcard supervisor/*.h supervisor/*/*.h) voter/voter.h allocator/clockpage.h $(PROTO_HDR)
 # Each concern's folder is on the include path: modules include by name.
 SUP_INC    := -Isupervisor -Isupervisor/virt -Isupervisor/sandbox -Isupervisor/ci -Isupervisor/services -Isupervisor/net -Ivoter -I$(B)/proto -idirafter allocator
 
