@@ -76,13 +76,18 @@ void cp_page_init(struct cp_page *p, unsigned slot, unsigned nslots)
 
 void cp_page_forget(struct cp_page *p)
 {
-	for (unsigned k = 0; k < CP_KEYS; k++)
-		for (unsigned i = 0; i < CP_RING; i++) {
+	for (unsigned k = 0; k < CP_KEYS; k++) {
+		/* Entries n were taken below the count (a damaged count that
+		 * is too low leaves marks behind: leads there fall back). */
+		uint64_t count = atomic_load_explicit(&p->count[k], memory_order_relaxed);
+		unsigned used = count < CP_RING ? (unsigned)count : CP_RING;
+		for (unsigned i = 0; i < used; i++) {
 			_Atomic uint64_t *tags[2] = { &p->ring[k][i].tag, &p->copy[k][i].tag };
 			for (unsigned t = 0; t < 2; t++)
 				if (atomic_load_explicit(tags[t], memory_order_relaxed) & PENDING)
 					atomic_store_explicit(tags[t], 0, memory_order_relaxed);
 		}
+	}
 }
 
 static uint64_t mix(uint64_t h, uint64_t x)
@@ -100,9 +105,9 @@ static uint64_t checksum(uint64_t secret, unsigned key, uint64_t n, const struct
 	return mix(h, (uint64_t)(uint32_t)v->c << 32 | (uint32_t)v->d);
 }
 
-uint64_t cp_sum_term(unsigned key, uint64_t n, const struct cp_value *value)
+uint64_t cp_sum_term(const struct cp_view *v, unsigned key, uint64_t n, const struct cp_value *value)
 {
-	return checksum(0x5375, key, n, value);
+	return checksum(v->secret, key, n, value);
 }
 
 static bool less(const struct cp_value *x, const struct cp_value *y)
@@ -110,18 +115,22 @@ static bool less(const struct cp_value *x, const struct cp_value *y)
 	return x->a < y->a || (x->a == y->a && x->b < y->b);
 }
 
-/* Entry n of key in page p: 1 and *out if published and sound, 0 if not
- * (yet) published there, -1 if the position holds something else. */
-static int entry_at(const struct cp_view *v, const struct cp_entry *e, unsigned key, uint64_t n, struct cp_value *out);
+/* Entry n of key in page p: 1 and *out (and its checksum in *check, when
+ * not NULL) if published and sound, 0 if not (yet) published there, -1 if
+ * the position holds something else. */
+static int entry_at(const struct cp_view *v, const struct cp_entry *e, unsigned key, uint64_t n, struct cp_value *out,
+		    uint64_t *check);
 
-static int entry_in(const struct cp_view *v, const struct cp_page *p, unsigned key, uint64_t n, struct cp_value *out)
+static int entry_in(const struct cp_view *v, const struct cp_page *p, unsigned key, uint64_t n, struct cp_value *out,
+		    uint64_t *check)
 {
 	if (p == NULL)
 		return -1;
-	return entry_at(v, &p->ring[key][n % CP_RING], key, n, out);
+	return entry_at(v, &p->ring[key][n % CP_RING], key, n, out, check);
 }
 
-static int entry_at(const struct cp_view *v, const struct cp_entry *e, unsigned key, uint64_t n, struct cp_value *out)
+static int entry_at(const struct cp_view *v, const struct cp_entry *e, unsigned key, uint64_t n, struct cp_value *out,
+		    uint64_t *check_out)
 {
 	uint64_t tag = atomic_load_explicit(&e->tag, memory_order_seq_cst);
 	if (tag < n + 1 || tag == (PENDING | (n + 1)))
@@ -136,17 +145,26 @@ static int entry_at(const struct cp_view *v, const struct cp_entry *e, unsigned 
 	atomic_thread_fence(memory_order_acquire);
 	if (atomic_load_explicit(&e->tag, memory_order_relaxed) != n + 1)
 		return -1; /* rewritten meanwhile */
-	return check == checksum(v->secret, key, n, out) ? 1 : -1;
+	if (check != checksum(v->secret, key, n, out))
+		return -1;
+	if (check_out != NULL)
+		*check_out = check;
+	return 1;
 }
 
-static void write_entry(const struct cp_view *v, struct cp_entry *e, unsigned key, uint64_t n, const struct cp_value *val);
+static void write_entry(struct cp_entry *e, uint64_t n, const struct cp_value *val, uint64_t check);
 
-static void publish(const struct cp_view *v, struct cp_page *p, unsigned key, uint64_t n, const struct cp_value *val)
+/* Publishes entry n in page p; returns its checksum (also the value's
+ * term of the sum: cp_sum_term). */
+static uint64_t publish(const struct cp_view *v, struct cp_page *p, unsigned key, uint64_t n, const struct cp_value *val)
 {
-	write_entry(v, &p->ring[key][n % CP_RING], key, n, val);
+	uint64_t check = checksum(v->secret, key, n, val);
+	write_entry(&p->ring[key][n % CP_RING], n, val, check);
+	return check;
 }
 
-static void write_entry(const struct cp_view *v, struct cp_entry *e, unsigned key, uint64_t n, const struct cp_value *val)
+/* check: the value's checksum for entry n (checksum()). */
+static void write_entry(struct cp_entry *e, uint64_t n, const struct cp_value *val, uint64_t check)
 {
 	/* Being written: readers see "not yet" (and in diehard's page, a
 	 * takeover still under way), never a torn entry. */
@@ -156,7 +174,7 @@ static void write_entry(const struct cp_view *v, struct cp_entry *e, unsigned ke
 	atomic_store_explicit(&e->b, val->b, memory_order_relaxed);
 	atomic_store_explicit(&e->c, val->c, memory_order_relaxed);
 	atomic_store_explicit(&e->d, val->d, memory_order_relaxed);
-	atomic_store_explicit(&e->check, checksum(v->secret, key, n, val), memory_order_relaxed);
+	atomic_store_explicit(&e->check, check, memory_order_relaxed);
 	atomic_store_explicit(&e->tag, n + 1, memory_order_seq_cst);
 }
 
@@ -182,7 +200,7 @@ int cp_published(const struct cp_view *v, unsigned key, uint64_t n, struct cp_va
 	int h = holder(v, c, n);
 	if (h < 0)
 		return h == -1 ? 0 : -1;
-	int r = entry_in(v, v->pages[h], key, n, out);
+	int r = entry_in(v, v->pages[h], key, n, out, NULL);
 	if (r == 1)
 		*by = (unsigned)h;
 	return r;
@@ -196,7 +214,7 @@ static int dh_state(const struct cp_view *v, unsigned key, uint64_t n, struct cp
 	uint64_t tag = atomic_load_explicit(&dh->ring[key][n % CP_RING].tag, memory_order_seq_cst);
 	if (tag == (PENDING | (n + 1)))
 		return 2;
-	return tag == n + 1 && entry_in(v, dh, key, n, out) == 1 ? 1 : 0;
+	return tag == n + 1 && entry_in(v, dh, key, n, out, NULL) == 1 ? 1 : 0;
 }
 
 /* Diehard's value of entry n, once it has taken the entry over: true and
@@ -221,13 +239,13 @@ static bool find_anywhere(const struct cp_view *v, unsigned key, uint64_t n, str
 {
 	for (unsigned i = 0; i <= v->nslots; i++) {
 		unsigned j = i == 0 ? v->nslots : i - 1;
-		if (entry_in(v, v->pages[j], key, n, out) == 1) {
+		if (entry_in(v, v->pages[j], key, n, out, NULL) == 1) {
 			*by = j;
 			return true;
 		}
 	}
 	for (unsigned j = 0; j < v->nslots; j++)
-		if (v->pages[j] != NULL && entry_at(v, &v->pages[j]->copy[key][n % CP_RING], key, n, out) == 1) {
+		if (v->pages[j] != NULL && entry_at(v, &v->pages[j]->copy[key][n % CP_RING], key, n, out, NULL) == 1) {
 			*by = j;
 			return true;
 		}
@@ -253,13 +271,13 @@ static bool mark_ours(_Atomic uint64_t *tag, uint64_t n, uint64_t newest_ok, uin
  * entry a ring ago must not write over this copy later, since diehard may
  * need it (the leader's page damaged). false: the position is taken (such
  * a thread is still copying, or we are the late one): fall back. */
-static bool witness(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, const struct cp_value *val)
+static bool witness(struct cp_page *own, unsigned key, uint64_t n, const struct cp_value *val, uint64_t check)
 {
 	struct cp_entry *e = &own->copy[key][n % CP_RING];
 	uint64_t was;
 	if (!mark_ours(&e->tag, n, n + 1, &was)) /* our own earlier copy of n may be redone */
 		return false;
-	write_entry(v, e, key, n, val);
+	write_entry(e, n, val, check);
 	return true;
 }
 
@@ -269,8 +287,10 @@ static bool witness(const struct cp_view *v, struct cp_page *own, unsigned key, 
  * n (its own entry gone from the ring: the reader was descheduled for a
  * ring of entries), that value may not be ours: fall back, diehard answers
  * from the log; else (a damaged claim) ours stands, since whoever settles n
- * later finds it in our page. 1 settled, -1 fall back. */
-static int after_change(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, struct cp_value *out)
+ * later finds it in our page. 1 settled, -1 fall back. *check: the
+ * checksum of *out, kept or replaced along with it. */
+static int after_change(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, struct cp_value *out,
+			uint64_t *check)
 {
 	struct cp_value d;
 	int s = dh_state(v, key, n, &d);
@@ -284,27 +304,29 @@ static int after_change(const struct cp_view *v, struct cp_page *own, unsigned k
 	if (s == 2 && !await_dh(v, key, n, &d))
 		return -1;
 	*out = d;
-	return witness(v, own, key, n, out) ? 1 : -1;
+	*check = checksum(v->secret, key, n, out);
+	return witness(own, key, n, out, *check) ? 1 : -1;
 }
 
 /* The fast path's follower: entry n as claim c names it; 1 settled (*out,
  * copied into our own page), 0 wait, -1 fall back. The copy is written
  * before the claim is looked at again: diehard, taking the claim over,
- * looks for copies only after, so it finds this one or we see its claim. */
+ * looks for copies only after, so it finds this one or we see its claim.
+ * *check: the checksum of *out. */
 static int follow(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, uint64_t c,
-		  struct cp_value *out)
+		  struct cp_value *out, uint64_t *check)
 {
 	int h = holder(v, c, n);
 	if (h < 0)
 		return -1;
-	int r = entry_in(v, v->pages[h], key, n, out);
+	int r = entry_in(v, v->pages[h], key, n, out, check);
 	if (r != 1)
 		return r;
-	if (h != (int)v->self && !witness(v, own, key, n, out))
+	if (h != (int)v->self && !witness(own, key, n, out, *check))
 		return -1;
 	if (atomic_load_explicit(&v->claims->claim[key][n % CP_RING], memory_order_seq_cst) == c)
 		return 1;
-	return after_change(v, own, key, n, out);
+	return after_change(v, own, key, n, out, check);
 }
 
 /* Whether every pacing slot but ours has reached entry n - CP_RING
@@ -341,11 +363,12 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 	*index = n;
 	_Atomic uint64_t *claim = &v->claims->claim[key][n % CP_RING];
 	enum cp_outcome outcome = CP_FALLBACK;
+	uint64_t term = 0; /* the checksum of *out: its term of the sum */
 	for (unsigned spin = 0; spin < CP_SPINS; spin++) {
 		uint64_t c = atomic_load_explicit(claim, memory_order_seq_cst);
 		int h = holder(v, c, n);
 		if (h >= 0) {
-			int r = follow(v, own, key, n, c, out);
+			int r = follow(v, own, key, n, c, out, &term);
 			if (r < 0)
 				return CP_FALLBACK;
 			if (r > 0) {
@@ -384,7 +407,8 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 		 * only another value (a zeroed one, say) is looked into. */
 		bool sound = n >= CP_RING && c >> 8 == n + 1 - CP_RING;
 		if (!sound && find_anywhere(v, key, n, out, &by)) {
-			if (by != v->self && !witness(v, own, key, n, out))
+			term = checksum(v->secret, key, n, out);
+			if (by != v->self && !witness(own, key, n, out, term))
 				return CP_FALLBACK;
 			/* What was found may be a leader's value that diehard
 			 * has since overruled (it took the claim over before
@@ -394,7 +418,7 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 			 * as for a leader (after_change). */
 			if (atomic_load_explicit(claim, memory_order_seq_cst) != c)
 				continue;
-			if (after_change(v, own, key, n, out) < 0)
+			if (after_change(v, own, key, n, out, &term) < 0)
 				return CP_FALLBACK;
 			outcome = CP_FOLLOWED;
 			break;
@@ -420,10 +444,10 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 		}
 		if (n > 0 && cp_monotonic(key) && less(out, &prev))
 			*out = prev;
-		publish(v, own, key, n, out);
+		term = publish(v, own, key, n, out);
 		outcome = CP_LED;
 		if (atomic_load_explicit(claim, memory_order_seq_cst) != mine) {
-			if (after_change(v, own, key, n, out) < 0)
+			if (after_change(v, own, key, n, out, &term) < 0)
 				return CP_FALLBACK;
 			outcome = CP_FOLLOWED;
 		}
@@ -431,7 +455,7 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 	}
 	if (outcome == CP_FALLBACK)
 		return CP_FALLBACK;
-	atomic_fetch_add_explicit(&own->sum[key], cp_sum_term(key, n, out), memory_order_relaxed);
+	atomic_fetch_add_explicit(&own->sum[key], term, memory_order_relaxed);
 	return outcome;
 }
 
@@ -465,7 +489,7 @@ static int settle_one(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *r
 	for (;;) {
 		uint64_t c = atomic_load_explicit(claim, memory_order_seq_cst);
 		int h = holder(v, c, n);
-		if (h >= 0 && h != (int)v->nslots && entry_in(v, v->pages[h], key, n, out) == 1)
+		if (h >= 0 && h != (int)v->nslots && entry_in(v, v->pages[h], key, n, out, NULL) == 1)
 			break; /* published: it stands */
 		if (!atomic_compare_exchange_strong_explicit(claim, &c, mine, memory_order_seq_cst,
 							     memory_order_seq_cst))

@@ -51,7 +51,9 @@
 #define CP_KEYS 14u          /* clock ids 0..11, then gettimeofday, time */
 #define CP_KEY_GETTIMEOFDAY 12u
 #define CP_KEY_TIME 13u
-#define CP_RING 1024u        /* entries a page keeps per key */
+#define CP_RING 1024u        /* entries a page keeps per key: a reader a ring
+				ahead of diehard's harvest asks diehard, so a
+				round trip per CP_RING reads of a busy clock */
 #define CP_MAX_SLOTS 62u     /* replica slots; diehard's page is the next */
 #define CP_SPINS 2048u       /* checks of a claimed, unpublished entry before falling back */
 #define CP_MAGIC 0x6368646c6f636b31ULL /* "1kcolcdh" */
@@ -127,9 +129,11 @@ bool cp_monotonic(unsigned key);
 /* Sets up a fresh (zeroed) page of slot. */
 void cp_page_init(struct cp_page *p, unsigned slot, unsigned nslots);
 
-/* Diehard, once the process in a page's slot is gone: drops the marks its
- * threads left on entries and copies they never finished, so that the
- * slot's next process can lead and copy at those ring positions. */
+/* Diehard, once the process in a page's slot is gone (before its counts
+ * are reset): drops the marks its threads left on entries and copies they
+ * never finished, so that the slot's next process can lead and copy at
+ * those ring positions. Only positions below the slot's counts are looked
+ * at (nothing else was written; the rest of the page stays unallocated). */
 void cp_page_forget(struct cp_page *p);
 
 /* Whether leaders must make the system call for a real read (diehard's
@@ -176,7 +180,7 @@ int cp_published(const struct cp_view *v, unsigned key, uint64_t n, struct cp_va
 
 /* What a consumed value adds to a page's sum: order-independent over the
  * reads of a key, so slots that consumed the same entries have equal sums
- * at equal counts. */
-uint64_t cp_sum_term(unsigned key, uint64_t n, const struct cp_value *value);
+ * at equal counts. The entry's checksum, which a read has at hand. */
+uint64_t cp_sum_term(const struct cp_view *v, unsigned key, uint64_t n, const struct cp_value *value);
 
 #endif

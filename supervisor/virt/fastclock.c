@@ -295,7 +295,7 @@ uint64_t fastclock_forged(struct fastclock *F)
 
 void fastclock_add_sum(struct fastclock *F, unsigned i, unsigned key, uint64_t n, const struct cp_value *v)
 {
-	atomic_fetch_add(&F->view.pages[i]->sum[key], cp_sum_term(key, n, v));
+	atomic_fetch_add(&F->view.pages[i]->sum[key], cp_sum_term(&F->view, key, n, v));
 }
 
 uint64_t fastclock_count(const struct fastclock *F, unsigned i, unsigned key)
@@ -311,11 +311,11 @@ uint64_t fastclock_sum(const struct fastclock *F, unsigned i, unsigned key)
 void fastclock_reset(struct fastclock *F, unsigned i)
 {
 	struct cp_page *p = F->view.pages[i];
+	cp_page_forget(p);
 	for (unsigned k = 0; k < CP_KEYS; k++) {
 		atomic_store(&p->count[k], 0);
 		atomic_store(&p->sum[k], 0);
 	}
-	cp_page_forget(p);
 	atomic_fetch_and(&dh_page(F)->off, ~(1ull << i));
 	atomic_fetch_and(&dh_page(F)->pace, ~(1ull << i));
 }
