@@ -51,7 +51,7 @@
 #define CP_KEYS 14u          /* clock ids 0..11, then gettimeofday, time */
 #define CP_KEY_GETTIMEOFDAY 12u
 #define CP_KEY_TIME 13u
-#define CP_RING 1024u        /* entries a page keeps per key: a reader a ring
+#define CP_RING 8192u        /* entries a page keeps per key: a reader a ring
 				ahead of diehard's harvest asks diehard, so a
 				round trip per CP_RING reads of a busy clock */
 #define CP_MAX_SLOTS 62u     /* replica slots; diehard's page is the next */
