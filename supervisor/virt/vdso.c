@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -181,15 +182,46 @@ void vdso_jump_to(const char *allocator)
 	ours_ino = st.st_ino;
 }
 
-/* Where libdiehard.so starts in process pid (its mapping at file offset
- * 0), or 0 when it is not loaded there. */
-static uint64_t ours_in(pid_t pid)
+/* PROCMAP_QUERY (Linux 6.11, uapi/linux/fs.h; defined here for older
+ * headers): one mapping of a /proc/PID/maps descriptor, by address. */
+struct maps_query {
+	uint64_t size, flags, addr;
+	uint64_t start, end, vma_flags, page_size, offset, inode;
+	uint32_t dev_major, dev_minor, name_size, build_id_size;
+	uint64_t name_addr, build_id_addr;
+};
+#define MAPS_QUERY _IOWR('f', 17, struct maps_query)
+#define QUERY_COVERING_OR_NEXT 0x10
+#define QUERY_FILE_BACKED 0x20
+/* Mappings looked at from each guess below the hint before the next. */
+#define QUERY_NEAR 8
+
+/* The mapping of our library at file offset 0 among the file-backed
+ * mappings from addr up, looking at most at max of them (0: all): its
+ * start, 0 when not found, or -1 when the kernel has no PROCMAP_QUERY. */
+static int64_t query_from(int fd, uint64_t addr, uint64_t stop, unsigned max)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (f == NULL)
+	for (unsigned i = 0; max == 0 || i < max; i++) {
+		struct maps_query q = { .size = sizeof q, .flags = QUERY_COVERING_OR_NEXT | QUERY_FILE_BACKED, .addr = addr };
+		if (ioctl(fd, MAPS_QUERY, &q) != 0)
+			return errno == ENOENT ? 0 : -1;
+		if (q.offset == 0 && q.inode == (uint64_t)ours_ino && makedev(q.dev_major, q.dev_minor) == ours_dev)
+			return (int64_t)q.start;
+		if (q.end <= addr || q.start >= stop)
+			return 0;
+		addr = q.end;
+	}
+	return 0;
+}
+
+/* The same from the text of /proc/PID/maps, for kernels before 6.11. */
+static uint64_t parse_maps(int fd)
+{
+	FILE *f = fdopen(fd, "r");
+	if (f == NULL) {
+		close(fd);
 		return 0;
+	}
 	char line[4096];
 	uint64_t base = 0;
 	while (base == 0 && fgets(line, sizeof line, f) != NULL) {
@@ -201,6 +233,31 @@ static uint64_t ours_in(pid_t pid)
 	}
 	fclose(f);
 	return base;
+}
+
+/* Where libdiehard.so starts in process pid (its mapping at file offset
+ * 0), or 0 when it is not loaded there. near: an address in the dynamic
+ * loader, which maps the preloaded library first, just below itself: the
+ * few mappings from a little below it are asked about first. */
+static uint64_t ours_in(pid_t pid, uint64_t near)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	/* 1, 8, 64 MiB below: the library (some 200 KiB) usually sits
+	 * between the loader and libc (2 MiB), a few mappings up from the
+	 * first guess; else every file-backed mapping from the bottom. */
+	int64_t base = 0;
+	for (unsigned shift = 20; base == 0 && shift <= 26 && near > (uint64_t)1 << shift; shift += 3)
+		base = query_from(fd, near - ((uint64_t)1 << shift), near, QUERY_NEAR);
+	if (base == 0)
+		base = query_from(fd, 0, UINT64_MAX, 0);
+	if (base < 0)
+		return parse_maps(fd); /* closes fd */
+	close(fd);
+	return (uint64_t)base;
 }
 
 /* Target t's bytes for a process whose libdiehard.so starts at lib (0:
@@ -280,11 +337,11 @@ bool vdso_real_fallback(pid_t tid, uint64_t ip)
 	return false;
 }
 
-int vdso_patch(int mem, uint64_t base, pid_t pid, bool jump)
+int vdso_patch(int mem, uint64_t base, pid_t pid, bool jump, uint64_t near)
 {
 	if (!have_targets || base == 0)
 		return 0;
-	uint64_t lib = jump && have_ours ? ours_in(pid) : 0;
+	uint64_t lib = jump && have_ours ? ours_in(pid, near) : 0;
 	/* Already patched (a later arch_prctl of the same image, a thread, a
 	 * forked child): nothing to do. The first target is written last, so
 	 * it being patched means all are. */

@@ -59,9 +59,11 @@ bool vdso_real_fallback(pid_t tid, uint64_t ip);
 
 /* Patches the vDSO at base of process pid through mem, an open
  * /proc/PID/mem: jumps into the allocator if jump and it is loaded there
- * (vdso_jump_to), else system calls. 1 when it did (so this is a new
+ * (vdso_jump_to), else system calls; near: the address the process
+ * made its arch_prctl from (the dynamic loader's, usually: the library is
+ * looked for just below it first). 1 when it did (so this is a new
  * program image), 0 when there was nothing to do (no vDSO, or already
  * patched), or -errno. */
-int vdso_patch(int mem, uint64_t base, pid_t pid, bool jump);
+int vdso_patch(int mem, uint64_t base, pid_t pid, bool jump, uint64_t near);
 
 #endif

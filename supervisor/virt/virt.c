@@ -889,7 +889,7 @@ static enum answer on_arch_prctl(struct vreplica *vr, const struct seccomp_notif
 		return DROP;
 	}
 	if (err == 0)
-		err = vdso_patch(mem, base, tid, vr->V->fast != NULL);
+		err = vdso_patch(mem, base, tid, vr->V->fast != NULL, req->data.instruction_pointer);
 	if (err < 0) {
 		vr->unvirtualized++;
 		if (!vr->V->vdso_warned) {
