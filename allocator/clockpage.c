@@ -81,6 +81,9 @@ void cp_page_forget(struct cp_page *p)
 		 * is too low leaves marks behind: leads there fall back). */
 		uint64_t count = atomic_load_explicit(&p->count[k], memory_order_relaxed);
 		unsigned used = count < CP_RING ? (unsigned)count : CP_RING;
+		unsigned marked = count < CP_DONE ? (unsigned)count : CP_DONE;
+		for (unsigned i = 0; i < marked; i++)
+			atomic_store_explicit(&p->done[k][i], 0, memory_order_relaxed);
 		for (unsigned i = 0; i < used; i++) {
 			_Atomic uint64_t *tags[2] = { &p->ring[k][i].tag, &p->copy[k][i].tag };
 			for (unsigned t = 0; t < 2; t++)
@@ -88,6 +91,20 @@ void cp_page_forget(struct cp_page *p)
 					atomic_store_explicit(tags[t], 0, memory_order_relaxed);
 		}
 	}
+}
+
+void cp_done(struct cp_page *p, unsigned key, uint64_t n)
+{
+	_Atomic uint64_t *d = &p->done[key][n % CP_DONE];
+	if (atomic_load_explicit(d, memory_order_relaxed) < n + 1)
+		atomic_store_explicit(d, n + 1, memory_order_release);
+}
+
+uint64_t cp_floor(const struct cp_page *p, unsigned key, uint64_t floor, uint64_t count)
+{
+	while (floor < count && atomic_load_explicit(&p->done[key][floor % CP_DONE], memory_order_acquire) == floor + 1)
+		floor++;
+	return floor;
 }
 
 static uint64_t mix(uint64_t h, uint64_t x)
@@ -456,6 +473,7 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 	if (outcome == CP_FALLBACK)
 		return CP_FALLBACK;
 	atomic_fetch_add_explicit(&own->sum[key], term, memory_order_relaxed);
+	cp_done(own, key, n);
 	return outcome;
 }
 

@@ -54,6 +54,7 @@
 #define CP_RING 8192u        /* entries a page keeps per key: a reader a ring
 				ahead of diehard's harvest asks diehard, so a
 				round trip per CP_RING reads of a busy clock */
+#define CP_DONE (4u * CP_RING) /* completion marks a page keeps per key */
 #define CP_MAX_SLOTS 62u     /* replica slots; diehard's page is the next */
 #define CP_SPINS 2048u       /* checks of a claimed, unpublished entry before falling back */
 #define CP_MAGIC 0x6368646c6f636b31ULL /* "1kcolcdh" */
@@ -94,6 +95,14 @@ struct cp_page {
 	/* Entries it took from others, copied (best effort: positions apart
 	 * from ring's, so a copy never overwrites an entry it led). */
 	struct cp_entry copy[CP_KEYS][CP_RING];
+	/* Completion marks: done[k][n % CP_DONE] = n + 1 once the slot's read
+	 * n of key k has its value, whether the replica settled it or diehard
+	 * answered it (cp_done). A thread of the slot may be held up between
+	 * taking n and settling it while its siblings read on, a ring and
+	 * more: diehard keeps entries in its log from the slot's first read
+	 * not marked (cp_floor), not from a distance behind its count, so that
+	 * a late fallback still finds its entry. */
+	_Atomic uint64_t done[CP_KEYS][CP_DONE];
 };
 
 struct cp_claims {
@@ -132,7 +141,8 @@ void cp_page_init(struct cp_page *p, unsigned slot, unsigned nslots);
 /* Diehard, once the process in a page's slot is gone (before its counts
  * are reset): drops the marks its threads left on entries and copies they
  * never finished, so that the slot's next process can lead and copy at
- * those ring positions. Only positions below the slot's counts are looked
+ * those ring positions, and the completion marks, so that its reads from
+ * 0 can be marked again. Only positions below the slot's counts are looked
  * at (nothing else was written; the rest of the page stays unallocated). */
 void cp_page_forget(struct cp_page *p);
 
@@ -157,6 +167,18 @@ enum cp_outcome {
 /* The participant's next read of key (cp_served). */
 enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void *arg, struct cp_value *out,
 			uint64_t *index);
+
+/* Marks the slot's read n of key done (p: the slot's page), as cp_read
+ * does for the reads it settles (diehard marks those it answers itself,
+ * over anything). A later read's mark already at the position stays (the
+ * slot's first read not done then stays n: diehard's log keeps more, never
+ * less). */
+void cp_done(struct cp_page *p, unsigned key, uint64_t n);
+
+/* Diehard's side: the slot's first read of key not done, looking from
+ * floor (the last answer) up to count (the slot's count): no thread of the
+ * slot will ask diehard for an entry below it. */
+uint64_t cp_floor(const struct cp_page *p, unsigned key, uint64_t floor, uint64_t count);
 
 /* Diehard's side: what it keeps of an entry (its nondeterminism log), in
  * order: entry n of key, led by slot by (nslots: diehard). */

@@ -24,6 +24,7 @@
 #include "clockpage.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -160,9 +161,9 @@ __asm__(".pushsection .text\n"
 	".popsection\n");
 long dh_vdso_real(clockid_t id, struct timespec *ts);
 
-/* Whether the trampoline is there (an -ENOSYS from it says not: a clock
- * id it is used for cannot fail that way). */
-static bool no_vdso_real;
+/* Set once the trampoline said it is not there (-ENOSYS: a clock id it is
+ * used for cannot fail that way); any thread may set it. */
+static _Atomic bool no_vdso_real;
 
 /* Clock ids the vDSO reads without a system call while its clock source
  * is one it can read (x86-64's vDSO: the high-resolution ones, the
@@ -179,11 +180,12 @@ static bool vdso_reads(clockid_t id)
  * system call with the marker the filter lets through unnotified. */
 static long real_clock_gettime(clockid_t id, struct timespec *ts)
 {
-	if (vdso_reads(id) && !no_vdso_real && !cp_real_by_syscall(&view)) {
+	if (vdso_reads(id) && !atomic_load_explicit(&no_vdso_real, memory_order_relaxed) &&
+	    !cp_real_by_syscall(&view)) {
 		long r = dh_vdso_real(id, ts);
 		if (r != -ENOSYS)
 			return r;
-		no_vdso_real = true;
+		atomic_store_explicit(&no_vdso_real, true, memory_order_relaxed);
 	}
 	return raw(SYS_clock_gettime, id, (long)ts, (long)mark_real, 0);
 }

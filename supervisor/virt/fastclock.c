@@ -57,6 +57,7 @@ struct fastclock {
 	uint64_t forged;                /* slots whose entries failed the bounds */
 	unsigned forged_key[CP_MAX_SLOTS];
 	uint64_t forged_n[CP_MAX_SLOTS]; /* the first such entry of each */
+	uint64_t floor[CP_MAX_SLOTS][CP_KEYS]; /* each slot's first read not done (cp_floor) */
 	char env[256];
 };
 
@@ -312,6 +313,8 @@ void fastclock_reset(struct fastclock *F, unsigned i)
 {
 	struct cp_page *p = F->view.pages[i];
 	cp_page_forget(p);
+	for (unsigned k = 0; k < CP_KEYS; k++)
+		F->floor[i][k] = 0;
 	for (unsigned k = 0; k < CP_KEYS; k++) {
 		atomic_store(&p->count[k], 0);
 		atomic_store(&p->sum[k], 0);
@@ -332,6 +335,24 @@ void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key)
 	uint64_t c = atomic_load(count);
 	while ((c < front || fastclock_too_far(F, key, c)) && !atomic_compare_exchange_weak(count, &c, front))
 		;
+	/* The reads it skipped are never made: none will ask. (One of its
+	 * threads still in a read below may: its entry is then kept only
+	 * while another slot still needs it.) */
+	if (F->floor[i][key] < front)
+		F->floor[i][key] = front;
+}
+
+void fastclock_done(struct fastclock *F, unsigned i, unsigned key, uint64_t n)
+{
+	/* Over whatever is there (unlike cp_done): a page the replica wrote
+	 * garbage over gets sound marks again as its reads are answered. */
+	atomic_store(&F->view.pages[i]->done[key][n % CP_DONE], n + 1);
+}
+
+uint64_t fastclock_floor(struct fastclock *F, unsigned i, unsigned key, uint64_t count)
+{
+	F->floor[i][key] = cp_floor(F->view.pages[i], key, F->floor[i][key], count);
+	return F->floor[i][key];
 }
 
 void fastclock_pace(struct fastclock *F, uint64_t live)

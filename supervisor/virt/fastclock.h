@@ -97,6 +97,12 @@ void fastclock_reset(struct fastclock *F, unsigned i);
  * (a damaged count, too far ahead, comes back to it too). */
 void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key);
 
+/* Slot i's read n of key is answered (cp_done); the slot's first read of
+ * key not yet done, below count (its count): the log keeps the entries
+ * from there for it (cp_floor). */
+void fastclock_done(struct fastclock *F, unsigned i, unsigned key, uint64_t n);
+uint64_t fastclock_floor(struct fastclock *F, unsigned i, unsigned key, uint64_t count);
+
 /* The slots that pace the others (clockpage.h): of live (a bit per
  * slot: in the vote, not exited), those the path is on for whose counts
  * keep up with the log. */

@@ -445,7 +445,7 @@ static void fast_harvest(struct virt *V)
 			for (unsigned i = 0; i < V->S->nslots; i++) {
 				uint64_t c = fastclock_count(V->fast, i, fk);
 				if (V->r[i].used)
-					ndlog_seek(V->log, i, log_key(fk), c > CP_RING ? c - CP_RING : 0);
+					ndlog_seek(V->log, i, log_key(fk), fastclock_floor(V->fast, i, fk, c));
 			}
 }
 
@@ -501,6 +501,9 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 	}
 	fast_harvest(V);
 	int outcome = ND_FOLLOW;
+	/* Whatever the answer, this read of the slot's is done with: it
+	 * will not ask again (the log need not keep its entry for it). */
+	fastclock_done(F, vr->index, fk, n);
 	if (vr->fast_lost >> fk & 1) {
 		*index = n;
 		real(req, v);
@@ -522,6 +525,7 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 			fastclock_to_front(F, vr->index, fk);
 			V->clock_resyncs++;
 			n = fastclock_index(F, vr->index, fk, NULL);
+			fastclock_done(F, vr->index, fk, n);
 		}
 	}
 	if (n >= fastclock_harvested(F, fk)) {

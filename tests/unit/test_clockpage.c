@@ -345,6 +345,45 @@ int main(void)
 	      "a leader held up while diehard takes its entry over and its slot reads a ring on: its late publish "
 	      "changes no value (%d differ from diehard's log)", stale);
 
+	/* Completion marks: the slot's first read not done is where diehard's
+	 * log must keep entries from; a read held up while its siblings read
+	 * on holds it there; a later read's mark at its position is not
+	 * overwritten by the late one (the floor stays: the log keeps more);
+	 * forgetting the page clears the marks for its next process. */
+	setup();
+	{
+		for (uint64_t i = 0; i < 10; i++)
+			if (i != 3)
+				cp_done(pages[0], 1, i);
+		uint64_t f = cp_floor(pages[0], 1, 0, 10);
+		CHECK(f == 3, "reads 0-9 done but 3: the floor is 3 (%lu)", (unsigned long)f);
+		CHECK(cp_floor(pages[0], 1, 0, 2) == 2, "never past the count");
+		cp_done(pages[0], 1, 3);
+		f = cp_floor(pages[0], 1, f, 10);
+		CHECK(f == 10, "read 3 done: the floor moves on to the count (%lu)", (unsigned long)f);
+		cp_done(pages[0], 1, 10 + CP_DONE);
+		cp_done(pages[0], 1, 10);
+		CHECK(cp_floor(pages[0], 1, 10, 11 + CP_DONE) == 10,
+		      "a late mark under a later read's at the same position: the floor stays");
+		cp_done(pages[0], 2, 0);
+		CHECK(cp_floor(pages[0], 2, 0, 1) == 1, "keys apart");
+		atomic_store(&pages[0]->count[1], 11 + CP_DONE);
+		atomic_store(&pages[0]->count[2], 1);
+		cp_page_forget(pages[0]);
+		atomic_store(&pages[0]->count[1], 0);
+		atomic_store(&pages[0]->count[2], 0);
+		cp_done(pages[0], 1, 0);
+		CHECK(cp_floor(pages[0], 1, 0, 1) == 1 && atomic_load(&pages[0]->done[2][0]) == 0,
+		      "forgotten: the next process's read 0 is marked again");
+		/* cp_read marks what it settles. */
+		struct cp_value cv;
+		uint64_t cn;
+		atomic_store(&pages[1]->count[1], 0);
+		CHECK(cp_read(&views[1], 1, real, NULL, &cv, &cn) == CP_LED && cn == 0 &&
+		      cp_floor(pages[1], 1, 0, 1) == 1, "a read led in the replica is marked done");
+	}
+	teardown();
+
 	/* Off: every read the usual way, no index taken. */
 	setup();
 	atomic_store(&pages[K]->off, 1ull << 2);
