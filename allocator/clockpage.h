@@ -101,7 +101,9 @@ struct cp_page {
 	 * taking n and settling it while its siblings read on, a ring and
 	 * more: diehard keeps entries in its log from the slot's first read
 	 * not marked (cp_floor), not from a distance behind its count, so that
-	 * a late fallback still finds its entry. */
+	 * a late fallback still finds its entry. A read that never completes
+	 * (its process killed inside it, while another of the slot's goes on)
+	 * holds the floor: the log then grows to its cap (--call-log). */
 	_Atomic uint64_t done[CP_KEYS][CP_DONE];
 };
 

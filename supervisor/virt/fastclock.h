@@ -26,8 +26,10 @@
 
 struct fastclock;
 
-/* The least --call-log the fast path runs with: a fallback may ask for an
- * entry up to a ring behind its slot's count, which the log must keep. */
+/* The least --call-log the fast path runs with: the log keeps every entry
+ * from the first read of each slot not yet done (a thread held up inside
+ * a read, its siblings reading on: a ring or more behind their count), and
+ * a cap below a few rings would drop what such a read still asks for. */
 #define FASTCLOCK_MIN_LOG (4 * CP_RING)
 
 /* The fd number a replica finds the region at (spawn.c puts it there). */

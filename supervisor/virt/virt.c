@@ -1059,8 +1059,8 @@ struct virt *virt_new(struct sup *S)
 	if (vdso_init() != 0)
 		log_event("no vDSO clock entry points found: clock calls enter the kernel as they are");
 	else if (S->o->fast_clocks && rp == NULL && S->o->call_log < FASTCLOCK_MIN_LOG)
-		log_event("fast clock reads: not with --call-log under %u (a read may ask for an entry up to "
-			  "two rings back): every clock read is notified", FASTCLOCK_MIN_LOG);
+		log_event("fast clock reads: not with --call-log under %u (a read may ask for an entry rings "
+			  "back): every clock read is notified", FASTCLOCK_MIN_LOG);
 	else if (S->o->fast_clocks && rp == NULL)
 		V->fast = fastclock_new(S->nslots);
 	if (V->fast != NULL) {
