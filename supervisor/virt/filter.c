@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "prologue.h"
 
 /* Every call the supervisor answers (virt.c says how). */
 static const int notified[] = {
@@ -107,15 +108,10 @@ static int syscall_sites(const char *name, const char *version, uint32_t *sites,
 	if (fn == NULL || dladdr1(fn, &info, (void **)&sym, RTLD_DL_SYMENT) == 0 || sym == NULL ||
 	    sym->st_size < 2 || sym->st_size > 4096)
 		return 0;
-	const uint8_t *code = fn;
-	int n = 0;
-	for (size_t i = 0; i + 1 < sym->st_size; i++) {
-		if (code[i] != 0x0f || code[i + 1] != 0x05)
-			continue;
-		if (n == max)
-			return -1;
-		sites[n++] = (uint32_t)(((uintptr_t)code + i + 2) & 0xfff);
-	}
+	size_t at[MAX_SITES];
+	int n = prologue_syscalls(fn, sym->st_size, at, max < MAX_SITES ? max : MAX_SITES);
+	for (int i = 0; i < n; i++)
+		sites[i] = (uint32_t)(((uintptr_t)fn + at[i]) & 0xfff);
 	return n;
 }
 

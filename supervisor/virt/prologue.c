@@ -53,6 +53,19 @@ static size_t one(const uint8_t *code, size_t avail)
 	return avail >= rex + 2 + imm ? rex + 2 + imm : 0;
 }
 
+int prologue_syscalls(const uint8_t *code, size_t len, size_t *at, int max)
+{
+	int n = 0;
+	for (size_t i = 0; i + 2 <= len; i++) {
+		if (code[i] != 0x0f || code[i + 1] != 0x05)
+			continue;
+		if (n == max)
+			return -1;
+		at[n++] = i + 2;
+	}
+	return n;
+}
+
 size_t prologue_span(const uint8_t *code, size_t avail, size_t need)
 {
 	size_t at = 0;

@@ -1,4 +1,5 @@
-/* prologue.h — how many of a function's first bytes may run elsewhere.
+/* prologue.h — machine code read from our own process: how many of a
+ * function's first bytes may run elsewhere, and where its system calls are.
  *
  * The fast clock path's leaders read the real clock with the vDSO's own
  * clock_gettime (vdso.h), whose entry point diehard has overwritten with a
@@ -21,5 +22,11 @@
 /* The smallest n >= need such that code's first n bytes (of avail) are
  * whole instructions of that kind; 0 if there is none. */
 size_t prologue_span(const uint8_t *code, size_t avail, size_t need);
+
+/* The offsets just past each system call instruction (the bytes 0f 05,
+ * wherever they lie: a pair inside a longer instruction counts too, which
+ * callers take as a site too many, never one too few) in code's len
+ * bytes, into at: how many, or -1 when there are more than max. */
+int prologue_syscalls(const uint8_t *code, size_t len, size_t *at, int max);
 
 #endif

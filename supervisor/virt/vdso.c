@@ -100,13 +100,18 @@ static void find_real(const uint8_t *img, size_t size)
 	size_t span = prologue_span(code, t->size, JUMP_BYTES);
 	if (span == 0 || span > sizeof displaced)
 		return;
+	/* A site too many only costs a look at the caller's auxv; one
+	 * missed would be taken for an ordinary read: more than we keep, no
+	 * trampoline. */
+	size_t at[MAX_SITES];
+	int n = prologue_syscalls(code + span, t->size - span, at, MAX_SITES);
+	if (n < 0)
+		return;
+	for (int i = 0; i < n; i++)
+		sites[i] = t->offset + span + at[i];
+	nsites = (size_t)n;
 	memcpy(displaced, code, span);
 	displaced_len = span;
-	/* Every 0f 05 pair counts, even one inside a longer instruction: a
-	 * site too many only costs a look at the caller's auxv. */
-	for (size_t i = span; i + 2 <= t->size && nsites < MAX_SITES; i++)
-		if (code[i] == 0x0f && code[i + 1] == 0x05)
-			sites[nsites++] = t->offset + i + 2;
 }
 
 int vdso_init(void)

@@ -4,7 +4,7 @@
  * reaching the jump's 12 bytes; an operand relative to the instruction
  * pointer (the vDSO's gettimeofday), a memory operand, a branch, a call, a
  * ret, or bytes that end mid-instruction give 0; no read past the bytes
- * given. */
+ * given. And where a function's system calls are. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +20,18 @@ static size_t span_of(const uint8_t *bytes, size_t len, size_t need)
 		return (size_t)-1;
 	memcpy(copy, bytes, len);
 	size_t r = prologue_span(copy, len, need);
+	free(copy);
+	return r;
+}
+
+/* prologue_syscalls on the bytes in a buffer of exactly their size. */
+static int span_calls(const uint8_t *bytes, size_t len, size_t *at, int max)
+{
+	uint8_t *copy = malloc(len);
+	if (copy == NULL)
+		return -2;
+	memcpy(copy, bytes, len);
+	int r = prologue_syscalls(copy, len, at, max);
 	free(copy);
 	return r;
 }
@@ -74,5 +86,16 @@ int main(void)
 	for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++)
 		CHECK(span_of(cut[i], cut_len[i], 1) == 0, "cut short (%zu bytes, first %02x): 0", cut_len[i], cut[i][0]);
 	CHECK(prologue_span(vdso, sizeof vdso, 0) == 0, "nothing needed: 0 bytes");
+
+	/* System call sites: the offset past each 0f 05, a pair inside a
+	 * longer instruction too; more than max: -1; a 0f at the end alone
+	 * is none (no read past the bytes). */
+	static const uint8_t calls[] = { 0xb8, 0xe4, 0, 0, 0, 0x0f, 0x05, 0xc3, 0x48, 0xb8, 0x0f, 0x05, 0, 0, 0, 0, 0, 0, 0x0f };
+	size_t at[4] = { 0 };
+	CHECK(span_calls(calls, sizeof calls, at, 4) == 2 && at[0] == 7 && at[1] == 12,
+	      "two sites, past each pair (%zu, %zu)", at[0], at[1]);
+	CHECK(span_calls(calls, sizeof calls, at, 1) == -1, "more than max: -1");
+	CHECK(span_calls(calls, 6, at, 4) == 0, "a 0f at the end alone: none");
+	CHECK(span_calls(calls, 7, at, 4) == 1 && at[0] == 7, "a pair ending at the end: one");
 	return tap_done();
 }
