@@ -253,11 +253,17 @@ void report_stopped(struct report *rp, unsigned r, const char *why, double t, si
 			set(e, "input_bytes_replayed", json_integer((json_int_t)input_bytes));
 }
 
-void report_input_fed(struct report *rp, unsigned r, size_t n)
+/* A count of replica r's, under key. */
+static void set_count(struct report *rp, unsigned r, const char *key, uint64_t n)
 {
 	json_t *rep = replica(rp, r);
 	if (rep != NULL)
-		set(rep, "input_bytes", json_integer((json_int_t)n));
+		set(rep, key, json_integer((json_int_t)n));
+}
+
+void report_input_fed(struct report *rp, unsigned r, size_t n)
+{
+	set_count(rp, r, "input_bytes", n);
 }
 
 void report_exit(struct report *rp, unsigned r, int status, int signal, double t)
@@ -337,23 +343,17 @@ void report_calls(struct report *rp, unsigned r, const char *call, uint64_t coun
 
 void report_unvirtualized(struct report *rp, unsigned r, uint64_t count)
 {
-	json_t *rep = replica(rp, r);
-	if (rep != NULL)
-		set(rep, "unvirtualized", json_integer((json_int_t)count));
+	set_count(rp, r, "unvirtualized", count);
 }
 
 void report_opens_checked(struct report *rp, unsigned r, uint64_t count)
 {
-	json_t *rep = replica(rp, r);
-	if (rep != NULL)
-		set(rep, "opens_checked", json_integer((json_int_t)count));
+	set_count(rp, r, "opens_checked", count);
 }
 
 void report_clock_reads_in_replica(struct report *rp, unsigned r, uint64_t count)
 {
-	json_t *rep = replica(rp, r);
-	if (rep != NULL)
-		set(rep, "clock_reads_in_replica", json_integer((json_int_t)count));
+	set_count(rp, r, "clock_reads_in_replica", count);
 }
 
 void report_outbound(struct report *rp, unsigned r, const char *address, double t)
