@@ -22,7 +22,6 @@
 #include <sys/wait.h>
 #include <ucontext.h>
 #include <unistd.h>
-#include <unwind.h>
 
 #include "config.h"
 #include "msg.h"
@@ -501,24 +500,7 @@ static void stack_lines(struct sink *s, const char *title, const uintptr_t *pcs,
 struct fault_unwind {
 	uintptr_t pcs[FENCE_FRAMES];
 	unsigned n;
-	uintptr_t ip;
-	bool found;
 };
-
-static _Unwind_Reason_Code on_fault_frame(struct _Unwind_Context *ctx, void *arg)
-{
-	struct fault_unwind *u = arg;
-	uintptr_t pc = _Unwind_GetIP(ctx);
-	if (pc == 0 || u->n == FENCE_FRAMES)
-		return _URC_END_OF_STACK;
-	if (!u->found && pc != u->ip)
-		return _URC_NO_REASON;
-	if (!u->found)
-		pc++; /* the faulting instruction itself: symbolize looks at pc - 1 */
-	u->found = true;
-	u->pcs[u->n++] = pc;
-	return _URC_NO_REASON;
-}
 
 /* Writes the report to s (a pipe to diehard-symbolize, stderr, the log). */
 static void write_report(struct sink *s, bool raw, const char *kind, const char *access, const struct fence_rec *rec,
@@ -654,11 +636,10 @@ bool fence_fault(const siginfo_t *si, void *uctx)
 		atomic_flag_clear(&reporting);
 		return false; /* a wild access into the region's free pages */
 	}
-	struct fault_unwind fu = { .n = 0, .found = false };
+	struct fault_unwind fu = { .n = 0 };
 #if defined(__x86_64__)
-	fu.ip = (uintptr_t)((ucontext_t *)uctx)->uc_mcontext.gregs[REG_RIP];
+	fu.n = frames_capture_from((uintptr_t)((ucontext_t *)uctx)->uc_mcontext.gregs[REG_RIP], fu.pcs, FENCE_FRAMES);
 #endif
-	_Unwind_Backtrace(on_fault_frame, &fu);
 	intptr_t offset = (intptr_t)(a - rec->user);
 	const char *access = write ? "write" : "read";
 #if !defined(__x86_64__)

@@ -26,6 +26,7 @@
 #include "clocks.h"
 #include "corrupt.h"
 #include "fence.h"
+#include "frames.h"
 #include "keyed.h"
 #include "msg.h"
 #include "stream.h"
@@ -229,10 +230,22 @@ void diehard_report(void)
 }
 
 /* Programs that never allocate (gzip) still get their statistics line, and
- * start-up costs are paid at load rather than inside a first malloc. */
+ * start-up costs are paid at load rather than inside a first malloc.
+ *
+ * The unwinder is loaded here, where the loader's work is done and we are
+ * not inside the allocator, in the modes that may want stacks: fence, and
+ * every keyed mode, not only the --ci trace that records them. Loading it
+ * allocates, and keyed modes number allocations: a --ci replay that traces
+ * must number the program's allocations as the runs it replays did, traced
+ * or not. Allocations made before, by the constructors of libraries that
+ * run before ours, have no stacks. */
 __attribute__((constructor)) static void start_at_load(void)
 {
-	(void)diehard_ready();
+	if (diehard_ready() && (fence_on || keyed_on) && !frames_load()) {
+		struct msg m = { .len = 0 };
+		msg_str(&m, "diehard: cannot load libgcc_s.so.1 for stacks; reports will have none");
+		msg_send(&m);
+	}
 }
 
 __attribute__((destructor)) static void report_at_exit(void)

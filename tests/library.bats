@@ -17,13 +17,27 @@ setup() {
 	[[ $output != *__tls_get_addr* ]] || fail "imports __tls_get_addr"
 }
 
-@test "start-up needs no stdio, dlsym or another allocator: none is imported" {
+@test "start-up needs no stdio or another allocator: none is imported (dlopen and dlsym: the next test)" {
 	run nm -D --undefined-only "$LIB"
 	[ "$status" -eq 0 ]
 	local bad
 	bad=$(awk '{print $2}' <<<"$output" | sed 's/@.*//' |
-		grep -E '^(dlsym|dlvsym|dlopen|v?s?n?printf|v?f?printf|fopen|fdopen|fwrite|fputs|puts|setvbuf|getenv|secure_getenv|malloc|calloc|realloc|free|__libc_malloc|strdup)$' || true)
+		grep -E '^(dlvsym|v?s?n?printf|v?f?printf|fopen|fdopen|fwrite|fputs|puts|setvbuf|getenv|secure_getenv|malloc|calloc|realloc|free|__libc_malloc|strdup)$' || true)
 	[[ -z $bad ]] || fail "imports functions that may allocate or recurse:" "$bad"
+}
+
+@test "dlopen and dlsym are reached only from the constructor, after start-up: frames_load, for libgcc's unwinder" {
+	run objdump -d --no-show-raw-insn "$LIB"
+	[ "$status" -eq 0 ]
+	local sites callers
+	# Every call or jump to dlopen or dlsym, by the function it is in.
+	sites=$(awk '/^[0-9a-f]+ <.*>:$/ { fn = $2 } /(call|jmp).*<(dlopen|dlsym|dlvsym|dlmopen)@plt>/ { print fn, $NF }' <<<"$output" | sort -u)
+	[[ -n $sites ]] || fail "no call to dlopen found: the unwinder is linked again?"
+	[[ $(awk '{print $1}' <<<"$sites" | sort -u) == "<frames_load>:" ]] || fail "dlopen or dlsym called outside frames_load:" "$sites"
+	callers=$(awk '/^[0-9a-f]+ <.*>:$/ { fn = $2 } /(call|jmp).*<frames_load>/ { print fn }' <<<"$output" | sort -u)
+	[[ $callers == "<start_at_load>:" ]] || fail "frames_load called from elsewhere than the constructor:" "$callers"
+	run readelf -dW "$LIB"
+	[[ $output != *libgcc_s* ]] || fail "libgcc_s is a dependency again: every process pays its start-up"
 }
 
 @test "the library exports exactly the allocation API, the __libc_ aliases, the bounded copies, sigaction and signal, the calls that hand the kernel memory, critical memory's API, the fast clock path's entry points and trampoline, and diehard's mark" {
