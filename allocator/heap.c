@@ -26,12 +26,11 @@ static size_t bitmap_reservation(const struct heap_class *c)
 
 static void release_regions(struct heap *h)
 {
-	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++) {
-		struct heap_class *c = &h->parts[pi];
-		if (c->bits != NULL)
-			(void)os_release((char *)c->bits - os_page_size(), bitmap_reservation(c));
-		c->bits = NULL;
-	}
+	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++)
+		h->parts[pi].bits = NULL;
+	if (h->bits_lo != NULL)
+		(void)os_release(h->bits_lo, h->bits_span);
+	h->bits_lo = NULL;
 	if (h->lo != 0)
 		(void)os_release((void *)h->lo, h->span);
 	h->lo = 0;
@@ -66,17 +65,28 @@ static bool reserve_regions(struct heap *h, unsigned rs, const uint64_t seed[2])
 	h->span = (size_t)NCLASSES << rs;
 	h->region_shift = rs;
 	h->part_shift = rs - HEAP_STRIPE_SHIFT;
+	/* The bitmaps in one reservation rather than one each (a system call
+	 * per part at every process's start): each keeps its guard pages,
+	 * which are never committed. */
+	size_t bits_span = 0;
 	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++) {
 		struct heap_class *c = &h->parts[pi];
 		c->shift = sizeclass_shift(pi / HEAP_STRIPES);
 		c->base = (char *)lo + ((size_t)pi << h->part_shift);
 		c->max_slots = (region >> HEAP_STRIPE_SHIFT) >> c->shift;
-		char *bits = os_reserve(bitmap_reservation(c), os_page_size());
-		if (bits == NULL) {
-			release_regions(h);
-			return false;
-		}
+		bits_span += bitmap_reservation(c);
+	}
+	char *bits = os_reserve(bits_span, os_page_size());
+	if (bits == NULL) {
+		release_regions(h);
+		return false;
+	}
+	h->bits_lo = bits;
+	h->bits_span = bits_span;
+	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++) {
+		struct heap_class *c = &h->parts[pi];
 		c->bits = (bitmap_word *)(bits + os_page_size());
+		bits += bitmap_reservation(c);
 	}
 	return true;
 }

@@ -157,6 +157,8 @@ struct heap {
 	struct heap_class parts[NCLASSES * HEAP_STRIPES]; /* class ci, stripe s: [ci * HEAP_STRIPES + s] */
 	uintptr_t lo;  /* start of the small-object reservation */
 	size_t span;   /* its length */
+	char *bits_lo;    /* the parts' bitmaps: one reservation, */
+	size_t bits_span; /* a guard page before and after each */
 	unsigned region_shift; /* a class region: 1 << region_shift bytes */
 	unsigned part_shift;   /* a stripe of it: region_shift - HEAP_STRIPE_SHIFT */
 	unsigned m_fixed;
