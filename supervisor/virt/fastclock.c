@@ -313,9 +313,8 @@ void fastclock_reset(struct fastclock *F, unsigned i)
 {
 	struct cp_page *p = F->view.pages[i];
 	cp_page_forget(p);
-	for (unsigned k = 0; k < CP_KEYS; k++)
-		F->floor[i][k] = 0;
 	for (unsigned k = 0; k < CP_KEYS; k++) {
+		F->floor[i][k] = 0;
 		atomic_store(&p->count[k], 0);
 		atomic_store(&p->sum[k], 0);
 	}

@@ -1014,6 +1014,10 @@ static void on_notification(evutil_socket_t fd, short what, void *arg)
 	fast_kill_forged(V);
 }
 
+/* Why leaders read the real clock by system call when the vDSO's entry
+ * cannot be relocated (vdso.h): said in the log and in the report. */
+#define NO_VDSO_REAL "the vDSO's clock_gettime cannot be entered past its first instructions"
+
 struct virt *virt_new(struct sup *S)
 {
 	struct virt *V = calloc(1, sizeof *V);
@@ -1066,8 +1070,7 @@ struct virt *virt_new(struct sup *S)
 	if (V->fast != NULL) {
 		vdso_jump_to(S->o->allocator);
 		if (!vdso_real_clock())
-			log_event("the vDSO's clock_gettime cannot be entered past its first instructions here: the "
-				  "fast path's leaders read the real clock by system call");
+			log_event("%s here: the fast path's leaders read the real clock by system call", NO_VDSO_REAL);
 		struct timeval every = { .tv_sec = 0, .tv_usec = 50000 };
 		V->harvest_ev = event_new(S->base, -1, EV_PERSIST, on_harvest, V);
 		if (V->harvest_ev == NULL || event_add(V->harvest_ev, &every) != 0)
@@ -1326,7 +1329,7 @@ void virt_finish(struct virt *V)
 			  V->skipped_sleeps);
 	if (V->fast != NULL)
 		report_clock_leaders(S->report,
-				     !vdso_real_clock() ? "the vDSO's clock_gettime cannot be entered past its first instructions"
+				     !vdso_real_clock() ? NO_VDSO_REAL
 				     : fastclock_is_real_by_syscall(V->fast) ? "the vDSO made system calls itself (its clock source)"
 									     : NULL,
 				     V->vdso_fallbacks);
