@@ -12,25 +12,28 @@
 #include "prologue.h"
 #include "tap.h"
 
-/* The bytes in a buffer of exactly their size (ASan sees any overrun). */
-static size_t span_of(const uint8_t *bytes, size_t len, size_t need)
+/* The bytes in a buffer of exactly their size (ASan sees any overrun);
+ * the caller frees it. */
+static uint8_t *exact(const uint8_t *bytes, size_t len)
 {
 	uint8_t *copy = malloc(len);
 	if (copy == NULL)
-		return (size_t)-1;
+		abort();
 	memcpy(copy, bytes, len);
+	return copy;
+}
+
+static size_t span_of(const uint8_t *bytes, size_t len, size_t need)
+{
+	uint8_t *copy = exact(bytes, len);
 	size_t r = prologue_span(copy, len, need);
 	free(copy);
 	return r;
 }
 
-/* prologue_syscalls on the bytes in a buffer of exactly their size. */
-static int span_calls(const uint8_t *bytes, size_t len, size_t *at, int max)
+static int sites_of(const uint8_t *bytes, size_t len, size_t *at, int max)
 {
-	uint8_t *copy = malloc(len);
-	if (copy == NULL)
-		return -2;
-	memcpy(copy, bytes, len);
+	uint8_t *copy = exact(bytes, len);
 	int r = prologue_syscalls(copy, len, at, max);
 	free(copy);
 	return r;
@@ -92,10 +95,10 @@ int main(void)
 	 * is none (no read past the bytes). */
 	static const uint8_t calls[] = { 0xb8, 0xe4, 0, 0, 0, 0x0f, 0x05, 0xc3, 0x48, 0xb8, 0x0f, 0x05, 0, 0, 0, 0, 0, 0, 0x0f };
 	size_t at[4] = { 0 };
-	CHECK(span_calls(calls, sizeof calls, at, 4) == 2 && at[0] == 7 && at[1] == 12,
+	CHECK(sites_of(calls, sizeof calls, at, 4) == 2 && at[0] == 7 && at[1] == 12,
 	      "two sites, past each pair (%zu, %zu)", at[0], at[1]);
-	CHECK(span_calls(calls, sizeof calls, at, 1) == -1, "more than max: -1");
-	CHECK(span_calls(calls, 6, at, 4) == 0, "a 0f at the end alone: none");
-	CHECK(span_calls(calls, 7, at, 4) == 1 && at[0] == 7, "a pair ending at the end: one");
+	CHECK(sites_of(calls, sizeof calls, at, 1) == -1, "more than max: -1");
+	CHECK(sites_of(calls, 6, at, 4) == 0, "a 0f at the end alone: none");
+	CHECK(sites_of(calls, 7, at, 4) == 1 && at[0] == 7, "a pair ending at the end: one");
 	return tap_done();
 }
