@@ -363,6 +363,112 @@ make_docroot() {
 	grep -q 'GET /page.txt' "$T/py.err" || fail "the request log did not pass through diehard:" "$(tail -n 5 "$T/py.err")"
 }
 
+# clock_ask PORT: one request to thread_clock_server.py; its reply (a time in
+# nanoseconds) on stdout. Fails when there is none within 20 s.
+clock_ask() {
+	local got
+	got=$(timeout 20 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && echo hi >&3 && read -r line <&3 && echo "$line"' _ "$1") || true
+	[[ $got =~ ^[0-9]{19}$ ]] || return 1
+	echo "$got"
+}
+
+# replica_program NAME ID: the pid of replica ID's program, from $T/NAME.err
+# (diehard -v names each replica's pid as it spawns it): the child of its
+# init (diehard-init), or the pid itself unsandboxed; while the pid is still
+# diehard's fork, not yet either, it waits (up to 10 s).
+replica_program() {
+	local pid comm child tries=1000
+	while ((tries-- > 0)); do
+		pid=$(sed -n "s/^diehard: spawn replica $2 (pid \([0-9]*\)).*/\1/p" "$T/$1.err")
+		comm=$(cat "/proc/${pid:-0}/comm" 2>/dev/null) || comm=
+		if [[ $comm == diehard-init ]]; then
+			child=$(pgrep -P "$pid" | head -n 1)
+			[[ -n $child ]] && echo "$child" && return 0
+		elif [[ -n $comm && $comm != diehard ]]; then
+			echo "$pid"
+			return 0
+		fi
+		sleep 0.01
+	done
+	return 1
+}
+
+# tasks_of PID N: process PID has N threads.
+tasks_of() {
+	[[ $(ls "/proc/$1/task" 2>/dev/null | wc -l) == "$2" ]]
+}
+
+# listens_logged NAME N: $T/NAME.err says N replicas listen.
+listens_logged() {
+	[[ $(grep -c '^diehard: replica [0-9]* listens' "$T/$1.err") == "$2" ]]
+}
+
+# no_clock_mispairing NAME: diehard's report says nobody diverged (in replies or
+# calls: a stop on SIGTERM does not count the calls of threads it found
+# mid-request) and nobody was replaced.
+no_clock_mispairing() {
+	jq -e '.divergences == [] and .call_divergences == [] and .replacements == [] and all(.replicas[]; .killed == null)' \
+		"$T/$1.json" >/dev/null ||
+		fail "a replica's replies differed:" \
+			"$(jq -c '{divergences, call_divergences, replacements: [.replacements[] | .why]}' "$T/$1.json")" \
+			"$(grep '^diehard: \(kill\|divergence\)' "$T/$1.err")"
+}
+
+@test "a threaded server's replica that falls behind by more connections than its backlog takes them in its siblings' order: its threads' clocks pair with theirs" {
+	local port
+	port=$(free_port)
+	LEFT+=("thread_clock_server.py $port")
+	dh lag -k 3 -- python3 "$ROOT/tests/tools/thread_clock_server.py" "$port"
+	wait_port "$port" "$DH" 30
+	clock_ask "$port" >/dev/null || fail "no reply" "$(tail -n 5 "$T/lag.err")"
+	local victim
+	victim=$(replica_program lag 0) || fail "replica 0's program not found"
+	# Stopped, it falls 20 connections behind (its server's backlog is 1);
+	# the other two answer meanwhile.
+	kill -STOP "$victim"
+	local i
+	for ((i = 0; i < 20; i++)); do
+		clock_ask "$port" >/dev/null || { kill -CONT "$victim"; fail "request $i while a replica is stopped: no reply" "$(tail -n 5 "$T/lag.err")"; }
+	done
+	kill -CONT "$victim"
+	# It answers the 20 (each thread ends with its reply): compared with
+	# what its siblings answered, to the nanosecond.
+	wait_until 20 tasks_of "$victim" 1 || fail "the stopped replica did not catch up"
+	for ((i = 0; i < 5; i++)); do
+		clock_ask "$port" >/dev/null || fail "request $i after the replica caught up: no reply"
+	done
+	stop_dh "$DH" lag 143
+	no_clock_mispairing lag
+}
+
+@test "a threaded server's replica that listens after its siblings gets their first connections too: diehard accepts once every replica listens" {
+	local port
+	port=$(free_port)
+	LEFT+=("thread_clock_server.py $port")
+	dh slow -k 3 -- python3 "$ROOT/tests/tools/thread_clock_server.py" "$port"
+	local victim
+	victim=$(replica_program slow 2) || fail "replica 2's program not found"
+	kill -STOP "$victim"
+	wait_until 30 listens_logged slow 2 ||
+		{ kill -CONT "$victim"; fail "replicas 0 and 1 did not listen" "$(cat "$T/slow.err")"; }
+	grep -q '^diehard: replica 2 listens' "$T/slow.err" && { kill -CONT "$victim"; fail "replica 2 listened before it was stopped"; }
+	# The first client connects (diehard listens: a quorum does) and waits
+	# in the backlog until the slow replica listens too.
+	clock_ask "$port" >"$T/first" &
+	local first=$!
+	sleep 0.5
+	kill -CONT "$victim"
+	wait "$first" || fail "the first request got no reply" "$(tail -n 5 "$T/slow.err")"
+	grep -q '^diehard: connection 1 on .*: 3 replicas$' "$T/slow.err" ||
+		fail "the first connection did not reach every replica:" "$(grep '^diehard: connection 1 ' "$T/slow.err")"
+	local i
+	for ((i = 0; i < 10; i++)); do
+		clock_ask "$port" >/dev/null || fail "request $i: no reply" "$(tail -n 5 "$T/slow.err")"
+	done
+	stop_dh "$DH" slow 143
+	no_clock_mispairing slow
+}
+
 @test "redis-server through diehard -k 3: SET then GET over separate connections, INCR 100 times, values right" {
 	require_cmd redis-server redis-cli
 	local port

@@ -10,6 +10,15 @@
  * systemd hands over (LISTEN_FDS, TCP, listening) are listeners from the
  * start; the replicas get private copies at the same fds (spawn.c).
  *
+ * Bound, it accepts once every replica in the vote listens there too, or
+ * --timeout after the quorum did (a replica that trails its siblings that
+ * long is left behind): clients meanwhile wait in the backlog.
+ * A replica that missed connections is not the same server as its
+ * siblings: a threaded server numbers its threads by the connections it
+ * took (virt.c matches wall clocks per thread number), and its threads
+ * would pair with other requests' reads. Connections that reach a slow
+ * starter's siblings only are left for a replacement's replay to redo.
+ *
  * A replica is reached at the address it bound, or at its loopback when it
  * bound the wildcard (127.0.0.1, ::1), from a socket its init made in its
  * namespace (factory.h).
@@ -110,6 +119,32 @@ static void listener_start(struct net *N, struct listener *l)
 		listener_pause(l, true);
 }
 
+/* Accepts on l once every replica in the vote listens there, or once
+ * --timeout has passed since it was bound (said). The replicas' start-ups
+ * spread by tenths of a second on a loaded machine (python3 -m http.server
+ * on 2 cores): the first clients wait that long, once. */
+static void listener_check_start(struct net *N, struct listener *l)
+{
+	if (l->fd < 0 || l->ev != NULL || N->stopping)
+		return;
+	unsigned voters = 0, listening = 0;
+	for (unsigned i = 0; i < N->S->nslots; i++) {
+		if (!N->slot[i].present || !N->S->r[i].live)
+			continue;
+		voters++;
+		listening += (N->slot[i].listens >> l->index) & 1;
+	}
+	if (listening < voters) {
+		double limit = N->S->o->straggler_ms / 1000.0;
+		if (sup_now() - l->bound_at < limit)
+			return;
+		log_event("%s: %u of the %u replicas listen after %.1f s: accepting without the others (they take "
+			  "connections from when they listen)",
+			  l->name, listening, voters, limit);
+	}
+	listener_start(N, l);
+}
+
 /* Binds l for real, as the replicas did. */
 static void listener_open(struct net *N, struct listener *l)
 {
@@ -126,8 +161,9 @@ static void listener_open(struct net *N, struct listener *l)
 	if (listen(fd, 4096) != 0)
 		fatal(EXIT_INTERNAL, "cannot listen on %s as the replicas do: listen: %s", l->name, strerror(errno));
 	l->fd = fd;
+	l->bound_at = sup_now();
 	log_event("listening on %s for the replicas", l->name);
-	listener_start(N, l);
+	listener_check_start(N, l);
 }
 
 static struct listener *listener_find(struct net *N, const struct sockaddr_storage *a, bool v6only)
@@ -159,7 +195,11 @@ static struct listener *listener_add(struct net *N, const struct sockaddr_storag
 /* Opens l once a quorum of the replicas in the vote listens there. */
 static void listener_check(struct net *N, struct listener *l)
 {
-	if (l->fd >= 0 || N->stopping)
+	if (l->fd >= 0) {
+		listener_check_start(N, l);
+		return;
+	}
+	if (N->stopping)
 		return;
 	unsigned n = 0;
 	for (unsigned i = 0; i < N->S->nslots; i++)
@@ -459,6 +499,9 @@ void net_replica_gone(struct net *N, unsigned i)
 		conn_replica_gone(c, i);
 	factory_free(ns->F);
 	ns->F = NULL;
+	/* The rest of the vote may all listen now. */
+	for (unsigned l = 0; l < N->nl; l++)
+		listener_check_start(N, N->L[l]);
 }
 
 void net_tick(struct net *N)
@@ -469,6 +512,8 @@ void net_tick(struct net *N)
 	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
 		conn_tick(c, t);
 	connlog_tick(N, t);
+	for (unsigned l = 0; l < N->nl; l++)
+		listener_check_start(N, N->L[l]);
 	/* A replacement that listens once its replay is over (or with no
 	 * log to replay): connections reach it once its clocks read now. */
 	for (unsigned i = 0; i < N->S->nslots; i++) {

@@ -37,9 +37,11 @@ struct listener {
 	struct sockaddr_storage target; /* where a replica is reached in its namespace */
 	socklen_t targetlen;
 	int fd;                  /* ours, listening; -1 until a quorum listens */
+	double bound_at;         /* when fd was bound (not adopted): accepting waits
+				    for the rest of the vote to listen (net.c) */
 	bool adopted;            /* handed to us by systemd (LISTEN_FDS) */
 	bool defer_off;          /* the server speaks first: accepts not deferred (defer.c) */
-	struct event *ev;
+	struct event *ev;        /* accepting: NULL until then */
 	bool paused;             /* too many connections, or out of fds */
 	char name[64];           /* "127.0.0.1:8080", "[::]:80" */
 };

@@ -177,13 +177,25 @@ static bool tcp(int fd, int *domain)
 	       sockopt_int(fd, SOL_SOCKET, SO_PROTOCOL, &proto) && (proto == IPPROTO_TCP || proto == IPPROTO_MPTCP);
 }
 
-/* listen(2) on ours, the caller's socket, with the caller's backlog (an
- * int: the kernel caps it at the namespace's somaxconn, as for the
- * caller). */
+/* The backlog a replica's listening socket gets, whatever it asked for
+ * (the kernel caps it at the namespace's somaxconn, 4096 by default). Its
+ * only client is diehard's proxy, which opens a connection to every
+ * replica as a client connects: a replica that falls behind (descheduled,
+ * or slower by its seed) has a queue of them. Past its own backlog (5 for
+ * python's socketserver) the kernel drops the newest, their clients
+ * retransmit, and it accepts them in another order than its siblings did:
+ * its threads' numbers then name other requests, and per-thread clock
+ * matching (virt.c) hands them another request's time (measured: every
+ * `Date` that differed in tests/tcp.bats's http.server runs came with
+ * ListenOverflows in the odd replica's namespace). The clients' own
+ * backlog is diehard's listener's. */
+#define REPLICA_BACKLOG 4096
+
+/* listen(2) on ours, the caller's socket, for the caller. */
 static enum netcall listen_on(struct netcalls *N, unsigned slot, int ours, int domain, int backlog,
 			      struct seccomp_notif_resp *resp)
 {
-	if (listen(ours, backlog) != 0) {
+	if (listen(ours, backlog > REPLICA_BACKLOG ? backlog : REPLICA_BACKLOG) != 0) {
 		resp->error = -errno;
 		return NETCALL_ANSWER;
 	}
