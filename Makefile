@@ -42,10 +42,11 @@ CRIT_LIB_SRC := $(CRIT_SRC) allocator/critical/private.c $(addprefix allocator/,
 ALLOC_SRC  := $(sort $(wildcard allocator/*.c)) $(CRIT_SRC) allocator/critical/shared.c
 ALLOC_HDR  := $(wildcard allocator/*.h) $(CRIT_HDR)
 # Unit tests link every allocator module except the exported entry points
-# (and kernel.c's libc wrappers, and critical memory: test_critical links
+# (and kernel.c's libc wrappers, early.c's IFUNC resolver, which would run
+# before the sanitizers' runtime, and critical memory: test_critical links
 # libdiehard-critical.so's sources), so they run under the sanitizers with
 # the system malloc underneath.
-ALLOC_CORE := $(filter-out allocator/entry.c allocator/strings.c allocator/kernel.c $(CRIT_SRC) allocator/critical/shared.c,$(ALLOC_SRC))
+ALLOC_CORE := $(filter-out allocator/entry.c allocator/strings.c allocator/kernel.c allocator/early.c $(CRIT_SRC) allocator/critical/shared.c,$(ALLOC_SRC))
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
@@ -60,8 +61,8 @@ SUP_LIBS   = $(shell $(PKG_CONFIG) --libs $(SUP_PKGS) 2>/dev/null)
 # the run recording).
 PROTO_SRC  := $(patsubst proto/%.proto,$(B)/proto/%.pb-c.c,$(wildcard proto/*.proto))
 PROTO_HDR  := $(PROTO_SRC:.c=.h)
-SUP_SRC    := $(sort $(filter-out supervisor/sandbox/init.c supervisor/ci/symbolize_tool.c,$(wildcard supervisor/*.c supervisor/*/*.c))) voter/voter.c allocator/clockpage.c $(PROTO_SRC)
-SUP_HDR    := $(wildcard supervisor/*.h supervisor/*/*.h) voter/voter.h allocator/clockpage.h $(PROTO_HDR)
+SUP_SRC    := $(sort $(filter-out supervisor/sandbox/init.c supervisor/ci/symbolize_tool.c,$(wildcard supervisor/*.c supervisor/*/*.c))) voter/voter.c allocator/clockpage.c allocator/envkeep.c $(PROTO_SRC)
+SUP_HDR    := $(wildcard supervisor/*.h supervisor/*/*.h) voter/voter.h allocator/clockpage.h allocator/envkeep.h $(PROTO_HDR)
 # Each concern's folder is on the include path: modules include by name.
 SUP_INC    := -Isupervisor -Isupervisor/virt -Isupervisor/sandbox -Isupervisor/ci -Isupervisor/services -Isupervisor/net -Ivoter -I$(B)/proto -idirafter allocator
 

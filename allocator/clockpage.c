@@ -566,3 +566,47 @@ int cp_settle(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *real, cp_
 	}
 	return 0;
 }
+
+/* SipHash-2-4 (Aumasson and Bernstein) of one 64-bit word under key k: a
+ * keyed pseudorandom function, so that an image's bytes tell nothing of the
+ * key or of the other images' bytes. */
+static uint64_t rotl(uint64_t x, unsigned b)
+{
+	return x << b | x >> (64 - b);
+}
+
+#define SIPROUND                                                                                          \
+	do {                                                                                               \
+		v0 += v1, v1 = rotl(v1, 13), v1 ^= v0, v0 = rotl(v0, 32);                                 \
+		v2 += v3, v3 = rotl(v3, 16), v3 ^= v2;                                                     \
+		v0 += v3, v3 = rotl(v3, 21), v3 ^= v0;                                                     \
+		v2 += v1, v1 = rotl(v1, 17), v1 ^= v2, v2 = rotl(v2, 32);                                 \
+	} while (0)
+
+static uint64_t siphash_word(const uint64_t k[2], uint64_t m)
+{
+	uint64_t v0 = k[0] ^ 0x736f6d6570736575ull, v1 = k[1] ^ 0x646f72616e646f6dull;
+	uint64_t v2 = k[0] ^ 0x6c7967656e657261ull, v3 = k[1] ^ 0x7465646279746573ull;
+	uint64_t b = (uint64_t)8 << 56; /* the length, 8 bytes, in the last block */
+	v3 ^= m;
+	SIPROUND;
+	SIPROUND;
+	v0 ^= m;
+	v3 ^= b;
+	SIPROUND;
+	SIPROUND;
+	v0 ^= b;
+	v2 ^= 0xff;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+void cp_at_random(const uint64_t key[2], uint64_t n, uint8_t out[16])
+{
+	uint64_t w[2] = { siphash_word(key, 2 * n), siphash_word(key, 2 * n + 1) };
+	for (unsigned i = 0; i < 16; i++)
+		out[i] = (uint8_t)(w[i / 8] >> (8 * (i % 8)));
+}

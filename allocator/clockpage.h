@@ -88,6 +88,9 @@ struct cp_page {
 	/* Nonzero: leaders read the real clock by system call, not through
 	 * the vDSO's own code (it was seen making system calls itself). */
 	_Atomic uint64_t real_by_syscall;
+	/* The slot's program images started so far: the n-th takes the n-th
+	 * AT_RANDOM bytes of the run (early.c, or diehard when it stops it). */
+	_Atomic uint64_t images;
 	/* The slot's own: */
 	_Atomic uint64_t count[CP_KEYS];
 	_Atomic uint64_t sum[CP_KEYS];
@@ -206,5 +209,10 @@ int cp_published(const struct cp_view *v, unsigned key, uint64_t n, struct cp_va
  * reads of a key, so slots that consumed the same entries have equal sums
  * at equal counts. The entry's checksum, which a read has at hand. */
 uint64_t cp_sum_term(const struct cp_view *v, unsigned key, uint64_t n, const struct cp_value *value);
+
+/* AT_RANDOM's 16 bytes for a slot's n-th program image, from the run's
+ * images key (early.c, and diehard for the images it stops): SipHash-2-4
+ * of 2n and 2n + 1. Pure, no libc (early.c runs before relocation ends). */
+void cp_at_random(const uint64_t key[2], uint64_t n, uint8_t out[16]);
 
 #endif

@@ -91,8 +91,10 @@ void clocks_start(void)
 			mark_real = hex(it.value, it.end);
 		else if (spec_is(&it, "fallback"))
 			mark_fallback = hex(it.value, it.end);
+		else if (spec_is(&it, "vdso") || spec_is(&it, "images") || spec_is(&it, "exec"))
+			continue; /* early.c's and exec.c's */
 		else
-			spec_die(VAR, "unknown key (fd, slots, secret, real, fallback)", spec);
+			spec_die(VAR, "unknown key (fd, slots, secret, real, fallback, vdso, images, exec)", spec);
 	}
 	if (fd > 1 << 20 || slots == 0 || slots > CP_MAX_SLOTS)
 		spec_die(VAR, "fd and slots are needed, slots <= 62, in", spec);
@@ -274,3 +276,10 @@ EXPORT long diehard_vdso_time(time_t *t)
 	}
 	return raw(SYS_time, (long)t, asks ? (long)mark_fallback : 0, asks ? (long)n : 0, 0);
 }
+
+/* Hidden aliases for early.c, which runs before the GOT is filled. */
+extern __typeof(diehard_vdso_clock_gettime) dh_vdso_clock_gettime
+	__attribute__((alias("diehard_vdso_clock_gettime"), visibility("hidden")));
+extern __typeof(diehard_vdso_gettimeofday) dh_vdso_gettimeofday
+	__attribute__((alias("diehard_vdso_gettimeofday"), visibility("hidden")));
+extern __typeof(diehard_vdso_time) dh_vdso_time __attribute__((alias("diehard_vdso_time"), visibility("hidden")));

@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "clocks.h"
+#include "exec.h"
 #include "archipelago.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -378,7 +379,7 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 	str(path);
 	strings(argv);
 	strings(envp);
-	return (int)syscall(SYS_execve, path, argv, envp);
+	return exec_call(path, argv, envp);
 }
 
 EXPORT int execv(const char *path, char *const argv[])

@@ -26,6 +26,7 @@
 #include "clocks.h"
 #include "corrupt.h"
 #include "fence.h"
+#include "exec.h"
 #include "frames.h"
 #include "keyed.h"
 #include "msg.h"
@@ -241,6 +242,7 @@ void diehard_report(void)
  * run before ours, have no stacks. */
 __attribute__((constructor)) static void start_at_load(void)
 {
+	exec_start();
 	if (diehard_ready() && (fence_on || keyed_on) && !frames_load()) {
 		struct msg m = { .len = 0 };
 		msg_str(&m, "diehard: cannot load libgcc_s.so.1 for stacks; reports will have none");

@@ -154,6 +154,8 @@ void replicas_reap(struct sup *S)
 		pid_t pid = waitpid(-1, &wstatus, WNOHANG);
 		if (pid <= 0)
 			break;
+		if (S->virt != NULL && virt_traced(S->virt, pid, wstatus))
+			continue;
 		if (replace_reap_zombie(S, pid, wstatus))
 			continue;
 		for (unsigned i = 0; i < S->nslots; i++) {
@@ -282,7 +284,8 @@ static void launch(struct sup *S, unsigned i, struct launch *L, bool replacement
 	L->envp = spawn_environment(S->o->allocator, r->seed, r->fill, extra_env(S, L, r, S->ns_flags != 0));
 	L->req = (struct spawn_request){ .path = S->o->path, .argv = S->o->argv, .envp = L->envp,
 					 .fds = { L->in[0], L->out[0][1], L->out[1][1] }, .pipe_ignored = S->pipe_ignored,
-					 .filter = &S->filter, .listener = S->virt != NULL, .nofile = &S->nofile,
+					 .filter = &S->filter, .listener = S->virt != NULL, .exec_mark = S->exec_mark,
+					 .nofile = &S->nofile,
 					 .ns_flags = S->ns_flags, .init_path = S->o->init_path,
 					 .clock_fd = S->virt != NULL ? virt_clock_fd(S->virt, i) : -1,
 					 .stop_before_exec = S->o->replay != NULL && S->o->replay->gdb,

@@ -346,6 +346,12 @@ void report_unvirtualized(struct report *rp, unsigned r, uint64_t count)
 	set_count(rp, r, "unvirtualized", count);
 }
 
+void report_images(struct report *rp, unsigned r, uint64_t images, uint64_t stopped)
+{
+	set_count(rp, r, "images", images);
+	set_count(rp, r, "images_stopped", stopped);
+}
+
 void report_opens_checked(struct report *rp, unsigned r, uint64_t count)
 {
 	set_count(rp, r, "opens_checked", count);

@@ -56,6 +56,10 @@ void report_call_divergence(struct report *rp, unsigned replica, const char *cal
 			    const char *expected, const char *got, double t);
 void report_calls(struct report *rp, unsigned replica, const char *call, uint64_t count);
 void report_unvirtualized(struct report *rp, unsigned replica, uint64_t count);
+/* Program images the replica started with AT_RANDOM agreed and the vDSO
+ * patched, and how many of them diehard stopped to do that (a static
+ * program, one without libdiehard): "images", "images_stopped". */
+void report_images(struct report *rp, unsigned replica, uint64_t images, uint64_t stopped);
 /* Opens the replica made that diehard looked at and left to the kernel
  * (not of a random device): each cost a round trip. */
 void report_opens_checked(struct report *rp, unsigned replica, uint64_t count);

@@ -322,12 +322,14 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 		}
 	}
 	own_pid_vars(r->envp);
-	execve(r->path, r->argv, r->envp);
+	/* With the marker: the replica's environment preloads libdiehard
+	 * (exec.c's check, which this process does not run). */
+	syscall(SYS_execve, r->path, r->argv, r->envp, r->exec_mark);
 	err = errno;
 	/* As execvp: a file the kernel cannot run (a script without #!) is
 	 * run by the shell. */
 	if (err == ENOEXEC && sh_argv != NULL) {
-		execve(sh_argv[0], sh_argv, r->envp);
+		syscall(SYS_execve, sh_argv[0], sh_argv, r->envp, r->exec_mark);
 		err = errno;
 	}
 fail:

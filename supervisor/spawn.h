@@ -26,6 +26,7 @@ struct spawn_request {
 	bool pipe_ignored; /* SIGPIPE was ignored when diehard started: keep it so */
 	const struct sock_fprog *filter; /* seccomp filter to run under, or NULL */
 	bool listener;                   /* the filter notifies: send its listener */
+	uint64_t exec_mark;              /* the filter's exec marker (filter.h), or 0 */
 	const struct rlimit *nofile;     /* the fd limit diehard was started with */
 	unsigned long ns_flags;          /* sandbox.h: namespaces to make (0: none) */
 	const char *init_path;           /* diehard-init, or NULL (sandbox.h) */

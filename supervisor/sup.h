@@ -155,6 +155,7 @@ struct sup {
 	struct event *stop_ev;    /* asked to stop: the replicas' grace (--stop-timeout) */
 	int stop_signal;          /* that signal (SIGTERM, SIGINT), 0: none */
 	struct sock_fprog filter; /* the seccomp filter every replica runs under */
+	uint64_t exec_mark;       /* its exec marker (filter.h), or 0 */
 	unsigned long ns_flags;   /* sandbox.h: each replica's namespaces (0: none) */
 	bool net_private;         /* CLONE_NEWNET is in ns_flags: each replica has a
 				     network of its own (--net private, net.h) */

@@ -296,7 +296,8 @@ static void build_filter(struct sup *S)
 				    .sandboxed = S->ns_flags != 0, .net_private = S->net_private,
 				    .supervisor = getpid(), .supervisor_group = getpgrp() };
 	if (S->virt != NULL)
-		virt_clock_marks(S->virt, &spec.pass_mark, &spec.ask_mark);
+		virt_clock_marks(S->virt, &spec.pass_mark, &spec.ask_mark, &spec.exec_mark);
+	S->exec_mark = spec.exec_mark;
 	if (filter_build(&S->filter, &spec) != 0)
 		fatal(EXIT_INTERNAL, "cannot build the seccomp filter");
 }

@@ -73,6 +73,60 @@ run_fp() {
 		fail "the report:" "$(jq -c '[.call_divergences, [.replicas[] | {status, calls, clock_reads_in_replica}]]' "$T/e.json")"
 }
 
+# The images report: every replica started n images, stopped of them (by
+# diehard) between lo and hi, and none went unvirtualized.
+images_are() {
+	jq -e --argjson n "$2" --argjson lo "$3" --argjson hi "$4" 'all(.replicas[]; .status == 0 and .images == $n
+		and .images_stopped >= $lo and .images_stopped <= $hi and .unvirtualized == 0)' "$1" >/dev/null ||
+		fail "report: $(jq -c '[.replicas[] | {status, images, images_stopped, unvirtualized}]' "$1")"
+}
+
+@test "new images that keep libdiehard patch themselves (not stopped): AT_RANDOM agreed, a fresh one per image" {
+	local A=$PROGS/nd_atrandom
+	run_fp a -k 3 -r "$T/a.json" sh -c "$A; $A; date +%s.%N"
+	[[ $(<"$T/a.rc") == 0 ]] || fail "exited $(<"$T/a.rc")" "$(head -c 2000 "$T/a.err")"
+	mapfile -t v <"$T/a.out"
+	[[ ${v[0]} =~ ^[0-9a-f]{32}$ && ${v[1]} =~ ^[0-9a-f]{32}$ && ${v[0]} != "${v[1]}" ]] ||
+		fail "two images' AT_RANDOM bytes (agreed by the vote, distinct):" "$(cat "$T/a.out")"
+	local secs=${v[2]%.*}
+	((secs >= ${T0%.*} && secs <= ${T1%.*} + 1)) || fail "date: ${v[2]}"
+	# sh, two nd_atrandom, date: four images, none stopped.
+	images_are "$T/a.json" 4 0 0
+}
+
+@test "a program started without libdiehard (env -i): stopped at its exec and patched there; it and its children agree" {
+	local A=$PROGS/nd_atrandom
+	run_fp e -k 3 -r "$T/e.json" sh -c "env -i $A; env -i /bin/sh -c '$A; date +%s.%N'"
+	[[ $(<"$T/e.rc") == 0 ]] || fail "exited $(<"$T/e.rc")" "$(head -c 2000 "$T/e.err")"
+	mapfile -t v <"$T/e.out"
+	[[ ${#v[@]} == 3 && ${v[0]} =~ ^[0-9a-f]{32}$ && ${v[1]} =~ ^[0-9a-f]{32}$ ]] || fail "output:" "$(cat "$T/e.out")"
+	local secs=${v[2]%.*}
+	((secs >= ${T0%.*} && secs <= ${T1%.*} + 1)) || fail "date: ${v[2]}"
+	# sh, env, env: three that keep it; nd_atrandom, sh, nd_atrandom and
+	# date without it: four stopped.
+	images_are "$T/e.json" 7 4 4
+	# The same from a thread other than the process's first (the exec
+	# stop then names the process, not the thread that asked).
+	run_fp t -k 3 -r "$T/t.json" /usr/bin/python3 -c "import os, threading, time
+threading.Thread(target=lambda: os.execve('$A', ['nd_atrandom'], {})).start()
+time.sleep(30)"
+	[[ $(<"$T/t.rc") == 0 && $(<"$T/t.out") =~ ^[0-9a-f]{32}$ ]] ||
+		fail "exited $(<"$T/t.rc")" "$(head -c 2000 "$T/t.err")" "$(cat "$T/t.out")"
+	images_are "$T/t.json" 2 1 1
+}
+
+@test "where a process may not make its vDSO writable (memory-deny-write-execute), diehard patches it: the images agree" {
+	local A=$PROGS/nd_atrandom
+	run "$PROGS/mdwe_exec" /bin/true
+	((status != 77)) || skip "no PR_SET_MDWE in this kernel"
+	run_fp m -k 3 -r "$T/m.json" "$PROGS/mdwe_exec" /bin/sh -c "$A; date +%s.%N"
+	[[ $(<"$T/m.rc") == 0 ]] || fail "exited $(<"$T/m.rc")" "$(head -c 2000 "$T/m.err")"
+	mapfile -t v <"$T/m.out"
+	[[ ${#v[@]} == 2 && ${v[0]} =~ ^[0-9a-f]{32}$ ]] || fail "output:" "$(cat "$T/m.out")"
+	# mdwe_exec patches itself; sh, nd_atrandom and date cannot.
+	images_are "$T/m.json" 4 3 3
+}
+
 @test "a replica that writes garbage over its part of the clock log: caught (count, values or output), the others unaffected (5 runs)" {
 	local i
 	for i in 1 2 3 4 5; do

@@ -26,16 +26,20 @@ setup() {
 	[[ -z $bad ]] || fail "imports functions that may allocate or recurse:" "$bad"
 }
 
-@test "dlopen and dlsym are reached only from the constructor, after start-up: frames_load, for libgcc's unwinder" {
+@test "dlopen and dlsym are reached only from the constructor, after start-up: frames_load, for libgcc's unwinder, and exec_start, for libc's execve" {
 	run objdump -d --no-show-raw-insn "$LIB"
 	[ "$status" -eq 0 ]
 	local sites callers
 	# Every call or jump to dlopen or dlsym, by the function it is in.
 	sites=$(awk '/^[0-9a-f]+ <.*>:$/ { fn = $2 } /(call|jmp).*<(dlopen|dlsym|dlvsym|dlmopen)@plt>/ { print fn, $NF }' <<<"$output" | sort -u)
 	[[ -n $sites ]] || fail "no call to dlopen found: the unwinder is linked again?"
-	[[ $(awk '{print $1}' <<<"$sites" | sort -u) == "<frames_load>:" ]] || fail "dlopen or dlsym called outside frames_load:" "$sites"
-	callers=$(awk '/^[0-9a-f]+ <.*>:$/ { fn = $2 } /(call|jmp).*<frames_load>/ { print fn }' <<<"$output" | sort -u)
-	[[ $callers == "<start_at_load>:" ]] || fail "frames_load called from elsewhere than the constructor:" "$callers"
+	[[ $(awk '{print $1}' <<<"$sites" | sort -u | tr '\n' ' ') == "<exec_start>: <frames_load>: " ]] ||
+		fail "dlopen or dlsym called outside frames_load and exec_start:" "$sites"
+	local fn
+	for fn in frames_load exec_start; do
+		callers=$(awk -v f="<$fn>" '/^[0-9a-f]+ <.*>:$/ { fn = $2 } /(call|jmp)/ && $NF == f { print fn }' <<<"$output" | sort -u)
+		[[ $callers == "<start_at_load>:" ]] || fail "$fn called from elsewhere than the constructor:" "$callers"
+	done
 	run readelf -dW "$LIB"
 	[[ $output != *libgcc_s* ]] || fail "libgcc_s is a dependency again: every process pays its start-up"
 }

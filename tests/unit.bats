@@ -92,3 +92,7 @@ run_unit() {
 @test "unit: the shared clock log (3 replicas x 3 threads agree on every entry, monotonic; still with one scribbling over its page and the claims; a leader held up while diehard takes its entry over)" {
 	run_unit test_clockpage
 }
+
+@test "unit: an exec's environment judged for libdiehard and the run's DIEHARD_CLOCKS (zero-stop images)" {
+	run_unit test_envkeep
+}

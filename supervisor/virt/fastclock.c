@@ -19,6 +19,7 @@
  * far ahead of the log (a damaged count) is not settled: the slot is
  * turned to the notify path (fastclock_index says so). */
 #include "fastclock.h"
+#include "vdso.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,12 +54,14 @@ struct fastclock {
 	size_t len;
 	struct cp_view view;
 	uint64_t mark_real, mark_fallback;
+	uint64_t images_key[2];         /* AT_RANDOM's (cp_at_random) */
+	uint64_t mark_exec;             /* exec.c's */
 	struct cp_value start[CP_KEYS]; /* each clock when the run began */
 	uint64_t forged;                /* slots whose entries failed the bounds */
 	unsigned forged_key[CP_MAX_SLOTS];
 	uint64_t forged_n[CP_MAX_SLOTS]; /* the first such entry of each */
 	uint64_t floor[CP_MAX_SLOTS][CP_KEYS]; /* each slot's first read not done (cp_floor) */
-	char env[256];
+	char env[512];
 };
 
 /* Diehard's own real read of key (no filter here): the bounds' and what
@@ -112,7 +115,7 @@ static struct cp_page *dh_page(const struct fastclock *F)
 	return F->view.pages[F->view.nslots];
 }
 
-struct fastclock *fastclock_new(unsigned nslots)
+struct fastclock *fastclock_new(unsigned nslots, const uint64_t images_key[2])
 {
 	if (nslots == 0 || nslots > CP_MAX_SLOTS) {
 		log_event("fast clock reads: not with %u replica slots (at most %u): every read is notified", nslots,
@@ -122,7 +125,7 @@ struct fastclock *fastclock_new(unsigned nslots)
 	struct fastclock *F = calloc(1, sizeof *F);
 	if (F == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
-	uint64_t secrets[3];
+	uint64_t secrets[5];
 	if (getrandom(secrets, sizeof secrets, 0) != (ssize_t)sizeof secrets)
 		fatal(EXIT_INTERNAL, "cannot read the clock log's key: %s", strerror(errno));
 	F->view.secret = secrets[0];
@@ -130,6 +133,9 @@ struct fastclock *fastclock_new(unsigned nslots)
 	 * chance equals a marker. */
 	F->mark_real = secrets[1] | 1ull << 63;
 	F->mark_fallback = (secrets[2] | 1ull << 63) ^ (secrets[2] == secrets[1] ? 1 : 0);
+	F->images_key[0] = images_key[0];
+	F->images_key[1] = images_key[1];
+	F->mark_exec = secrets[4] | 1ull << 63;
 	size_t claims = cp_claims_size(), page = cp_page_size();
 	F->len = claims + (size_t)(nslots + 1) * page;
 	F->fd = memfd_create("diehard-clocks", MFD_CLOEXEC);
@@ -192,8 +198,18 @@ int fastclock_fd(const struct fastclock *F, unsigned i)
 
 const char *fastclock_env(struct fastclock *F)
 {
-	snprintf(F->env, sizeof F->env, "DIEHARD_CLOCKS=fd=%d,slots=%u,secret=%" PRIx64 ",real=%" PRIx64
-		 ",fallback=%" PRIx64, FASTCLOCK_FD, F->view.nslots, F->view.secret, F->mark_real, F->mark_fallback);
+	char recipe[160];
+	int n = snprintf(F->env, sizeof F->env, "DIEHARD_CLOCKS=fd=%d,slots=%u,secret=%" PRIx64 ",real=%" PRIx64
+			 ",fallback=%" PRIx64, FASTCLOCK_FD, F->view.nslots, F->view.secret, F->mark_real,
+			 F->mark_fallback);
+	/* Images patch themselves (libdiehard's early.c) from the recipe;
+	 * without it they ask diehard (every image is then stopped). */
+	if (vdso_recipe(recipe, sizeof recipe) == 0)
+		recipe[0] = '\0';
+	if (n > 0 && (size_t)n < sizeof F->env)
+		snprintf(F->env + n, sizeof F->env - (size_t)n,
+			 ",vdso=%s,images=%" PRIx64 ".%" PRIx64 ",exec=%" PRIx64, recipe, F->images_key[0],
+			 F->images_key[1], F->mark_exec);
 	return F->env;
 }
 
@@ -318,6 +334,7 @@ void fastclock_reset(struct fastclock *F, unsigned i)
 		atomic_store(&p->count[k], 0);
 		atomic_store(&p->sum[k], 0);
 	}
+	atomic_store(&p->images, 0); /* a replacement's images get the same bytes again */
 	atomic_fetch_and(&dh_page(F)->off, ~(1ull << i));
 	atomic_fetch_and(&dh_page(F)->pace, ~(1ull << i));
 }
@@ -405,4 +422,20 @@ void fastclock_settle_all(struct fastclock *F, fastclock_put_fn *put, void *arg)
 		if (top > fastclock_harvested(F, k))
 			(void)fastclock_settle(F, k, top - 1, put, arg);
 	}
+}
+
+void fastclock_at_random(struct fastclock *F, unsigned slot, uint8_t out[16])
+{
+	uint64_t n = atomic_fetch_add(&F->view.pages[slot]->images, 1);
+	cp_at_random(F->images_key, n, out);
+}
+
+uint64_t fastclock_exec_mark(const struct fastclock *F)
+{
+	return F->mark_exec;
+}
+
+uint64_t fastclock_images(const struct fastclock *F, unsigned slot)
+{
+	return atomic_load(&F->view.pages[slot]->images);
 }

@@ -37,7 +37,7 @@ struct fastclock;
 
 /* For nslots replica slots. NULL (said with -v) when it cannot be set up:
  * every clock read then takes the notify path. */
-struct fastclock *fastclock_new(unsigned nslots);
+struct fastclock *fastclock_new(unsigned nslots, const uint64_t images_key[2]);
 
 /* Slot i's fd of the region (close-on-exec here: spawn.c places a copy
  * at FASTCLOCK_FD in the replica; its file offset is the slot), the
@@ -125,5 +125,16 @@ bool fastclock_is_real_by_syscall(const struct fastclock *F);
  * claim and publication): settled at the end, so the log holds every
  * entry a count says was read. */
 void fastclock_settle_all(struct fastclock *F, fastclock_put_fn *put, void *arg);
+
+/* AT_RANDOM's bytes for slot's next program image (the count in its
+ * page, shared with libdiehard's early.c). */
+void fastclock_at_random(struct fastclock *F, unsigned slot, uint8_t out[16]);
+
+/* exec.c's marker: an exec that keeps libdiehard (its image patches
+ * itself and is not stopped). */
+uint64_t fastclock_exec_mark(const struct fastclock *F);
+
+/* The program images slot has started (its page's count). */
+uint64_t fastclock_images(const struct fastclock *F, unsigned slot);
 
 #endif

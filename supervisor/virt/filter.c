@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -204,6 +205,93 @@ static int prefix_library_opens(struct sock_fprog *prog, uint64_t ask)
 	return 0;
 }
 
+/* Puts n instructions before the program. */
+static int prepend(struct sock_fprog *prog, const struct sock_filter *prefix, size_t n)
+{
+	if ((size_t)prog->len + n > BPF_MAXINSNS)
+		return -E2BIG;
+	struct sock_filter *insns = malloc(((size_t)prog->len + n) * sizeof *insns);
+	if (insns == NULL)
+		return -ENOMEM;
+	memcpy(insns, prefix, n * sizeof *insns);
+	memcpy(insns + n, prog->filter, (size_t)prog->len * sizeof *insns);
+	free(prog->filter);
+	prog->filter = insns;
+	prog->len = (unsigned short)(prog->len + n);
+	return 0;
+}
+
+struct loader_scan {
+	uintptr_t base;
+	uint32_t sites[MAX_SITES];
+	int n;
+};
+
+/* The page offsets past each `mov eax, SYS_arch_prctl` ... `syscall` in
+ * the loader's executable segments. */
+static int scan_loader(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct loader_scan *ls = arg;
+	if (info->dlpi_addr != ls->base)
+		return 0;
+	for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		const uint8_t *code = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+		for (size_t j = 0; j + 5 < ph->p_filesz; j++) {
+			if (code[j] != 0xb8 || code[j + 1] != SYS_arch_prctl || code[j + 2] || code[j + 3] || code[j + 4])
+				continue;
+			for (size_t k = j + 5; k + 1 < ph->p_filesz && k < j + 5 + 24; k++)
+				if (code[k] == 0x0f && code[k + 1] == 0x05) {
+					if (ls->n == MAX_SITES) {
+						ls->n = -1;
+						return 1;
+					}
+					ls->sites[ls->n++] = (uint32_t)(((uintptr_t)code + k + 2) & 0xfff);
+					break;
+				}
+		}
+	}
+	return 1;
+}
+
+/* With the fast path, the dynamic loader's own arch_prctl (thread-local
+ * storage for a new image) stays in the kernel: libdiehard patches the
+ * image's vDSO and gives it its AT_RANDOM bytes itself (early.c). Found,
+ * like libc's internal open, by where its system call lies in its page,
+ * from the library range. */
+static int prefix_loader_tls(struct sock_fprog *prog)
+{
+	/* Our own loader, the replicas' (the same file, or the sites do not
+	 * match and their arch_prctl is seen as before). */
+	struct loader_scan ls = { .base = (uintptr_t)getauxval(AT_BASE) };
+	if (ls.base == 0)
+		return 0;
+	dl_iterate_phdr(scan_loader, &ls);
+	if (ls.n <= 0)
+		return 0;
+	const size_t ip = offsetof(struct seccomp_data, instruction_pointer);
+	const size_t sites_at = 8, end = sites_at + (size_t)ls.n + 1;
+	struct sock_filter prefix[8 + MAX_SITES + 1];
+	size_t n = 0;
+	prefix[n] = load(offsetof(struct seccomp_data, arch)), n++;
+	prefix[n] = jump(BPF_JEQ, AUDIT_ARCH_X86_64, n, n + 1, end), n++;
+	prefix[n] = load(offsetof(struct seccomp_data, nr)), n++;
+	prefix[n] = jump(BPF_JEQ, SYS_arch_prctl, n, n + 1, end), n++;
+	prefix[n] = load(ip + 4), n++;
+	prefix[n] = jump(BPF_JGE, LIBRARY_FLOOR_HIGH, n, n + 1, end), n++;
+	prefix[n] = load(ip), n++;
+	prefix[n] = insn(BPF_ALU | BPF_AND | BPF_K, 0xfff), n++;
+	for (int i = 0; i < ls.n; i++, n++)
+		prefix[n] = jump(BPF_JEQ, ls.sites[i], n, end - 1, i + 1 < ls.n ? n + 1 : end);
+	prefix[n] = insn(BPF_RET | BPF_K, SECCOMP_RET_ALLOW), n++;
+	if (n != end)
+		return -EINVAL;
+	return prepend(prog, prefix, n);
+}
+
 /* A pid argument compared as the 32-bit int it is (the upper half of the
  * register is not defined for an int). */
 #define PID_IS(arg, pid) SCMP_CMP((arg), SCMP_CMP_MASKED_EQ, 0xffffffffu, (scmp_datum_t)(uint32_t)(pid))
@@ -328,6 +416,12 @@ int filter_build(struct sock_fprog *prog, const struct filter_spec *spec)
 	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ALLOW);
 	if (rc == 0 && spec->notify)
 		rc = add_notified(ctx, spec->sleeps, spec->pass_mark);
+	if (rc == 0 && spec->notify && spec->exec_mark != 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(execve), 1,
+				      SCMP_A3_64(SCMP_CMP_NE, (scmp_datum_t)spec->exec_mark));
+	if (rc == 0 && spec->notify && spec->exec_mark != 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(execveat), 1,
+				      SCMP_A5_64(SCMP_CMP_NE, (scmp_datum_t)spec->exec_mark));
 	if (rc == 0 && spec->net_private)
 		rc = add_net(ctx);
 	if (rc == 0)
@@ -336,6 +430,8 @@ int filter_build(struct sock_fprog *prog, const struct filter_spec *spec)
 		rc = export_program(ctx, prog);
 	if (rc == 0 && spec->notify && spec->pass_mark != 0)
 		rc = prefix_library_opens(prog, spec->ask_mark);
+	if (rc == 0 && spec->notify && spec->exec_mark != 0)
+		rc = prefix_loader_tls(prog);
 	seccomp_release(ctx);
 	if (rc != 0) {
 		log_warn("cannot build the seccomp filter: %s", strerror(-rc));

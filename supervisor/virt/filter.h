@@ -35,6 +35,10 @@ struct filter_spec {
 			       (filter.c) */
 	uint64_t ask_mark;  /* an openat with this fifth argument is seen even
 			       then (libdiehard's open of a random device) */
+	uint64_t exec_mark; /* nonzero: images with libdiehard are not stopped
+			       (the loader's arch_prctl stays in the kernel),
+			       and an execve or execveat is seen unless it
+			       carries this (exec.c) */
 	pid_t supervisor;   /* not sandboxed: our pid and process group */
 	pid_t supervisor_group;
 };

@@ -3,6 +3,7 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -372,4 +373,22 @@ int vdso_patch(int mem, uint64_t base, pid_t pid, bool jump, uint64_t near)
 			return w < 0 ? -errno : -EIO;
 	}
 	return 1;
+}
+
+size_t vdso_recipe(char *buf, size_t size)
+{
+	if (!have_targets)
+		return 0;
+	size_t n = 0;
+	for (size_t t = 0; t < NTARGETS && n < size; t++) {
+		int w = snprintf(buf + n, size - n, "%" PRIx64 ".%" PRIx64 ".", targets[t].offset,
+				 targets[t].offset ? targets[t].size : 0);
+		if (w < 0)
+			return 0;
+		n += (size_t)w;
+	}
+	if (n >= size)
+		return 0;
+	int w = snprintf(buf + n, size - n, "%zx", vdso_real_clock() ? displaced_len : (size_t)0);
+	return w < 0 || (size_t)w >= size - n ? 0 : n + (size_t)w;
 }

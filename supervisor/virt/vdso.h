@@ -66,4 +66,9 @@ bool vdso_real_fallback(pid_t tid, uint64_t ip);
  * patched), or -errno. */
 int vdso_patch(int mem, uint64_t base, pid_t pid, bool jump, uint64_t near);
 
+/* The entry points' offsets and lengths in the vDSO and the bytes a jump
+ * displaces, as libdiehard's early.c reads them from DIEHARD_CLOCKS
+ * (vdso=...): its length, 0 when there is nothing to say. */
+size_t vdso_recipe(char *buf, size_t size);
+
 #endif

@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -47,6 +49,8 @@
 #include "entropy.h"
 #include "exitcode.h"
 #include "fastclock.h"
+#include "clockpage.h"
+#include "envkeep.h"
 #include "filter.h"
 #include "log.h"
 #include "ndlog.h"
@@ -97,6 +101,15 @@ enum { DOMAIN_GETRANDOM = 1, DOMAIN_URANDOM = 2, DOMAIN_RANDOM = 3, DOMAIN_AT_RA
  * up to this many; later ones share the last number. */
 #define CPU_TASKS 256
 
+/* A process traced to its exec (one whose next image lacks libdiehard):
+ * the thread that called it, and its process (whose id the exec stop
+ * reports when another thread made the call). */
+struct traced {
+	pid_t pid, tgid;
+	unsigned slot;
+	struct traced *next;
+};
+
 struct vreplica {
 	struct virt *V;
 	unsigned index;       /* the slot */
@@ -105,6 +118,7 @@ struct vreplica {
 	int fd;               /* the listener; -1 once closed */
 	struct event *ev;
 	uint64_t unvirtualized;
+	uint64_t images_stopped; /* new images diehard patched (stopped) */
 	uint64_t opens_checked; /* opens we looked at that were no random device */
 	pid_t cpu_task[CPU_TASKS]; /* tids, numbered by first CPU-clock read */
 	unsigned ncpu_tasks;
@@ -133,6 +147,7 @@ struct virt {
 	unsigned random_cap;      /* at most this many per slot (the rest EMFILE) */
 	bool cap_said;
 	struct fastclock *fast;   /* the in-replica clock path, or NULL */
+	struct traced *traced;    /* processes traced to their exec */
 	struct event *harvest_ev; /* brings its entries into the log */
 	uint64_t fast_damaged;    /* slots turned to notify: damaged counts */
 };
@@ -874,26 +889,36 @@ static enum answer on_open(struct vreplica *vr, const struct seccomp_notif *req,
 	return DROP; /* answered by the ioctl */
 }
 
-/* A new program image's first arch_prctl: its vDSO is patched, and its
- * AT_RANDOM bytes (the kernel's 16 random bytes for each exec, which seed
- * glibc's stack canary and pointer guard and Go's start-up state) become
- * the n-th image's bytes of the run's stream, as in every replica. */
-static enum answer on_arch_prctl(struct vreplica *vr, const struct seccomp_notif *req)
+/* The key of the run's AT_RANDOM bytes (cp_at_random), from the run's key:
+ * a replay's images get the recorded run's bytes, whichever path (the
+ * replicas' own count in the fast path's pages, or our log's). */
+static void images_key(const struct virt *V, uint64_t key[2])
 {
-	pid_t tid = (pid_t)req->pid;
+	struct chacha cc;
+	chacha_init_stream(&cc, V->key, DOMAIN_AT_RANDOM, UINT64_MAX);
+	chacha_read(&cc, key, 2 * sizeof key[0]);
+}
+
+/* Patches the new image of process tid (its vDSO: jumps where it maps
+ * libdiehard, found from near, an address in its loader; else system
+ * calls) and writes its AT_RANDOM bytes; req: the arch_prctl notification
+ * it is stopped in (checked still pending once the process is pinned), or
+ * NULL when it is stopped by ptrace. */
+static enum answer image_patch(struct vreplica *vr, pid_t tid, uint64_t near, const struct seccomp_notif *req)
+{
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/mem", (int)tid);
 	int mem = open(path, O_RDWR | O_CLOEXEC);
 	uint64_t base = 0, at_random = 0;
 	int err = mem < 0 ? -errno : vdso_auxv(tid, &base, &at_random);
 	/* The open file pins the process the id check vouches for. */
-	if (!still_waiting(vr, req->id)) {
+	if (req != NULL && !still_waiting(vr, req->id)) {
 		if (mem >= 0)
 			close(mem);
 		return DROP;
 	}
 	if (err == 0)
-		err = vdso_patch(mem, base, tid, vr->V->fast != NULL, req->data.instruction_pointer);
+		err = vdso_patch(mem, base, tid, vr->V->fast != NULL, near);
 	if (err < 0) {
 		vr->unvirtualized++;
 		if (!vr->V->vdso_warned) {
@@ -902,20 +927,65 @@ static enum answer on_arch_prctl(struct vreplica *vr, const struct seccomp_notif
 				 "between replicas", (int)tid, strerror(-err));
 		}
 	}
+	if (err == 1)
+		vr->images_stopped++;
 	if (err == 1 && at_random != 0) {
-		struct nd_value v;
-		uint64_t index;
-		take(vr, req, KEY_AT_RANDOM, 0, no_real_value, &v, &index);
-		struct chacha cc;
 		uint8_t bytes[16];
-		chacha_init_stream(&cc, vr->V->key, DOMAIN_AT_RANDOM, index);
-		chacha_read(&cc, bytes, sizeof bytes);
+		if (vr->V->fast != NULL) {
+			fastclock_at_random(vr->V->fast, vr->index, bytes);
+		} else { /* stopped by arch_prctl: tracing is the fast path's */
+			struct nd_value v;
+			uint64_t index;
+			take(vr, req, KEY_AT_RANDOM, 0, no_real_value, &v, &index);
+			uint64_t key[2];
+			images_key(vr->V, key);
+			cp_at_random(key, index, bytes);
+		}
 		if (pwrite(mem, bytes, sizeof bytes, (off_t)at_random) != (ssize_t)sizeof bytes)
 			vr->unvirtualized++;
 	}
 	if (mem >= 0)
 		close(mem);
 	return CONTINUE;
+}
+
+/* A new program image's first arch_prctl: its vDSO is patched, and its
+ * AT_RANDOM bytes (the kernel's 16 random bytes for each exec, which seed
+ * glibc's stack canary and pointer guard and Go's start-up state) become
+ * the n-th image's bytes of the run's stream, as in every replica. */
+static enum answer on_arch_prctl(struct vreplica *vr, const struct seccomp_notif *req)
+{
+	return image_patch(vr, (pid_t)req->pid, req->data.instruction_pointer, req);
+}
+
+bool virt_traced(struct virt *V, pid_t pid, int wstatus)
+{
+	struct traced **pp = &V->traced;
+	while (*pp != NULL && (*pp)->pid != pid && !(WIFSTOPPED(wstatus) && (*pp)->tgid == pid))
+		pp = &(*pp)->next;
+	struct traced *t = *pp;
+	if (t == NULL)
+		return false;
+	if (!WIFSTOPPED(wstatus)) {
+		/* Gone before its exec: the loop goes on with it (its own
+		 * parent reaps it, unless that is us). */
+		*pp = t->next;
+		free(t);
+		return false;
+	}
+	int event = wstatus >> 16;
+	if (event == PTRACE_EVENT_EXEC) {
+		(void)image_patch(&V->r[t->slot], pid, 0, NULL);
+		(void)ptrace(PTRACE_DETACH, pid, 0, 0);
+		*pp = t->next;
+		free(t);
+	} else if (event == PTRACE_EVENT_STOP) {
+		(void)ptrace(PTRACE_LISTEN, pid, 0, 0);
+	} else {
+		/* A signal on its way to it: delivered as if untraced. */
+		(void)ptrace(PTRACE_CONT, pid, 0, (void *)(uintptr_t)WSTOPSIG(wstatus));
+	}
+	return true;
 }
 
 /* A relative sleep: a replacement still replaying the run goes as fast as
@@ -947,6 +1017,74 @@ static enum answer on_net(struct vreplica *vr, const struct seccomp_notif *req, 
 	return CONTINUE;
 }
 
+/* Whether the environment at envp (in pid) preloads the allocator and hands
+ * on the run's DIEHARD_CLOCKS (clocks) as it is: the new image patches
+ * itself (exec.c's check, made here for an exec it did not see). */
+static bool env_keeps_us(pid_t pid, uint64_t envp, const char *allocator, const char *clocks)
+{
+	struct envkeep k = { false, false };
+	size_t alen = strlen(allocator);
+	for (unsigned i = 0; i < 4096; i++) {
+		uint64_t p;
+		if (remote_read_all(pid, envp + 8 * (uint64_t)i, &p, sizeof p) != 0 || p == 0)
+			break;
+		char buf[4096];
+		int err = remote_read_string(pid, p, buf, sizeof buf);
+		if (err != 0 && err != -ENAMETOOLONG)
+			continue;
+		buf[sizeof buf - 1] = '\0';
+		envkeep_entry(&k, buf, allocator, alen, clocks);
+	}
+	return envkeep_ok(&k);
+}
+
+/* The process of thread tid (its Tgid), or tid when it cannot be read. */
+static pid_t thread_group(pid_t tid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return tid;
+	buf[n] = '\0';
+	const char *at = strstr(buf, "\nTgid:");
+	long v = at != NULL ? strtol(at + 6, NULL, 10) : 0;
+	return v > 0 ? (pid_t)v : tid;
+}
+
+/* An execve that exec.c's wrapper did not mark: one whose environment
+ * keeps libdiehard goes on (its image patches itself); any other process
+ * is traced to its exec, where its new image is patched (virt_traced). */
+static enum answer on_execve(struct vreplica *vr, const struct seccomp_notif *req)
+{
+	struct virt *V = vr->V;
+	if (V->fast == NULL)
+		return CONTINUE;
+	bool at = req->data.nr == SYS_execveat;
+	pid_t pid = (pid_t)req->pid;
+	if (env_keeps_us(pid, req->data.args[at ? 3 : 2], V->S->o->allocator, fastclock_env(V->fast)))
+		return CONTINUE;
+	for (struct traced *t = V->traced; t != NULL; t = t->next)
+		if (t->pid == pid)
+			return CONTINUE; /* an earlier try of the same exec (execvp's PATH) */
+	pid_t tgid = thread_group(pid);
+	if (ptrace(PTRACE_SEIZE, pid, 0, PTRACE_O_TRACEEXEC) != 0) {
+		vr->unvirtualized++;
+		log_warn("replica %u: cannot trace pid %d to its exec (%s): the program it starts without "
+			 "libdiehard reads the real clocks", V->S->r[vr->index].id, (int)pid, strerror(errno));
+		return CONTINUE;
+	}
+	struct traced *t = malloc(sizeof *t);
+	if (t == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	*t = (struct traced){ .pid = pid, .tgid = tgid, .slot = vr->index, .next = V->traced };
+	V->traced = t;
+	return CONTINUE;
+}
+
 static enum answer dispatch(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 {
 	switch (req->data.nr) {
@@ -959,6 +1097,8 @@ static enum answer dispatch(struct vreplica *vr, const struct seccomp_notif *req
 	case SYS_open:
 	case SYS_openat: return on_open(vr, req, resp);
 	case SYS_arch_prctl: return on_arch_prctl(vr, req);
+	case SYS_execve:
+	case SYS_execveat: return on_execve(vr, req);
 	case SYS_listen:
 	case SYS_connect:
 	case SYS_socket: return on_net(vr, req, resp);
@@ -1065,8 +1205,11 @@ struct virt *virt_new(struct sup *S)
 	else if (S->o->fast_clocks && rp == NULL && S->o->call_log < FASTCLOCK_MIN_LOG)
 		log_event("fast clock reads: not with --call-log under %u (a read may ask for an entry rings "
 			  "back): every clock read is notified", FASTCLOCK_MIN_LOG);
-	else if (S->o->fast_clocks && rp == NULL)
-		V->fast = fastclock_new(S->nslots);
+	else if (S->o->fast_clocks && rp == NULL) {
+		uint64_t key[2];
+		images_key(V, key);
+		V->fast = fastclock_new(S->nslots, key);
+	}
 	if (V->fast != NULL) {
 		vdso_jump_to(S->o->allocator);
 		if (!vdso_real_clock())
@@ -1089,11 +1232,13 @@ struct ndlog *virt_log(const struct virt *V)
 	return V->log;
 }
 
-void virt_clock_marks(const struct virt *V, uint64_t *pass, uint64_t *ask)
+void virt_clock_marks(const struct virt *V, uint64_t *pass, uint64_t *ask, uint64_t *exec)
 {
-	*pass = *ask = 0;
-	if (V->fast != NULL)
+	*pass = *ask = *exec = 0;
+	if (V->fast != NULL) {
 		fastclock_marks(V->fast, pass, ask);
+		*exec = fastclock_exec_mark(V->fast);
+	}
 }
 
 int virt_clock_fd(const struct virt *V, unsigned i)
@@ -1198,6 +1343,8 @@ static void report_counts(struct virt *V, unsigned i)
 	for (size_t j = 0; j < n; j++)
 		report_calls(S->report, S->r[i].id, names[j], counts[j]);
 	report_unvirtualized(S->report, S->r[i].id, vr->unvirtualized);
+	report_images(S->report, S->r[i].id,
+		      V->fast != NULL ? fastclock_images(V->fast, i) : calls_of(V, i, KEY_AT_RANDOM), vr->images_stopped);
 	report_opens_checked(S->report, S->r[i].id, vr->opens_checked);
 	if (V->fast != NULL) {
 		uint64_t all = 0;

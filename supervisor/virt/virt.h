@@ -17,6 +17,7 @@
 #include <linux/filter.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct sup;
 struct virt;
@@ -40,7 +41,7 @@ void virt_detach(struct virt *V, unsigned i);
  * filter's markers (filter.h). */
 char *const *virt_replica_env(struct virt *V, unsigned i);
 int virt_clock_fd(const struct virt *V, unsigned i);
-void virt_clock_marks(const struct virt *V, uint64_t *pass, uint64_t *ask);
+void virt_clock_marks(const struct virt *V, uint64_t *pass, uint64_t *ask, uint64_t *exec);
 
 /* The run's random key (CHACHA_KEY_BYTES) and its log of answers: what a
  * recording keeps (ci/record.c). */
@@ -65,5 +66,11 @@ void virt_retire(struct virt *V, unsigned i, bool killed);
 /* At the end: compares how many calls of each kind the replicas that
  * finished made, and writes the counts into the report. */
 void virt_finish(struct virt *V);
+
+/* A wait status of pid from our reaping loop: true when it was a process
+ * traced to its exec (virt.c) and is handled (its new image patched at the
+ * exec stop, then left to run untraced), false when the loop should look
+ * at it as usual. */
+bool virt_traced(struct virt *V, pid_t pid, int wstatus);
 
 #endif

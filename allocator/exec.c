@@ -1,0 +1,110 @@
+/* exec.c — every exec of this process, through libc, tells diehard's filter
+ * whether the new image will carry libdiehard (issue 16's zero-stop
+ * design, docs/PERFORMANCE.md).
+ *
+ * With the fast clock path, diehard does not stop a new image at its
+ * loader's arch_prctl: libdiehard patches the image's vDSO itself
+ * (early.c). An image that will not load libdiehard (an environment without
+ * it: `env -i`, a sanitized one) must still be stopped. So libc's execve,
+ * the entry point every exec function of libc reaches (execvp, posix_spawn,
+ * system, popen), and kernel.c's execve jump here, and an environment that
+ * preloads this library and keeps DIEHARD_CLOCKS makes the system call
+ * carry the exec marker (fourth argument), which the filter lets through.
+ * Any other exec is seen by diehard, which reads its environment and traces
+ * one without libdiehard to its exec (virt.c). */
+#include "exec.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "envkeep.h"
+
+static uint64_t mark_exec;
+static char self_path[4096];
+static size_t self_len;
+static char clocks[512]; /* our DIEHARD_CLOCKS=... */
+
+static long raw5(long nr, long a, long b, long c, long d, long e)
+{
+	long ret;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+/* Whether env preloads this library and hands on our DIEHARD_CLOCKS as it
+ * is (early.c's recipe and key). */
+static bool carries_us(char *const env[])
+{
+	struct envkeep k = { false, false };
+	for (size_t i = 0; env != NULL && env[i] != NULL; i++)
+		envkeep_entry(&k, env[i], self_path, self_len, clocks);
+	return envkeep_ok(&k);
+}
+
+static long dh_execve(const char *path, char *const argv[], char *const envp[])
+{
+	uint64_t mark = mark_exec != 0 && carries_us(envp) ? mark_exec : 0;
+	long r = raw5(SYS_execve, (long)path, (long)argv, (long)envp, (long)mark, 0);
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+
+static uint64_t hex(const char *s)
+{
+	uint64_t v = 0;
+	for (; (*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f'); s++)
+		v = v << 4 | (uint64_t)(*s <= '9' ? *s - '0' : *s - 'a' + 10);
+	return v;
+}
+
+void exec_start(void)
+{
+	const char *spec = config_getenv("DIEHARD_CLOCKS");
+	const char *x = spec ? strstr(spec, "exec=") : NULL;
+	if (x == NULL)
+		return;
+	Dl_info info;
+	if (dladdr((void *)exec_start, &info) == 0 || info.dli_fname == NULL ||
+	    (self_len = strlen(info.dli_fname)) >= sizeof self_path)
+		return;
+	memcpy(self_path, info.dli_fname, self_len + 1);
+	size_t n = strlen(spec);
+	if (n + 16 > sizeof clocks)
+		return;
+	memcpy(clocks, "DIEHARD_CLOCKS=", 15);
+	memcpy(clocks + 15, spec, n + 1);
+	mark_exec = hex(x + 5);
+	/* libc's execve: movabs rax, dh_execve; jmp rax over its entry. */
+	uint8_t *fn = dlsym(RTLD_NEXT, "execve"); /* libc's (kernel.c's is ours) */
+	if (fn == NULL || fn[0] != 0xb8 || fn[1] != SYS_execve)
+		return; /* not the wrapper we know: execs go unmarked (seen) */
+	uintptr_t page = (uintptr_t)fn & ~(uintptr_t)4095;
+	size_t span = ((uintptr_t)fn + 12 - page + 4095) & ~(size_t)4095;
+	if (mprotect((void *)page, span, PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
+		return;
+	uint8_t j[12] = { 0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xe0 };
+	uintptr_t to = (uintptr_t)dh_execve;
+	memcpy(j + 2, &to, sizeof to);
+	memcpy(fn, j, sizeof j);
+	(void)mprotect((void *)page, span, PROT_READ | PROT_EXEC);
+}
+
+int exec_call(const char *path, char *const argv[], char *const envp[])
+{
+	return (int)dh_execve(path, argv, envp);
+}
