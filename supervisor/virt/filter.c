@@ -157,6 +157,39 @@ static struct sock_filter load(size_t off)
 	return insn(BPF_LD | BPF_W | BPF_ABS, (uint32_t)off);
 }
 
+/* Puts n instructions before the program. */
+static int prepend(struct sock_fprog *prog, const struct sock_filter *prefix, size_t n)
+{
+	if ((size_t)prog->len + n > BPF_MAXINSNS)
+		return -E2BIG;
+	struct sock_filter *insns = malloc(((size_t)prog->len + n) * sizeof *insns);
+	if (insns == NULL)
+		return -ENOMEM;
+	memcpy(insns, prefix, n * sizeof *insns);
+	memcpy(insns + n, prog->filter, (size_t)prog->len * sizeof *insns);
+	free(prog->filter);
+	prog->filter = insns;
+	prog->len = (unsigned short)(prog->len + n);
+	return 0;
+}
+
+/* A prefix's first instructions (FROM_LIBRARY of them): an x86-64 call nr
+ * made from where shared libraries are mapped goes on, anything else to
+ * the index end (the program after the prefix). */
+#define FROM_LIBRARY 6
+static size_t from_library(struct sock_filter *p, int nr, size_t end)
+{
+	const size_t ip = offsetof(struct seccomp_data, instruction_pointer);
+	size_t n = 0;
+	p[n] = load(offsetof(struct seccomp_data, arch)), n++;
+	p[n] = jump(BPF_JEQ, AUDIT_ARCH_X86_64, n, n + 1, end), n++;
+	p[n] = load(offsetof(struct seccomp_data, nr)), n++;
+	p[n] = jump(BPF_JEQ, (uint32_t)nr, n, n + 1, end), n++;
+	p[n] = load(ip + 4), n++;
+	p[n] = jump(BPF_JGE, LIBRARY_FLOOR_HIGH, n, n + 1, end), n++;
+	return n;
+}
+
 static int prefix_library_opens(struct sock_fprog *prog, uint64_t ask)
 {
 	uint32_t sites[MAX_SITES];
@@ -170,13 +203,7 @@ static int prefix_library_opens(struct sock_fprog *prog, uint64_t ask)
 	struct sock_filter prefix[8 + 2 + MAX_SITES + 5];
 	const size_t ip = offsetof(struct seccomp_data, instruction_pointer);
 	const size_t arg4 = offsetof(struct seccomp_data, args[4]);
-	size_t n = 0;
-	prefix[n] = load(offsetof(struct seccomp_data, arch)), n++;
-	prefix[n] = jump(BPF_JEQ, AUDIT_ARCH_X86_64, n, n + 1, end), n++;
-	prefix[n] = load(offsetof(struct seccomp_data, nr)), n++;
-	prefix[n] = jump(BPF_JEQ, SYS_openat, n, n + 1, end), n++;
-	prefix[n] = load(ip + 4), n++;
-	prefix[n] = jump(BPF_JGE, LIBRARY_FLOOR_HIGH, n, n + 1, end), n++;
+	size_t n = from_library(prefix, SYS_openat, end);
 	prefix[n] = load(offsetof(struct seccomp_data, args[2])), n++;
 	prefix[n] = jump(BPF_JSET, O_CLOEXEC, n, mark_at, nsites ? sites_at : end), n++;
 	if (nsites) {
@@ -192,33 +219,7 @@ static int prefix_library_opens(struct sock_fprog *prog, uint64_t ask)
 	prefix[n] = insn(BPF_RET | BPF_K, SECCOMP_RET_ALLOW), n++;
 	if (n != end)
 		return -EINVAL;
-	if ((size_t)prog->len + end > BPF_MAXINSNS)
-		return -E2BIG;
-	struct sock_filter *insns = malloc(((size_t)prog->len + end) * sizeof *insns);
-	if (insns == NULL)
-		return -ENOMEM;
-	memcpy(insns, prefix, end * sizeof *insns);
-	memcpy(insns + end, prog->filter, (size_t)prog->len * sizeof *insns);
-	free(prog->filter);
-	prog->filter = insns;
-	prog->len = (unsigned short)(prog->len + end);
-	return 0;
-}
-
-/* Puts n instructions before the program. */
-static int prepend(struct sock_fprog *prog, const struct sock_filter *prefix, size_t n)
-{
-	if ((size_t)prog->len + n > BPF_MAXINSNS)
-		return -E2BIG;
-	struct sock_filter *insns = malloc(((size_t)prog->len + n) * sizeof *insns);
-	if (insns == NULL)
-		return -ENOMEM;
-	memcpy(insns, prefix, n * sizeof *insns);
-	memcpy(insns + n, prog->filter, (size_t)prog->len * sizeof *insns);
-	free(prog->filter);
-	prog->filter = insns;
-	prog->len = (unsigned short)(prog->len + n);
-	return 0;
+	return prepend(prog, prefix, n);
 }
 
 struct loader_scan {
@@ -273,15 +274,9 @@ static int prefix_loader_tls(struct sock_fprog *prog)
 	if (ls.n <= 0)
 		return 0;
 	const size_t ip = offsetof(struct seccomp_data, instruction_pointer);
-	const size_t sites_at = 8, end = sites_at + (size_t)ls.n + 1;
+	const size_t sites_at = FROM_LIBRARY + 2, end = sites_at + (size_t)ls.n + 1;
 	struct sock_filter prefix[8 + MAX_SITES + 1];
-	size_t n = 0;
-	prefix[n] = load(offsetof(struct seccomp_data, arch)), n++;
-	prefix[n] = jump(BPF_JEQ, AUDIT_ARCH_X86_64, n, n + 1, end), n++;
-	prefix[n] = load(offsetof(struct seccomp_data, nr)), n++;
-	prefix[n] = jump(BPF_JEQ, SYS_arch_prctl, n, n + 1, end), n++;
-	prefix[n] = load(ip + 4), n++;
-	prefix[n] = jump(BPF_JGE, LIBRARY_FLOOR_HIGH, n, n + 1, end), n++;
+	size_t n = from_library(prefix, SYS_arch_prctl, end);
 	prefix[n] = load(ip), n++;
 	prefix[n] = insn(BPF_ALU | BPF_AND | BPF_K, 0xfff), n++;
 	for (int i = 0; i < ls.n; i++, n++)
