@@ -50,7 +50,7 @@ static inline bool diehard_ready(void)
  * one for another machine) is refused instead of running every replica on
  * glibc's malloc. A new number when what diehard relies on changes (the
  * DIEHARD_* variables it sets, the fill and seed semantics). */
-extern const char diehard_abi_1[];
+extern const char diehard_abi_2[];
 
 /* free without the injector's check (entry.c): the injector's early frees. */
 void diehard_free_object(void *p) __attribute__((weak));

@@ -31,7 +31,7 @@
 #define EXPORT __attribute__((visibility("default")))
 
 /* The mark diehard -a looks for in the dynamic symbol table (diehard.h). */
-EXPORT const char diehard_abi_1[] = "libdiehard.so ABI 1";
+EXPORT const char diehard_abi_2[] = "libdiehard.so ABI 2";
 
 /* An object of class ci from the thread's cache, random-filled when fill. */
 static inline void *alloc_small(unsigned ci, struct rng *r, bool fill)

@@ -228,7 +228,7 @@ int main(int argc, char **argv)
      * allocated by the first printf. */
     uint64_t digest = main_state.digest ^ (second_state.digest * 31);
     uintptr_t base = (uintptr_t)main_state.s[0].anchor;
-    const char *allocator = dlsym(RTLD_DEFAULT, "diehard_abi_1") != NULL ? "diehard" : "other";
+    const char *allocator = dlsym(RTLD_DEFAULT, "diehard_abi_2") != NULL ? "diehard" : "other";
     print(&main_state);
     print(&second_state);
     printf("recent %d\n", RECENT);

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 /* The symbol libdiehard.so exports for this check (allocator/diehard.h). */
-#define ELFCHECK_MARK "diehard_abi_1"
+#define ELFCHECK_MARK "diehard_abi_2"
 
 /* True when path is a regular file holding a shared library for the
  * machine, word size and byte order diehard was built for whose dynamic

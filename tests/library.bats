@@ -65,5 +65,5 @@ setup() {
 	[[ $got == "$want" ]] || fail "exports differ" "got:  $got" "want: $want"
 	# The data symbol diehard -a checks for (supervisor/elfcheck.c), and no other.
 	got=$(awk '$2 ~ /[BDGR]/ {print $3}' <<<"$output" | tr '\n' ' ')
-	[[ $got == "diehard_abi_1 " ]] || fail "exported data: $got"
+	[[ $got == "diehard_abi_2 " ]] || fail "exported data: $got"
 }
