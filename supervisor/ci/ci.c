@@ -144,8 +144,14 @@ char *const *ci_setup(struct sup *S, struct replica *r, bool replacement, bool s
 		snprintf(r->fill, sizeof r->fill, "%s", rp->rep->fill);
 		if (rp->flip)
 			e->var[n++] = must_printf("DIEHARD_FLIP=%s", rp->flip);
+		/* Traced in the run (--ci traces every replica), traced in the
+		 * replay: tracing loads the unwinder, which allocates, and a
+		 * replica with the random fill places its objects by the
+		 * allocations before (its bytes would differ). */
 		if (rp->trace)
 			e->var[n++] = must_printf("DIEHARD_TRACE=%s", rp->trace);
+		else if (rp->rep->traced)
+			e->var[n++] = must_printf("DIEHARD_TRACE=/dev/null");
 		if (rp->trace_at)
 			e->var[n++] = must_printf("DIEHARD_TRACE_AT=%s", rp->trace_at);
 		if (rp->rep->pid_key && sandboxed)
@@ -384,6 +390,7 @@ static bool record(struct ci *C, const char *path, int code)
 		r->seed = bin(seeds[nr], 16);
 		r->fill = p->fill;
 		r->pid_key = p->pidkey;
+		r->traced = p->trace[0] != '\0';
 		r->stdout_digest = bin(p->dig[0], DIGEST_BYTES);
 		r->stderr_digest = bin(p->dig[1], DIGEST_BYTES);
 		r->stdout_bytes = p->bytes[0];
