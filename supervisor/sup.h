@@ -153,6 +153,7 @@ struct sup {
 	struct fencelog *fencelog; /* NULL unless DIEHARD_FENCE is set (fencelog.h) */
 	struct notify *notify;    /* the service side (notify.h); NULL in a replay */
 	struct event *stop_ev;    /* asked to stop: the replicas' grace (--stop-timeout) */
+	double stop_at;           /* when (since t_start) the stop was forwarded; with stop_ev */
 	int stop_signal;          /* that signal (SIGTERM, SIGINT), 0: none */
 	struct sock_fprog filter; /* the seccomp filter every replica runs under */
 	uint64_t exec_mark;       /* its exec marker (filter.h), or 0 */

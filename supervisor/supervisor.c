@@ -360,6 +360,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 			notify_stopping(S->notify);
 		net_stop(S->net);
 		struct timeval grace = { .tv_sec = S->o->stop_ms / 1000, .tv_usec = (S->o->stop_ms % 1000) * 1000 };
+		S->stop_at = sup_now() - S->t_start;
 		S->stop_ev = evtimer_new(S->base, on_stop_timeout, S);
 		if (S->stop_ev == NULL || evtimer_add(S->stop_ev, &grace) != 0)
 			fatal(EXIT_INTERNAL, "cannot start the stop timer");

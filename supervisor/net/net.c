@@ -10,14 +10,14 @@
  * systemd hands over (LISTEN_FDS, TCP, listening) are listeners from the
  * start; the replicas get private copies at the same fds (spawn.c).
  *
- * Bound, it accepts once every replica in the vote listens there too, or
- * --timeout after the quorum did (a replica that trails its siblings that
- * long is left behind): clients meanwhile wait in the backlog.
- * A replica that missed connections is not the same server as its
- * siblings: a threaded server numbers its threads by the connections it
- * took (virt.c matches wall clocks per thread number), and its threads
- * would pair with other requests' reads. Connections that reach a slow
- * starter's siblings only are left for a replacement's replay to redo.
+ * Bound, it accepts once every replica in the vote listens there too:
+ * clients meanwhile wait in the backlog. A replica that missed connections
+ * is not the same server as its siblings (a single-threaded one lacks
+ * their state; a threaded one numbers its threads by the connections it
+ * took, and virt.c matches wall clocks per thread number: its threads
+ * would pair with other requests' reads). One that still does not listen
+ * --timeout after the bind is a straggler: killed, and its replacement
+ * replays the connection log before it serves.
  *
  * A replica is reached at the address it bound, or at its loopback when it
  * bound the wildcard (127.0.0.1, ::1), from a socket its init made in its
@@ -119,30 +119,40 @@ static void listener_start(struct net *N, struct listener *l)
 		listener_pause(l, true);
 }
 
-/* Accepts on l once every replica in the vote listens there, or once
- * --timeout has passed since it was bound (said). The replicas' start-ups
- * spread by tenths of a second on a loaded machine (python3 -m http.server
- * on 2 cores): the first clients wait that long, once. */
+/* Accepts on l once every replica in the vote listens there; once
+ * --timeout has passed since it was bound, without those that do not
+ * (killed as stragglers: their replacements replay what they missed). The
+ * replicas' start-ups spread by tenths of a second on a loaded machine
+ * (python3 -m http.server on 2 cores): the first clients wait that long,
+ * once. */
 static void listener_check_start(struct net *N, struct listener *l)
 {
 	if (l->fd < 0 || l->ev != NULL || N->stopping)
 		return;
-	unsigned voters = 0, listening = 0;
+	unsigned voters = 0;
+	uint64_t missing = 0;
 	for (unsigned i = 0; i < N->S->nslots; i++) {
 		if (!N->slot[i].present || !N->S->r[i].live)
 			continue;
 		voters++;
-		listening += (N->slot[i].listens >> l->index) & 1;
+		if (!(N->slot[i].listens >> l->index & 1))
+			missing |= 1ull << i;
 	}
-	if (listening < voters) {
-		double limit = N->S->o->straggler_ms / 1000.0;
-		if (sup_now() - l->bound_at < limit)
-			return;
-		log_event("%s: %u of the %u replicas listen after %.1f s: accepting without the others (they take "
-			  "connections from when they listen)",
-			  l->name, listening, voters, limit);
-	}
+	if (voters == 0)
+		return;
+	double limit = N->S->o->straggler_ms / 1000.0;
+	if (missing != 0 && sup_now() - l->bound_at < limit)
+		return;
+	/* Started before the kills: each kill comes back here (net_replica_gone). */
 	listener_start(N, l);
+	for (unsigned i = 0; i < N->S->nslots; i++) {
+		if (!(missing >> i & 1))
+			continue;
+		char why[160];
+		snprintf(why, sizeof why, "straggler: does not listen on %s %.1f s after its siblings did", l->name,
+			 limit);
+		net_kill(N, i, why);
+	}
 }
 
 /* Binds l for real, as the replicas did. */

@@ -178,7 +178,8 @@ static bool tcp(int fd, int *domain)
 }
 
 /* The backlog a replica's listening socket gets, whatever it asked for
- * (the kernel caps it at the namespace's somaxconn, 4096 by default). Its
+ * (the kernel caps it at the namespace's somaxconn: 4096 by default since
+ * Linux 5.4, 128 before). Its
  * only client is diehard's proxy, which opens a connection to every
  * replica as a client connects: a replica that falls behind (descheduled,
  * or slower by its seed) has a queue of them. Past its own backlog (5 for
