@@ -421,6 +421,27 @@ no_clock_mispairing() {
 			"$(grep '^diehard: \(kill\|divergence\)' "$T/$1.err")"
 }
 
+# stopped_before_listen NAME PORT DIEHARD-ARGS...: thread_clock_server.py on
+# PORT under diehard (dh NAME DIEHARD-ARGS), replica 2's program stopped
+# (SIGSTOP) before it listens; returns once diehard listens for the other
+# two. The program's pid in VICTIM. Skips the test when replica 2 listened
+# before it could be stopped.
+stopped_before_listen() {
+	local name=$1 port=$2
+	shift 2
+	LEFT+=("thread_clock_server.py $port")
+	PORTS+=("$port")
+	dh "$name" "$@" -- python3 "$ROOT/tests/tools/thread_clock_server.py" "$port"
+	VICTIM=$(replica_program "$name" 2) || fail "replica 2's program not found"
+	kill -STOP "$VICTIM"
+	wait_until 30 grep -q "^diehard: listening on 127.0.0.1:$port for the replicas" "$T/$name.err" ||
+		{ kill -CONT "$VICTIM"; fail "diehard did not listen for replicas 0 and 1" "$(cat "$T/$name.err")"; }
+	if grep -q '^diehard: replica 2 listens' "$T/$name.err"; then
+		kill -CONT "$VICTIM"
+		skip "replica 2 listened before the test could stop it"
+	fi
+}
+
 @test "a threaded server's replica that falls behind by more connections than its backlog takes them in its siblings' order: its threads' clocks pair with theirs" {
 	local port
 	port=$(free_port)
@@ -455,21 +476,13 @@ no_clock_mispairing() {
 @test "a threaded server's replica that listens after its siblings gets their first connections too: diehard accepts once every replica listens" {
 	local port
 	port=$(free_port)
-	LEFT+=("thread_clock_server.py $port")
-	PORTS+=("$port")
-	dh slow -k 3 -- python3 "$ROOT/tests/tools/thread_clock_server.py" "$port"
-	local victim
-	victim=$(replica_program slow 2) || fail "replica 2's program not found"
-	kill -STOP "$victim"
-	wait_until 30 grep -q "^diehard: listening on 127.0.0.1:$port for the replicas" "$T/slow.err" ||
-		{ kill -CONT "$victim"; fail "diehard did not listen for replicas 0 and 1" "$(cat "$T/slow.err")"; }
-	grep -q '^diehard: replica 2 listens' "$T/slow.err" && { kill -CONT "$victim"; skip "replica 2 listened before the test could stop it"; }
+	stopped_before_listen slow "$port" -k 3
 	# The first client connects (diehard listens: a quorum does) and waits
 	# in the backlog until the slow replica listens too.
 	clock_ask "$port" >"$T/first" &
 	local first=$!
-	wait_until 20 queued_on "$port" || { kill -CONT "$victim"; fail "the first client is not waiting in diehard's backlog"; }
-	kill -CONT "$victim"
+	wait_until 20 queued_on "$port" || { kill -CONT "$VICTIM"; fail "the first client is not waiting in diehard's backlog"; }
+	kill -CONT "$VICTIM"
 	wait "$first" || fail "the first request got no reply" "$(tail -n 5 "$T/slow.err")"
 	grep -q '^diehard: connection 1 on .*: 3 replicas$' "$T/slow.err" ||
 		fail "the first connection did not reach every replica:" "$(grep '^diehard: connection 1 ' "$T/slow.err")"
@@ -484,15 +497,7 @@ no_clock_mispairing() {
 @test "a server's replica that never listens is killed as a straggler after --timeout; the clients that waited for it are served by the others" {
 	local port
 	port=$(free_port)
-	LEFT+=("thread_clock_server.py $port")
-	PORTS+=("$port")
-	dh never -k 3 --timeout 1 -- python3 "$ROOT/tests/tools/thread_clock_server.py" "$port"
-	local victim
-	victim=$(replica_program never 2) || fail "replica 2's program not found"
-	kill -STOP "$victim"
-	wait_until 30 grep -q "^diehard: listening on 127.0.0.1:$port for the replicas" "$T/never.err" ||
-		{ kill -CONT "$victim"; fail "diehard did not listen for replicas 0 and 1" "$(cat "$T/never.err")"; }
-	grep -q '^diehard: replica 2 listens' "$T/never.err" && { kill -CONT "$victim"; skip "replica 2 listened before the test could stop it"; }
+	stopped_before_listen never "$port" -k 3 --timeout 1
 	local t0=$EPOCHREALTIME
 	clock_ask "$port" >/dev/null || fail "the client that waited got no reply" "$(tail -n 5 "$T/never.err")"
 	local ms=$(((${EPOCHREALTIME/./} - ${t0/./}) / 1000))
