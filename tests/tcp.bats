@@ -12,7 +12,9 @@
 # own line_server and buggy_server (tests/progs/line_server.c, buggy_server.c)
 # with tests/tools/lineclient.py cover state across connections, large
 # replies, clients that misbehave, 1000 connections at once, a planted heap
-# bug, a replica that stops reading, and an outbound connection.
+# bug, a replica that stops reading, and an outbound connection;
+# tests/tools/thread_clock_server.py (each reply its thread's clock, to the
+# nanosecond) covers replicas that fall behind, listen late or never.
 #
 # Every server gets a port nothing listens on, and every wait is bounded.
 # teardown kills whatever a test started and fails the test if a server
