@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "os.h"
 #include "spec.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -45,19 +46,7 @@ static struct cp_view view;
 static bool ready;   /* the region is mapped: clock reads take the fast path */
 static bool marked;  /* the markers are known (the filter is the run's, so
 			they hold even where the region could not be mapped) */
-static uint64_t mark_real, mark_fallback;
-
-/* The raw system call, its result as the vDSO returns it (0 or -errno). */
-static long raw(long nr, long a, long b, long c, long d)
-{
-	long ret;
-	register long r10 __asm__("r10") = d;
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
-			 : "rcx", "r11", "memory");
-	return ret;
-}
+static uint64_t mark_real, mark_fallback, mark_exec;
 
 static uint64_t hex(const char *s, const char *end)
 {
@@ -91,8 +80,10 @@ void clocks_start(void)
 			mark_real = hex(it.value, it.end);
 		else if (spec_is(&it, "fallback"))
 			mark_fallback = hex(it.value, it.end);
-		else if (spec_is(&it, "vdso") || spec_is(&it, "images") || spec_is(&it, "exec"))
-			continue; /* early.c's and exec.c's */
+		else if (spec_is(&it, "exec"))
+			mark_exec = hex(it.value, it.end);
+		else if (spec_is(&it, "vdso") || spec_is(&it, "images"))
+			continue; /* early.c's */
 		else
 			spec_die(VAR, "unknown key (fd, slots, secret, real, fallback, vdso, images, exec)", spec);
 	}
@@ -139,6 +130,11 @@ uint64_t clocks_mark(void)
 uint64_t clocks_ask_mark(void)
 {
 	return marked ? mark_fallback : 0;
+}
+
+uint64_t clocks_exec_mark(void)
+{
+	return mark_exec;
 }
 
 /* diehard_vdso_real_clock_gettime: the vDSO's own clock_gettime, for a
@@ -189,7 +185,7 @@ static long real_clock_gettime(clockid_t id, struct timespec *ts)
 			return r;
 		atomic_store_explicit(&no_vdso_real, true, memory_order_relaxed);
 	}
-	return raw(SYS_clock_gettime, id, (long)ts, (long)mark_real, 0);
+	return os_raw_syscall(SYS_clock_gettime, id, (long)ts, (long)mark_real, 0, 0, 0);
 }
 
 /* A leader's real read. */
@@ -200,7 +196,7 @@ static int real_read(unsigned key, struct cp_value *out, void *arg)
 	if (key == CP_KEY_GETTIMEOFDAY) {
 		struct timeval tv;
 		struct timezone tz;
-		if (raw(SYS_gettimeofday, (long)&tv, (long)&tz, (long)mark_real, 0) != 0)
+		if (os_raw_syscall(SYS_gettimeofday, (long)&tv, (long)&tz, (long)mark_real, 0, 0, 0) != 0)
 			return -1;
 		*out = (struct cp_value){ .a = tv.tv_sec, .b = tv.tv_usec, .c = tz.tz_minuteswest, .d = tz.tz_dsttime };
 		return 0;
@@ -242,7 +238,8 @@ EXPORT long diehard_vdso_clock_gettime(clockid_t id, struct timespec *ts)
 		ts->tv_nsec = v.b;
 		return 0;
 	}
-	return raw(SYS_clock_gettime, id, (long)ts, asks ? (long)mark_fallback : 0, asks ? (long)n : 0);
+	return os_raw_syscall(SYS_clock_gettime, id, (long)ts, asks ? (long)mark_fallback : 0, asks ? (long)n : 0, 0,
+			      0);
 }
 
 EXPORT long diehard_vdso_gettimeofday(struct timeval *tv, struct timezone *tz)
@@ -261,7 +258,8 @@ EXPORT long diehard_vdso_gettimeofday(struct timeval *tv, struct timezone *tz)
 		}
 		return 0;
 	}
-	return raw(SYS_gettimeofday, (long)tv, (long)tz, asks ? (long)mark_fallback : 0, asks ? (long)n : 0);
+	return os_raw_syscall(SYS_gettimeofday, (long)tv, (long)tz, asks ? (long)mark_fallback : 0, asks ? (long)n : 0,
+			      0, 0);
 }
 
 EXPORT long diehard_vdso_time(time_t *t)
@@ -274,7 +272,7 @@ EXPORT long diehard_vdso_time(time_t *t)
 			*t = v.a;
 		return v.a;
 	}
-	return raw(SYS_time, (long)t, asks ? (long)mark_fallback : 0, asks ? (long)n : 0, 0);
+	return os_raw_syscall(SYS_time, (long)t, asks ? (long)mark_fallback : 0, asks ? (long)n : 0, 0, 0, 0);
 }
 
 /* Hidden aliases for early.c, which runs before the GOT is filled. */

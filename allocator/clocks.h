@@ -19,4 +19,8 @@ uint64_t clocks_mark(void);
  * with O_CLOEXEC), or 0 as for clocks_mark. */
 uint64_t clocks_ask_mark(void);
 
+/* The run's marker of an exec whose image will load libdiehard (exec.c),
+ * or 0: none in DIEHARD_CLOCKS (not under diehard's zero-stop images). */
+uint64_t clocks_exec_mark(void);
+
 #endif

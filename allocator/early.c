@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "clockpage.h"
+#include "os.h"
 
 extern void *__libc_stack_end;
 
@@ -43,19 +44,6 @@ long dh_vdso_real(clockid_t id, void *ts);
 long dh_vdso_clock_gettime(clockid_t id, void *ts);
 long dh_vdso_gettimeofday(void *tv, void *tz);
 long dh_vdso_time(void *t);
-
-static long sys6(long nr, long a, long b, long c, long d, long e, long f)
-{
-	long ret;
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	register long r9 __asm__("r9") = f;
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return ret;
-}
 
 static void copy(volatile uint8_t *to, const uint8_t *from, size_t n)
 {
@@ -170,16 +158,16 @@ static int self_patch(const char *spec, char **e)
 		return 0; /* diehard stopped this image and did it all */
 
 	/* AT_RANDOM: the slot's next image number, from its page's header. */
-	long at = sys6(SYS_lseek, (long)fd, 0, 1 /* SEEK_CUR */, 0, 0, 0);
+	long at = os_raw_syscall(SYS_lseek, (long)fd, 0, 1 /* SEEK_CUR */, 0, 0, 0);
 	if (at < 0 || (uint64_t)at >= CP_MAX_SLOTS)
 		return -1;
-	long hdr = sys6(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, (long)fd,
+	long hdr = os_raw_syscall(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, (long)fd,
 			(long)(cp_claims_size() + (size_t)at * cp_page_size()));
 	if (hdr < 0 && hdr > -4096)
 		return -1;
 	struct cp_page *pg = (struct cp_page *)hdr;
 	if (pg->magic != CP_MAGIC || pg->slot != (uint32_t)at) {
-		sys6(SYS_munmap, hdr, 4096, 0, 0, 0, 0);
+		os_raw_syscall(SYS_munmap, hdr, 4096, 0, 0, 0, 0);
 		return -1;
 	}
 
@@ -195,13 +183,13 @@ static int self_patch(const char *spec, char **e)
 		copy(code + n + sizeof jmp, (const uint8_t *)&back, 8);
 		n += 14;
 		long page = (long)((uintptr_t)dh_vdso_real & ~(uintptr_t)4095);
-		if (sys6(SYS_mprotect, page, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, 0, 0, 0) == 0) {
+		if (os_raw_syscall(SYS_mprotect, page, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, 0, 0, 0) == 0) {
 			copy((volatile uint8_t *)(uintptr_t)dh_vdso_real, code, n);
-			sys6(SYS_mprotect, page, 4096, PROT_READ | PROT_EXEC, 0, 0, 0);
+			os_raw_syscall(SYS_mprotect, page, 4096, PROT_READ | PROT_EXEC, 0, 0, 0);
 		}
 	}
-	if (sys6(SYS_mprotect, (long)vdso, (long)size, PROT_READ | PROT_WRITE | PROT_EXEC, 0, 0, 0) != 0) {
-		sys6(SYS_munmap, hdr, 4096, 0, 0, 0, 0);
+	if (os_raw_syscall(SYS_mprotect, (long)vdso, (long)size, PROT_READ | PROT_WRITE | PROT_EXEC, 0, 0, 0) != 0) {
+		os_raw_syscall(SYS_munmap, hdr, 4096, 0, 0, 0, 0);
 		return -1;
 	}
 	const uintptr_t ours[NT] = { (uintptr_t)dh_vdso_clock_gettime, (uintptr_t)dh_vdso_gettimeofday,
@@ -225,7 +213,7 @@ static int self_patch(const char *spec, char **e)
 		copy(j + 2, (const uint8_t *)&ours[t], 8);
 		copy(at_entry, j, sizeof j);
 	}
-	sys6(SYS_mprotect, (long)vdso, (long)size, PROT_READ | PROT_EXEC, 0, 0, 0);
+	os_raw_syscall(SYS_mprotect, (long)vdso, (long)size, PROT_READ | PROT_EXEC, 0, 0, 0);
 
 	uint64_t nth = atomic_fetch_add(&pg->images, 1);
 	if (random != 0) {
@@ -233,7 +221,7 @@ static int self_patch(const char *spec, char **e)
 		cp_at_random(key, nth, bytes);
 		copy((volatile uint8_t *)(uintptr_t)random, bytes, 16);
 	}
-	sys6(SYS_munmap, hdr, 4096, 0, 0, 0, 0);
+	os_raw_syscall(SYS_munmap, hdr, 4096, 0, 0, 0, 0);
 	return 1;
 }
 
@@ -243,7 +231,7 @@ static int self_patch(const char *spec, char **e)
 static void ask_diehard(void)
 {
 	unsigned long fs;
-	(void)sys6(SYS_arch_prctl, 0x1003 /* ARCH_GET_FS */, (long)&fs, 0, 0, 0, 0);
+	(void)os_raw_syscall(SYS_arch_prctl, 0x1003 /* ARCH_GET_FS */, (long)&fs, 0, 0, 0, 0);
 }
 
 static void early(void)

@@ -23,25 +23,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "clocks.h"
 #include "config.h"
 #include "envkeep.h"
+#include "os.h"
 
 static uint64_t mark_exec;
 static char self_path[4096];
 static size_t self_len;
 static char clocks[512]; /* our DIEHARD_CLOCKS=... */
-
-static long raw5(long nr, long a, long b, long c, long d, long e)
-{
-	long ret;
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
-			 : "rcx", "r11", "memory");
-	return ret;
-}
 
 /* Whether env preloads this library and hands on our DIEHARD_CLOCKS as it
  * is (early.c's recipe and key). */
@@ -56,7 +46,7 @@ static bool carries_us(char *const env[])
 static long dh_execve(const char *path, char *const argv[], char *const envp[])
 {
 	uint64_t mark = mark_exec != 0 && carries_us(envp) ? mark_exec : 0;
-	long r = raw5(SYS_execve, (long)path, (long)argv, (long)envp, (long)mark, 0);
+	long r = os_raw_syscall(SYS_execve, (long)path, (long)argv, (long)envp, (long)mark, 0, 0);
 	if (r < 0) {
 		errno = (int)-r;
 		return -1;
@@ -64,19 +54,11 @@ static long dh_execve(const char *path, char *const argv[], char *const envp[])
 	return r;
 }
 
-static uint64_t hex(const char *s)
-{
-	uint64_t v = 0;
-	for (; (*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f'); s++)
-		v = v << 4 | (uint64_t)(*s <= '9' ? *s - '0' : *s - 'a' + 10);
-	return v;
-}
-
 void exec_start(void)
 {
+	uint64_t mark = clocks_exec_mark(); /* clocks_start has read DIEHARD_CLOCKS */
 	const char *spec = config_getenv("DIEHARD_CLOCKS");
-	const char *x = spec ? strstr(spec, "exec=") : NULL;
-	if (x == NULL)
+	if (mark == 0 || spec == NULL)
 		return;
 	Dl_info info;
 	if (dladdr((void *)exec_start, &info) == 0 || info.dli_fname == NULL ||
@@ -88,7 +70,7 @@ void exec_start(void)
 		return;
 	memcpy(clocks, "DIEHARD_CLOCKS=", 15);
 	memcpy(clocks + 15, spec, n + 1);
-	mark_exec = hex(x + 5);
+	mark_exec = mark;
 	/* libc's execve: movabs rax, dh_execve; jmp rax over its entry. */
 	uint8_t *fn = dlsym(RTLD_NEXT, "execve"); /* libc's (kernel.c's is ours) */
 	if (fn == NULL || fn[0] != 0xb8 || fn[1] != SYS_execve)

@@ -242,8 +242,9 @@ void diehard_report(void)
  * run before ours, have no stacks. */
 __attribute__((constructor)) static void start_at_load(void)
 {
-	exec_start();
-	if (diehard_ready() && (fence_on || keyed_on) && !frames_load()) {
+	bool ready = diehard_ready();
+	exec_start(); /* after the start: it reads clocks.c's exec marker */
+	if (ready && (fence_on || keyed_on) && !frames_load()) {
 		struct msg m = { .len = 0 };
 		msg_str(&m, "diehard: cannot load libgcc_s.so.1 for stacks; reports will have none");
 		msg_send(&m);

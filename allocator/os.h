@@ -82,4 +82,22 @@ static inline bool os_page_object(size_t size, size_t *align, size_t page, size_
 	return true;
 }
 
+/* A system call made right here, without libc's wrapper (no errno): what
+ * the kernel returns, -errno on failure. For calls whose arguments carry
+ * diehard's markers past the filter (clocks.c, exec.c) and for early.c,
+ * which runs while the loader relocates this library, before libc may be
+ * called. */
+static inline long os_raw_syscall(long nr, long a, long b, long c, long d, long e, long f)
+{
+	long ret;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
 #endif
