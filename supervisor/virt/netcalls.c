@@ -90,33 +90,6 @@ static void blind(struct netcalls *N, unsigned slot, const char *why)
 		 "diehard (said once)", replica_id(N, slot), why);
 }
 
-/* Thread tid's thread group, from /proc/TID/status (its name, escaped
- * there, cannot hold a line of its own). -1 with errno. */
-static pid_t thread_group(pid_t tid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	int err = errno;
-	close(fd);
-	if (n < 0) {
-		errno = err;
-		return -1;
-	}
-	buf[n] = '\0';
-	const char *t = strstr(buf, "\nTgid:");
-	char *end;
-	long v = t != NULL ? strtol(t + 6, &end, 10) : 0;
-	if (t == NULL || end == t + 6 || v <= 0 || v > INT_MAX) {
-		errno = ESRCH;
-		return -1;
-	}
-	return (pid_t)v;
-}
-
 /* Whether ours is the file behind path, /proc/TID/fd/FD: the fd in thread
  * TID's own table. */
 static bool same_file(const char *path, int ours)
@@ -136,7 +109,7 @@ static int take_fd(pid_t tid, int fd)
 	bool group = false;
 	int pidfd = pidfd_open(tid, PIDFD_THREAD);
 	if (pidfd < 0 && errno == EINVAL) {
-		pid_t tgid = thread_group(tid);
+		pid_t tgid = remote_thread_group(tid);
 		if (tgid < 0)
 			return -1;
 		group = tgid != tid;

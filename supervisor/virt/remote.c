@@ -2,8 +2,13 @@
 #include "remote.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #define PAGE 4096u
 
@@ -49,4 +54,31 @@ int remote_read_string(pid_t tid, uint64_t addr, char *buf, size_t size)
 		got += (size_t)r;
 	}
 	return -ENAMETOOLONG;
+}
+
+/* Thread tid's thread group, from /proc/TID/status (its name, escaped
+ * there, cannot hold a line of its own). -1 with errno. */
+pid_t remote_thread_group(pid_t tid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	int err = errno;
+	close(fd);
+	if (n < 0) {
+		errno = err;
+		return -1;
+	}
+	buf[n] = '\0';
+	const char *t = strstr(buf, "\nTgid:");
+	char *end;
+	long v = t != NULL ? strtol(t + 6, &end, 10) : 0;
+	if (t == NULL || end == t + 6 || v <= 0 || v > INT_MAX) {
+		errno = ESRCH;
+		return -1;
+	}
+	return (pid_t)v;
 }

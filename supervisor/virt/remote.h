@@ -27,4 +27,8 @@ int remote_read_all(pid_t tid, uint64_t addr, void *buf, size_t n);
  * -errno (ENAMETOOLONG when it does not fit). */
 int remote_read_string(pid_t tid, uint64_t addr, char *buf, size_t size);
 
+/* Thread tid's thread group (its process), from /proc/TID/status; -1
+ * with errno. */
+pid_t remote_thread_group(pid_t tid);
+
 #endif

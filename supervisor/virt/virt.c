@@ -1038,23 +1038,6 @@ static bool env_keeps_us(pid_t pid, uint64_t envp, const char *allocator, const 
 	return envkeep_ok(&k);
 }
 
-/* The process of thread tid (its Tgid), or tid when it cannot be read. */
-static pid_t thread_group(pid_t tid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return tid;
-	buf[n] = '\0';
-	const char *at = strstr(buf, "\nTgid:");
-	long v = at != NULL ? strtol(at + 6, NULL, 10) : 0;
-	return v > 0 ? (pid_t)v : tid;
-}
-
 /* An execve that exec.c's wrapper did not mark: one whose environment
  * keeps libdiehard goes on (its image patches itself); any other process
  * is traced to its exec, where its new image is patched (virt_traced). */
@@ -1070,7 +1053,9 @@ static enum answer on_execve(struct vreplica *vr, const struct seccomp_notif *re
 	for (struct traced *t = V->traced; t != NULL; t = t->next)
 		if (t->pid == pid)
 			return CONTINUE; /* an earlier try of the same exec (execvp's PATH) */
-	pid_t tgid = thread_group(pid);
+	pid_t tgid = remote_thread_group(pid);
+	if (tgid < 0)
+		tgid = pid; /* matched by its own id at the exec stop */
 	if (ptrace(PTRACE_SEIZE, pid, 0, PTRACE_O_TRACEEXEC) != 0) {
 		vr->unvirtualized++;
 		log_warn("replica %u: cannot trace pid %d to its exec (%s): the program it starts without "
