@@ -244,15 +244,15 @@ static int scan_loader(struct dl_phdr_info *info, size_t size, void *arg)
 		for (size_t j = 0; j + 5 < ph->p_filesz; j++) {
 			if (code[j] != 0xb8 || code[j + 1] != SYS_arch_prctl || code[j + 2] || code[j + 3] || code[j + 4])
 				continue;
-			for (size_t k = j + 5; k + 1 < ph->p_filesz && k < j + 5 + 24; k++)
-				if (code[k] == 0x0f && code[k + 1] == 0x05) {
-					if (ls->n == MAX_SITES) {
-						ls->n = -1;
-						return 1;
-					}
-					ls->sites[ls->n++] = (uint32_t)(((uintptr_t)code + k + 2) & 0xfff);
-					break;
-				}
+			/* Its system call: the first within the next 25 bytes. */
+			size_t after[13], from = j + 5, len = ph->p_filesz - from < 25 ? ph->p_filesz - from : 25;
+			if (prologue_syscalls(code + from, len, after, 13) <= 0)
+				continue;
+			if (ls->n == MAX_SITES) {
+				ls->n = -1;
+				return 1;
+			}
+			ls->sites[ls->n++] = (uint32_t)(((uintptr_t)code + from + after[0]) & 0xfff);
 		}
 	}
 	return 1;
