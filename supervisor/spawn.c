@@ -247,9 +247,24 @@ static int place_clock_fd(int fd, const int *busy, int n)
 	return fl >= 0 && fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) == 0 ? fd : -1;
 }
 
+/* Waits until the sandbox's init closes its end of the gate (a pipe; -1:
+ * none): it has exec'd diehard-init and made itself undumpable, so the
+ * program, once running, cannot open the init's /proc/1/mem in between. */
+static void wait_gate(int gate)
+{
+	char c;
+	ssize_t n;
+	if (gate < 0)
+		return;
+	do
+		n = read(gate, &c, 1);
+	while (n > 0 || (n < 0 && errno == EINTR));
+	close(gate);
+}
+
 /* In the child: never returns. Reports the listener and any failure through
- * sock. */
-static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv, pid_t parent, int sock)
+ * sock. gate: see wait_gate. */
+static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv, pid_t parent, int sock, int gate)
 {
 	int err;
 	/* Die with the supervisor: otherwise a replica outlives it, and its
@@ -267,8 +282,9 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 	 * close-on-exec). */
 	if ((err = keep_passed(r->npass)) != 0)
 		goto fail;
-	int keep[] = { sock, place_clock_fd(r->clock_fd, &sock, 1) };
-	close_all_but(keep, 2, r->npass);
+	int busy[] = { sock, gate };
+	int keep[] = { sock, gate, place_clock_fd(r->clock_fd, busy, 2) };
+	close_all_but(keep, 3, r->npass);
 	/* The supervisor ignores SIGPIPE for itself; the program gets what
 	 * diehard was started with. */
 	if (!r->pipe_ignored)
@@ -321,6 +337,7 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 			goto fail;
 		}
 	}
+	wait_gate(gate);
 	own_pid_vars(r->envp);
 	/* With the marker: the replica's environment preloads libdiehard
 	 * (exec.c's check, which this process does not run). */
@@ -468,17 +485,24 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	struct spawn_request prog = *r;
 	prog.fds[0] = 0, prog.fds[1] = 1, prog.fds[2] = 2;
 	prog.clock_fd = keep[3];
+	int gate[2];
+	if (pipe2(gate, O_CLOEXEC) != 0) {
+		err = errno;
+		goto fail;
+	}
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(status_fd);
 		if (net_fd >= 0)
 			close(net_fd);
-		child(&prog, sh_argv, 1, sock);
+		close(gate[1]);
+		child(&prog, sh_argv, 1, sock, gate[0]);
 	}
 	if (pid < 0) {
 		err = errno;
 		goto fail;
 	}
+	close(gate[0]);
 	(void)setpgid(pid, pid);
 	/* The program's pipes are its own: diehard sees their end when the
 	 * program (and what it started) closes them, not when we do; and the
@@ -490,7 +514,7 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 		close(keep[3]);
 	if (r->npass > 0)
 		(void)close_range(3, 3 + r->npass - 1, 0);
-	sandbox_init_exec(r->init_path, pid, status_fd, net_fd);
+	sandbox_init_exec(r->init_path, pid, status_fd, net_fd, gate[1]);
 fail:
 	child_send(sock, 'N', err, -1);
 	_exit(EXIT_INTERNAL);
@@ -593,7 +617,7 @@ pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struc
 					close(net[0]);
 				init_child(r, sh_argv, sock[1], status[1], net[1], uid, gid);
 			}
-			child(r, sh_argv, parent, sock[1]);
+			child(r, sh_argv, parent, sock[1], -1);
 		}
 		int fork_errno = errno;
 		if (sigprocmask(SIG_SETMASK, &old, NULL) != 0)

@@ -87,6 +87,22 @@ check_no_escape() {
 	[[ $owner == 65534 ]] || fail "the file written belongs to uid $owner"
 }
 
+@test "unprivileged: the command cannot open its init's memory even as it starts (the init is undumpable before the command execs)" {
+	require_prog abuse_escape
+	require_nobody
+	# The exec of diehard-init makes the init dumpable again until it says
+	# otherwise; a command that ran in between could open /proc/1/mem (1 run
+	# in 10 to 40 before the command waited for it). A race: many runs.
+	local i
+	for i in $(seq 20); do
+		capture "$T/run" as_nobody timeout 60 "$DIEHARD" -k 3 "$PROGS/abuse_escape" --no-scan 1
+		[[ $(<"$T/run.rc") == 0 ]] || fail "run $i: exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
+		grep -q 'open-mem-rw 1: blocked' "$T/run.out" || fail "run $i: no attempt on pid 1" "$(cat "$T/run.out")"
+		! grep -q OPEN "$T/run.out" || fail "run $i: the init's memory opened" "$(cat "$T/run.out")"
+		! grep -q 'diehard:' "$T/run.err" || fail "run $i: a replica disagreed" "$(cat "$T/run.err")"
+	done
+}
+
 @test "a replica writing to /proc/\$PPID/fd/1 reaches nothing: the output file holds the vote, untruncated" {
 	printf 'before\n' >"$T/out"
 	timeout 60 "$DIEHARD" -k 3 sh -c 'echo INJECT >/proc/$PPID/fd/1; echo INJECT >>/proc/1/fd/1; echo normal' \

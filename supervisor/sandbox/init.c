@@ -1,18 +1,18 @@
 /* diehard-init — a sandboxed replica's pid 1 (supervisor/sandbox/sandbox.h).
  *
- *   diehard-init PROG STATUS_FD [NET_FD]
+ *   diehard-init PROG STATUS_FD NET_FD GATE_FD
  *
  * Exec'ed by the copy of diehard that made the replica's namespaces and
  * forked the program (PROG, its pid 2), so that nothing of diehard's
  * memory stays in a process the program can name. NET_FD, with a private
- * network, is its end of diehard's socket channel (factory.h); absent or
- * -1 when there is none. Static and small: its exec is part of every
- * replica's start. Signals arrive blocked. */
+ * network, is its end of diehard's socket channel (factory.h); -1 when
+ * there is none. GATE_FD: the pipe the program waits on before its exec
+ * (closed once we are undumpable: sandbox_init_run). Static and small: its
+ * exec is part of every replica's start. Signals arrive blocked. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "sandbox.h"
@@ -30,16 +30,13 @@ static int number(const char *s, int min)
 
 int main(int argc, char **argv)
 {
-	if ((argc != 3 && argc != 4) || getpid() != 1)
+	if (argc != 5 || getpid() != 1)
 		return 125; /* not run by diehard */
-	int prog = number(argv[1], 2), fd = number(argv[2], 0), net = argc == 4 ? number(argv[3], -1) : -1;
-	if (prog < 2 || fd < 0 || net < -1)
+	int prog = number(argv[1], 2), fd = number(argv[2], 0), net = number(argv[3], -1), gate = number(argv[4], -1);
+	if (prog < 2 || fd < 0 || net < -1 || gate < -1)
 		return 125;
-	/* Tracing us would only let the program lie about its own status,
-	 * but nothing needs to. */
-	(void)prctl(PR_SET_DUMPABLE, 0);
 	(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
 	if (net >= 0)
 		(void)fcntl(net, F_SETFD, FD_CLOEXEC);
-	sandbox_init_run((pid_t)prog, fd, net);
+	sandbox_init_run((pid_t)prog, fd, net, gate);
 }

@@ -267,8 +267,13 @@ static bool serve_request(int fd)
 	return alive;
 }
 
-_Noreturn void sandbox_init_run(pid_t prog, int status_fd, int net_fd)
+_Noreturn void sandbox_init_run(pid_t prog, int status_fd, int net_fd, int gate_fd)
 {
+	/* Tracing us would only let the program lie about its own status,
+	 * but nothing needs to; then the program may go on to its exec. */
+	(void)prctl(PR_SET_DUMPABLE, 0);
+	if (gate_fd >= 0)
+		close(gate_fd);
 	/* Every signal stays blocked (as spawn.c forked us) and is taken
 	 * here: a blocked signal is queued even for a namespace's init,
 	 * with its sender. */
@@ -299,11 +304,15 @@ _Noreturn void sandbox_init_run(pid_t prog, int status_fd, int net_fd)
 	}
 }
 
-/* A decimal int without stdio. */
+/* A decimal int without stdio (-1 for a negative one: the only one used). */
 static void format_int(char *buf, int v)
 {
 	char digits[16];
 	int n = 0;
+	if (v < 0) {
+		*buf++ = '-';
+		v = 1;
+	}
 	unsigned u = (unsigned)v;
 	do
 		digits[n++] = (char)('0' + u % 10);
@@ -313,19 +322,20 @@ static void format_int(char *buf, int v)
 	*buf = '\0';
 }
 
-_Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_fd, int net_fd)
+_Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_fd, int net_fd, int gate_fd)
 {
 	extern char **environ;
-	char p[16], f[16], c[16];
+	char p[16], f[16], c[16], g[16];
 	format_int(p, (int)prog);
 	format_int(f, status_fd);
-	if (net_fd >= 0)
-		format_int(c, net_fd);
-	char *argv[] = { (char *)"diehard-init", p, f, net_fd >= 0 ? c : NULL, NULL };
+	format_int(c, net_fd);
+	format_int(g, gate_fd);
+	char *argv[] = { (char *)"diehard-init", p, f, c, g, NULL };
 	/* Signals stay blocked (and queued) across the exec. */
-	if (init_path != NULL && fcntl(status_fd, F_SETFD, 0) == 0 && (net_fd < 0 || fcntl(net_fd, F_SETFD, 0) == 0))
+	if (init_path != NULL && fcntl(status_fd, F_SETFD, 0) == 0 && (net_fd < 0 || fcntl(net_fd, F_SETFD, 0) == 0) &&
+	    (gate_fd < 0 || fcntl(gate_fd, F_SETFD, 0) == 0))
 		execve(init_path, argv, environ);
-	sandbox_init_run(prog, status_fd, net_fd);
+	sandbox_init_run(prog, status_fd, net_fd, gate_fd);
 }
 
 /* Reads the NSpid line of /proc/PID[/task/TID]/status: its first and last

@@ -49,12 +49,16 @@ int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid);
  * (factory.h's protocol). */
 #define SANDBOX_SOCKETS_MAX 64
 
-/* The init's life once the program (prog, its pid 2) is forked: forwards
+/* The init's life once the program (prog, its pid 2) is forked: makes
+ * itself undumpable, then closes gate_fd (-1: none), the end of a pipe the
+ * program reads to its end before it execs (spawn.c), so that the program
+ * cannot open the init's memory while it is still dumpable (just after
+ * the exec of diehard-init); forwards
  * signals from outside to the program's process group, reaps, answers
  * diehard's requests for sockets on net_fd (factory.h; -1: no channel),
  * and writes the program's wait status to status_fd when it ends. The
  * channel's end or failure only stops the answers. Never returns. */
-_Noreturn void sandbox_init_run(pid_t prog, int status_fd, int net_fd);
+_Noreturn void sandbox_init_run(pid_t prog, int status_fd, int net_fd, int gate_fd);
 
 /* diehard's "kill your program's group" to an init, sent once diehard has
  * SIGKILLed the program itself (its pid came with spawn.c's 'C' message):
@@ -66,12 +70,12 @@ _Noreturn void sandbox_init_run(pid_t prog, int status_fd, int net_fd);
 
 /* The init, once the program is forked, execs init_path (diehard-init, a
  * small static program: supervisor/sandbox/init.c) as
- *   diehard-init PROG STATUS_FD [NET_FD]
- * (NET_FD only when net_fd >= 0) so that nothing of the supervisor's
+ *   diehard-init PROG STATUS_FD NET_FD GATE_FD
+ * (NET_FD, GATE_FD -1 when there is none) so that nothing of the supervisor's
  * memory (seeds, keys, the shared rings) stays in a process the program
  * can name. Without it (NULL, or the exec fails) the copy of diehard goes
  * on as the init. */
-_Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_fd, int net_fd);
+_Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_fd, int net_fd, int gate_fd);
 
 /* The pid the supervisor's namespace gives to pid nspid of the namespace
  * that thread tid (a pid of ours) lives in; nspid itself when tid is in our

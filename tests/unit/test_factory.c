@@ -427,7 +427,7 @@ static void test_real_init(void)
 		if (write(pidp[1], &prog, sizeof prog) != (ssize_t)sizeof prog)
 			_exit(7);
 		close(pidp[1]);
-		sandbox_init_run(prog, status[1], ch[1]);
+		sandbox_init_run(prog, status[1], ch[1], -1);
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(ch[1]);
