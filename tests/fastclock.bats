@@ -158,6 +158,20 @@ time.sleep(30)"
 	done
 }
 
+@test "a replica whose fast path consumed another value than the log's: told apart by its page's sum at the end, the others not" {
+	local i
+	for i in 1 2 3; do
+		run_fp s$i -k 3 --respawns 0 -r "$T/s$i.json" "$FP" misread 5000
+		[[ $(<"$T/s$i.rc") == 0 ]] || fail "run $i exited $(<"$T/s$i.rc")" "$(head -c 2000 "$T/s$i.err")"
+		[[ $(head -1 "$T/s$i.out") == "ok misread" ]] || fail "run $i:" "$(head -c 500 "$T/s$i.out")"
+		now_is_real "$T/s$i.out"
+		jq -e '[.call_divergences[] | select(.replica == 0 and .got == "other values")] | length == 1' \
+			"$T/s$i.json" >/dev/null &&
+			jq -e '[.call_divergences[] | select(.replica != 0)] | length == 0' "$T/s$i.json" >/dev/null ||
+			fail "run $i's report:" "$(jq -c '[.call_divergences, [.replicas[] | {status, killed}]]' "$T/s$i.json")"
+	done
+}
+
 @test "which programs take which path: date, python3, perl and bash read in the replicas; a static program and --no-fast-clocks ask diehard" {
 	require_cmd perl
 	local py=/usr/bin/python3

@@ -17,11 +17,17 @@
  *                                CLOCK_REALTIME entry an hour ahead of the
  *                                real clock, checksum and all (it knows the
  *                                key); then N reads
+ *   nd_fastpath misread N        N reads; then one more CLOCK_MONOTONIC
+ *                                read, which slot 0 takes and adds to its
+ *                                page's sum as another value than the
+ *                                log's (as a fast path that consumed
+ *                                something else would) instead of reading
  *
  * Output (the same in every replica when the log works): the mode's "ok"
  * lines, then "now SECONDS" — CLOCK_REALTIME read once more at the end
  * (the test checks it is real) — except forge, which prints only "ok"
- * (its replicas may have read the forged hour). Exits 1 when a clock
+ * (its replicas may have read the forged hour), and misread, which
+ * prints "ok misread" and "now". Exits 1 when a clock
  * steps back or a call fails.
  */
 #include <errno.h>
@@ -164,7 +170,7 @@ static int forged(unsigned key, struct cp_value *out, void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fputs("usage: nd_fastpath threads|exec|garbage|forge N [PROGRAM]\n", stderr);
+		fputs("usage: nd_fastpath threads|exec|garbage|forge|misread N [PROGRAM]\n", stderr);
 		return 2;
 	}
 	rounds = strtol(argv[2], NULL, 10);
@@ -226,8 +232,26 @@ int main(int argc, char **argv)
 		}
 		reader(NULL);
 		printf("ok forge\n");
+	} else if (strcmp(mode, "misread") == 0) {
+		reader(NULL);
+		if (setting("slot", 10) == 0) {
+			char *claims, *page;
+			size_t claims_len;
+			struct cp_view v = map_log(&claims, &claims_len, &page);
+			struct cp_page *own = v.pages[v.self];
+			uint64_t n = atomic_fetch_add(&own->count[CLOCK_MONOTONIC], 1);
+			struct cp_value other = { .a = 1, .b = 2 };
+			atomic_fetch_add(&own->sum[CLOCK_MONOTONIC], cp_sum_term(&v, CLOCK_MONOTONIC, n, &other));
+			cp_done(own, CLOCK_MONOTONIC, n);
+		} else {
+			struct timespec ts;
+			if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+				die("clock_gettime");
+		}
+		printf("ok misread\n");
+		print_now();
 	} else {
-		fputs("usage: nd_fastpath threads|exec|garbage|forge N [PROGRAM]\n", stderr);
+		fputs("usage: nd_fastpath threads|exec|garbage|forge|misread N [PROGRAM]\n", stderr);
 		return 2;
 	}
 	return 0;
