@@ -93,18 +93,60 @@ void cp_page_forget(struct cp_page *p)
 	}
 }
 
-void cp_done(struct cp_page *p, unsigned key, uint64_t n)
+void cp_done(struct cp_page *p, unsigned key, uint64_t n, uint64_t term)
 {
 	_Atomic uint64_t *d = &p->done[key][n % CP_DONE];
-	if (atomic_load_explicit(d, memory_order_relaxed) < n + 1)
-		atomic_store_explicit(d, n + 1, memory_order_release);
+	uint64_t was = atomic_load_explicit(d, memory_order_relaxed);
+	/* A later read's (its index ahead of ours, modulo 2^32) stays. */
+	uint32_t ahead = (uint32_t)was - (uint32_t)(n + 1);
+	if (was == 0 || ahead == 0 || ahead >= 1u << 31)
+		atomic_store_explicit(d, cp_mark(n, term), memory_order_release);
 }
 
-uint64_t cp_floor(const struct cp_page *p, unsigned key, uint64_t floor, uint64_t count)
+/* The term of read n's mark: true and *term if the mark is n's (or a read
+ * 2^32 later's, which only a slot whose count passed n + CP_DONE made: the
+ * caller looks at the count after the marks, check_terms). */
+static bool mark_term(const struct cp_page *p, unsigned key, uint64_t n, uint64_t *term)
 {
-	while (floor < count && atomic_load_explicit(&p->done[key][floor % CP_DONE], memory_order_acquire) == floor + 1)
+	uint64_t m = atomic_load_explicit(&p->done[key][n % CP_DONE], memory_order_acquire);
+	if (m == 0 || (uint32_t)m != (uint32_t)(n + 1))
+		return false;
+	*term = m >> 32;
+	return true;
+}
+
+/* The marks of reads first and on, read before this, were their own if the
+ * count has not passed first + CP_DONE: a read that writes over a mark
+ * takes its index first. */
+static void check_terms(const struct cp_page *p, unsigned key, uint64_t first, bool *unsure)
+{
+	if (atomic_load_explicit(&p->count[key], memory_order_relaxed) > first + CP_DONE)
+		*unsure = true;
+}
+
+uint64_t cp_floor(const struct cp_page *p, unsigned key, uint64_t floor, uint64_t count, uint64_t *sum,
+		  bool *unsure)
+{
+	uint64_t first = floor, term, add = 0;
+	while (floor < count && mark_term(p, key, floor, &term)) {
+		add += term;
 		floor++;
+	}
+	if (floor > first) {
+		check_terms(p, key, first, unsure);
+		*sum += add;
+	}
 	return floor;
+}
+
+uint64_t cp_sum_rest(const struct cp_page *p, unsigned key, uint64_t floor, uint64_t count, bool *unsure)
+{
+	uint64_t sum = 0, term;
+	for (uint64_t n = floor; n < count && n < floor + CP_DONE; n++)
+		if (mark_term(p, key, n, &term))
+			sum += term;
+	check_terms(p, key, floor, unsure);
+	return sum;
 }
 
 static uint64_t mix(uint64_t h, uint64_t x)
@@ -472,8 +514,7 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 	}
 	if (outcome == CP_FALLBACK)
 		return CP_FALLBACK;
-	atomic_fetch_add_explicit(&own->sum[key], term, memory_order_relaxed);
-	cp_done(own, key, n);
+	cp_done(own, key, n, term);
 	return outcome;
 }
 

@@ -12,8 +12,9 @@
  *   page read-write and every other page read-only (a read-only descriptor:
  *   it cannot be made writable), so a stray write of a replica can only
  *   damage its own page. A page holds the slot's count of reads per key
- *   (shared by all its processes and threads), a sum over the values it
- *   consumed (diehard compares them), and a ring per key of the entries
+ *   (shared by all its processes and threads), a completion mark per read
+ *   carrying the value's term of a sum (diehard adds them up and compares
+ *   the slots' sums), and a ring per key of the entries
  *   the slot led, each {tag = n + 1, value, keyed checksum of (key, n,
  *   value)}.
  * - Claims: the one region every replica writes: per key and ring position,
@@ -57,7 +58,10 @@
 #define CP_DONE (4u * CP_RING) /* completion marks a page keeps per key */
 #define CP_MAX_SLOTS 62u     /* replica slots; diehard's page is the next */
 #define CP_SPINS 2048u       /* checks of a claimed, unpublished entry before falling back */
-#define CP_MAGIC 0x6368646c6f636b31ULL /* "1kcolcdh" */
+/* A page's first word: "dhclock" and the page's size, so that a library and
+ * a diehard built with other layouts (ring size, fields) do not take each
+ * other's pages (the library then leaves clocks to the notify path). */
+#define CP_MAGIC (0x6368646c6f636b00ULL ^ (uint64_t)sizeof(struct cp_page) << 8)
 
 /* A clock's value: seconds and nanoseconds (gettimeofday: microseconds in b,
  * the timezone in c and d; time: seconds). */
@@ -93,14 +97,16 @@ struct cp_page {
 	_Atomic uint64_t images;
 	/* The slot's own: */
 	_Atomic uint64_t count[CP_KEYS];
-	_Atomic uint64_t sum[CP_KEYS];
 	struct cp_entry ring[CP_KEYS][CP_RING];
 	/* Entries it took from others, copied (best effort: positions apart
 	 * from ring's, so a copy never overwrites an entry it led). */
 	struct cp_entry copy[CP_KEYS][CP_RING];
-	/* Completion marks: done[k][n % CP_DONE] = n + 1 once the slot's read
-	 * n of key k has its value, whether the replica settled it or diehard
-	 * answered it (cp_done). A thread of the slot may be held up between
+	/* Completion marks: done[k][n % CP_DONE] = cp_mark(n, term) once the
+	 * slot's read n of key k has its value (term: the value's, cp_sum_term),
+	 * whether the replica settled it or diehard answered it (cp_done). One
+	 * word, so a mark's index and term are read together. Diehard adds the
+	 * terms up as it passes the marks (cp_floor): the slot's sum, with no
+	 * locked addition per read. A thread of the slot may be held up between
 	 * taking n and settling it while its siblings read on, a ring and
 	 * more: diehard keeps entries in its log from the slot's first read
 	 * not marked (cp_floor), not from a distance behind its count, so that
@@ -173,17 +179,41 @@ enum cp_outcome {
 enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void *arg, struct cp_value *out,
 			uint64_t *index);
 
-/* Marks the slot's read n of key done (p: the slot's page), as cp_read
- * does for the reads it settles (diehard marks those it answers itself,
- * over anything). A later read's mark already at the position stays (the
- * slot's first read not done then stays n: diehard's log keeps more, never
- * less). */
-void cp_done(struct cp_page *p, unsigned key, uint64_t n);
+/* Marks the slot's read n of key done (p: the slot's page), term being
+ * the value's term of the sum (cp_sum_term), as cp_read does for the
+ * reads it settles (diehard marks those it answers itself, over anything).
+ * A later read's mark already at the position stays (the slot's first
+ * read not done then stays n: diehard's log keeps more, never less; and
+ * n's term is lost: the slot's count is then a CP_DONE past it, and its
+ * sum not trusted, cp_floor). */
+void cp_done(struct cp_page *p, unsigned key, uint64_t n, uint64_t term);
+
+/* What a read's term (cp_sum_term) adds to its slot's sum: its high 31
+ * bits, the lowest bit set (so that a mark is never 0). */
+static inline uint64_t cp_mark_term(uint64_t term)
+{
+	return (term >> 32) | 1;
+}
+
+/* A completion mark: the low 32 bits of n + 1, and above them
+ * cp_mark_term(term) (never 0: a zero word is no mark). */
+static inline uint64_t cp_mark(uint64_t n, uint64_t term)
+{
+	return cp_mark_term(term) << 32 | (uint32_t)(n + 1);
+}
 
 /* Diehard's side: the slot's first read of key not done, looking from
  * floor (the last answer) up to count (the slot's count): no thread of the
- * slot will ask diehard for an entry below it. */
-uint64_t cp_floor(const struct cp_page *p, unsigned key, uint64_t floor, uint64_t count);
+ * slot will ask diehard for an entry below it. Adds the terms of the marks
+ * it passes to *sum; sets *unsure when one may have been a later read's
+ * (the slot's count more than CP_DONE past the first, read after them). */
+uint64_t cp_floor(const struct cp_page *p, unsigned key, uint64_t floor, uint64_t count, uint64_t *sum,
+		  bool *unsure);
+
+/* Diehard's side, once no process of the slot is left: the terms of the
+ * reads marked done from floor up to count (reads that never completed
+ * have none); *unsure as for cp_floor. */
+uint64_t cp_sum_rest(const struct cp_page *p, unsigned key, uint64_t floor, uint64_t count, bool *unsure);
 
 /* Diehard's side: what it keeps of an entry (its nondeterminism log), in
  * order: entry n of key, led by slot by (nslots: diehard). */
@@ -205,9 +235,10 @@ int cp_settle(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *real, cp_
  * published (0), or claimed by nobody or garbage (-1), without settling. */
 int cp_published(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out, unsigned *by);
 
-/* What a consumed value adds to a page's sum: order-independent over the
- * reads of a key, so slots that consumed the same entries have equal sums
- * at equal counts. The entry's checksum, which a read has at hand. */
+/* What a consumed value adds to a slot's sum (its completion mark's
+ * term): order-independent over the reads of a key, so slots that consumed
+ * the same entries have equal sums at equal counts. The entry's checksum,
+ * which a read has at hand. */
 uint64_t cp_sum_term(const struct cp_view *v, unsigned key, uint64_t n, const struct cp_value *value);
 
 /* AT_RANDOM's 16 bytes for a slot's n-th program image, from the run's

@@ -61,6 +61,8 @@ struct fastclock {
 	unsigned forged_key[CP_MAX_SLOTS];
 	uint64_t forged_n[CP_MAX_SLOTS]; /* the first such entry of each */
 	uint64_t floor[CP_MAX_SLOTS][CP_KEYS]; /* each slot's first read not done (cp_floor) */
+	uint64_t sum[CP_MAX_SLOTS][CP_KEYS];   /* the terms of its marks below the floor */
+	uint32_t unsure[CP_MAX_SLOTS];         /* a bit per key: its sum missed terms */
 	char env[512];
 };
 
@@ -310,19 +312,17 @@ uint64_t fastclock_forged(struct fastclock *F)
 	return f;
 }
 
-void fastclock_add_sum(struct fastclock *F, unsigned i, unsigned key, uint64_t n, const struct cp_value *v)
-{
-	atomic_fetch_add(&F->view.pages[i]->sum[key], cp_sum_term(&F->view, key, n, v));
-}
-
 uint64_t fastclock_count(const struct fastclock *F, unsigned i, unsigned key)
 {
 	return atomic_load(&F->view.pages[i]->count[key]);
 }
 
-uint64_t fastclock_sum(const struct fastclock *F, unsigned i, unsigned key)
+bool fastclock_sum(struct fastclock *F, unsigned i, unsigned key, uint64_t *sum)
 {
-	return atomic_load(&F->view.pages[i]->sum[key]);
+	bool unsure = F->unsure[i] >> key & 1;
+	*sum = F->sum[i][key] +
+	       cp_sum_rest(F->view.pages[i], key, F->floor[i][key], fastclock_count(F, i, key), &unsure);
+	return !unsure;
 }
 
 void fastclock_reset(struct fastclock *F, unsigned i)
@@ -331,9 +331,10 @@ void fastclock_reset(struct fastclock *F, unsigned i)
 	cp_page_forget(p);
 	for (unsigned k = 0; k < CP_KEYS; k++) {
 		F->floor[i][k] = 0;
+		F->sum[i][k] = 0;
 		atomic_store(&p->count[k], 0);
-		atomic_store(&p->sum[k], 0);
 	}
+	F->unsure[i] = 0;
 	atomic_store(&p->images, 0); /* a replacement's images get the same bytes again */
 	atomic_fetch_and(&dh_page(F)->off, ~(1ull << i));
 	atomic_fetch_and(&dh_page(F)->pace, ~(1ull << i));
@@ -341,6 +342,12 @@ void fastclock_reset(struct fastclock *F, unsigned i)
 
 void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key)
 {
+	/* The terms of the reads done so far count; a read still under way
+	 * below the front marks a position the floor has passed: the sum
+	 * misses its term. */
+	uint64_t was = fastclock_count(F, i, key);
+	if (fastclock_floor(F, i, key, was) < was)
+		F->unsure[i] |= 1u << key;
 	uint64_t front = fastclock_harvested(F, key);
 	for (unsigned j = 0; j < F->view.nslots; j++) {
 		uint64_t c = fastclock_count(F, j, key);
@@ -358,16 +365,20 @@ void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key)
 		F->floor[i][key] = front;
 }
 
-void fastclock_done(struct fastclock *F, unsigned i, unsigned key, uint64_t n)
+void fastclock_done(struct fastclock *F, unsigned i, unsigned key, uint64_t n, const struct cp_value *v)
 {
 	/* Over whatever is there (unlike cp_done): a page the replica wrote
 	 * garbage over gets sound marks again as its reads are answered. */
-	atomic_store(&F->view.pages[i]->done[key][n % CP_DONE], n + 1);
+	uint64_t term = v != NULL ? cp_sum_term(&F->view, key, n, v) : 0;
+	atomic_store(&F->view.pages[i]->done[key][n % CP_DONE], cp_mark(n, term));
 }
 
 uint64_t fastclock_floor(struct fastclock *F, unsigned i, unsigned key, uint64_t count)
 {
-	F->floor[i][key] = cp_floor(F->view.pages[i], key, F->floor[i][key], count);
+	bool unsure = false;
+	F->floor[i][key] = cp_floor(F->view.pages[i], key, F->floor[i][key], count, &F->sum[i][key], &unsure);
+	if (unsure)
+		F->unsure[i] |= 1u << key;
 	return F->floor[i][key];
 }
 

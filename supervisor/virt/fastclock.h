@@ -83,13 +83,14 @@ uint64_t fastclock_forged(struct fastclock *F);
 /* The first entry slot i forged since (key and index). */
 void fastclock_forged_entry(const struct fastclock *F, unsigned i, unsigned *key, uint64_t *n);
 
-/* A read of slot i that diehard answered (entry n of key, value v) adds
- * to the slot's sum, as the fast path's own reads do (cp_sum_term). */
-void fastclock_add_sum(struct fastclock *F, unsigned i, unsigned key, uint64_t n, const struct cp_value *v);
-
-/* Slot i's reads of key, and the sum over the values it consumed. */
+/* Slot i's reads of key. */
 uint64_t fastclock_count(const struct fastclock *F, unsigned i, unsigned key);
-uint64_t fastclock_sum(const struct fastclock *F, unsigned i, unsigned key);
+/* Once no process of slot i is left: the sum over the values it consumed
+ * of key (the terms of its completion marks: cp_floor, cp_sum_rest) in
+ * *sum; false when it may miss some (a read that completed a CP_DONE
+ * behind its slot's count, or under way as its count was moved to the
+ * front). */
+bool fastclock_sum(struct fastclock *F, unsigned i, unsigned key, uint64_t *sum);
 
 /* A new process in slot i: its reads start from 0 again (it replays the
  * log: entries it reaches that the ring no longer holds come from diehard). */
@@ -99,10 +100,12 @@ void fastclock_reset(struct fastclock *F, unsigned i);
  * (a damaged count, too far ahead, comes back to it too). */
 void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key);
 
-/* Slot i's read n of key is answered (cp_done); the slot's first read of
+/* Slot i's read n of key is answered with value v (cp_done; NULL: a real
+ * value of its own, outside the log, of no sum); the slot's first read of
  * key not yet done, below count (its count): the log keeps the entries
- * from there for it (cp_floor). */
-void fastclock_done(struct fastclock *F, unsigned i, unsigned key, uint64_t n);
+ * from there for it (cp_floor), and the terms of the marks passed add to
+ * the slot's sum. */
+void fastclock_done(struct fastclock *F, unsigned i, unsigned key, uint64_t n, const struct cp_value *v);
 uint64_t fastclock_floor(struct fastclock *F, unsigned i, unsigned key, uint64_t count);
 
 /* The slots that pace the others (clockpage.h): of live (a bit per

@@ -516,12 +516,15 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 	}
 	fast_harvest(V);
 	int outcome = ND_FOLLOW;
-	/* Whatever the answer, this read of the slot's is done with: it
-	 * will not ask again (the log need not keep its entry for it). */
-	fastclock_done(F, vr->index, fk, n);
+	/* Whatever the answer, the read is marked done with it before we
+	 * return (fastclock_done): it will not ask again (the log need not
+	 * keep its entry for it), and the value's term joins the slot's sum
+	 * (none for a real value of its own: those slots' sums are not
+	 * compared). */
 	if (vr->fast_lost >> fk & 1) {
 		*index = n;
 		real(req, v);
+		fastclock_done(F, vr->index, fk, n, NULL);
 		return ND_LOST;
 	}
 	if (n < fastclock_harvested(F, fk)) {
@@ -535,12 +538,12 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 			fastclock_off(F, vr->index);
 			real(req, v);
 			*index = n;
+			fastclock_done(F, vr->index, fk, n, NULL);
 			return ND_LOST;
 		} else if (stale(vr, req, key, n, v)) {
 			fastclock_to_front(F, vr->index, fk);
 			V->clock_resyncs++;
 			n = fastclock_index(F, vr->index, fk, NULL);
-			fastclock_done(F, vr->index, fk, n);
 		}
 	}
 	if (n >= fastclock_harvested(F, fk)) {
@@ -549,12 +552,13 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 			real(req, v); /* the clock cannot be read: its error */
 			vr->fast_unsummed |= 1u << fk;
 			*index = n;
+			fastclock_done(F, vr->index, fk, n, NULL);
 			return ND_LOST;
 		}
 	}
 	/* The slot's sum covers every value it consumed, whichever path. */
 	struct cp_value cv = { .a = v->a, .b = v->b, .c = v->c, .d = v->d };
-	fastclock_add_sum(F, vr->index, fk, n, &cv);
+	fastclock_done(F, vr->index, fk, n, &cv);
 	*index = n;
 	return outcome;
 }
@@ -1398,10 +1402,8 @@ static void fast_compare_sums(struct virt *V)
 		unsigned idx[VOTER_MAX], n = 0;
 		for (unsigned i = 0; i < S->nslots && n < VOTER_MAX; i++)
 			if (S->r[i].live && S->r[i].exited && !(V->fast_damaged >> i & 1) &&
-			    !(V->r[i].fast_unsummed >> fk & 1)) {
-				idx[n] = i;
-				sums[n++] = fastclock_sum(V->fast, i, fk);
-			}
+			    !(V->r[i].fast_unsummed >> fk & 1) && fastclock_sum(V->fast, i, fk, &sums[n]))
+				idx[n++] = i;
 		for (unsigned b = 0; b < n; b++) {
 			/* The majority among those with b's count. */
 			uint64_t same[VOTER_MAX], m;

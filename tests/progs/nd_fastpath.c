@@ -18,8 +18,8 @@
  *                                real clock, checksum and all (it knows the
  *                                key); then N reads
  *   nd_fastpath misread N        N reads; then one more CLOCK_MONOTONIC
- *                                read, which slot 0 takes and adds to its
- *                                page's sum as another value than the
+ *                                read, which slot 0 takes and marks done
+ *                                with the term of another value than the
  *                                log's (as a fast path that consumed
  *                                something else would) instead of reading
  *
@@ -241,8 +241,7 @@ int main(int argc, char **argv)
 			struct cp_page *own = v.pages[v.self];
 			uint64_t n = atomic_fetch_add(&own->count[CLOCK_MONOTONIC], 1);
 			struct cp_value other = { .a = 1, .b = 2 };
-			atomic_fetch_add(&own->sum[CLOCK_MONOTONIC], cp_sum_term(&v, CLOCK_MONOTONIC, n, &other));
-			cp_done(own, CLOCK_MONOTONIC, n);
+			cp_done(own, CLOCK_MONOTONIC, n, cp_sum_term(&v, CLOCK_MONOTONIC, n, &other));
 		} else {
 			struct timespec ts;
 			if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)

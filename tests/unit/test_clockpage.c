@@ -363,38 +363,88 @@ int main(void)
 	 * log must keep entries from; a read held up while its siblings read
 	 * on holds it there; a later read's mark at its position is not
 	 * overwritten by the late one (the floor stays: the log keeps more);
-	 * forgetting the page clears the marks for its next process. */
+	 * forgetting the page clears the marks for its next process. The
+	 * marks' terms add up to the slot's sum as the floor passes them, and
+	 * the rest at the end; a sum that may miss a term says so. */
 	setup();
 	{
+		/* Terms whose marks add x (T), and what they add (W). */
+#define T(x) ((uint64_t)(x) << 33)
+#define W(x) (2 * (uint64_t)(x) + 1)
+		uint64_t sum = 0, all = 0;
+		for (uint64_t i = 0; i < 10; i++)
+			all += W(100 + i);
+		bool unsure = false;
 		for (uint64_t i = 0; i < 10; i++)
 			if (i != 3)
-				cp_done(pages[0], 1, i);
-		uint64_t f = cp_floor(pages[0], 1, 0, 10);
-		CHECK(f == 3, "reads 0-9 done but 3: the floor is 3 (%lu)", (unsigned long)f);
-		CHECK(cp_floor(pages[0], 1, 0, 2) == 2, "never past the count");
-		cp_done(pages[0], 1, 3);
-		f = cp_floor(pages[0], 1, f, 10);
-		CHECK(f == 10, "read 3 done: the floor moves on to the count (%lu)", (unsigned long)f);
-		cp_done(pages[0], 1, 10 + CP_DONE);
-		cp_done(pages[0], 1, 10);
-		CHECK(cp_floor(pages[0], 1, 10, 11 + CP_DONE) == 10,
-		      "a late mark under a later read's at the same position: the floor stays");
-		cp_done(pages[0], 2, 0);
-		CHECK(cp_floor(pages[0], 2, 0, 1) == 1, "keys apart");
+				cp_done(pages[0], 1, i, T(100 + i));
+		atomic_store(&pages[0]->count[1], 10);
+		uint64_t f = cp_floor(pages[0], 1, 0, 10, &sum, &unsure);
+		CHECK(f == 3 && sum == W(100) + W(101) + W(102) && !unsure,
+		      "reads 0-9 done but 3: the floor is 3 (%lu), the sum its marks' (%lu)", (unsigned long)f,
+		      (unsigned long)sum);
+		uint64_t rest = cp_sum_rest(pages[0], 1, f, 10, &unsure);
+		CHECK(rest == all - W(100) - W(101) - W(102) - W(103) && !unsure, "the rest, skipping the read not done (%lu)",
+		      (unsigned long)rest);
+		uint64_t s2 = 0;
+		CHECK(cp_floor(pages[0], 1, 0, 2, &s2, &unsure) == 2 && s2 == W(100) + W(101), "never past the count");
+		cp_done(pages[0], 1, 3, T(103));
+		f = cp_floor(pages[0], 1, f, 10, &sum, &unsure);
+		CHECK(f == 10 && sum == all && !unsure,
+		      "read 3 done: the floor moves on to the count (%lu), every term in (%lu)", (unsigned long)f,
+		      (unsigned long)sum);
 		atomic_store(&pages[0]->count[1], 11 + CP_DONE);
+		cp_done(pages[0], 1, 10 + CP_DONE, T(7));
+		cp_done(pages[0], 1, 10, T(110));
+		CHECK(cp_floor(pages[0], 1, 10, 11 + CP_DONE, &sum, &unsure) == 10,
+		      "a late mark under a later read's at the same position: the floor stays");
+		rest = cp_sum_rest(pages[0], 1, 10, 11 + CP_DONE, &unsure);
+		CHECK(unsure, "a count a CP_DONE past the floor: the sum may miss terms, and says so");
+		unsure = false;
+		cp_done(pages[0], 1, 11, T(111));
+		s2 = 0;
+		(void)cp_floor(pages[0], 1, 11, 12, &s2, &unsure);
+		CHECK(s2 == W(111) && !unsure, "read 11 + CP_DONE not taken yet: mark 11's term is its own");
+		atomic_store(&pages[0]->count[1], 12 + CP_DONE);
+		s2 = 0;
+		(void)cp_floor(pages[0], 1, 11, 12, &s2, &unsure);
+		CHECK(unsure, "a mark passed once the count is a CP_DONE past it: its term may be a later read's (unsure)");
+		unsure = false;
+		cp_done(pages[0], 2, 0, T(5));
+		s2 = 0;
+		CHECK(cp_floor(pages[0], 2, 0, 1, &s2, &unsure) == 1 && s2 == W(5) && !unsure, "keys apart");
+		/* Marks keep n + 1 modulo 2^32: the read whose n + 1 is 2^32
+		 * is marked all the same, and a later one wins over it there. */
+		uint64_t big = (1ull << 32) - 1;
+		atomic_store(&pages[0]->count[4], big + 1);
+		cp_done(pages[0], 4, big, T(3));
+		s2 = 0;
+		CHECK(cp_floor(pages[0], 4, big, big + 1, &s2, &unsure) == big + 1 && s2 == W(3) && !unsure,
+		      "read 2^32 - 1 marked done");
+		cp_done(pages[0], 4, big + CP_DONE, T(4));
+		cp_done(pages[0], 4, big, T(3));
+		CHECK(atomic_load(&pages[0]->done[4][big % CP_DONE]) == cp_mark(big + CP_DONE, T(4)),
+		      "across 2^32, a later read's mark stays");
+		atomic_store(&pages[0]->count[4], 0);
 		atomic_store(&pages[0]->count[2], 1);
 		cp_page_forget(pages[0]);
 		atomic_store(&pages[0]->count[1], 0);
 		atomic_store(&pages[0]->count[2], 0);
-		cp_done(pages[0], 1, 0);
-		CHECK(cp_floor(pages[0], 1, 0, 1) == 1 && atomic_load(&pages[0]->done[2][0]) == 0,
+		cp_done(pages[0], 1, 0, T(9));
+		s2 = 0;
+		CHECK(cp_floor(pages[0], 1, 0, 1, &s2, &unsure) == 1 && s2 == W(9) &&
+			      atomic_load(&pages[0]->done[2][0]) == 0 && atomic_load(&pages[0]->done[1][1]) == 0,
 		      "forgotten: the next process's read 0 is marked again");
-		/* cp_read marks what it settles. */
+		/* cp_read marks what it settles, with its value's term. */
 		struct cp_value cv;
 		uint64_t cn;
 		atomic_store(&pages[1]->count[1], 0);
+		s2 = 0;
 		CHECK(cp_read(&views[1], 1, real, NULL, &cv, &cn) == CP_LED && cn == 0 &&
-		      cp_floor(pages[1], 1, 0, 1) == 1, "a read led in the replica is marked done");
+			      cp_floor(pages[1], 1, 0, 1, &s2, &unsure) == 1 && s2 == cp_mark_term(cp_sum_term(&views[1], 1, 0, &cv)),
+		      "a read led in the replica is marked done, with its value's term");
+#undef T
+#undef W
 	}
 	teardown();
 
