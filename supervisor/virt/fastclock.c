@@ -396,7 +396,8 @@ void fastclock_pace(struct fastclock *F, uint64_t live)
 					up = false;
 			pace |= (uint64_t)up << i;
 		}
-	atomic_store(&dh_page(F)->pace, pace);
+	if (pace != was) /* its line holds the word every read loads (off) */
+		atomic_store(&dh_page(F)->pace, pace);
 }
 
 void fastclock_off(struct fastclock *F, unsigned i)
