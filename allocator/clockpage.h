@@ -58,6 +58,7 @@
 #define CP_DONE (4u * CP_RING) /* completion marks a page keeps per key */
 #define CP_MAX_SLOTS 62u     /* replica slots; diehard's page is the next */
 #define CP_SPINS 2048u       /* checks of a claimed, unpublished entry before falling back */
+#define CP_YIELD_EVERY 256u  /* reads of a key between a crowded replica's yields */
 /* A page's first word: "dhclock" and the page's size, so that a library and
  * a diehard built with other layouts (ring size, fields) do not take each
  * other's pages (the library then leaves clocks to the notify path). */
@@ -135,6 +136,12 @@ struct cp_view {
 	 * hint: a slot that joins the pacing later may be further behind,
 	 * and then reads a ring back fall back, as without pacing. */
 	_Atomic uint64_t paced_below[CP_KEYS];
+	/* More replica slots than CPUs to run them (libdiehard sets it): a
+	 * replica that catches up with the leader lets its CPU go, at most
+	 * once every CP_YIELD_EVERY reads of a key (yielded_at: the read it
+	 * last did so at), rather than read on in step with it (cp_read). */
+	bool crowded;
+	_Atomic uint64_t yielded_at[CP_KEYS];
 };
 
 /* Bytes of one page and of the claims region (whole pages). */

@@ -24,6 +24,7 @@
 #include "clockpage.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -60,6 +61,20 @@ static uint64_t hex(const char *s, const char *end)
 		v = v << 4 | (uint64_t)d;
 	}
 	return v;
+}
+
+/* The CPUs this process may run on (its affinity mask at start; UINT_MAX
+ * when the mask cannot be read, as on a machine past 1024 CPUs). */
+static unsigned cpus_to_run_on(void)
+{
+	uint64_t mask[16];
+	long n = os_raw_syscall(SYS_sched_getaffinity, 0, (long)sizeof mask, (long)mask, 0, 0, 0);
+	if (n <= 0 || n > (long)sizeof mask)
+		return UINT_MAX;
+	unsigned cpus = 0;
+	for (long i = 0; i < n / 8; i++)
+		cpus += (unsigned)__builtin_popcountll(mask[i]);
+	return cpus > 0 ? cpus : UINT_MAX;
 }
 
 void clocks_start(void)
@@ -113,6 +128,7 @@ void clocks_start(void)
 	view.claims = (struct cp_claims *)base;
 	view.nslots = (unsigned)slots;
 	view.self = (unsigned)slot;
+	view.crowded = slots > cpus_to_run_on();
 	for (unsigned i = 0; i <= slots; i++)
 		view.pages[i] = (struct cp_page *)(base + claims + i * page);
 	if (view.pages[slots]->magic != CP_MAGIC || view.pages[slot]->slot != slot) {
