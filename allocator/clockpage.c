@@ -142,9 +142,12 @@ uint64_t cp_floor(const struct cp_page *p, unsigned key, uint64_t floor, uint64_
 uint64_t cp_sum_rest(const struct cp_page *p, unsigned key, uint64_t floor, uint64_t count, bool *unsure)
 {
 	uint64_t sum = 0, term;
-	for (uint64_t n = floor; n < count && n < floor + CP_DONE; n++)
+	for (uint64_t n = floor; n < count && n < floor + CP_DONE; n++) {
 		if (mark_term(p, key, n, &term))
 			sum += term;
+		else
+			*unsure = true; /* never finished, or its mark refused */
+	}
 	check_terms(p, key, floor, unsure);
 	return sum;
 }
@@ -467,6 +470,7 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 			if (v->crowded && spin == 0 && by != v->self && by < v->nslots &&
 			    n >= atomic_load_explicit(&v->yielded_at[key], memory_order_relaxed) + CP_YIELD_EVERY) {
 				atomic_store_explicit(&v->yielded_at[key], n, memory_order_relaxed);
+				atomic_fetch_add_explicit(&v->yields, 1, memory_order_relaxed);
 				(void)sched_yield();
 				continue;
 			}

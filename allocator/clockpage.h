@@ -59,10 +59,12 @@
 #define CP_MAX_SLOTS 62u     /* replica slots; diehard's page is the next */
 #define CP_SPINS 2048u       /* checks of a claimed, unpublished entry before falling back */
 #define CP_YIELD_EVERY 256u  /* reads of a key between a crowded replica's yields */
-/* A page's first word: "dhclock" and the page's size, so that a library and
- * a diehard built with other layouts (ring size, fields) do not take each
- * other's pages (the library then leaves clocks to the notify path). */
-#define CP_MAGIC (0x6368646c6f636b00ULL ^ (uint64_t)sizeof(struct cp_page) << 8)
+/* A page's first word: "dhclock", the page's size and the layout's version
+ * (low byte), so that a library and a diehard built with other layouts
+ * (ring size, fields, what a word means) do not take each other's pages
+ * (the library then leaves clocks to the notify path). */
+#define CP_LAYOUT 2 /* changed with any change of what the words mean */
+#define CP_MAGIC ((0x6368646c6f636b00ULL ^ (uint64_t)sizeof(struct cp_page) << 8) | CP_LAYOUT)
 
 /* A clock's value: seconds and nanoseconds (gettimeofday: microseconds in b,
  * the timezone in c and d; time: seconds). */
@@ -142,6 +144,7 @@ struct cp_view {
 	 * last did so at), rather than read on in step with it (cp_read). */
 	bool crowded;
 	_Atomic uint64_t yielded_at[CP_KEYS];
+	_Atomic uint64_t yields; /* how many times it did */
 };
 
 /* Bytes of one page and of the claims region (whole pages). */
@@ -218,8 +221,11 @@ uint64_t cp_floor(const struct cp_page *p, unsigned key, uint64_t floor, uint64_
 		  bool *unsure);
 
 /* Diehard's side, once no process of the slot is left: the terms of the
- * reads marked done from floor up to count (reads that never completed
- * have none); *unsure as for cp_floor. */
+ * reads marked done from floor up to count; *unsure as for cp_floor, and
+ * when a read there has no mark of its own (it never completed: its
+ * process killed inside it; or its mark was refused for garbage the slot's
+ * last process left past its count, which cp_page_forget does not clear):
+ * a sibling that completed it would differ at the same count. */
 uint64_t cp_sum_rest(const struct cp_page *p, unsigned key, uint64_t floor, uint64_t count, bool *unsure);
 
 /* Diehard's side: what it keeps of an entry (its nondeterminism log), in

@@ -342,12 +342,9 @@ void fastclock_reset(struct fastclock *F, unsigned i)
 
 void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key)
 {
-	/* The terms of the reads done so far count; a read still under way
-	 * below the front marks a position the floor has passed: the sum
-	 * misses its term. */
-	uint64_t was = fastclock_count(F, i, key);
-	if (fastclock_floor(F, i, key, was) < was)
-		F->unsure[i] |= 1u << key;
+	/* The reads it skips are never made: its count no longer says which
+	 * values it consumed, so its sum is not compared with its siblings'. */
+	F->unsure[i] |= 1u << key;
 	uint64_t front = fastclock_harvested(F, key);
 	for (unsigned j = 0; j < F->view.nslots; j++) {
 		uint64_t c = fastclock_count(F, j, key);

@@ -44,13 +44,15 @@ static void put(unsigned key, uint64_t n, const struct cp_value *value, unsigned
 	logged_n[key] = n + 1;
 }
 
-/* Diehard answering a read that fell back: from its log, after settling. */
-static void answer(unsigned key, uint64_t n, struct cp_value *val)
+/* Diehard answering replica r's read that fell back: from its log, after
+ * settling; it marks the read done with the value's term (as fastclock.c). */
+static void answer(unsigned r, unsigned key, uint64_t n, struct cp_value *val)
 {
 	pthread_mutex_lock(&dh_lock);
 	if (n >= logged_n[key] && cp_settle(&views[K], key, n, real, put, NULL) != 0)
 		abort();
 	*val = logged[key][n];
+	atomic_store(&pages[r]->done[key][n % CP_DONE], cp_mark(n, cp_sum_term(&views[K], key, n, val)));
 	pthread_mutex_unlock(&dh_lock);
 }
 static _Atomic unsigned long fallbacks, led, followed;
@@ -102,7 +104,7 @@ static void *reader(void *arg)
 		uint64_t n;
 		enum cp_outcome o = cp_read(v, key, real, NULL, &val, &n);
 		if (o == CP_FALLBACK) {
-			answer(key, n, &val);
+			answer(w->r, key, n, &val);
 			fallbacks++;
 		} else if (o == CP_LED) {
 			led++;
@@ -149,6 +151,7 @@ static void *harvester(void *arg)
 }
 
 static bool crowd; /* views' crowded: replicas yield now and then as they catch up */
+static unsigned sums_compared, sums_differ; /* run()'s end-of-run check */
 
 static void setup(void)
 {
@@ -187,7 +190,9 @@ static long run(int bad, int *backwards)
 	pthread_create(&h, NULL, harvester, NULL);
 	for (unsigned r = 0; r < K; r++)
 		for (unsigned i = 0; i < THREADS; i++) {
-			w[r][i] = (struct worker){ .r = r, .seed = 0x9e3779b97f4a7c15ULL * (r * THREADS + i + 1),
+			/* Thread i of every replica reads the same keys in the
+			 * same order, as a program's replicas do. */
+			w[r][i] = (struct worker){ .r = r, .seed = 0x9e3779b97f4a7c15ULL * (i + 1),
 						   .scribble = (int)r == bad };
 			pthread_create(&t[r][i], NULL, reader, &w[r][i]);
 		}
@@ -200,6 +205,32 @@ static long run(int bad, int *backwards)
 		}
 	atomic_store(&harvesting, false);
 	pthread_join(h, NULL);
+	/* The end-of-run check: good replicas with a key's same count have the
+	 * same sum of their marks' terms (cp_floor, then cp_sum_rest). */
+	sums_compared = sums_differ = 0;
+	for (unsigned k = 0; k < NKEYS; k++) {
+		uint64_t sum[K], count[K];
+		bool sure[K];
+		for (unsigned r = 0; r < K; r++) {
+			bool unsure = false;
+			sum[r] = 0;
+			count[r] = atomic_load(&pages[r]->count[keys[k]]);
+			uint64_t f = cp_floor(pages[r], keys[k], 0, count[r], &sum[r], &unsure);
+			sum[r] += cp_sum_rest(pages[r], keys[k], f, count[r], &unsure);
+			sure[r] = !unsure;
+		}
+		int first = -1;
+		for (unsigned r = 0; r < K; r++) {
+			if ((int)r == bad || !sure[r])
+				continue;
+			if (first < 0) {
+				first = (int)r;
+			} else if (count[r] == count[first]) {
+				sums_compared++;
+				sums_differ += sum[r] != sum[first];
+			}
+		}
+	}
 	long disagree = 0;
 	for (unsigned k = 0; k < NKEYS; k++)
 		for (size_t n = 0; n < MAXN; n++) {
@@ -247,7 +278,7 @@ static void *held_reader(void *arg)
 	struct held_read *h = arg;
 	h->o = cp_read(&views[0], 1, held_real, NULL, &h->v, &h->n);
 	if (h->o == CP_FALLBACK)
-		answer(1, h->n, &h->v);
+		answer(0, 1, h->n, &h->v);
 	return NULL;
 }
 
@@ -275,7 +306,7 @@ static int stale_leader(void)
 	for (uint64_t i = 1; i <= CP_RING; i++) {
 		uint64_t n;
 		if (cp_read(&views[0], 1, real, NULL, &b[i], &n) == CP_FALLBACK)
-			answer(1, n, &b[i]);
+			answer(0, 1, n, &b[i]);
 		if (n != i)
 			return -1;
 	}
@@ -327,21 +358,30 @@ int main(void)
 	CHECK(out_of_order == 0, "diehard's log got every entry once, in order");
 	CHECK(led > 0 && followed > 0, "reads led and followed (%lu led, %lu followed, %lu settled by diehard)",
 	      (unsigned long)led, (unsigned long)followed, (unsigned long)fallbacks);
+	CHECK(sums_compared > 0 && sums_differ == 0,
+	      "the replicas' sums of their completion marks' terms agree at equal counts (%u compared, %u differ)",
+	      sums_compared, sums_differ);
 
 	led = followed = fallbacks = 0;
 	crowd = true;
 	d = run(-1, &backwards);
 	crowd = false;
-	CHECK(d == 0 && backwards == 0 && out_of_order == 0,
+	uint64_t yields = 0;
+	for (unsigned r = 0; r < K; r++)
+		yields += atomic_load(&views[r].yields);
+	CHECK(d == 0 && backwards == 0 && out_of_order == 0 && sums_differ == 0,
 	      "crowded replicas (more than CPUs: they yield as they catch up): the same agreement (%ld differ, %d went "
-	      "back)",
-	      d, backwards);
+	      "back, %u sums differ)",
+	      d, backwards, sums_differ);
+	CHECK(yields > 0, "and they did yield (%lu times)", (unsigned long)yields);
 
 	led = followed = fallbacks = 0;
 	d = run(1, &backwards);
 	CHECK(d == 0, "one replica scribbling over its page and the claims: the others still agree (%ld differ)", d);
 	CHECK(backwards == 0, "and their monotonic clocks go forward (%d went back)", backwards);
 	CHECK(fallbacks > 0, "the damage sent reads to diehard (%lu)", (unsigned long)fallbacks);
+	CHECK(sums_compared > 0 && sums_differ == 0, "the good replicas' sums still agree (%u compared, %u differ)",
+	      sums_compared, sums_differ);
 
 	/* Pace: no slot leads an entry a ring past a pacing slot's count; it
 	 * waits, then falls back (nothing else moves here), and leads once
@@ -396,8 +436,9 @@ int main(void)
 		      "reads 0-9 done but 3: the floor is 3 (%lu), the sum its marks' (%lu)", (unsigned long)f,
 		      (unsigned long)sum);
 		uint64_t rest = cp_sum_rest(pages[0], 1, f, 10, &unsure);
-		CHECK(rest == all - W(100) - W(101) - W(102) - W(103) && !unsure, "the rest, skipping the read not done (%lu)",
-		      (unsigned long)rest);
+		CHECK(rest == all - W(100) - W(101) - W(102) - W(103) && unsure,
+		      "the rest, skipping the read not done, which makes the sum unsure (%lu)", (unsigned long)rest);
+		unsure = false;
 		uint64_t s2 = 0;
 		CHECK(cp_floor(pages[0], 1, 0, 2, &s2, &unsure) == 2 && s2 == W(100) + W(101), "never past the count");
 		cp_done(pages[0], 1, 3, T(103));
