@@ -97,9 +97,11 @@ void cp_done(struct cp_page *p, unsigned key, uint64_t n, uint64_t term)
 {
 	_Atomic uint64_t *d = &p->done[key][n % CP_DONE];
 	uint64_t was = atomic_load_explicit(d, memory_order_relaxed);
-	/* A later read's (its index ahead of ours, modulo 2^32) stays. */
+	/* A later read's mark (its index ahead of ours by whole turns of the
+	 * marks, modulo 2^32) stays; anything else is written over, garbage
+	 * included (a replaced process's, left past its count). */
 	uint32_t ahead = (uint32_t)was - (uint32_t)(n + 1);
-	if (was == 0 || ahead == 0 || ahead >= 1u << 31)
+	if (was == 0 || ahead == 0 || ahead >= 1u << 31 || ahead % CP_DONE != 0)
 		atomic_store_explicit(d, cp_mark(n, term), memory_order_release);
 }
 

@@ -195,7 +195,7 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
  * A later read's mark already at the position stays (the slot's first
  * read not done then stays n: diehard's log keeps more, never less; and
  * n's term is lost: the slot's count is then a CP_DONE past it, and its
- * sum not trusted, cp_floor). */
+ * sum not trusted, cp_floor); garbage there does not. */
 void cp_done(struct cp_page *p, unsigned key, uint64_t n, uint64_t term);
 
 /* What a read's term (cp_sum_term) adds to its slot's sum: its high 31

@@ -478,6 +478,10 @@ int main(void)
 		cp_done(pages[0], 4, big, T(3));
 		CHECK(atomic_load(&pages[0]->done[4][big % CP_DONE]) == cp_mark(big + CP_DONE, T(4)),
 		      "across 2^32, a later read's mark stays");
+		atomic_store(&pages[0]->done[4][5], 0xdeadbeef0000303full); /* 12345 "ahead" */
+		cp_done(pages[0], 4, 5, T(6));
+		CHECK(atomic_load(&pages[0]->done[4][5]) == cp_mark(5, T(6)),
+		      "garbage at a mark's position (a replaced process's) is written over");
 		atomic_store(&pages[0]->count[4], 0);
 		atomic_store(&pages[0]->count[2], 1);
 		cp_page_forget(pages[0]);
