@@ -62,7 +62,7 @@ struct fastclock {
 	uint64_t forged_n[CP_MAX_SLOTS]; /* the first such entry of each */
 	uint64_t floor[CP_MAX_SLOTS][CP_KEYS]; /* each slot's first read not done (cp_floor) */
 	uint64_t sum[CP_MAX_SLOTS][CP_KEYS];   /* the terms of its marks below the floor */
-	uint32_t unsure[CP_MAX_SLOTS];         /* a bit per key: its sum missed terms */
+	uint32_t unsure[CP_MAX_SLOTS];         /* a bit per key: its sum is not to be compared */
 	char env[512];
 };
 
@@ -344,7 +344,7 @@ void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key)
 {
 	/* The reads it skips are never made: its count no longer says which
 	 * values it consumed, so its sum is not compared with its siblings'. */
-	F->unsure[i] |= 1u << key;
+	fastclock_unsummed(F, i, key);
 	uint64_t front = fastclock_harvested(F, key);
 	for (unsigned j = 0; j < F->view.nslots; j++) {
 		uint64_t c = fastclock_count(F, j, key);
@@ -362,8 +362,15 @@ void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key)
 		F->floor[i][key] = front;
 }
 
+void fastclock_unsummed(struct fastclock *F, unsigned i, unsigned key)
+{
+	F->unsure[i] |= 1u << key;
+}
+
 void fastclock_done(struct fastclock *F, unsigned i, unsigned key, uint64_t n, const struct cp_value *v)
 {
+	if (v == NULL)
+		fastclock_unsummed(F, i, key);
 	/* Over whatever is there (unlike cp_done): a page the replica wrote
 	 * garbage over gets sound marks again as its reads are answered. */
 	uint64_t term = v != NULL ? cp_sum_term(&F->view, key, n, v) : 0;

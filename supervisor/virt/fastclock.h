@@ -87,10 +87,15 @@ void fastclock_forged_entry(const struct fastclock *F, unsigned i, unsigned *key
 uint64_t fastclock_count(const struct fastclock *F, unsigned i, unsigned key);
 /* Once no process of slot i is left: the sum over the values it consumed
  * of key (the terms of its completion marks: cp_floor, cp_sum_rest) in
- * *sum; false when it may miss some (a read that completed a CP_DONE
- * behind its slot's count, or under way as its count was moved to the
- * front). */
+ * *sum; false when it is not to be compared: it may miss terms (a read
+ * that never finished, or finished a CP_DONE behind its slot's count; a
+ * count moved to the front) or the slot read values outside the log
+ * (fastclock_unsummed). */
 bool fastclock_sum(struct fastclock *F, unsigned i, unsigned key, uint64_t *sum);
+
+/* Slot i read a value of key outside the log (its own real one): its sum
+ * is not compared (reset with fastclock_reset). */
+void fastclock_unsummed(struct fastclock *F, unsigned i, unsigned key);
 
 /* A new process in slot i: its reads start from 0 again (it replays the
  * log: entries it reaches that the ring no longer holds come from diehard). */
@@ -101,7 +106,7 @@ void fastclock_reset(struct fastclock *F, unsigned i);
 void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key);
 
 /* Slot i's read n of key is answered with value v (cp_done; NULL: a real
- * value of its own, outside the log, of no sum); the slot's first read of
+ * value of its own, outside the log: fastclock_unsummed); the slot's first read of
  * key not yet done, below count (its count): the log keeps the entries
  * from there for it (cp_floor), and the terms of the marks passed add to
  * the slot's sum. */

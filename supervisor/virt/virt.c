@@ -124,8 +124,6 @@ struct vreplica {
 	unsigned ncpu_tasks;
 	uint64_t fast_notified; /* reads of the fast path's keys that reached us */
 	uint32_t fast_lost;   /* a bit per fast key: behind the log's cap (real values) */
-	uint32_t fast_unsummed; /* a bit per fast key: a value it read is not in its sum
-				   (lost ones, clocks aside, unreadable clocks) */
 	uint64_t clock_reads; /* wall and monotonic reads answered (but those
 				 of the fast path's keys: its page counts them) */
 };
@@ -488,7 +486,7 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 	if (net_clocks_aside(V->S->net, vr->index)) {
 		/* Its own real values, outside the log (net.h): nor in its
 		 * sum, so its sum is not compared at the end. */
-		vr->fast_unsummed |= 1u << fk;
+		fastclock_unsummed(F, vr->index, fk);
 		*index = 0;
 		real(req, v);
 		return ND_LOST;
@@ -534,7 +532,6 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 			 * on, every read asked here (the rings' entries, older
 			 * than what it just read, would take it back). */
 			vr->fast_lost |= 1u << fk;
-			vr->fast_unsummed |= 1u << fk;
 			fastclock_off(F, vr->index);
 			real(req, v);
 			*index = n;
@@ -550,7 +547,6 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 		outcome = ND_LEAD;
 		if (fastclock_settle(F, fk, n, fast_put, V) != 0 || !ndlog_value(V->log, key, n, v)) {
 			real(req, v); /* the clock cannot be read: its error */
-			vr->fast_unsummed |= 1u << fk;
 			*index = n;
 			fastclock_done(F, vr->index, fk, n, NULL);
 			return ND_LOST;
@@ -1402,7 +1398,7 @@ static void fast_compare_sums(struct virt *V)
 		unsigned idx[VOTER_MAX], n = 0;
 		for (unsigned i = 0; i < S->nslots && n < VOTER_MAX; i++)
 			if (S->r[i].live && S->r[i].exited && !(V->fast_damaged >> i & 1) &&
-			    !(V->r[i].fast_unsummed >> fk & 1) && fastclock_sum(V->fast, i, fk, &sums[n]))
+			    fastclock_sum(V->fast, i, fk, &sums[n]))
 				idx[n++] = i;
 		for (unsigned b = 0; b < n; b++) {
 			/* The majority among those with b's count. */
