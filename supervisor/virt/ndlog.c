@@ -307,12 +307,21 @@ static void append(struct ndlog *log, struct keylog *kl, const struct nd_value *
 	if (kl->len == log->cap)
 		drop_oldest(log, kl);
 	if (kl->len == kl->size) {
-		/* Grow the ring, unrolling it so entry base sits in slot 0. */
+		/* Grow the ring, unrolling it so entry base sits in slot 0. A
+		 * ring not wrapped (head 0: nothing dropped yet, as in keep
+		 * mode) is already in order: realloc keeps it where it is when
+		 * it can (glibc moves a large block's pages by mremap), where
+		 * a copy would touch every page again, twice the faults of a
+		 * log that grows to millions of entries (the fast clock path's
+		 * harvest). */
 		size_t n = kl->size ? 2 * kl->size : 2;
 		if (n > log->cap)
 			n = log->cap;
-		struct entry *ring = malloc(n * sizeof *ring);
-		if (ring == NULL) {
+		struct entry *ring = kl->head == 0 ? realloc(kl->ring, n * sizeof *ring) : malloc(n * sizeof *ring);
+		if (ring != NULL && kl->head == 0) {
+			kl->ring = ring;
+			kl->size = n;
+		} else if (ring == NULL) {
 			/* Keep what we have; the oldest entry makes room. */
 			if (kl->len == 0) {
 				log->dropped = true;

@@ -1028,6 +1028,48 @@ static void test_value_seek(void)
 	ndlog_free(log);
 }
 
+/* A ring grows in place while nothing was dropped from it (realloc: no
+ * copy, no second touch of its pages), and is unrolled when it has wrapped:
+ * either way every entry keeps its number and value. */
+static void test_growth(void)
+{
+	enum { N = 100000 };
+	struct ndlog *log = ndlog_new(2, 1u << 20, true);
+	bool ok = log != NULL;
+	for (uint64_t i = 0; ok && i < N; i++) {
+		struct nd_value v = val(KEY_A, i);
+		ok = ndlog_preload(log, KEY_A, i, &v) == 0;
+	}
+	for (uint64_t i = 0; ok && i < N; i++) {
+		uint64_t arg;
+		struct nd_value v;
+		struct nd_value want = val(KEY_A, i);
+		ok = ndlog_entry(log, KEY_A, i, &arg, &v) && arg == i && same_value(&v, &want);
+	}
+	CHECK(ok && ndlog_kept(log, KEY_A) == N && ndlog_complete(log),
+	      "ndlog: %d entries kept from the start (the ring grown in place): each at its number", N);
+	ndlog_free(log);
+
+	/* Wrapped: replica 1 keeps taking what replica 0 led (the front
+	 * drops, the ring's start moves), then falls behind while the ring
+	 * grows from 4 slots to 1024 around the wrap. */
+	log = ndlog_new(2, 1u << 20, false);
+	ok = log != NULL;
+	uint64_t next = 0, taken = 0;
+	for (int i = 0; ok && i < 3; i++)
+		ok = lead(log, 0, KEY_B, 1, next++);
+	for (int i = 0; ok && i < 2; i++)
+		ok = follow(log, 1, KEY_B, 1, taken++);
+	for (int i = 0; ok && i < 1000; i++)
+		ok = lead(log, 0, KEY_B, 1, next++);
+	while (ok && taken < next)
+		ok = follow(log, 1, KEY_B, 1, taken++);
+	CHECK(ok && ndlog_kept(log, KEY_B) == 0,
+	      "ndlog: a ring grown after it wrapped: the laggard follows all %llu entries in order",
+	      (unsigned long long)next);
+	ndlog_free(log);
+}
+
 int main(void)
 {
 	test_chacha_block();
@@ -1053,5 +1095,6 @@ int main(void)
 	test_to_front();
 	test_thread_keys();
 	test_value_seek();
+	test_growth();
 	return tap_done();
 }
