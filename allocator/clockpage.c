@@ -644,6 +644,16 @@ int cp_settle(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *real, cp_
 	return 0;
 }
 
+uint64_t cp_harvest_pace(uint64_t last_us, uint64_t got, uint64_t took_us)
+{
+	uint64_t us;
+	if (got == 0)
+		us = last_us > CP_HARVEST_MAX_US / 2 ? CP_HARVEST_MAX_US : 2 * last_us;
+	else /* no overflow: took_us below 2^44 (half a year), CP_RING far below 2^20 */
+		us = took_us < 1ull << 44 ? took_us * (CP_RING / 4) / got : CP_HARVEST_MAX_US;
+	return us < CP_HARVEST_MIN_US ? CP_HARVEST_MIN_US : us > CP_HARVEST_MAX_US ? CP_HARVEST_MAX_US : us;
+}
+
 /* SipHash-2-4 (Aumasson and Bernstein) of one 64-bit word under key k: a
  * keyed pseudorandom function, so that an image's bytes tell nothing of the
  * key or of the other images' bytes. */

@@ -237,6 +237,20 @@ typedef void cp_put_fn(unsigned key, uint64_t n, const struct cp_value *value, u
  * ring positions may then be reused. Returns the new harvested[key]. */
 uint64_t cp_harvest(struct cp_view *v, unsigned key, cp_put_fn *put, void *arg);
 
+/* Diehard's side: how long until its next harvest (microseconds), given
+ * the last such delay, the entries its log gained over the last took_us
+ * (every key). About the time the replicas take to publish a quarter of a
+ * ring at that rate, within [CP_HARVEST_MIN_US, CP_HARVEST_MAX_US]; with
+ * none, twice the last (a reader held up a moment is not a reader gone).
+ * Why: a replica that leads a ring past the harvest asks diehard for its
+ * entry and waits while diehard takes the whole ring into its log,
+ * hundreds of microseconds; harvesting ahead of it, while it reads on,
+ * saves that wait (a fifth of a busy reader's time at k = 1), and an idle
+ * run still wakes diehard at the slowest pace only. */
+#define CP_HARVEST_MIN_US 100u
+#define CP_HARVEST_MAX_US 50000u
+uint64_t cp_harvest_pace(uint64_t last_us, uint64_t got, uint64_t took_us);
+
 /* Diehard's side, for a read that fell back with index n: settles every
  * entry of key from harvested[key] to n in order (a sound published entry
  * stands; else diehard claims it, over any claim whose holder did not

@@ -462,6 +462,8 @@ static void fast_harvest(struct virt *V)
 			}
 }
 
+/* Harvests, then comes again when the replicas will have filled about a
+ * quarter of a ring at the rate they just read (fastclock_harvest_delay). */
 static void on_harvest(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -469,6 +471,17 @@ static void on_harvest(evutil_socket_t fd, short what, void *arg)
 	struct virt *V = arg;
 	fast_harvest(V);
 	fast_kill_forged(V);
+	/* The loop's cached time is from before this round's work (a harvest
+	 * may take a millisecond): the next one counts from now. */
+	if (event_base_update_cache_time(V->S->base) != 0)
+		fatal(EXIT_INTERNAL, "cannot read the event loop's time");
+	struct timespec now;
+	if (clock_gettime(CLOCK_MONOTONIC, &now) != 0)
+		fatal(EXIT_INTERNAL, "clock_gettime: %s", strerror(errno));
+	uint64_t us = fastclock_harvest_delay(V->fast, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
+	struct timeval next = { .tv_sec = (time_t)(us / 1000000), .tv_usec = (suseconds_t)(us % 1000000) };
+	if (event_add(V->harvest_ev, &next) != 0)
+		fatal(EXIT_INTERNAL, "cannot create timers");
 }
 
 /* A notified read of a fast-path key: the fallback of a replica's fast
@@ -1199,9 +1212,9 @@ struct virt *virt_new(struct sup *S)
 		vdso_jump_to(S->o->allocator);
 		if (!vdso_real_clock())
 			log_event("%s here: the fast path's leaders read the real clock by system call", NO_VDSO_REAL);
-		struct timeval every = { .tv_sec = 0, .tv_usec = 50000 };
-		V->harvest_ev = event_new(S->base, -1, EV_PERSIST, on_harvest, V);
-		if (V->harvest_ev == NULL || event_add(V->harvest_ev, &every) != 0)
+		struct timeval first = { .tv_sec = 0, .tv_usec = CP_HARVEST_MIN_US };
+		V->harvest_ev = event_new(S->base, -1, 0, on_harvest, V);
+		if (V->harvest_ev == NULL || event_add(V->harvest_ev, &first) != 0)
 			fatal(EXIT_INTERNAL, "cannot create timers");
 	}
 	return V;

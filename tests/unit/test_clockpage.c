@@ -406,6 +406,30 @@ int main(void)
 	}
 	teardown();
 
+	/* Harvest pace: a quarter ring's time at the rate the log just grew;
+	 * quiet, twice the last; always within [MIN, MAX]. */
+	CHECK(cp_harvest_pace(CP_HARVEST_MIN_US, CP_RING / 4, 1000) == 1000 &&
+		      cp_harvest_pace(CP_HARVEST_MIN_US, CP_RING, 1000) == 250,
+	      "harvest pace: a quarter ring's time at the log's last rate (1000, 250 us)");
+	CHECK(cp_harvest_pace(CP_HARVEST_MIN_US, 1000000, 1000) == CP_HARVEST_MIN_US &&
+		      cp_harvest_pace(CP_HARVEST_MIN_US, 1, 50000) == CP_HARVEST_MAX_US &&
+		      cp_harvest_pace(CP_HARVEST_MIN_US, 1, UINT64_MAX) == CP_HARVEST_MAX_US &&
+		      cp_harvest_pace(CP_HARVEST_MIN_US, UINT64_MAX, 1) == CP_HARVEST_MIN_US,
+	      "harvest pace: a flood waits the least, a trickle (or any extreme) the most");
+	{
+		uint64_t us = CP_HARVEST_MIN_US, steps = 0;
+		while (us < CP_HARVEST_MAX_US && steps < 64) {
+			uint64_t next = cp_harvest_pace(us, 0, us);
+			if (next != 2 * us && next != CP_HARVEST_MAX_US)
+				break;
+			us = next;
+			steps++;
+		}
+		CHECK(us == CP_HARVEST_MAX_US && steps <= 10 && cp_harvest_pace(us, 0, us) == CP_HARVEST_MAX_US,
+		      "harvest pace: quiet, it doubles up to the most (%lu steps) and stays there",
+		      (unsigned long)steps);
+	}
+
 	int stale = stale_leader();
 	CHECK(stale == 0 && out_of_order == 0,
 	      "a leader held up while diehard takes its entry over and its slot reads a ring on: its late publish "
