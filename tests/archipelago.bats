@@ -36,7 +36,7 @@ arch() {
 	[[ $RC == 0 ]] && grep -qx ok "$OUT" || fail "overflow: rc $RC" "$(head -c 2000 "$ERR")"
 	local stray
 	stray=$(stat_field arch_stray_pages "$STATS")
-	((stray >= 20)) || fail "the 6000-byte overruns should have met pages of no object, got $stray"
+	((stray >= 20)) || fail "the overruns through the page after their object's should have met pages of no object, got $stray"
 	# The same program without the mode: glibc's heap is corrupted.
 	capture "$BATS_TEST_TMPDIR/glibc" plain "$PROGS/arch_check" overflow
 	[[ $(<"$BATS_TEST_TMPDIR/glibc.rc") != 0 ]] || fail "the planted overflows are harmless under glibc: not a real test"
