@@ -245,7 +245,7 @@ uint64_t cp_harvest(struct cp_view *v, unsigned key, cp_put_fn *put, void *arg);
  * Why: a replica that leads a ring past the harvest asks diehard for its
  * entry and waits while diehard takes the whole ring into its log,
  * hundreds of microseconds; harvesting ahead of it, while it reads on,
- * saves that wait (a fifth of a busy reader's time at k = 1), and an idle
+ * saves that wait (over a quarter of a busy reader's time at k = 1); an idle
  * run still wakes diehard at the slowest pace only. */
 #define CP_HARVEST_MIN_US 100u
 #define CP_HARVEST_MAX_US 50000u
