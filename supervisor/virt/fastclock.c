@@ -63,7 +63,8 @@ struct fastclock {
 	uint64_t floor[CP_MAX_SLOTS][CP_KEYS]; /* each slot's first read not done (cp_floor) */
 	uint64_t sum[CP_MAX_SLOTS][CP_KEYS];   /* the terms of its marks below the floor */
 	uint32_t unsure[CP_MAX_SLOTS];         /* a bit per key: its sum is not to be compared */
-	uint64_t paced_total, paced_ns;        /* the log's length and the time, at the last harvest delay */
+	uint64_t paced_total;                  /* the log's length at the last harvest delay */
+	double paced_at;                       /* and sup_now() then (0: none yet) */
 	uint64_t delay_us;                     /* the delay it gave */
 	char env[512];
 };
@@ -190,10 +191,6 @@ struct fastclock *fastclock_new(unsigned nslots, const uint64_t images_key[2])
 	/* The first harvest comes soon (a program that reads its clocks
 	 * hard from the start), the next ones back off while none come. */
 	F->delay_us = CP_HARVEST_MIN_US;
-	struct timespec now;
-	if (clock_gettime(CLOCK_MONOTONIC, &now) != 0)
-		fatal(EXIT_INTERNAL, "clock_gettime: %s", strerror(errno));
-	F->paced_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 	/* Every slot paces from the start (fastclock_pace). */
 	atomic_store(&dh_page(F)->pace, nslots == 64 ? ~0ull : (1ull << nslots) - 1);
 	for (unsigned k = 0; k < CP_KEYS; k++)
@@ -308,17 +305,22 @@ void fastclock_harvest(struct fastclock *F, fastclock_put_fn *put, void *arg)
 			(void)cp_harvest(&F->view, k, put_checked, &c);
 }
 
-uint64_t fastclock_harvest_delay(struct fastclock *F, uint64_t now_ns)
+uint64_t fastclock_harvest_delay(struct fastclock *F, double now)
 {
 	uint64_t total = 0;
 	for (unsigned k = 0; k < CP_KEYS; k++)
 		total += fastclock_harvested(F, k);
-	uint64_t took_us = (now_ns - F->paced_ns) / 1000;
+	if (F->paced_at == 0) { /* the first call: the rate is counted from here */
+		F->paced_at = now;
+		F->paced_total = total;
+		return F->delay_us;
+	}
+	double took_us = (now - F->paced_at) * 1e6;
 	if (took_us < CP_HARVEST_MIN_US)
 		return F->delay_us; /* too soon to tell a rate */
-	F->delay_us = cp_harvest_pace(F->delay_us, total - F->paced_total, took_us);
+	F->delay_us = cp_harvest_pace(F->delay_us, total - F->paced_total, (uint64_t)took_us);
 	F->paced_total = total;
-	F->paced_ns = now_ns;
+	F->paced_at = now;
 	return F->delay_us;
 }
 

@@ -77,10 +77,10 @@ int fastclock_settle(struct fastclock *F, unsigned key, uint64_t n, fastclock_pu
 /* Puts every entry published since the last harvest, every key. */
 void fastclock_harvest(struct fastclock *F, fastclock_put_fn *put, void *arg);
 
-/* How long until the next harvest (microseconds), now_ns being the
- * monotonic clock: cp_harvest_pace of the entries the log gained since
- * the last call (harvests and fallbacks alike). */
-uint64_t fastclock_harvest_delay(struct fastclock *F, uint64_t now_ns);
+/* How long until the next harvest (microseconds), now being sup_now():
+ * cp_harvest_pace of the entries the log gained since the last call
+ * (harvests and fallbacks alike). */
+uint64_t fastclock_harvest_delay(struct fastclock *F, double now);
 
 /* The slots whose entries failed their clock's bounds since the last
  * call (a bit each): forged, or garbage that passed the checksum. */

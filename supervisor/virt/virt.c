@@ -475,10 +475,7 @@ static void on_harvest(evutil_socket_t fd, short what, void *arg)
 	 * may take a millisecond): the next one counts from now. */
 	if (event_base_update_cache_time(V->S->base) != 0)
 		fatal(EXIT_INTERNAL, "cannot read the event loop's time");
-	struct timespec now;
-	if (clock_gettime(CLOCK_MONOTONIC, &now) != 0)
-		fatal(EXIT_INTERNAL, "clock_gettime: %s", strerror(errno));
-	uint64_t us = fastclock_harvest_delay(V->fast, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
+	uint64_t us = fastclock_harvest_delay(V->fast, sup_now());
 	struct timeval next = { .tv_sec = (time_t)(us / 1000000), .tv_usec = (suseconds_t)(us % 1000000) };
 	if (event_add(V->harvest_ev, &next) != 0)
 		fatal(EXIT_INTERNAL, "cannot create timers");
