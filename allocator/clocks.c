@@ -22,6 +22,7 @@
  * docs/NONDETERMINISM.md, "The fast path". */
 #include "clocks.h"
 #include "clockpage.h"
+#include "clockpath.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -43,11 +44,7 @@
 #define EXPORT __attribute__((visibility("default")))
 #define VAR "DIEHARD_CLOCKS"
 
-static struct cp_view view;
-static bool ready;   /* the region is mapped: clock reads take the fast path */
-static bool marked;  /* the markers are known (the filter is the run's, so
-			they hold even where the region could not be mapped) */
-static uint64_t mark_real, mark_fallback, mark_exec;
+static struct clock_path path;
 
 static uint64_t hex(const char *s, const char *end)
 {
@@ -90,13 +87,13 @@ void clocks_start(void)
 		else if (spec_is(&it, "slots"))
 			slots = spec_u64(VAR, it.value, it.end, spec);
 		else if (spec_is(&it, "secret"))
-			view.secret = hex(it.value, it.end);
+			path.view.secret = hex(it.value, it.end);
 		else if (spec_is(&it, "real"))
-			mark_real = hex(it.value, it.end);
+			path.mark_real = hex(it.value, it.end);
 		else if (spec_is(&it, "fallback"))
-			mark_fallback = hex(it.value, it.end);
+			path.mark_fallback = hex(it.value, it.end);
 		else if (spec_is(&it, "exec"))
-			mark_exec = hex(it.value, it.end);
+			path.mark_exec = hex(it.value, it.end);
 		else if (spec_is(&it, "vdso") || spec_is(&it, "images"))
 			continue; /* early.c's */
 		else
@@ -104,7 +101,7 @@ void clocks_start(void)
 	}
 	if (fd > 1 << 20 || slots == 0 || slots > CP_MAX_SLOTS)
 		spec_die(VAR, "fd and slots are needed, slots <= 62, in", spec);
-	marked = mark_real != 0 && mark_fallback != 0;
+	path.marked = path.mark_real != 0 && path.mark_fallback != 0;
 	size_t claims = cp_claims_size(), page = cp_page_size(), len = claims + (slots + 1) * page;
 	/* The fd may be anything by now (a program that closed it and opened
 	 * another file there, then exec'd): a memfd of the whole size, or
@@ -125,32 +122,32 @@ void clocks_start(void)
 		(void)munmap(base, len);
 		return;
 	}
-	view.claims = (struct cp_claims *)base;
-	view.nslots = (unsigned)slots;
-	view.self = (unsigned)slot;
-	view.crowded = slots > cpus_to_run_on();
+	path.view.claims = (struct cp_claims *)base;
+	path.view.nslots = (unsigned)slots;
+	path.view.self = (unsigned)slot;
+	path.view.crowded = slots > cpus_to_run_on();
 	for (unsigned i = 0; i <= slots; i++)
-		view.pages[i] = (struct cp_page *)(base + claims + i * page);
-	if (view.pages[slots]->magic != CP_MAGIC || view.pages[slot]->slot != slot) {
+		path.view.pages[i] = (struct cp_page *)(base + claims + i * page);
+	if (path.view.pages[slots]->magic != CP_MAGIC || path.view.pages[slot]->slot != slot) {
 		(void)munmap(base, len);
 		return;
 	}
-	ready = true;
+	path.ready = true;
 }
 
 uint64_t clocks_mark(void)
 {
-	return marked ? mark_real : 0;
+	return path.marked ? path.mark_real : 0;
 }
 
 uint64_t clocks_ask_mark(void)
 {
-	return marked ? mark_fallback : 0;
+	return path.marked ? path.mark_fallback : 0;
 }
 
 uint64_t clocks_exec_mark(void)
 {
-	return mark_exec;
+	return path.mark_exec;
 }
 
 /* diehard_vdso_real_clock_gettime: the vDSO's own clock_gettime, for a
@@ -175,120 +172,24 @@ __asm__(".pushsection .text\n"
 	".popsection\n");
 long dh_vdso_real(clockid_t id, struct timespec *ts);
 
-/* Set once the trampoline said it is not there (-ENOSYS: a clock id it is
- * used for cannot fail that way); any thread may set it. */
-static _Atomic bool no_vdso_real;
-
-/* Clock ids the vDSO reads without a system call while its clock source
- * is one it can read (x86-64's vDSO: the high-resolution ones, the
- * coarse ones, MONOTONIC_RAW). */
-static bool vdso_reads(clockid_t id)
+static long clockpath_vdso_real(clockid_t id, struct timespec *ts)
 {
-	return id == CLOCK_REALTIME || id == CLOCK_MONOTONIC || id == CLOCK_MONOTONIC_RAW ||
-	       id == CLOCK_REALTIME_COARSE || id == CLOCK_MONOTONIC_COARSE || id == CLOCK_BOOTTIME ||
-	       id == CLOCK_TAI;
-}
-
-/* A leader's real clock_gettime: the vDSO's own code when it is there and
- * diehard has not found it making system calls (its page's flag), else the
- * system call with the marker the filter lets through unnotified. */
-static long real_clock_gettime(clockid_t id, struct timespec *ts)
-{
-	if (vdso_reads(id) && !atomic_load_explicit(&no_vdso_real, memory_order_relaxed) &&
-	    !cp_real_by_syscall(&view)) {
-		long r = dh_vdso_real(id, ts);
-		if (r != -ENOSYS)
-			return r;
-		atomic_store_explicit(&no_vdso_real, true, memory_order_relaxed);
-	}
-	return os_raw_syscall(SYS_clock_gettime, id, (long)ts, (long)mark_real, 0, 0, 0);
-}
-
-/* A leader's real read. */
-static int real_read(unsigned key, struct cp_value *out, void *arg)
-{
-	(void)arg;
-	struct timespec ts;
-	if (key == CP_KEY_GETTIMEOFDAY) {
-		struct timeval tv;
-		struct timezone tz;
-		if (os_raw_syscall(SYS_gettimeofday, (long)&tv, (long)&tz, (long)mark_real, 0, 0, 0) != 0)
-			return -1;
-		*out = (struct cp_value){ .a = tv.tv_sec, .b = tv.tv_usec, .c = tz.tz_minuteswest, .d = tz.tz_dsttime };
-		return 0;
-	}
-	clockid_t id = key == CP_KEY_TIME ? CLOCK_REALTIME : (clockid_t)key;
-	if (real_clock_gettime(id, &ts) != 0)
-		return -1;
-	*out = (struct cp_value){ .a = ts.tv_sec, .b = key == CP_KEY_TIME ? 0 : ts.tv_nsec };
-	return 0;
-}
-
-/* The fast path's read of key: 1 and *v, or 0 with *fallback set to the
- * marker-and-index to pass with the system call (0: a plain call). */
-static int fast(unsigned key, struct cp_value *v, uint64_t *n, bool *asks)
-{
-	*asks = false;
-	if (!ready || !cp_served(key))
-		return 0;
-	switch (cp_read(&view, key, real_read, NULL, v, n)) {
-	case CP_LED:
-	case CP_FOLLOWED:
-		return 1;
-	case CP_FALLBACK:
-		*asks = true;
-		return 0;
-	case CP_OFF:
-		return 0;
-	}
-	return 0;
+	return dh_vdso_real(id, ts);
 }
 
 EXPORT long diehard_vdso_clock_gettime(clockid_t id, struct timespec *ts)
 {
-	struct cp_value v;
-	uint64_t n = 0;
-	bool asks = false;
-	if (id >= 0 && fast((unsigned)id, &v, &n, &asks)) {
-		ts->tv_sec = v.a;
-		ts->tv_nsec = v.b;
-		return 0;
-	}
-	return os_raw_syscall(SYS_clock_gettime, id, (long)ts, asks ? (long)mark_fallback : 0, asks ? (long)n : 0, 0,
-			      0);
+	return clockpath_clock_gettime(&path, id, ts);
 }
 
 EXPORT long diehard_vdso_gettimeofday(struct timeval *tv, struct timezone *tz)
 {
-	struct cp_value v;
-	uint64_t n = 0;
-	bool asks = false;
-	if (fast(CP_KEY_GETTIMEOFDAY, &v, &n, &asks)) {
-		if (tv != NULL) {
-			tv->tv_sec = v.a;
-			tv->tv_usec = v.b;
-		}
-		if (tz != NULL) {
-			tz->tz_minuteswest = v.c;
-			tz->tz_dsttime = v.d;
-		}
-		return 0;
-	}
-	return os_raw_syscall(SYS_gettimeofday, (long)tv, (long)tz, asks ? (long)mark_fallback : 0, asks ? (long)n : 0,
-			      0, 0);
+	return clockpath_gettimeofday(&path, tv, tz);
 }
 
 EXPORT long diehard_vdso_time(time_t *t)
 {
-	struct cp_value v;
-	uint64_t n = 0;
-	bool asks = false;
-	if (fast(CP_KEY_TIME, &v, &n, &asks)) {
-		if (t != NULL)
-			*t = v.a;
-		return v.a;
-	}
-	return os_raw_syscall(SYS_time, (long)t, asks ? (long)mark_fallback : 0, asks ? (long)n : 0, 0, 0, 0);
+	return clockpath_time(&path, t);
 }
 
 /* Hidden aliases for early.c, which runs before the GOT is filled. */

@@ -1,0 +1,163 @@
+/* clockpath.h — the fast path's clock entry points, shared by the two
+ * places a replica's patched vDSO leads to: libdiehard.so (clocks.c, in
+ * dynamic programs) and the clock blob (blob/clockblob.c, which diehard
+ * places in static programs: Go's, glibc's and musl's). Header-only, so
+ * each includes its own copy: the blob is freestanding and has no libc.
+ *
+ * A struct clock_path is one process's view of the run's shared region
+ * (clockpage.h) and the markers the filter knows; the entry points read a
+ * served clock from the region (cp_read) and make the system call
+ * otherwise, or with the fallback marker when cp_read says to ask diehard.
+ * Invariants: ready implies view is a whole, checked region (its magic and
+ * slot); marked implies the markers are the run's. */
+#ifndef DIEHARD_CLOCKPATH_H
+#define DIEHARD_CLOCKPATH_H
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "clockpage.h"
+
+struct clock_path {
+	struct cp_view view;
+	bool ready;  /* the region is mapped: clock reads take the fast path */
+	bool marked; /* the markers are known */
+	uint64_t mark_real, mark_fallback, mark_exec;
+	/* Set once the vDSO trampoline said it is not there (-ENOSYS: a clock
+	 * id it is used for cannot fail that way); any thread may set it. */
+	_Atomic bool no_vdso_real;
+};
+
+/* The layout alone, for diehard, which writes a blob's (graft.c). */
+#ifndef CLOCKPATH_LAYOUT_ONLY
+
+/* The vDSO's own clock_gettime (a trampoline diehard writes: vdso.h), or
+ * -ENOSYS; each includer defines it. */
+static long clockpath_vdso_real(clockid_t id, struct timespec *ts);
+
+static inline long clockpath_syscall(long nr, long a, long b, long c, long d)
+{
+	long ret;
+	register long r10 __asm__("r10") = d;
+	__asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10) : "rcx", "r11", "memory");
+	return ret;
+}
+
+/* Clock ids the vDSO reads without a system call while its clock source
+ * is one it can read (x86-64's vDSO: the high-resolution ones, the
+ * coarse ones, MONOTONIC_RAW). */
+static inline bool clockpath_vdso_reads(clockid_t id)
+{
+	return id == CLOCK_REALTIME || id == CLOCK_MONOTONIC || id == CLOCK_MONOTONIC_RAW ||
+	       id == CLOCK_REALTIME_COARSE || id == CLOCK_MONOTONIC_COARSE || id == CLOCK_BOOTTIME ||
+	       id == CLOCK_TAI;
+}
+
+/* A leader's real clock_gettime: the vDSO's own code when it is there and
+ * diehard has not found it making system calls (its page's flag), else the
+ * system call with the marker the filter lets through unnotified. */
+static inline long clockpath_real_gettime(struct clock_path *P, clockid_t id, struct timespec *ts)
+{
+	if (clockpath_vdso_reads(id) && !atomic_load_explicit(&P->no_vdso_real, memory_order_relaxed) &&
+	    !cp_real_by_syscall(&P->view)) {
+		long r = clockpath_vdso_real(id, ts);
+		if (r != -ENOSYS)
+			return r;
+		atomic_store_explicit(&P->no_vdso_real, true, memory_order_relaxed);
+	}
+	return clockpath_syscall(SYS_clock_gettime, id, (long)ts, (long)P->mark_real, 0);
+}
+
+/* A leader's real read (cp_real_fn; arg: the struct clock_path). */
+static int clockpath_real_read(unsigned key, struct cp_value *out, void *arg)
+{
+	struct clock_path *P = arg;
+	struct timespec ts;
+	if (key == CP_KEY_GETTIMEOFDAY) {
+		struct timeval tv;
+		struct timezone tz;
+		if (clockpath_syscall(SYS_gettimeofday, (long)&tv, (long)&tz, (long)P->mark_real, 0) != 0)
+			return -1;
+		*out = (struct cp_value){ .a = tv.tv_sec, .b = tv.tv_usec, .c = tz.tz_minuteswest, .d = tz.tz_dsttime };
+		return 0;
+	}
+	clockid_t id = key == CP_KEY_TIME ? CLOCK_REALTIME : (clockid_t)key;
+	if (clockpath_real_gettime(P, id, &ts) != 0)
+		return -1;
+	*out = (struct cp_value){ .a = ts.tv_sec, .b = key == CP_KEY_TIME ? 0 : ts.tv_nsec };
+	return 0;
+}
+
+/* The fast path's read of key: 1 and *v, or 0 with *ask set when the
+ * system call must carry the fallback marker and *n. */
+static inline int clockpath_fast(struct clock_path *P, unsigned key, struct cp_value *v, uint64_t *n, bool *ask)
+{
+	*ask = false;
+	if (!P->ready || !cp_served(key))
+		return 0;
+	switch (cp_read(&P->view, key, clockpath_real_read, P, v, n)) {
+	case CP_LED:
+	case CP_FOLLOWED:
+		return 1;
+	case CP_FALLBACK:
+		*ask = true;
+		return 0;
+	case CP_OFF:
+		return 0;
+	}
+	return 0;
+}
+
+static inline long clockpath_clock_gettime(struct clock_path *P, clockid_t id, struct timespec *ts)
+{
+	struct cp_value v;
+	uint64_t n = 0;
+	bool ask = false;
+	if (id >= 0 && clockpath_fast(P, (unsigned)id, &v, &n, &ask)) {
+		ts->tv_sec = v.a;
+		ts->tv_nsec = v.b;
+		return 0;
+	}
+	return clockpath_syscall(SYS_clock_gettime, id, (long)ts, ask ? (long)P->mark_fallback : 0, ask ? (long)n : 0);
+}
+
+static inline long clockpath_gettimeofday(struct clock_path *P, struct timeval *tv, struct timezone *tz)
+{
+	struct cp_value v;
+	uint64_t n = 0;
+	bool ask = false;
+	if (clockpath_fast(P, CP_KEY_GETTIMEOFDAY, &v, &n, &ask)) {
+		if (tv != NULL) {
+			tv->tv_sec = v.a;
+			tv->tv_usec = v.b;
+		}
+		if (tz != NULL) {
+			tz->tz_minuteswest = v.c;
+			tz->tz_dsttime = v.d;
+		}
+		return 0;
+	}
+	return clockpath_syscall(SYS_gettimeofday, (long)tv, (long)tz, ask ? (long)P->mark_fallback : 0,
+				 ask ? (long)n : 0);
+}
+
+static inline long clockpath_time(struct clock_path *P, time_t *t)
+{
+	struct cp_value v;
+	uint64_t n = 0;
+	bool ask = false;
+	if (clockpath_fast(P, CP_KEY_TIME, &v, &n, &ask)) {
+		if (t != NULL)
+			*t = v.a;
+		return v.a;
+	}
+	return clockpath_syscall(SYS_time, (long)t, ask ? (long)P->mark_fallback : 0, ask ? (long)n : 0, 0);
+}
+
+#endif /* CLOCKPATH_LAYOUT_ONLY */
+#endif
