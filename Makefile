@@ -62,7 +62,7 @@ SUP_LIBS   = $(shell $(PKG_CONFIG) --libs $(SUP_PKGS) 2>/dev/null)
 PROTO_SRC  := $(patsubst proto/%.proto,$(B)/proto/%.pb-c.c,$(wildcard proto/*.proto))
 PROTO_HDR  := $(PROTO_SRC:.c=.h)
 SUP_SRC    := $(sort $(filter-out supervisor/sandbox/init.c supervisor/ci/symbolize_tool.c,$(wildcard supervisor/*.c supervisor/*/*.c))) voter/voter.c allocator/clockpage.c allocator/envkeep.c $(PROTO_SRC)
-SUP_HDR    := $(wildcard supervisor/*.h supervisor/*/*.h) voter/voter.h allocator/clockpage.h allocator/envkeep.h $(PROTO_HDR)
+SUP_HDR    := $(wildcard supervisor/*.h supervisor/*/*.h) voter/voter.h allocator/clockpage.h allocator/clockpath.h allocator/blob/clockblob.h allocator/envkeep.h $(PROTO_HDR)
 # Each concern's folder is on the include path: modules include by name.
 SUP_INC    := -Isupervisor -Isupervisor/virt -Isupervisor/sandbox -Isupervisor/ci -Isupervisor/services -Isupervisor/net -Ivoter -I$(B)/proto -idirafter allocator
 
@@ -76,7 +76,7 @@ CRIT_LINK = -Iallocator/include -L$(B) -ldiehard-critical -Wl,-rpath,$(CURDIR)/$
 PROGS     := $(patsubst tests/progs/%.c,$(B)/tests/%,$(PROG_SRC))
 # Statically linked helpers: programs that never load libdiehard.so.
 STATIC_SRC := $(wildcard tests/progs/static/*.c)
-STATICS   := $(patsubst tests/progs/static/%.c,$(B)/tests/static/%,$(STATIC_SRC))
+STATICS   := $(patsubst tests/progs/static/%.c,$(B)/tests/static/%,$(STATIC_SRC)) $(B)/tests/static/nd_fastpath
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNITS     := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRC))
 BENCH_SRC := $(wildcard bench/*.c)
@@ -91,9 +91,21 @@ all: $(B)/libdiehard.so $(B)/libdiehard-critical.so $(B)/pkgconfig/diehard.pc $(
 $(B)/proto/%.pb-c.c $(B)/proto/%.pb-c.h: proto/%.proto | $(B)/proto
 	protoc-c --c_out=$(B)/proto --proto_path=proto $<
 
-$(B)/diehard: $(SUP_SRC) $(SUP_HDR) | $(B)
+$(B)/diehard: $(SUP_SRC) $(SUP_HDR) $(B)/clockblob.bin | $(B)
 	@$(PKG_CONFIG) --exists $(SUP_PKGS) || { echo "missing libraries ($(SUP_PKGS)): run make deps" >&2; exit 1; }
-	$(CC) $(WARN) $(CFLAGS) $(SUP_INC) $(SUP_CFLAGS) -DDIEHARD_LIBDIR='"$(LIBDIR)"' -DDIEHARD_LIBEXECDIR='"$(LIBEXECDIR)"' -o $@ $(SUP_SRC) $(SUP_LIBS)
+	$(CC) $(WARN) $(CFLAGS) $(SUP_INC) $(SUP_CFLAGS) -DDIEHARD_LIBDIR='"$(LIBDIR)"' -DDIEHARD_LIBEXECDIR='"$(LIBEXECDIR)"' -DDIEHARD_CLOCKBLOB='"$(B)/clockblob.bin"' -o $@ $(SUP_SRC) $(SUP_LIBS)
+
+# The clock blob (allocator/blob/clockblob.h): the fast clock path for
+# programs without libdiehard.so, which diehard embeds (supervisor/virt/graft.c)
+# and places in them. Freestanding, flat from 0; a relocation would be a
+# reference the flat copy cannot honour, so the build refuses one.
+BLOB_CFLAGS := $(WARN) -O2 -fPIE -fvisibility=hidden -ffreestanding -fno-stack-protector \
+	-fno-asynchronous-unwind-tables -fno-unwind-tables -mgeneral-regs-only -fcf-protection=none -Iallocator
+$(B)/clockblob.bin: allocator/blob/clockblob.c allocator/blob/clockblob.ld allocator/clockpage.c $(ALLOC_HDR) allocator/blob/clockblob.h | $(B)
+	$(CC) $(BLOB_CFLAGS) -nostdlib -static -Wl,-T,allocator/blob/clockblob.ld -Wl,--no-undefined -Wl,--build-id=none \
+		-o $(B)/clockblob.elf allocator/blob/clockblob.c allocator/clockpage.c
+	@! readelf -r $(B)/clockblob.elf | grep -q R_X86 || { echo "clockblob: relocations left" >&2; exit 1; }
+	objcopy -O binary $(B)/clockblob.elf $@
 
 # A sandboxed replica's init (supervisor/sandbox/sandbox.h): static, so that its
 # exec costs no dynamic linking on every replica's start.
@@ -137,6 +149,11 @@ $(B)/tests/%: tests/progs/%.c | $(B)/tests
 # the log's protocol.
 $(B)/tests/nd_fastpath: tests/progs/nd_fastpath.c allocator/clockpage.c allocator/clockpage.h | $(B)/tests
 	$(CC) $(WARN) $(CFLAGS) -pthread -idirafter allocator -o $@ $< allocator/clockpage.c
+
+# The same, linked statically: a program without libdiehard.so, whose clock
+# reads go through the blob diehard grafts in (supervisor/virt/graft.h).
+$(B)/tests/static/nd_fastpath: tests/progs/nd_fastpath.c allocator/clockpage.c allocator/clockpage.h | $(B)/tests/static
+	$(CC) $(WARN) $(CFLAGS) -static -pthread -idirafter allocator -o $@ $< allocator/clockpage.c
 
 # buggy_server is line_server with a planted bug: it #includes line_server.c.
 $(B)/tests/buggy_server: tests/progs/line_server.c

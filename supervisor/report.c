@@ -346,10 +346,11 @@ void report_unvirtualized(struct report *rp, unsigned r, uint64_t count)
 	set_count(rp, r, "unvirtualized", count);
 }
 
-void report_images(struct report *rp, unsigned r, uint64_t images, uint64_t stopped)
+void report_images(struct report *rp, unsigned r, uint64_t images, uint64_t stopped, uint64_t grafted)
 {
 	set_count(rp, r, "images", images);
 	set_count(rp, r, "images_stopped", stopped);
+	set_count(rp, r, "images_grafted", grafted);
 }
 
 void report_opens_checked(struct report *rp, unsigned r, uint64_t count)

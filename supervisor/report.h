@@ -58,8 +58,9 @@ void report_calls(struct report *rp, unsigned replica, const char *call, uint64_
 void report_unvirtualized(struct report *rp, unsigned replica, uint64_t count);
 /* Program images the replica started with AT_RANDOM agreed and the vDSO
  * patched, and how many of them diehard stopped to do that (a static
- * program, one without libdiehard): "images", "images_stopped". */
-void report_images(struct report *rp, unsigned replica, uint64_t images, uint64_t stopped);
+ * program, one without libdiehard), and of those how many it gave the
+ * clock blob (graft.h): "images", "images_stopped", "images_grafted". */
+void report_images(struct report *rp, unsigned replica, uint64_t images, uint64_t stopped, uint64_t grafted);
 /* Opens the replica made that diehard looked at and left to the kernel
  * (not of a random device): each cost a round trip. */
 void report_opens_checked(struct report *rp, unsigned replica, uint64_t count);

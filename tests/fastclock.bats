@@ -1,13 +1,15 @@
 #!/usr/bin/env bats
 # The fast clock path (docs/NONDETERMINISM.md, "The fast path"): replicas
-# with libdiehard.so loaded read clock_gettime, gettimeofday and time from
-# a log in memory they share with each other and with diehard, without a
-# round trip; everything else (static programs, fallbacks) asks diehard,
-# and both paths number reads alike. The virtualization tests themselves
-# run on both paths (diehard_virtualize.bats and its _notify twin); these
-# are the cases the fast path adds: threads and fork at once, a static
-# program exec'd from a dynamic one, and replicas that damage the shared
-# log or forge an entry in it.
+# read clock_gettime, gettimeofday and time from a log in memory they share
+# with each other and with diehard, without a round trip: through
+# libdiehard.so in dynamic programs, through the clock blob diehard grafts
+# into static ones (supervisor/virt/graft.h); everything else (programs
+# started without libdiehard, fallbacks) asks diehard, and both paths
+# number reads alike. The virtualization tests themselves run on both
+# paths (diehard_virtualize.bats and its _notify twin); these are the cases
+# the fast path adds: threads and fork at once, a static program exec'd
+# from a dynamic one, and replicas that damage the shared log or forge an
+# entry in it, each with the dynamic nd_fastpath and its static build.
 
 load helpers
 
@@ -16,7 +18,15 @@ setup() {
 	require_jq
 	T=$BATS_TEST_TMPDIR
 	FP=$PROGS/nd_fastpath
-	[[ -x $FP ]] || fail "$FP does not exist: run make first"
+	FPS=$PROGS/static/nd_fastpath
+	[[ -x $FP && -x $FPS ]] || fail "$FP or $FPS does not exist: run make first"
+}
+
+# Every replica of the run whose report is $1 grafted the blob into $2
+# images.
+grafted() {
+	jq -e --argjson n "$2" 'all(.replicas[]; .images_grafted == $n)' "$1" >/dev/null ||
+		fail "not $2 image(s) grafted in every replica:" "$(jq -c '[.replicas[] | {images, images_stopped, images_grafted}]' "$1")"
 }
 
 # The run's "now SECONDS" line is a real time: between the test's clock
@@ -37,14 +47,15 @@ run_fp() {
 	T1=$EPOCHREALTIME
 }
 
-@test "threads and a forked child read both clocks at once: agreed, monotonic, real; nearly every read in the replicas (5 runs)" {
-	local i
-	for i in 1 2 3 4 5; do
-		run_fp t$i -k 3 -r "$T/t$i.json" "$FP" threads 20000
+# RUNS runs of PROGRAM threads 20000: 5 threads x 20000 rounds of each
+# clock, plus the last read, agreed and nearly all in the replicas.
+threads_runs() {
+	local prog=$1 runs=$2 i
+	for ((i = 1; i <= runs; i++)); do
+		run_fp t$i -k 3 -r "$T/t$i.json" "$prog" threads 20000
 		[[ $(<"$T/t$i.rc") == 0 ]] || fail "run $i exited $(<"$T/t$i.rc")" "$(head -c 2000 "$T/t$i.err")"
 		[[ $(head -1 "$T/t$i.out") == "ok threads" ]] || fail "run $i:" "$(head -c 500 "$T/t$i.out")"
 		now_is_real "$T/t$i.out"
-		# 5 threads x 20000 rounds of each clock, plus the last read.
 		jq -e '.call_divergences == [] and .divergences == [] and all(.replicas[];
 			.status == 0 and (has("killed") | not)
 			and .calls["clock_gettime(CLOCK_MONOTONIC)"] == 100000
@@ -54,7 +65,17 @@ run_fp() {
 	done
 }
 
-@test "a dynamic program that execs a static one: one numbering of reads over both paths, the static one's answered by diehard" {
+@test "threads and a forked child read both clocks at once: agreed, monotonic, real; nearly every read in the replicas (5 runs)" {
+	threads_runs "$FP" 5
+	grafted "$T/t1.json" 0
+}
+
+@test "static: threads and a forked child read both clocks at once through the grafted blob: agreed, monotonic, real (3 runs)" {
+	threads_runs "$FPS" 3
+	grafted "$T/t1.json" 1
+}
+
+@test "a dynamic program that execs a static one: one numbering of reads over libdiehard and the grafted blob, all in the replicas" {
 	[[ -x $PROGS/static/nd_static ]] || fail "$PROGS/static/nd_static does not exist: run make first"
 	run_fp e -k 3 -r "$T/e.json" "$FP" exec 5000 "$PROGS/static/nd_static"
 	[[ $(<"$T/e.rc") == 0 ]] || fail "exited $(<"$T/e.rc")" "$(head -c 2000 "$T/e.err")"
@@ -64,13 +85,20 @@ run_fp() {
 	[[ -n $secs ]] && ((secs >= ${T0%.*} && secs <= ${T1%.*} + 1)) ||
 		fail "the static program's clock_gettime line is not a real time:" "$(cat "$T/e.out")"
 	# The dynamic part: 5000 reads of each clock and one more of
-	# CLOCK_REALTIME, nearly all in the replica (a read a ring ahead of
-	# diehard's log asks it); the static one's clock_gettime, gettimeofday
-	# and time (10004 in all): notified, so at most 10001 in the replica.
+	# CLOCK_REALTIME; the static one's clock_gettime, gettimeofday and
+	# time: 10004 in all, nearly all in the replica (a read a ring ahead
+	# of diehard's log asks it), the static one's through the blob.
 	jq -e '.call_divergences == [] and all(.replicas[]; .status == 0
 		and .calls["clock_gettime(CLOCK_REALTIME)"] == 5002 and .calls.gettimeofday == 1 and .calls.time == 1
-		and .clock_reads_in_replica > 9000 and .clock_reads_in_replica <= 10001)' "$T/e.json" >/dev/null ||
+		and .clock_reads_in_replica > 9000 and .clock_reads_in_replica <= 10004)' "$T/e.json" >/dev/null ||
 		fail "the report:" "$(jq -c '[.call_divergences, [.replicas[] | {status, calls, clock_reads_in_replica}]]' "$T/e.json")"
+	grafted "$T/e.json" 1
+	# A static program that execs a static one: both grafted.
+	run_fp s -k 3 -r "$T/s.json" "$FPS" exec 5000 "$PROGS/static/nd_static"
+	[[ $(<"$T/s.rc") == 0 ]] || fail "exited $(<"$T/s.rc")" "$(head -c 2000 "$T/s.err")"
+	jq -e '.call_divergences == [] and all(.replicas[]; .status == 0 and .clock_reads_in_replica > 9000)' \
+		"$T/s.json" >/dev/null || fail "the report:" "$(jq -c '[.call_divergences, [.replicas[] | {status, calls, clock_reads_in_replica}]]' "$T/s.json")"
+	grafted "$T/s.json" 2
 }
 
 # The images report: every replica started n images, stopped of them (by
@@ -127,15 +155,16 @@ time.sleep(30)"
 	images_are "$T/m.json" 4 3 3
 }
 
-@test "a replica that writes garbage over its part of the clock log: caught (count, values or output), the others unaffected (5 runs)" {
-	local i
-	for i in 1 2 3 4 5; do
-		run_fp g$i -k 3 --respawns 0 -r "$T/g$i.json" "$FP" garbage 20000
+# RUNS runs of PROGRAM garbage 20000: replica 0 (slot 0) scribbles over
+# its page and the claims; it is told apart, by its calls or its output;
+# 1 and 2 are not.
+garbage_runs() {
+	local prog=$1 runs=$2 i
+	for ((i = 1; i <= runs; i++)); do
+		run_fp g$i -k 3 --respawns 0 -r "$T/g$i.json" "$prog" garbage 20000
 		[[ $(<"$T/g$i.rc") == 0 ]] || fail "run $i exited $(<"$T/g$i.rc")" "$(head -c 2000 "$T/g$i.err")"
 		[[ $(head -1 "$T/g$i.out") == "ok garbage" ]] || fail "run $i:" "$(head -c 500 "$T/g$i.out")"
 		now_is_real "$T/g$i.out"
-		# Replica 0 (slot 0) scribbled: it is told apart, by its calls or
-		# its output; 1 and 2 are not.
 		jq -e '([.call_divergences[] | .replica] | all(. == 0))
 			and ((.call_divergences | length) > 0 or (.replicas[0] | has("killed")))
 			and all(.replicas[1:3][]; .status == 0 and (has("killed") | not))' "$T/g$i.json" >/dev/null ||
@@ -143,10 +172,21 @@ time.sleep(30)"
 	done
 }
 
-@test "a replica that forges a clock entry (checksum and all) an hour ahead: killed as forged, the others finish (5 runs)" {
-	local i
-	for i in 1 2 3 4 5; do
-		run_fp f$i -k 3 --respawns 0 -r "$T/f$i.json" "$FP" forge 20000
+@test "a replica that writes garbage over its part of the clock log: caught (count, values or output), the others unaffected (5 runs)" {
+	garbage_runs "$FP" 5
+}
+
+@test "static: a replica that writes garbage over its part of the clock log, read through the blob: caught, the others unaffected (3 runs)" {
+	garbage_runs "$FPS" 3
+	grafted "$T/g1.json" 1
+}
+
+# RUNS runs of PROGRAM forge 20000: replica 0 leads a CLOCK_REALTIME entry
+# an hour ahead, checksum and all; killed as forged, the others finish.
+forge_runs() {
+	local prog=$1 runs=$2 i
+	for ((i = 1; i <= runs; i++)); do
+		run_fp f$i -k 3 --respawns 0 -r "$T/f$i.json" "$prog" forge 20000
 		[[ $(<"$T/f$i.rc") == 0 ]] || fail "run $i exited $(<"$T/f$i.rc")" "$(head -c 2000 "$T/f$i.err")"
 		[[ $(<"$T/f$i.out") == "ok forge" ]] || fail "run $i:" "$(head -c 500 "$T/f$i.out")"
 		grep -q "replica 0 published a clock value its clock cannot have had: killed" "$T/f$i.err" ||
@@ -158,10 +198,20 @@ time.sleep(30)"
 	done
 }
 
-@test "a replica whose fast path consumed another value than the log's: told apart by its page's sum at the end, the others not" {
-	local i
-	for i in 1 2 3; do
-		run_fp s$i -k 3 --respawns 0 -r "$T/s$i.json" "$FP" misread 5000
+@test "a replica that forges a clock entry (checksum and all) an hour ahead: killed as forged, the others finish (5 runs)" {
+	forge_runs "$FP" 5
+}
+
+@test "static: a replica that forges a clock entry the others read through the blob: killed as forged, the others finish (3 runs)" {
+	forge_runs "$FPS" 3
+}
+
+# RUNS runs of PROGRAM misread 5000: replica 0's last read consumes
+# another value than the log's; its sum at the end tells it apart.
+misread_runs() {
+	local prog=$1 runs=$2 i
+	for ((i = 1; i <= runs; i++)); do
+		run_fp s$i -k 3 --respawns 0 -r "$T/s$i.json" "$prog" misread 5000
 		[[ $(<"$T/s$i.rc") == 0 ]] || fail "run $i exited $(<"$T/s$i.rc")" "$(head -c 2000 "$T/s$i.err")"
 		[[ $(head -1 "$T/s$i.out") == "ok misread" ]] || fail "run $i:" "$(head -c 500 "$T/s$i.out")"
 		now_is_real "$T/s$i.out"
@@ -172,7 +222,15 @@ time.sleep(30)"
 	done
 }
 
-@test "which programs take which path: date, python3, perl and bash read in the replicas; a static program and --no-fast-clocks ask diehard" {
+@test "a replica whose fast path consumed another value than the log's: told apart by its page's sum at the end, the others not" {
+	misread_runs "$FP" 3
+}
+
+@test "static: a replica whose blob consumed another value than the log's: told apart by its page's sum at the end" {
+	misread_runs "$FPS" 2
+}
+
+@test "which programs take which path: date, python3, perl, bash and a static program read in the replicas; one started without libdiehard and --no-fast-clocks ask diehard" {
 	require_cmd perl
 	local py=/usr/bin/python3
 	[[ -x $py ]] || py=$(command -v python3) || skip "no python3"
@@ -181,15 +239,21 @@ time.sleep(30)"
 	sup -k 3 -r "$T/perl.json" perl -MTime::HiRes=time -e 'print time > 0 ? "x\n" : "y\n"' >/dev/null
 	sup -k 3 -r "$T/bash.json" bash -c 'echo ${EPOCHREALTIME%%.*}' >/dev/null
 	sup -k 3 -r "$T/static.json" "$PROGS/static/nd_static" >/dev/null
+	sup -k 3 -r "$T/envi.json" env -i "$PROGS/static/nd_static" >/dev/null
 	sup -k 3 --no-fast-clocks -r "$T/slow.json" date >/dev/null
 	local f
-	for f in date py perl bash; do
+	for f in date py perl bash static; do
 		jq -e 'all(.replicas[]; .clock_reads_in_replica > 0
 			and .clock_reads_in_replica == ([.calls | to_entries[] | select(.key | test("^(clock_gettime|gettimeofday|time)")) | .value] | add))' \
 			"$T/$f.json" >/dev/null || fail "$f: not every clock read in the replica:" "$(jq -c '[.replicas[] | {calls, clock_reads_in_replica}]' "$T/$f.json")"
 	done
-	jq -e 'all(.replicas[]; .clock_reads_in_replica == 0 and .calls.gettimeofday == 1)' "$T/static.json" >/dev/null ||
-		fail "static:" "$(jq -c '[.replicas[] | {calls, clock_reads_in_replica}]' "$T/static.json")"
+	grafted "$T/static.json" 1
+	grafted "$T/date.json" 0
+	# Started without libdiehard: stopped at its exec, patched with system
+	# calls there (nothing to graft with: no notification to hand it the
+	# region through).
+	jq -e 'all(.replicas[]; .clock_reads_in_replica == 0 and .calls.gettimeofday == 1 and .images_grafted == 0)' \
+		"$T/envi.json" >/dev/null || fail "env -i static:" "$(jq -c '[.replicas[] | {calls, clock_reads_in_replica, images_grafted}]' "$T/envi.json")"
 	jq -e 'all(.replicas[]; (has("clock_reads_in_replica") | not) and .calls["clock_gettime(CLOCK_REALTIME)"] == 1)' "$T/slow.json" >/dev/null ||
 		fail "--no-fast-clocks:" "$(jq -c '[.replicas[] | {calls, clock_reads_in_replica}]' "$T/slow.json")"
 }

@@ -476,6 +476,11 @@ uint64_t fastclock_exec_mark(const struct fastclock *F)
 	return F->mark_exec;
 }
 
+uint64_t fastclock_secret(const struct fastclock *F)
+{
+	return F->view.secret;
+}
+
 uint64_t fastclock_images(const struct fastclock *F, unsigned slot)
 {
 	return atomic_load(&F->view.pages[slot]->images);

@@ -143,6 +143,9 @@ void fastclock_settle_all(struct fastclock *F, fastclock_put_fn *put, void *arg)
  * page, shared with libdiehard's early.c). */
 void fastclock_at_random(struct fastclock *F, unsigned slot, uint8_t out[16]);
 
+/* The entries' checksum key (a graft's blob needs it: graft.h). */
+uint64_t fastclock_secret(const struct fastclock *F);
+
 /* exec.c's marker: an exec that keeps libdiehard (its image patches
  * itself and is not stopped). */
 uint64_t fastclock_exec_mark(const struct fastclock *F);

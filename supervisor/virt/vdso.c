@@ -16,6 +16,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "blob/clockblob.h"
 #include "elfcheck.h"
 #include "prologue.h"
 
@@ -30,17 +31,20 @@ struct target {
 	uint64_t size;      /* the entry point's bytes */
 	const char *ours;   /* libdiehard's function for it, or NULL */
 	unsigned long ours_off; /* its offset in libdiehard.so; 0: none */
+	int blob_off;       /* its entry in the clock blob (clockblob.h); -1: none */
 };
 
 /* mov eax, NR; syscall; ret */
 #define SYSCALL_STUB(nr) { 0xb8, (uint8_t)(nr), (uint8_t)((nr) >> 8), 0, 0, 0x0f, 0x05, 0xc3 }
 
 static struct target targets[] = {
-	{ "__vdso_clock_gettime", SYSCALL_STUB(SYS_clock_gettime), 0, 0, "diehard_vdso_clock_gettime", 0 },
-	{ "__vdso_gettimeofday", SYSCALL_STUB(SYS_gettimeofday), 0, 0, "diehard_vdso_gettimeofday", 0 },
-	{ "__vdso_time", SYSCALL_STUB(SYS_time), 0, 0, "diehard_vdso_time", 0 },
+	{ "__vdso_clock_gettime", SYSCALL_STUB(SYS_clock_gettime), 0, 0, "diehard_vdso_clock_gettime", 0,
+	  BLOB_CLOCK_GETTIME },
+	{ "__vdso_gettimeofday", SYSCALL_STUB(SYS_gettimeofday), 0, 0, "diehard_vdso_gettimeofday", 0,
+	  BLOB_GETTIMEOFDAY },
+	{ "__vdso_time", SYSCALL_STUB(SYS_time), 0, 0, "diehard_vdso_time", 0, BLOB_TIME },
 	/* mov rax, -ENOSYS; ret: glibc then falls back to the system call. */
-	{ "__vdso_getrandom", { 0x48, 0xc7, 0xc0, (uint8_t)-ENOSYS, 0xff, 0xff, 0xff, 0xc3 }, 0, 0, NULL, 0 },
+	{ "__vdso_getrandom", { 0x48, 0xc7, 0xc0, (uint8_t)-ENOSYS, 0xff, 0xff, 0xff, 0xc3 }, 0, 0, NULL, 0, -1 },
 };
 #define NTARGETS (sizeof targets / sizeof targets[0])
 
@@ -61,6 +65,10 @@ static uint64_t sites[MAX_SITES];
 static size_t nsites;
 
 static bool have_targets;
+/* The first target's (first present one's) own first bytes: an image
+ * whose vDSO has other bytes there was patched already. */
+static size_t first;
+static uint8_t original[JUMP_BYTES];
 /* libdiehard.so, as /proc/PID/maps names its file: device and inode. */
 static bool have_ours;
 static dev_t ours_dev;
@@ -163,9 +171,15 @@ int vdso_init(void)
 			}
 		}
 	}
-	if (have_targets)
-		find_real(img, size);
-	return have_targets ? 0 : -1;
+	if (!have_targets)
+		return -1;
+	while (targets[first].offset == 0)
+		first++;
+	if (!inside(size, targets[first].offset, JUMP_BYTES))
+		return -1;
+	memcpy(original, img + targets[first].offset, JUMP_BYTES);
+	find_real(img, size);
+	return 0;
 }
 
 void vdso_jump_to(const char *allocator)
@@ -266,15 +280,20 @@ static uint64_t ours_in(pid_t pid, uint64_t near)
 	return (uint64_t)base;
 }
 
-/* Target t's bytes for a process whose libdiehard.so starts at lib (0:
- * none): a jump to ours, or the system-call stub. */
-static size_t stub_for(size_t t, uint64_t lib, uint8_t *out)
+/* Target t's bytes for a process whose libdiehard.so starts at lib, or
+ * else whose clock blob starts at blob (0: none): a jump to ours, or the
+ * system-call stub. */
+static size_t stub_for(size_t t, uint64_t lib, uint64_t blob, uint8_t *out)
 {
-	if (lib == 0 || targets[t].ours_off == 0) {
+	uint64_t to = 0;
+	if (lib != 0 && targets[t].ours_off != 0)
+		to = lib + targets[t].ours_off;
+	else if (lib == 0 && blob != 0 && targets[t].blob_off >= 0)
+		to = blob + (uint64_t)targets[t].blob_off;
+	if (to == 0 || targets[t].size < JUMP_BYTES) {
 		memcpy(out, targets[t].stub, STUB_BYTES);
 		return STUB_BYTES;
 	}
-	uint64_t to = lib + targets[t].ours_off;
 	out[0] = 0x48;
 	out[1] = 0xb8;
 	memcpy(out + 2, &to, sizeof to);
@@ -311,10 +330,18 @@ bool vdso_real_clock(void)
 	return have_ours && real_off != 0 && displaced_len != 0 && targets[0].ours_off != 0;
 }
 
-/* The trampoline in libdiehard.so at lib for the vDSO at base: the
- * displaced instructions, then a jump back past them. Not written, it
- * stays libdiehard's -ENOSYS, and leaders make the system call. */
-static int write_real(int mem, uint64_t base, uint64_t lib)
+/* Whether a blob's trampoline can be written: the displaced bytes and the
+ * jump back fit its room. */
+static bool blob_real_clock(void)
+{
+	return displaced_len != 0 && displaced_len + BACK_BYTES <= BLOB_REAL_BYTES &&
+	       targets[0].size >= JUMP_BYTES;
+}
+
+/* The trampoline at at (in libdiehard.so or the blob) for the vDSO at
+ * base: the displaced instructions, then a jump back past them. Not
+ * written, it stays -ENOSYS, and leaders make the system call. */
+static int write_real(int mem, uint64_t base, uint64_t at)
 {
 	uint8_t code[REAL_BYTES];
 	uint64_t back = base + targets[0].offset + displaced_len;
@@ -323,7 +350,7 @@ static int write_real(int mem, uint64_t base, uint64_t lib)
 	memcpy(code + displaced_len, jmp, sizeof jmp);
 	memcpy(code + displaced_len + sizeof jmp, &back, sizeof back);
 	size_t len = displaced_len + BACK_BYTES;
-	ssize_t w = pwrite(mem, code, len, (off_t)(lib + real_off));
+	ssize_t w = pwrite(mem, code, len, (off_t)at);
 	return w == (ssize_t)len ? 0 : w < 0 ? -errno : -EIO;
 }
 
@@ -343,31 +370,45 @@ bool vdso_real_fallback(pid_t tid, uint64_t ip)
 	return false;
 }
 
-int vdso_patch(int mem, uint64_t base, pid_t pid, bool jump, uint64_t near)
+uint64_t vdso_library(pid_t pid, uint64_t near)
+{
+	return have_ours ? ours_in(pid, near) : 0;
+}
+
+bool vdso_patched(int mem, uint64_t base)
+{
+	uint8_t now[JUMP_BYTES];
+	if (!have_targets || base == 0)
+		return true; /* nothing to patch */
+	return pread(mem, now, sizeof now, (off_t)(base + targets[first].offset)) == (ssize_t)sizeof now &&
+	       memcmp(now, original, sizeof now) != 0;
+}
+
+uint64_t vdso_site(uint64_t base)
+{
+	for (size_t t = 0; t < NTARGETS; t++)
+		if (targets[t].offset != 0 && targets[t].blob_off >= 0)
+			return base + targets[t].offset + 5; /* SYSCALL_STUB: mov eax, NR; here */
+	return 0;
+}
+
+int vdso_patch(int mem, uint64_t base, uint64_t lib, uint64_t blob)
 {
 	if (!have_targets || base == 0)
 		return 0;
-	uint64_t lib = jump && have_ours ? ours_in(pid, near) : 0;
-	/* Already patched (a later arch_prctl of the same image, a thread, a
-	 * forked child): nothing to do. The first target is written last, so
-	 * it being patched means all are. */
-	size_t first = 0;
-	while (targets[first].offset == 0)
-		first++; /* have_targets: one has an offset */
-	uint8_t now[JUMP_BYTES], want[JUMP_BYTES];
-	size_t len = stub_for(first, lib, want);
-	if (pread(mem, now, len, (off_t)(base + targets[first].offset)) == (ssize_t)len && memcmp(now, want, len) == 0)
-		return 0;
 	/* Writes through /proc/PID/mem pass the page protections (the vDSO
 	 * is read-only and executable), copying the page for this process;
-	 * the same for libdiehard's trampoline, written first: the jumps
-	 * lead to code that calls it. */
+	 * the same for the trampoline, written first: the jumps lead to code
+	 * that calls it. The first target is written last. */
 	if (lib != 0 && vdso_real_clock())
-		(void)write_real(mem, base, lib); /* failed: leaders make the system call */
+		(void)write_real(mem, base, lib + real_off); /* failed: leaders make the system call */
+	else if (lib == 0 && blob != 0 && blob_real_clock())
+		(void)write_real(mem, base, blob + BLOB_REAL);
+	uint8_t want[JUMP_BYTES];
 	for (size_t t = NTARGETS; t-- > 0;) {
 		if (targets[t].offset == 0)
 			continue;
-		len = stub_for(t, lib, want);
+		size_t len = stub_for(t, lib, blob, want);
 		ssize_t w = pwrite(mem, want, len, (off_t)(base + targets[t].offset));
 		if (w != (ssize_t)len)
 			return w < 0 ? -errno : -EIO;

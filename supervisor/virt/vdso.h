@@ -57,14 +57,28 @@ bool vdso_real_clock(void);
  * would be within its page. */
 bool vdso_real_fallback(pid_t tid, uint64_t ip);
 
-/* Patches the vDSO at base of process pid through mem, an open
- * /proc/PID/mem: jumps into the allocator if jump and it is loaded there
- * (vdso_jump_to), else system calls; near: the address the process
- * made its arch_prctl from (the dynamic loader's, usually: the library is
- * looked for just below it first). 1 when it did (so this is a new
- * program image), 0 when there was nothing to do (no vDSO, or already
- * patched), or -errno. */
-int vdso_patch(int mem, uint64_t base, pid_t pid, bool jump, uint64_t near);
+/* Where libdiehard.so starts in process pid (vdso_jump_to's, at file
+ * offset 0), or 0 when it is not loaded there (or the fast path is not
+ * set up); near: the address the process made its arch_prctl from (the
+ * dynamic loader's, usually: the library is looked for just below it
+ * first). */
+uint64_t vdso_library(pid_t pid, uint64_t near);
+
+/* Whether the vDSO at base of the process whose /proc/PID/mem is mem was
+ * patched already (a later arch_prctl of the same image, a thread, a
+ * forked child, an image that patched itself: its first entry point is
+ * no longer the vDSO's own), or needs nothing (no vDSO, no entry points). */
+bool vdso_patched(int mem, uint64_t base);
+
+/* Patches the vDSO at base through mem, an open /proc/PID/mem: jumps into
+ * libdiehard.so at lib (vdso_library), or else into the clock blob at
+ * blob (graft.h), or with both 0 system calls. 1 when it did (so this is
+ * a new program image), 0 when there was nothing to patch, or -errno. */
+int vdso_patch(int mem, uint64_t base, uint64_t lib, uint64_t blob);
+
+/* In a vDSO at base patched with system calls: the address of a system
+ * call instruction (in a stub), for graft.h; 0 if none. */
+uint64_t vdso_site(uint64_t base);
 
 /* The entry points' offsets and lengths in the vDSO and the bytes a jump
  * displaces, as libdiehard's early.c reads them from DIEHARD_CLOCKS

@@ -49,6 +49,7 @@
 #include "entropy.h"
 #include "exitcode.h"
 #include "fastclock.h"
+#include "graft.h"
 #include "clockpage.h"
 #include "envkeep.h"
 #include "filter.h"
@@ -119,6 +120,7 @@ struct vreplica {
 	struct event *ev;
 	uint64_t unvirtualized;
 	uint64_t images_stopped; /* new images diehard patched (stopped) */
+	uint64_t images_grafted; /* of those, given the clock blob (graft.h) */
 	uint64_t opens_checked; /* opens we looked at that were no random device */
 	pid_t cpu_task[CPU_TASKS]; /* tids, numbered by first CPU-clock read */
 	unsigned ncpu_tasks;
@@ -909,11 +911,79 @@ static void images_key(const struct virt *V, uint64_t key[2])
 	chacha_read(&cc, key, 2 * sizeof key[0]);
 }
 
+/* Writes the n-th image's AT_RANDOM bytes at at in the process of mem. */
+static void image_random(struct vreplica *vr, int mem, uint64_t at, const struct seccomp_notif *req)
+{
+	uint8_t bytes[16];
+	if (vr->V->fast != NULL) {
+		fastclock_at_random(vr->V->fast, vr->index, bytes);
+	} else { /* stopped by arch_prctl: tracing is the fast path's */
+		struct nd_value v;
+		uint64_t index;
+		take(vr, req, KEY_AT_RANDOM, 0, no_real_value, &v, &index);
+		uint64_t key[2];
+		images_key(vr->V, key);
+		cp_at_random(key, index, bytes);
+	}
+	if (pwrite(mem, bytes, sizeof bytes, (off_t)at) != (ssize_t)sizeof bytes)
+		vr->unvirtualized++;
+}
+
+struct graft_to {
+	int mem;
+	uint64_t vdso;
+};
+
+static int graft_patch(uint64_t blob, void *arg)
+{
+	const struct graft_to *to = arg;
+	return vdso_patch(to->mem, to->vdso, 0, blob) == 1 ? 0 : -1;
+}
+
+/* A new image without libdiehard, its vDSO patched with system calls,
+ * stopped in its first arch_prctl (req): answered here, then given the
+ * clock blob (graft.h) if it can be. DROP: answered. */
+static enum answer image_graft(struct vreplica *vr, pid_t tid, int mem, uint64_t base,
+			       const struct seccomp_notif *req)
+{
+	struct virt *V = vr->V;
+	struct graft_region g = { .nslots = V->S->nslots, .slot = vr->index, .secret = fastclock_secret(V->fast),
+				  .mark_exec = fastclock_exec_mark(V->fast) };
+	fastclock_marks(V->fast, &g.mark_real, &g.mark_fallback);
+	if (!graft_seize(tid))
+		return CONTINUE; /* no tracing here: the notify path */
+	/* The region's descriptor, into the process (close-on-exec; the
+	 * graft closes it). */
+	struct seccomp_notif_addfd add = { .id = req->id, .srcfd = (uint32_t)fastclock_fd(V->fast, vr->index),
+					   .newfd_flags = O_CLOEXEC };
+	do /* a signal in the wait leaves nothing installed */
+		g.fd = ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+	while (g.fd < 0 && errno == EINTR);
+	if (g.fd < 0) {
+		graft_let_go(tid);
+		return CONTINUE;
+	}
+	struct seccomp_notif_resp resp = { .id = req->id, .flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE };
+	if (ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0) {
+		graft_let_go(tid);
+		return DROP; /* gone (ENOENT), or it stays where it is */
+	}
+	struct graft_to to = { mem, base };
+	const char *why = NULL;
+	if (graft_clocks(tid, mem, vdso_site(base), &g, graft_patch, &to, &why) != 0)
+		vr->images_grafted++;
+	else
+		log_event("replica %u: no clock blob for pid %d (%s): its clock reads go to diehard",
+			  V->S->r[vr->index].id, (int)tid, why);
+	return DROP;
+}
+
 /* Patches the new image of process tid (its vDSO: jumps where it maps
- * libdiehard, found from near, an address in its loader; else system
- * calls) and writes its AT_RANDOM bytes; req: the arch_prctl notification
- * it is stopped in (checked still pending once the process is pinned), or
- * NULL when it is stopped by ptrace. */
+ * libdiehard, found from near, an address in its loader; else into the
+ * clock blob grafted in, or system calls) and writes its AT_RANDOM bytes;
+ * req: the arch_prctl notification it is stopped in (checked still
+ * pending once the process is pinned), or NULL when it is stopped by
+ * ptrace. */
 static enum answer image_patch(struct vreplica *vr, pid_t tid, uint64_t near, const struct seccomp_notif *req)
 {
 	char path[64];
@@ -927,8 +997,18 @@ static enum answer image_patch(struct vreplica *vr, pid_t tid, uint64_t near, co
 			close(mem);
 		return DROP;
 	}
-	if (err == 0)
-		err = vdso_patch(mem, base, tid, vr->V->fast != NULL, near);
+	enum answer answer = CONTINUE;
+	if (err == 0 && !vdso_patched(mem, base)) {
+		uint64_t lib = vr->V->fast != NULL ? vdso_library(tid, near) : 0;
+		err = vdso_patch(mem, base, lib, 0);
+		if (err == 1) {
+			vr->images_stopped++;
+			if (at_random != 0)
+				image_random(vr, mem, at_random, req);
+			if (lib == 0 && vr->V->fast != NULL && req != NULL)
+				answer = image_graft(vr, tid, mem, base, req);
+		}
+	}
 	if (err < 0) {
 		vr->unvirtualized++;
 		if (!vr->V->vdso_warned) {
@@ -937,26 +1017,9 @@ static enum answer image_patch(struct vreplica *vr, pid_t tid, uint64_t near, co
 				 "between replicas", (int)tid, strerror(-err));
 		}
 	}
-	if (err == 1)
-		vr->images_stopped++;
-	if (err == 1 && at_random != 0) {
-		uint8_t bytes[16];
-		if (vr->V->fast != NULL) {
-			fastclock_at_random(vr->V->fast, vr->index, bytes);
-		} else { /* stopped by arch_prctl: tracing is the fast path's */
-			struct nd_value v;
-			uint64_t index;
-			take(vr, req, KEY_AT_RANDOM, 0, no_real_value, &v, &index);
-			uint64_t key[2];
-			images_key(vr->V, key);
-			cp_at_random(key, index, bytes);
-		}
-		if (pwrite(mem, bytes, sizeof bytes, (off_t)at_random) != (ssize_t)sizeof bytes)
-			vr->unvirtualized++;
-	}
 	if (mem >= 0)
 		close(mem);
-	return CONTINUE;
+	return answer;
 }
 
 /* A new program image's first arch_prctl: its vDSO is patched, and its
@@ -1339,7 +1402,8 @@ static void report_counts(struct virt *V, unsigned i)
 		report_calls(S->report, S->r[i].id, names[j], counts[j]);
 	report_unvirtualized(S->report, S->r[i].id, vr->unvirtualized);
 	report_images(S->report, S->r[i].id,
-		      V->fast != NULL ? fastclock_images(V->fast, i) : calls_of(V, i, KEY_AT_RANDOM), vr->images_stopped);
+		      V->fast != NULL ? fastclock_images(V->fast, i) : calls_of(V, i, KEY_AT_RANDOM), vr->images_stopped,
+		      vr->images_grafted);
 	report_opens_checked(S->report, S->r[i].id, vr->opens_checked);
 	if (V->fast != NULL) {
 		uint64_t all = 0;

@@ -1,0 +1,25 @@
+/* clockblob.h — the clock blob's layout, shared by the blob
+ * (clockblob.c) and diehard, which places it in static programs
+ * (supervisor/virt/graft.c).
+ *
+ * The blob is position-independent code and data with no relocations
+ * and no libc: the fast path's entry points (clockpath.h) over
+ * clockpage.c, linked flat (clockblob.ld) from offset 0. Diehard maps it
+ * into a new program image that has no libdiehard.so, as code pages
+ * (read and execute) then data pages (read and write), writes the
+ * process's struct clock_path at the data offset, and points the vDSO's
+ * entry points at the table below. A word at each of these offsets: */
+#ifndef DIEHARD_CLOCKBLOB_H
+#define DIEHARD_CLOCKBLOB_H
+
+#define BLOB_CLOCK_GETTIME 0  /* jmp to the entry point (8 bytes each) */
+#define BLOB_GETTIMEOFDAY 8
+#define BLOB_TIME 16
+#define BLOB_CODE_AT 24       /* uint64: bytes of code (whole pages) = the data's offset */
+#define BLOB_SIZE_AT 32       /* uint64: bytes in all (whole pages) */
+#define BLOB_REAL 64          /* 64 bytes: the vDSO trampoline (vdso.h) */
+#define BLOB_REAL_BYTES 64
+/* No magic word: diehard embeds the blob built from the same sources
+ * (graft.c), so the layouts always agree. */
+
+#endif

@@ -1,0 +1,273 @@
+/* graft.c — see graft.h.
+ *
+ * The thread is traced only for the graft: seized, interrupted (a signal
+ * on its way meanwhile is delivered, the interrupt stop still comes),
+ * then each system call runs from site under PTRACE_SYSCALL (its entry
+ * and exit stops), its registers restored at the end and the thread
+ * detached, with the signal of a stop that interrupted the graft passed
+ * on. A group stop ends the graft (the thread stays stopped, as it
+ * would have). Every step is checked; a failure detaches. */
+#include "graft.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "blob/clockblob.h"
+#define CLOCKPATH_LAYOUT_ONLY
+#include "clockpath.h"
+
+/* The blob, built by the Makefile (DIEHARD_CLOCKBLOB: its path). */
+__asm__(".pushsection .rodata\n"
+	".balign 64\n"
+	".hidden graft_blob_start\n"
+	".hidden graft_blob_end\n"
+	"graft_blob_start:\n"
+	".incbin \"" DIEHARD_CLOCKBLOB "\"\n"
+	"graft_blob_end:\n"
+	".popsection\n");
+extern const uint8_t graft_blob_start[], graft_blob_end[];
+
+const uint8_t *graft_blob(size_t *size)
+{
+	*size = (size_t)(graft_blob_end - graft_blob_start);
+	return graft_blob_start;
+}
+
+static uint64_t blob_word(size_t at)
+{
+	uint64_t w;
+	memcpy(&w, graft_blob_start + at, sizeof w);
+	return w;
+}
+
+/* One graft's state. */
+struct graft {
+	pid_t tid;
+	int signal; /* to pass on when detaching */
+	struct user_regs_struct saved;
+};
+
+/* tid's next stop (its wait status), or -1 when it is gone. */
+static int next_stop(pid_t tid)
+{
+	int st;
+	for (;;) {
+		pid_t w = waitpid(tid, &st, __WALL);
+		if (w == tid)
+			return WIFSTOPPED(st) ? st : -1;
+		if (w < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/* Runs system call nr in the stopped thread from site: true and its
+ * result in *ret, or false when the thread did not get through it (gone,
+ * or a stop of another kind: its signal kept for the detach). */
+static bool run(struct graft *g, uint64_t site, long nr, const uint64_t a[6], int64_t *ret)
+{
+	struct user_regs_struct r = g->saved;
+	r.rip = site;
+	r.rax = (uint64_t)nr;
+	r.orig_rax = (uint64_t)-1; /* no system call to restart */
+	r.rdi = a[0];
+	r.rsi = a[1];
+	r.rdx = a[2];
+	r.r10 = a[3];
+	r.r8 = a[4];
+	r.r9 = a[5];
+	if (ptrace(PTRACE_SETREGS, g->tid, 0, &r) != 0)
+		return false;
+	for (int stop = 0; stop < 2; stop++) { /* entry, exit */
+		if (ptrace(PTRACE_SYSCALL, g->tid, 0, 0) != 0)
+			return false;
+		int st = next_stop(g->tid);
+		if (st < 0)
+			return false;
+		if (WSTOPSIG(st) != (SIGTRAP | 0x80)) {
+			if (st >> 16 == 0 && WSTOPSIG(st) != SIGTRAP)
+				g->signal = WSTOPSIG(st);
+			return false;
+		}
+	}
+	if (ptrace(PTRACE_GETREGS, g->tid, 0, &r) != 0)
+		return false;
+	*ret = (int64_t)r.rax;
+	return true;
+}
+
+static bool ok(int64_t ret)
+{
+	return ret >= 0 || ret < -4095;
+}
+
+/* Waits for the interrupt stop: true there, false when the thread is gone
+ * or stopped by its group (then detached). */
+static bool interrupted(struct graft *g)
+{
+	for (;;) {
+		int st = next_stop(g->tid);
+		if (st < 0)
+			return false;
+		if (st >> 16 == PTRACE_EVENT_STOP) {
+			if (WSTOPSIG(st) == SIGTRAP)
+				return true;
+			(void)ptrace(PTRACE_DETACH, g->tid, 0, 0); /* a group stop: it stays stopped */
+			return false;
+		}
+		/* A signal on its way: delivered; the interrupt stop follows. */
+		if (ptrace(PTRACE_CONT, g->tid, 0, (void *)(uintptr_t)WSTOPSIG(st)) != 0)
+			return false;
+	}
+}
+
+bool graft_seize(pid_t tid)
+{
+	return ptrace(PTRACE_SEIZE, tid, 0, PTRACE_O_TRACESYSGOOD) == 0;
+}
+
+void graft_let_go(pid_t tid)
+{
+	(void)ptrace(PTRACE_DETACH, tid, 0, 0);
+}
+
+/* The threads of tid's process (its /proc/TID/task entries), or -1. */
+static int threads_of(pid_t tid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)tid);
+	DIR *d = opendir(path);
+	if (d == NULL)
+		return -1;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* The CPUs thread tid may run on, or UINT_MAX when unknown. */
+static unsigned cpus_of(pid_t tid)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(tid, sizeof set, &set) != 0)
+		return UINT32_MAX;
+	int n = CPU_COUNT(&set);
+	return n > 0 ? (unsigned)n : UINT32_MAX;
+}
+
+uint64_t graft_clocks(pid_t tid, int mem, uint64_t site, const struct graft_region *gr, graft_patch_fn *patch,
+		      void *arg, const char **why)
+{
+	size_t size;
+	const uint8_t *blob = graft_blob(&size);
+	uint64_t code = blob_word(BLOB_CODE_AT), total = blob_word(BLOB_SIZE_AT);
+	if (total != size || code % 4096 != 0 || code < BLOB_REAL + BLOB_REAL_BYTES || total <= code ||
+	    total - code < sizeof(struct clock_path) || site == 0) {
+		*why = "the clock blob is not as built";
+		return 0;
+	}
+	struct graft g = { .tid = tid };
+	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0) {
+		*why = strerror(errno);
+		(void)ptrace(PTRACE_DETACH, tid, 0, 0);
+		return 0;
+	}
+	if (!interrupted(&g)) {
+		*why = "it ended or stopped";
+		return 0;
+	}
+	if (ptrace(PTRACE_GETREGS, tid, 0, &g.saved) != 0) {
+		*why = strerror(errno);
+		(void)ptrace(PTRACE_DETACH, tid, 0, 0);
+		return 0;
+	}
+	/* Another thread could be running the vDSO's entry points while they
+	 * are rewritten (a thread made with its TLS, no arch_prctl to stop
+	 * it, in the moment before this stop): then none is. */
+	if (threads_of(tid) != 1) {
+		*why = "it has started threads";
+		(void)ptrace(PTRACE_DETACH, tid, 0, (void *)(uintptr_t)g.signal);
+		return 0;
+	}
+	size_t claims = cp_claims_size(), page = cp_page_size(), len = claims + (gr->nslots + 1) * page;
+	uint64_t own = claims + gr->slot * page;
+	int64_t at = 0, region = 0, r = 0;
+	bool done = false, closed = false;
+	*why = "a system call in it failed";
+	/* The blob: its code pages mapped executable, never writable (a
+	 * process under memory-deny-write-execute may not make them so),
+	 * its data pages writable over the rest; all written through mem. */
+	if (!run(&g, site, SYS_mmap, (uint64_t[6]){ 0, total, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+						    (uint64_t)-1, 0 }, &at) || !ok(at) || at == 0)
+		goto out;
+	if (!run(&g, site, SYS_mmap, (uint64_t[6]){ (uint64_t)at + code, total - code, PROT_READ | PROT_WRITE,
+						    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, (uint64_t)-1, 0 }, &r) ||
+	    r != at + (int64_t)code)
+		goto out;
+	if (pwrite(mem, blob, total, (off_t)at) != (ssize_t)total) {
+		*why = "cannot write the blob";
+		goto out;
+	}
+	/* The region: read-only, then the claims and the slot's page
+	 * read-write over it (as clocks.c maps it). */
+	if (!run(&g, site, SYS_mmap, (uint64_t[6]){ 0, len, PROT_READ, MAP_SHARED, (uint64_t)gr->fd, 0 }, &region) ||
+	    !ok(region) || region == 0)
+		goto out;
+	if (!run(&g, site, SYS_mmap, (uint64_t[6]){ (uint64_t)region, claims, PROT_READ | PROT_WRITE,
+						    MAP_SHARED | MAP_FIXED, (uint64_t)gr->fd, 0 }, &r) ||
+	    r != region)
+		goto out;
+	if (!run(&g, site, SYS_mmap, (uint64_t[6]){ (uint64_t)region + own, page, PROT_READ | PROT_WRITE,
+						    MAP_SHARED | MAP_FIXED, (uint64_t)gr->fd, own }, &r) ||
+	    r != region + (int64_t)own)
+		goto out;
+	/* The last system call: the patch overwrites site. */
+	if (!run(&g, site, SYS_close, (uint64_t[6]){ (uint64_t)gr->fd, 0, 0, 0, 0, 0 }, &r) || r != 0)
+		goto out;
+	closed = true;
+	/* The process's view, in its addresses. */
+	struct clock_path path;
+	memset(&path, 0, sizeof path);
+	path.view.claims = (struct cp_claims *)(uintptr_t)region;
+	for (unsigned i = 0; i <= gr->nslots; i++)
+		path.view.pages[i] = (struct cp_page *)(uintptr_t)(region + (int64_t)(claims + i * page));
+	path.view.nslots = gr->nslots;
+	path.view.self = gr->slot;
+	path.view.secret = gr->secret;
+	path.view.crowded = gr->nslots > cpus_of(tid);
+	path.mark_real = gr->mark_real;
+	path.mark_fallback = gr->mark_fallback;
+	path.mark_exec = gr->mark_exec;
+	path.marked = true;
+	path.ready = true;
+	if (pwrite(mem, &path, sizeof path, (off_t)(at + (int64_t)code)) != (ssize_t)sizeof path) {
+		*why = "cannot write the blob's data";
+		goto out;
+	}
+	done = patch((uint64_t)at, arg) == 0;
+	if (!done)
+		*why = "cannot patch its vDSO";
+out:
+	/* The region's descriptor goes whatever happened (the process had
+	 * it only for this). */
+	if (!closed)
+		(void)run(&g, site, SYS_close, (uint64_t[6]){ (uint64_t)gr->fd, 0, 0, 0, 0, 0 }, &r);
+	if (ptrace(PTRACE_SETREGS, tid, 0, &g.saved) != 0)
+		done = false; /* gone: nothing of it runs on */
+	(void)ptrace(PTRACE_DETACH, tid, 0, (void *)(uintptr_t)g.signal);
+	return done ? (uint64_t)at : 0;
+}
