@@ -77,6 +77,10 @@ PROGS     := $(patsubst tests/progs/%.c,$(B)/tests/%,$(PROG_SRC))
 # Statically linked helpers: programs that never load libdiehard.so.
 STATIC_SRC := $(wildcard tests/progs/static/*.c)
 STATICS   := $(patsubst tests/progs/static/%.c,$(B)/tests/static/%,$(STATIC_SRC)) $(B)/tests/static/nd_fastpath
+# A Go program (static, as Go's usually are), where Go is installed (make
+# deps installs it): its runtime reads clocks through the vDSO itself.
+GO        := $(shell command -v go 2>/dev/null)
+GO_PROGS  := $(if $(GO),$(patsubst tests/progs/go/%.go,$(B)/tests/go/%,$(wildcard tests/progs/go/*.go)))
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNITS     := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRC))
 BENCH_SRC := $(wildcard bench/*.c)
@@ -86,7 +90,7 @@ UNITS_SD  := $(sort $(wildcard systemd/*.service systemd/*.socket))
 
 .PHONY: all check unit bats bench demo deps install uninstall clean
 
-all: $(B)/libdiehard.so $(B)/libdiehard-critical.so $(B)/pkgconfig/diehard.pc $(B)/libinject.so $(B)/diehard $(B)/diehard-init $(B)/diehard-symbolize $(PROGS) $(CRIT_PROGS) $(STATICS) $(UNITS) $(BENCHES)
+all: $(B)/libdiehard.so $(B)/libdiehard-critical.so $(B)/pkgconfig/diehard.pc $(B)/libinject.so $(B)/diehard $(B)/diehard-init $(B)/diehard-symbolize $(PROGS) $(CRIT_PROGS) $(STATICS) $(GO_PROGS) $(UNITS) $(BENCHES)
 
 $(B)/proto/%.pb-c.c $(B)/proto/%.pb-c.h: proto/%.proto | $(B)/proto
 	protoc-c --c_out=$(B)/proto --proto_path=proto $<
@@ -154,6 +158,11 @@ $(B)/tests/nd_fastpath: tests/progs/nd_fastpath.c allocator/clockpage.c allocato
 # reads go through the blob diehard grafts in (supervisor/virt/graft.h).
 $(B)/tests/static/nd_fastpath: tests/progs/nd_fastpath.c allocator/clockpage.c allocator/clockpage.h | $(B)/tests/static
 	$(CC) $(WARN) $(CFLAGS) -static -pthread -idirafter allocator -o $@ $< allocator/clockpage.c
+
+$(B)/tests/go/%: tests/progs/go/%.go
+	@mkdir -p $(@D)
+	cd $(@D) && CGO_ENABLED=0 GOCACHE=$(CURDIR)/$(B)/go/cache GOPATH=$(CURDIR)/$(B)/go/path \
+		$(GO) build -o $(CURDIR)/$@ $(CURDIR)/$<
 
 # buggy_server is line_server with a planted bug: it #includes line_server.c.
 $(B)/tests/buggy_server: tests/progs/line_server.c

@@ -75,6 +75,23 @@ threads_runs() {
 	grafted "$T/t1.json" 1
 }
 
+@test "Go (static, its runtime reading the vDSO itself): goroutines' clock reads in the replicas through the blob; the wall clock agreed and real (3 runs)" {
+	local G=$PROGS/go/goclock i
+	[[ -x $G ]] || skip "no Go program: Go is not installed (make deps installs it)"
+	for i in 1 2 3; do
+		run_fp go$i -k 3 -r "$T/go$i.json" "$G" 4 20000
+		[[ $(<"$T/go$i.rc") == 0 ]] || fail "run $i exited $(<"$T/go$i.rc")" "$(head -c 2000 "$T/go$i.err")"
+		[[ $(head -1 "$T/go$i.out") == "ok 4 x 20000" ]] || fail "run $i:" "$(head -c 500 "$T/go$i.out")"
+		now_is_real "$T/go$i.out"
+		# 80000 reads of the program's, and the runtime's own: nearly all
+		# in the replica (a read a ring ahead of diehard's log asks it).
+		jq -e 'all(.replicas[]; .status == 0 and (has("killed") | not) and .images_grafted == 1
+			and .calls["clock_gettime(CLOCK_MONOTONIC)"] >= 80000
+			and .clock_reads_in_replica > 79000)' "$T/go$i.json" >/dev/null ||
+			fail "run $i's report:" "$(jq -c '[.replicas[] | {status, killed, calls, clock_reads_in_replica, images_grafted}]' "$T/go$i.json")"
+	done
+}
+
 @test "a dynamic program that execs a static one: one numbering of reads over libdiehard and the grafted blob, all in the replicas" {
 	[[ -x $PROGS/static/nd_static ]] || fail "$PROGS/static/nd_static does not exist: run make first"
 	run_fp e -k 3 -r "$T/e.json" "$FP" exec 5000 "$PROGS/static/nd_static"
