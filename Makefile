@@ -80,7 +80,8 @@ STATICS   := $(patsubst tests/progs/static/%.c,$(B)/tests/static/%,$(STATIC_SRC)
 # A Go program (static, as Go's usually are), where Go is installed (make
 # deps installs it): its runtime reads clocks through the vDSO itself.
 GO        := $(shell command -v go 2>/dev/null)
-GO_PROGS  := $(if $(GO),$(patsubst tests/progs/go/%.go,$(B)/tests/go/%,$(wildcard tests/progs/go/*.go)))
+GO_PROGS  := $(if $(GO),$(patsubst tests/progs/go/%.go,$(B)/tests/go/%,$(wildcard tests/progs/go/*.go)) \
+	$(patsubst bench/go/%.go,$(B)/bench/go/%,$(wildcard bench/go/*.go)))
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNITS     := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRC))
 BENCH_SRC := $(wildcard bench/*.c)
@@ -159,10 +160,12 @@ $(B)/tests/nd_fastpath: tests/progs/nd_fastpath.c allocator/clockpage.c allocato
 $(B)/tests/static/nd_fastpath: tests/progs/nd_fastpath.c allocator/clockpage.c allocator/clockpage.h | $(B)/tests/static
 	$(CC) $(WARN) $(CFLAGS) -static -pthread -idirafter allocator -o $@ $< allocator/clockpage.c
 
+GO_BUILD = @mkdir -p $(@D) && cd $(@D) && CGO_ENABLED=0 GOCACHE=$(CURDIR)/$(B)/go/cache \
+	GOPATH=$(CURDIR)/$(B)/go/path $(GO) build -o $(CURDIR)/$@ $(CURDIR)/$<
 $(B)/tests/go/%: tests/progs/go/%.go
-	@mkdir -p $(@D)
-	cd $(@D) && CGO_ENABLED=0 GOCACHE=$(CURDIR)/$(B)/go/cache GOPATH=$(CURDIR)/$(B)/go/path \
-		$(GO) build -o $(CURDIR)/$@ $(CURDIR)/$<
+	$(GO_BUILD)
+$(B)/bench/go/%: bench/go/%.go
+	$(GO_BUILD)
 
 # buggy_server is line_server with a planted bug: it #includes line_server.c.
 $(B)/tests/buggy_server: tests/progs/line_server.c
