@@ -59,17 +59,26 @@ struct graft {
 	struct user_regs_struct saved;
 };
 
-/* tid's next stop (its wait status), or -1 when it is gone. */
+/* tid's next stop (its wait status, as waitpid gives it), or -1 when it
+ * is gone. An exit is left to be reaped where exits are (replica.c: the
+ * thread may be a replica's first process, our child): looked at with
+ * WNOWAIT, and only a stop is taken. */
 static int next_stop(pid_t tid)
 {
-	int st;
+	siginfo_t si;
 	for (;;) {
-		pid_t w = waitpid(tid, &st, __WALL);
-		if (w == tid)
-			return WIFSTOPPED(st) ? st : -1;
-		if (w < 0 && errno != EINTR)
+		memset(&si, 0, sizeof si);
+		if (waitid(P_PID, (id_t)tid, &si, WEXITED | WSTOPPED | __WALL | WNOWAIT) == 0)
+			break;
+		if (errno != EINTR)
 			return -1;
 	}
+	if (si.si_pid != tid || (si.si_code != CLD_TRAPPED && si.si_code != CLD_STOPPED))
+		return -1;
+	memset(&si, 0, sizeof si);
+	if (waitid(P_PID, (id_t)tid, &si, WSTOPPED | __WALL | WNOHANG) != 0 || si.si_pid != tid)
+		return -1;
+	return si.si_status << 8 | 0x7f; /* the stop's code: signal and event bits */
 }
 
 /* Runs system call nr in the stopped thread from site: true and its
