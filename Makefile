@@ -76,7 +76,8 @@ CRIT_LINK = -Iallocator/include -L$(B) -ldiehard-critical -Wl,-rpath,$(CURDIR)/$
 PROGS     := $(patsubst tests/progs/%.c,$(B)/tests/%,$(PROG_SRC))
 # Statically linked helpers: programs that never load libdiehard.so.
 STATIC_SRC := $(wildcard tests/progs/static/*.c)
-STATICS   := $(patsubst tests/progs/static/%.c,$(B)/tests/static/%,$(STATIC_SRC)) $(B)/tests/static/nd_fastpath
+STATICS   := $(patsubst tests/progs/static/%.c,$(B)/tests/static/%,$(STATIC_SRC)) $(B)/tests/static/nd_fastpath \
+	$(patsubst tests/progs/raw/%.c,$(B)/tests/static/%,$(wildcard tests/progs/raw/*.c))
 # A Go program (static, as Go's usually are), where Go is installed (make
 # deps installs it): its runtime reads clocks through the vDSO itself.
 GO        := $(shell command -v go 2>/dev/null)
@@ -102,14 +103,19 @@ $(B)/diehard: $(SUP_SRC) $(SUP_HDR) $(B)/clockblob.bin | $(B)
 
 # The clock blob (allocator/blob/clockblob.h): the fast clock path for
 # programs without libdiehard.so, which diehard embeds (supervisor/virt/graft.c)
-# and places in them. Freestanding, flat from 0; a relocation would be a
-# reference the flat copy cannot honour, so the build refuses one.
+# and places in them. Freestanding, flat from 0: only PC-relative references
+# hold wherever it lands, so the build refuses any other relocation it kept
+# (--emit-relocs: a GOT, an absolute pointer), and a data page that does not
+# start with the struct graft.c writes there.
 BLOB_CFLAGS := $(WARN) -O2 -fPIE -fvisibility=hidden -ffreestanding -fno-stack-protector \
 	-fno-asynchronous-unwind-tables -fno-unwind-tables -mgeneral-regs-only -fcf-protection=none -Iallocator
 $(B)/clockblob.bin: allocator/blob/clockblob.c allocator/blob/clockblob.ld allocator/clockpage.c $(ALLOC_HDR) allocator/blob/clockblob.h | $(B)
 	$(CC) $(BLOB_CFLAGS) -nostdlib -static -Wl,-T,allocator/blob/clockblob.ld -Wl,--no-undefined -Wl,--build-id=none \
-		-o $(B)/clockblob.elf allocator/blob/clockblob.c allocator/clockpage.c
-	@! readelf -r $(B)/clockblob.elf | grep -q R_X86 || { echo "clockblob: relocations left" >&2; exit 1; }
+		-Wl,--emit-relocs -o $(B)/clockblob.elf allocator/blob/clockblob.c allocator/clockpage.c
+	@readelf -rW $(B)/clockblob.elf | awk '/R_X86_64_/ && $$3 !~ /^R_X86_64_(PC32|PLT32|PC64)$$/ { print "clockblob: a relocation that does not hold in a flat copy:", $$0; bad = 1 } END { exit bad }' >&2
+	@test "$$(nm $(B)/clockblob.elf | awk '$$3 == "blob_path" { print $$1 }')" = \
+		"$$(nm $(B)/clockblob.elf | awk '$$3 == "blob_data_start" { print $$1 }')" || \
+		{ echo "clockblob: blob_path is not where its data starts" >&2; exit 1; }
 	objcopy -O binary $(B)/clockblob.elf $@
 
 # A sandboxed replica's init (supervisor/sandbox/sandbox.h): static, so that its
@@ -180,6 +186,11 @@ $(B)/examples/%: allocator/critical/examples/%.c $(B)/libdiehard-critical.so all
 
 $(B)/tests/static/%: tests/progs/static/%.c | $(B)/tests/static
 	$(CC) $(WARN) $(CFLAGS) -static -pthread -o $@ $<
+
+# Without libc at all (their own _start): programs that run before any
+# libc would, right from their first arch_prctl.
+$(B)/tests/static/%: tests/progs/raw/%.c | $(B)/tests/static
+	$(CC) $(WARN) $(CFLAGS) -static -nostdlib -ffreestanding -fno-stack-protector -o $@ $<
 
 # C unit tests of the allocator's modules, under ASan and UBSan.
 $(B)/tests/unit/%: tests/unit/%.c tests/unit/tap.h tests/unit/live.h $(ALLOC_CORE) $(ALLOC_HDR) | $(B)/tests/unit

@@ -92,6 +92,28 @@ threads_runs() {
 	done
 }
 
+@test "a program without libc reading the vDSO right after its first arch_prctl: grafted before it runs on, every read in the replicas (20 runs)" {
+	local R=$PROGS/static/nd_rawstart i
+	[[ -x $R ]] || fail "$R does not exist: run make first"
+	# Before, the thread ran on from the arch_prctl while diehard grafted,
+	# into the clock stub diehard was rewriting: about half the runs died.
+	for i in $(seq 20); do
+		run_fp r$i -k 3 -r "$T/r$i.json" "$R" 2000
+		[[ $(<"$T/r$i.rc") == 0 && $(<"$T/r$i.out") == "ok 2000" ]] ||
+			fail "run $i exited $(<"$T/r$i.rc")" "$(cat "$T/r$i.out")" "$(head -c 2000 "$T/r$i.err")"
+		jq -e 'all(.replicas[]; .status == 0 and .images_grafted == 1 and .clock_reads_in_replica == 2000)' \
+			"$T/r$i.json" >/dev/null || fail "run $i's report:" "$(jq -c '[.replicas[] | {status, killed, images_grafted, clock_reads_in_replica}]' "$T/r$i.json")"
+	done
+	# No descriptor can be handed to it (no free fd under its limit): not
+	# grafted, let go as it was, its reads asking diehard.
+	run_fp lim -k 3 -r "$T/lim.json" sh -c "ulimit -n 3 && exec $R 500"
+	[[ $(<"$T/lim.rc") == 0 && $(<"$T/lim.out") == "ok 500" ]] ||
+		fail "ulimit -n 3: exited $(<"$T/lim.rc")" "$(cat "$T/lim.out")" "$(head -c 2000 "$T/lim.err")"
+	jq -e 'all(.replicas[]; .status == 0 and .images_grafted == 0 and .clock_reads_in_replica == 0
+		and .calls["clock_gettime(CLOCK_MONOTONIC)"] == 500)' "$T/lim.json" >/dev/null ||
+		fail "ulimit -n 3: the report:" "$(jq -c '[.replicas[] | {status, images_grafted, clock_reads_in_replica, calls}]' "$T/lim.json")"
+}
+
 @test "a dynamic program that execs a static one: one numbering of reads over libdiehard and the grafted blob, all in the replicas" {
 	[[ -x $PROGS/static/nd_static ]] || fail "$PROGS/static/nd_static does not exist: run make first"
 	run_fp e -k 3 -r "$T/e.json" "$FP" exec 5000 "$PROGS/static/nd_static"

@@ -27,6 +27,7 @@
 #include "blob/clockblob.h"
 #define CLOCKPATH_LAYOUT_ONLY
 #include "clockpath.h"
+#include "vdso.h"
 
 /* The blob, built by the Makefile (DIEHARD_CLOCKBLOB: its path). */
 __asm__(".pushsection .rodata\n"
@@ -55,7 +56,7 @@ static uint64_t blob_word(size_t at)
 /* One graft's state. */
 struct graft {
 	pid_t tid;
-	int signal; /* to pass on when detaching */
+	int signal; /* a signal-delivery-stop met: the graft ends there, passing it on */
 	struct user_regs_struct saved;
 };
 
@@ -82,8 +83,9 @@ static int next_stop(pid_t tid)
 }
 
 /* Runs system call nr in the stopped thread from site: true and its
- * result in *ret, or false when the thread did not get through it (gone,
- * or a stop of another kind: its signal kept for the detach). */
+ * result in *ret, or false when the thread did not get through it: gone,
+ * or stopped for a signal on its way (g->signal: the graft ends at that
+ * stop, so that the signal goes on with its own siginfo). */
 static bool run(struct graft *g, uint64_t site, long nr, const uint64_t a[6], int64_t *ret)
 {
 	struct user_regs_struct r = g->saved;
@@ -96,17 +98,22 @@ static bool run(struct graft *g, uint64_t site, long nr, const uint64_t a[6], in
 	r.r10 = a[3];
 	r.r8 = a[4];
 	r.r9 = a[5];
-	if (ptrace(PTRACE_SETREGS, g->tid, 0, &r) != 0)
+	if (g->signal != 0 || ptrace(PTRACE_SETREGS, g->tid, 0, &r) != 0)
 		return false;
-	for (int stop = 0; stop < 2; stop++) { /* entry, exit */
+	/* Its entry and exit stops; a trap stop reported late (the interrupt
+	 * after a group stop) is passed over. */
+	for (int stops = 0, others = 0; stops < 2;) {
 		if (ptrace(PTRACE_SYSCALL, g->tid, 0, 0) != 0)
 			return false;
 		int st = next_stop(g->tid);
 		if (st < 0)
 			return false;
-		if (WSTOPSIG(st) != (SIGTRAP | 0x80)) {
-			if (st >> 16 == 0 && WSTOPSIG(st) != SIGTRAP)
-				g->signal = WSTOPSIG(st);
+		if (WSTOPSIG(st) == (SIGTRAP | 0x80))
+			stops++;
+		else if (st >> 16 == PTRACE_EVENT_STOP && others++ < 4)
+			continue;
+		else {
+			g->signal = WSTOPSIG(st);
 			return false;
 		}
 	}
@@ -121,21 +128,16 @@ static bool ok(int64_t ret)
 	return ret >= 0 || ret < -4095;
 }
 
-/* Waits for the interrupt stop: true there, false when the thread is gone
- * or stopped by its group (then detached). */
-static bool interrupted(struct graft *g)
+/* Waits for the thread's stop (the interrupt's, or its group's): true
+ * there, false when it is gone. Signals met on the way are delivered. */
+static bool stopped(struct graft *g)
 {
 	for (;;) {
 		int st = next_stop(g->tid);
 		if (st < 0)
 			return false;
-		if (st >> 16 == PTRACE_EVENT_STOP) {
-			if (WSTOPSIG(st) == SIGTRAP)
-				return true;
-			(void)ptrace(PTRACE_DETACH, g->tid, 0, 0); /* a group stop: it stays stopped */
-			return false;
-		}
-		/* A signal on its way: delivered; the interrupt stop follows. */
+		if (st >> 16 == PTRACE_EVENT_STOP)
+			return true;
 		if (ptrace(PTRACE_CONT, g->tid, 0, (void *)(uintptr_t)WSTOPSIG(st)) != 0)
 			return false;
 	}
@@ -146,9 +148,9 @@ bool graft_seize(pid_t tid)
 	return ptrace(PTRACE_SEIZE, tid, 0, PTRACE_O_TRACESYSGOOD) == 0;
 }
 
-void graft_let_go(pid_t tid)
+bool graft_interrupt(pid_t tid)
 {
-	(void)ptrace(PTRACE_DETACH, tid, 0, 0);
+	return ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0;
 }
 
 /* The threads of tid's process (its /proc/TID/task entries), or -1. */
@@ -178,45 +180,40 @@ static unsigned cpus_of(pid_t tid)
 	return n > 0 ? (unsigned)n : UINT32_MAX;
 }
 
-uint64_t graft_clocks(pid_t tid, int mem, uint64_t site, const struct graft_region *gr, graft_patch_fn *patch,
-		      void *arg, const char **why)
+uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_region *gr, const char **why)
 {
+	struct graft g = { .tid = tid };
+	if (!stopped(&g)) {
+		*why = "it ended";
+		return 0;
+	}
 	size_t size;
 	const uint8_t *blob = graft_blob(&size);
-	uint64_t code = blob_word(BLOB_CODE_AT), total = blob_word(BLOB_SIZE_AT);
-	if (total != size || code % 4096 != 0 || code < BLOB_REAL + BLOB_REAL_BYTES || total <= code ||
-	    total - code < sizeof(struct clock_path) || site == 0) {
-		*why = "the clock blob is not as built";
-		return 0;
-	}
-	struct graft g = { .tid = tid };
-	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0) {
-		*why = strerror(errno);
-		(void)ptrace(PTRACE_DETACH, tid, 0, 0);
-		return 0;
-	}
-	if (!interrupted(&g)) {
-		*why = "it ended or stopped";
-		return 0;
-	}
-	if (ptrace(PTRACE_GETREGS, tid, 0, &g.saved) != 0) {
-		*why = strerror(errno);
-		(void)ptrace(PTRACE_DETACH, tid, 0, 0);
-		return 0;
-	}
-	/* Another thread could be running the vDSO's entry points while they
-	 * are rewritten (a thread made with its TLS, no arch_prctl to stop
-	 * it, in the moment before this stop): then none is. */
-	if (threads_of(tid) != 1) {
-		*why = "it has started threads";
-		(void)ptrace(PTRACE_DETACH, tid, 0, (void *)(uintptr_t)g.signal);
-		return 0;
-	}
+	uint64_t code = blob_word(BLOB_CODE_AT), total = blob_word(BLOB_SIZE_AT), site = vdso_site(vdso);
 	size_t claims = cp_claims_size(), page = cp_page_size(), len = claims + (gr->nslots + 1) * page;
 	uint64_t own = claims + gr->slot * page;
 	int64_t at = 0, region = 0, r = 0;
-	bool done = false, closed = false;
-	*why = "a system call in it failed";
+	bool done = false, closed = gr->fd < 0;
+	if (ptrace(PTRACE_GETREGS, tid, 0, &g.saved) != 0) {
+		*why = strerror(errno);
+		goto detach;
+	}
+	const char *refused = NULL;
+	if (gr->fd < 0)
+		refused = "no descriptor of the region could be handed to it";
+	else if (total != size || code % 4096 != 0 || code < BLOB_REAL + BLOB_REAL_BYTES || total <= code ||
+		 total - code < sizeof(struct clock_path) || site == 0)
+		refused = "the clock blob is not as built";
+	/* Where the thread stopped is where it goes on: not in an entry point
+	 * about to change (nor about to restart a call made from one). */
+	else if (vdso_in_entry(vdso, g.saved.rip) || vdso_in_entry(vdso, g.saved.rip - 2))
+		refused = "it stopped in the vDSO";
+	/* Another thread could be running the entry points while they change. */
+	else if (threads_of(tid) != 1)
+		refused = "it has started threads";
+	*why = refused != NULL ? refused : "a system call in it failed";
+	if (refused != NULL)
+		goto out;
 	/* The blob: its code pages mapped executable, never writable (a
 	 * process under memory-deny-write-execute may not make them so),
 	 * its data pages writable over the rest; all written through mem. */
@@ -267,16 +264,17 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t site, const struct graft_regi
 		*why = "cannot write the blob's data";
 		goto out;
 	}
-	done = patch((uint64_t)at, arg) == 0;
+	done = vdso_patch(mem, vdso, 0, (uint64_t)at) == 1;
 	if (!done)
 		*why = "cannot patch its vDSO";
 out:
-	/* The region's descriptor goes whatever happened (the process had
-	 * it only for this). */
+	/* The region's descriptor goes (the process had it only for this),
+	 * unless a signal stopped the graft: that stop is where it goes on. */
 	if (!closed)
 		(void)run(&g, site, SYS_close, (uint64_t[6]){ (uint64_t)gr->fd, 0, 0, 0, 0, 0 }, &r);
 	if (ptrace(PTRACE_SETREGS, tid, 0, &g.saved) != 0)
 		done = false; /* gone: nothing of it runs on */
+detach:
 	(void)ptrace(PTRACE_DETACH, tid, 0, (void *)(uintptr_t)g.signal);
 	return done ? (uint64_t)at : 0;
 }

@@ -27,7 +27,7 @@
 
 /* What a graft maps and writes for a replica slot. */
 struct graft_region {
-	int fd;               /* the clock region's descriptor in the process */
+	int fd;               /* the clock region's descriptor in the process, or -1 */
 	unsigned nslots, slot;
 	uint64_t secret, mark_real, mark_fallback, mark_exec;
 };
@@ -39,20 +39,25 @@ const uint8_t *graft_blob(size_t *size);
  * while the thread is still stopped: 0, or -1. */
 typedef int graft_patch_fn(uint64_t blob, void *arg);
 
-/* Traces thread tid (PTRACE_SEIZE: it runs on) for a graft: false when
- * it cannot be (then there is none); graft_let_go undoes it without one. */
+/* The steps, at a new image's first arch_prctl (received, not yet
+ * answered): graft_seize (false: no graft, nothing else to do); the
+ * caller hands the process the region's descriptor (SECCOMP_IOCTL_NOTIF_
+ * ADDFD); graft_interrupt, so that the thread stops as the call returns,
+ * before it runs anything more (the call's wait is killable only, once
+ * received: the interrupt does not break it); the caller answers the call;
+ * graft_clocks, which waits for that stop and always lets the thread go.
+ * If the interrupt or the answer failed, the thread is gone. */
 bool graft_seize(pid_t tid);
-void graft_let_go(pid_t tid);
+bool graft_interrupt(pid_t tid);
 
-/* Grafts the blob into thread tid (seized), the only thread of a new image, which
- * made its first arch_prctl, was answered, and may be running again: mem
- * is its /proc/TID/mem, site the address of a system call instruction in
- * it (`syscall`, 0f 05: a stub vdso_patch wrote), gr->fd the region's
- * descriptor in it (closed there, whatever happens). Calls patch before
- * letting it go. Returns the blob's address, or 0 with *why when there is
- * none: the thread then goes on as it was (or is gone). Either way it
- * is no longer traced. */
-uint64_t graft_clocks(pid_t tid, int mem, uint64_t site, const struct graft_region *gr, graft_patch_fn *patch,
-		      void *arg, const char **why);
+/* Grafts the blob into thread tid, the only thread of its new image:
+ * mem is its /proc/TID/mem, vdso its vDSO's address (patched with system
+ * calls: the stubs' `syscall` instructions are where the graft's system
+ * calls run), gr->fd the region's descriptor in it (-1: none; closed
+ * there otherwise, unless a signal cut the graft short). Points the vDSO
+ * at the blob while the thread is still stopped. Returns the blob's
+ * address, or 0 with *why when there is none; either way the thread goes
+ * on where it stopped, untraced (or is gone). */
+uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_region *gr, const char **why);
 
 #endif

@@ -65,10 +65,9 @@ static uint64_t sites[MAX_SITES];
 static size_t nsites;
 
 static bool have_targets;
-/* The first target's (first present one's) own first bytes: an image
- * whose vDSO has other bytes there was patched already. */
+/* The first target present: the patch writes it last, and an image whose
+ * entry there is a patch's was patched already (vdso_patched). */
 static size_t first;
-static uint8_t original[JUMP_BYTES];
 /* libdiehard.so, as /proc/PID/maps names its file: device and inode. */
 static bool have_ours;
 static dev_t ours_dev;
@@ -177,7 +176,6 @@ int vdso_init(void)
 		first++;
 	if (!inside(size, targets[first].offset, JUMP_BYTES))
 		return -1;
-	memcpy(original, img + targets[first].offset, JUMP_BYTES);
 	find_real(img, size);
 	return 0;
 }
@@ -380,8 +378,23 @@ bool vdso_patched(int mem, uint64_t base)
 	uint8_t now[JUMP_BYTES];
 	if (!have_targets || base == 0)
 		return true; /* nothing to patch */
-	return pread(mem, now, sizeof now, (off_t)(base + targets[first].offset)) == (ssize_t)sizeof now &&
-	       memcmp(now, original, sizeof now) != 0;
+	if (pread(mem, now, sizeof now, (off_t)(base + targets[first].offset)) != (ssize_t)sizeof now)
+		return false; /* then the patch fails, and says so */
+	/* What a patch writes (ours, or early.c's in an image that patched
+	 * itself): the stub, or movabs rax, ...; jmp rax. Anything else is
+	 * the vDSO's own code (our own vDSO's bytes are not the reference: a
+	 * diehard run with libdiehard loaded has its own patched). */
+	return memcmp(now, targets[first].stub, STUB_BYTES) == 0 ||
+	       (now[0] == 0x48 && now[1] == 0xb8 && now[10] == 0xff && now[11] == 0xe0);
+}
+
+bool vdso_in_entry(uint64_t base, uint64_t ip)
+{
+	for (size_t t = 0; t < NTARGETS; t++)
+		if (targets[t].offset != 0 && ip >= base + targets[t].offset &&
+		    ip < base + targets[t].offset + JUMP_BYTES)
+			return true;
+	return false;
 }
 
 uint64_t vdso_site(uint64_t base)

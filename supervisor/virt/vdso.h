@@ -76,6 +76,10 @@ bool vdso_patched(int mem, uint64_t base);
  * a new program image), 0 when there was nothing to patch, or -errno. */
 int vdso_patch(int mem, uint64_t base, uint64_t lib, uint64_t blob);
 
+/* Whether ip is within the bytes a patch writes at an entry point of the
+ * vDSO at base. */
+bool vdso_in_entry(uint64_t base, uint64_t ip);
+
 /* In a vDSO at base patched with system calls: the address of a system
  * call instruction (in a stub), for graft.h; 0 if none. */
 uint64_t vdso_site(uint64_t base);

@@ -929,32 +929,6 @@ static void image_random(struct vreplica *vr, int mem, uint64_t at, const struct
 		vr->unvirtualized++;
 }
 
-struct graft_to {
-	int mem;
-	uint64_t vdso;
-};
-
-static int graft_patch(uint64_t blob, void *arg)
-{
-	const struct graft_to *to = arg;
-	return vdso_patch(to->mem, to->vdso, 0, blob) == 1 ? 0 : -1;
-}
-
-/* A descriptor number process tid does not use, just above the region's
- * own (FASTCLOCK_FD), or -1. It is stopped in a notification: nothing
- * opens one meanwhile. */
-static int unused_fd(pid_t tid)
-{
-	for (int fd = FASTCLOCK_FD + 1; fd < FASTCLOCK_FD + 24; fd++) {
-		char path[64];
-		struct stat st;
-		snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)tid, fd);
-		if (lstat(path, &st) != 0 && errno == ENOENT)
-			return fd;
-	}
-	return -1;
-}
-
 /* A new image without libdiehard, its vDSO patched with system calls,
  * stopped in its first arch_prctl (req): answered here, then given the
  * clock blob (graft.h) if it can be. DROP: answered. */
@@ -968,41 +942,20 @@ static enum answer image_graft(struct vreplica *vr, pid_t tid, int mem, uint64_t
 	if (!graft_seize(tid))
 		return CONTINUE; /* no tracing here: the notify path */
 	/* The region's descriptor, into the process (close-on-exec; the
-	 * graft closes it), at a number it does not use above the region's
-	 * own: the thread runs on a moment before the graft stops it, and a
-	 * file it opens then gets the number it would have without us (its
-	 * lowest free), as in every replica. Else (a lower fd limit) its
-	 * lowest free one. */
+	 * graft closes it before the process runs on). */
 	struct seccomp_notif_addfd add = { .id = req->id, .srcfd = (uint32_t)fastclock_fd(V->fast, vr->index),
 					   .newfd_flags = O_CLOEXEC };
-	int high = unused_fd(tid);
-	if (high >= 0) {
-		add.flags = SECCOMP_ADDFD_FLAG_SETFD;
-		add.newfd = (uint32_t)high;
-	}
-	for (;;) {
+	do /* a signal in the wait leaves nothing installed */
 		g.fd = ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
-		if (g.fd >= 0 || errno == ENOENT)
-			break;
-		if (errno == EINTR) /* a signal in the wait leaves nothing installed */
-			continue;
-		if (add.flags == 0)
-			break;
-		add.flags = 0; /* past the fd limit, say */
-		add.newfd = 0;
-	}
-	if (g.fd < 0) {
-		graft_let_go(tid);
-		return CONTINUE;
-	}
+	while (g.fd < 0 && errno == EINTR);
+	/* Stopped as the call returns (graft.h), answered, grafted (with no
+	 * descriptor: only let go). */
+	bool interrupted = graft_interrupt(tid);
 	struct seccomp_notif_resp resp = { .id = req->id, .flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE };
-	if (ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0) {
-		graft_let_go(tid);
-		return DROP; /* gone (ENOENT), or it stays where it is */
-	}
-	struct graft_to to = { mem, base };
+	if (ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 || !interrupted)
+		return DROP; /* gone (ENOENT) */
 	const char *why = NULL;
-	if (graft_clocks(tid, mem, vdso_site(base), &g, graft_patch, &to, &why) != 0)
+	if (graft_clocks(tid, mem, base, &g, &why) != 0)
 		vr->images_grafted++;
 	else
 		log_event("replica %u: no clock blob for pid %d (%s): its clock reads go to diehard",
