@@ -10,6 +10,7 @@
  * diehard writes before the image runs; until then (and if diehard could
  * not) ready is false and every read makes the system call. */
 #include <sched.h>
+#include <sys/mman.h>
 
 #include "clockblob.h"
 #include "clockpath.h"
@@ -30,6 +31,11 @@ __asm__(".pushsection .text.head,\"ax\",@progbits\n"
 	"\t.balign 8, 0xcc\n"
 	"\t.quad blob_data_start - blob_head\n"
 	"\t.quad blob_end - blob_head\n"
+	"\tjmp blob_load\n"
+	"\t.balign 8, 0xcc\n"
+	"blob_trap:\n"
+	"\tint3\n"
+	"\tjmp blob_trap\n"
 	"\t.balign 64, 0xcc\n"
 	"blob_real:\n"
 	"\tmovq $-38, %rax\n"            /* -ENOSYS until diehard writes it */
@@ -48,6 +54,62 @@ static long clockpath_vdso_real(clockid_t id, struct timespec *ts)
 int sched_yield(void)
 {
 	return (int)clockpath_syscall(SYS_sched_yield, 0, 0, 0, 0);
+}
+
+/* The loader (clockblob.h, BLOB_LOAD). Runs on the thread's stack below
+ * its red zone, once, before the process runs on; never returns. */
+extern char blob_data_start[] HIDDEN, blob_end[] HIDDEN;
+
+static long sys6(long nr, long a, long b, long c, long d, long e, long f)
+{
+	long ret;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+static bool failed(long r)
+{
+	return r < 0 && r > -4096;
+}
+
+__attribute__((noreturn, used)) void blob_load(long fd, unsigned long nslots, unsigned long slot) HIDDEN;
+void blob_load(long fd, unsigned long nslots, unsigned long slot)
+{
+	unsigned long claims = cp_claims_size(), page = cp_page_size(), own = claims + slot * page;
+	long step = 1, region = 0;
+	long r = sys6(SYS_mmap, (long)blob_data_start, blob_end - blob_data_start, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	if (r != (long)blob_data_start)
+		goto out;
+	step = 2;
+	region = r = sys6(SYS_mmap, 0, (long)(claims + (nslots + 1) * page), PROT_READ, MAP_SHARED, fd, 0);
+	if (failed(r) || r == 0)
+		goto out;
+	step = 3;
+	r = sys6(SYS_mmap, region, (long)claims, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+	if (r != region)
+		goto out;
+	step = 4;
+	r = sys6(SYS_mmap, region + (long)own, (long)page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+		 (long)own);
+	if (r != region + (long)own)
+		goto out;
+	step = 0;
+	r = region;
+out:
+	/* The descriptor goes whatever happened. */
+	if (sys6(SYS_close, fd, 0, 0, 0, 0, 0) != 0 && step == 0) {
+		step = 5;
+		r = -EBADF;
+	}
+	__asm__ volatile("jmp blob_trap" : : "a"(r), "d"(step));
+	__builtin_unreachable();
 }
 
 long blob_clock_gettime(clockid_t id, struct timespec *ts) HIDDEN;

@@ -1,12 +1,14 @@
 /* graft.c — see graft.h.
  *
- * The thread is traced only for the graft: seized, interrupted (a signal
- * on its way meanwhile is delivered, the interrupt stop still comes),
- * then each system call runs from site under PTRACE_SYSCALL (its entry
- * and exit stops), its registers restored at the end and the thread
- * detached, with the signal of a stop that interrupted the graft passed
- * on. A group stop ends the graft (the thread stays stopped, as it
- * would have). Every step is checked; a failure detaches. */
+ * The thread is traced only for the graft: seized, interrupted (signals
+ * on their way before the stop are delivered), then made to run two
+ * things with its registers set for them: mmap of the blob's pages, from
+ * the vDSO stub's `syscall` under PTRACE_SYSCALL (its entry and exit
+ * stops), and, once the blob is written, the blob's loader, which maps
+ * the rest and ends at its trap (one stop). Its registers are restored
+ * and it is detached; a signal-delivery-stop met on the way ends the
+ * graft there, the signal passed on with the detach. Every step is
+ * checked; any failure detaches, the image on the notify path. */
 #include "graft.h"
 
 #include <dirent.h>
@@ -123,6 +125,41 @@ static bool run(struct graft *g, uint64_t site, long nr, const uint64_t a[6], in
 	return true;
 }
 
+/* Runs the blob's loader (clockblob.h) in the stopped thread, the blob
+ * mapped at at: true and its rax and rdx at the trap, or false as for
+ * run(). */
+static bool load(struct graft *g, uint64_t at, const uint64_t a[3], int64_t *rax, int64_t *rdx)
+{
+	struct user_regs_struct r = g->saved;
+	r.rip = at + BLOB_LOAD;
+	/* Below the red zone, aligned as at a call. */
+	r.rsp = ((g->saved.rsp - 512) & ~(uint64_t)15) - 8;
+	r.orig_rax = (uint64_t)-1;
+	r.rdi = a[0];
+	r.rsi = a[1];
+	r.rdx = a[2];
+	if (g->signal != 0 || ptrace(PTRACE_SETREGS, g->tid, 0, &r) != 0)
+		return false;
+	for (int others = 0;;) {
+		if (ptrace(PTRACE_CONT, g->tid, 0, 0) != 0)
+			return false;
+		int st = next_stop(g->tid);
+		if (st < 0)
+			return false;
+		if (st >> 16 == PTRACE_EVENT_STOP && others++ < 4)
+			continue; /* the interrupt, reported late */
+		if (st >> 16 != 0 || ptrace(PTRACE_GETREGS, g->tid, 0, &r) != 0)
+			return false;
+		if (WSTOPSIG(st) != SIGTRAP || r.rip != at + BLOB_TRAP + 1) {
+			g->signal = WSTOPSIG(st); /* a signal of its own on its way */
+			return false;
+		}
+		*rax = (int64_t)r.rax;
+		*rdx = (int64_t)r.rdx;
+		return true;
+	}
+}
+
 static bool ok(int64_t ret)
 {
 	return ret >= 0 || ret < -4095;
@@ -190,8 +227,7 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 	size_t size;
 	const uint8_t *blob = graft_blob(&size);
 	uint64_t code = blob_word(BLOB_CODE_AT), total = blob_word(BLOB_SIZE_AT), site = vdso_site(vdso);
-	size_t claims = cp_claims_size(), page = cp_page_size(), len = claims + (gr->nslots + 1) * page;
-	uint64_t own = claims + gr->slot * page;
+	size_t claims = cp_claims_size(), page = cp_page_size();
 	int64_t at = 0, region = 0, r = 0;
 	bool done = false, closed = gr->fd < 0;
 	if (ptrace(PTRACE_GETREGS, tid, 0, &g.saved) != 0) {
@@ -214,37 +250,24 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 	*why = refused != NULL ? refused : "a system call in it failed";
 	if (refused != NULL)
 		goto out;
-	/* The blob: its code pages mapped executable, never writable (a
-	 * process under memory-deny-write-execute may not make them so),
-	 * its data pages writable over the rest; all written through mem. */
+	/* The blob: its pages mapped executable, never writable (a process
+	 * under memory-deny-write-execute may not make them so), and written
+	 * through mem; its loader then maps its data pages writable over
+	 * theirs, and the region, and closes the descriptor. */
 	if (!run(&g, site, SYS_mmap, (uint64_t[6]){ 0, total, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
 						    (uint64_t)-1, 0 }, &at) || !ok(at) || at == 0)
 		goto out;
-	if (!run(&g, site, SYS_mmap, (uint64_t[6]){ (uint64_t)at + code, total - code, PROT_READ | PROT_WRITE,
-						    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, (uint64_t)-1, 0 }, &r) ||
-	    r != at + (int64_t)code)
-		goto out;
-	if (pwrite(mem, blob, total, (off_t)at) != (ssize_t)total) {
+	if (pwrite(mem, blob, code, (off_t)at) != (ssize_t)code) {
 		*why = "cannot write the blob";
 		goto out;
 	}
-	/* The region: read-only, then the claims and the slot's page
-	 * read-write over it (as clocks.c maps it). */
-	if (!run(&g, site, SYS_mmap, (uint64_t[6]){ 0, len, PROT_READ, MAP_SHARED, (uint64_t)gr->fd, 0 }, &region) ||
-	    !ok(region) || region == 0)
+	int64_t step = -1;
+	bool loaded = load(&g, (uint64_t)at, (uint64_t[3]){ (uint64_t)gr->fd, gr->nslots, gr->slot }, &region, &step);
+	closed = loaded;
+	if (!loaded || step != 0 || !ok(region) || region == 0) {
+		*why = loaded ? "its loader failed" : "its loader did not finish";
 		goto out;
-	if (!run(&g, site, SYS_mmap, (uint64_t[6]){ (uint64_t)region, claims, PROT_READ | PROT_WRITE,
-						    MAP_SHARED | MAP_FIXED, (uint64_t)gr->fd, 0 }, &r) ||
-	    r != region)
-		goto out;
-	if (!run(&g, site, SYS_mmap, (uint64_t[6]){ (uint64_t)region + own, page, PROT_READ | PROT_WRITE,
-						    MAP_SHARED | MAP_FIXED, (uint64_t)gr->fd, own }, &r) ||
-	    r != region + (int64_t)own)
-		goto out;
-	/* The last system call: the patch overwrites site. */
-	if (!run(&g, site, SYS_close, (uint64_t[6]){ (uint64_t)gr->fd, 0, 0, 0, 0, 0 }, &r) || r != 0)
-		goto out;
-	closed = true;
+	}
 	/* The process's view, in its addresses. */
 	struct clock_path path;
 	memset(&path, 0, sizeof path);

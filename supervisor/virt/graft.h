@@ -5,12 +5,12 @@
  * call: every clock read a round trip to diehard. At such an image's
  * first arch_prctl (vdso.h), diehard grafts the clock blob
  * (allocator/blob/clockblob.h) into it: it traces the thread (ptrace),
- * stops it at once, makes it map the blob and the run's clock region (the
- * system calls run in the thread, one at a time, from the vDSO stub's own
- * system call instruction, its registers restored after), writes the
- * blob and the process's struct clock_path (allocator/clockpath.h: the
- * region's pages, its slot, the markers), and detaches. The caller then
- * points the vDSO's entry points at the blob.
+ * stops it as the call returns, makes it map the blob (a system call run
+ * from the vDSO stub's own system call instruction), writes the blob,
+ * runs the blob's loader in it (which maps the run's clock region), writes
+ * the process's struct clock_path (allocator/clockpath.h: the region's
+ * pages, its slot, the markers), points the vDSO's entry points at the
+ * blob, restores the thread's registers and detaches.
  *
  * A graft that cannot be made (no ptrace, a signal or stop in the way, a
  * failed system call) leaves the image on the notify path, which stays
