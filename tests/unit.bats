@@ -93,6 +93,10 @@ run_unit() {
 	run_unit test_clockpage
 }
 
+@test "unit: the clock blob as diehard grafts it (two copies, one slot, harvested, gettimeofday, time, not ready)" {
+	run_unit test_clockblob
+}
+
 @test "unit: an exec's environment judged for libdiehard and the run's DIEHARD_CLOCKS (zero-stop images)" {
 	run_unit test_envkeep
 }

@@ -1,0 +1,190 @@
+/* test_clockblob.c — the clock blob (allocator/blob/clockblob.h), as
+ * diehard places it in a static program, under ASan and UBSan around it:
+ * the built blob copied to two arbitrary places in this process (no
+ * relocation may matter), its data page given a struct clock_path over a
+ * region of one replica slot, and its entry points called through the
+ * head's table. Every read must be published in the slot's page and match
+ * what diehard's side harvests, both copies counting as one slot (a forked
+ * child's and its parent's reads), monotonic clocks forward; gettimeofday
+ * and time real; with ready false, the plain system call and no count.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "blob/clockblob.h"
+#include "clockpage.h"
+#define CLOCKPATH_LAYOUT_ONLY
+#include "clockpath.h"
+#include "tap.h"
+
+__asm__(".pushsection .rodata\n"
+	".balign 64\n"
+	"test_blob_start:\n"
+	".incbin \"" DIEHARD_CLOCKBLOB "\"\n"
+	"test_blob_end:\n"
+	".popsection\n");
+extern const uint8_t test_blob_start[], test_blob_end[];
+
+typedef long gettime_fn(clockid_t, struct timespec *);
+typedef long gettimeofday_fn(struct timeval *, struct timezone *);
+typedef long time_fn(time_t *);
+
+struct copy {
+	uint8_t *at;
+	struct clock_path *path;
+	gettime_fn *gettime;
+	gettimeofday_fn *gettimeofday;
+	time_fn *time;
+};
+
+static uint64_t word(size_t at)
+{
+	uint64_t w;
+	memcpy(&w, test_blob_start + at, sizeof w);
+	return w;
+}
+
+/* The blob mapped as the graft maps it: code read and execute, the data
+ * page read and write (zeroed), the view written there. */
+static struct copy place(const struct clock_path *path)
+{
+	uint64_t code = word(BLOB_CODE_AT), total = word(BLOB_SIZE_AT);
+	struct copy c = { 0 };
+	uint8_t *at = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (at == MAP_FAILED)
+		abort();
+	memcpy(at, test_blob_start, code);
+	if (mprotect(at, code, PROT_READ | PROT_EXEC) != 0)
+		abort();
+	c.at = at;
+	c.path = (struct clock_path *)(at + code);
+	*c.path = *path;
+	c.gettime = (gettime_fn *)(uintptr_t)(at + BLOB_CLOCK_GETTIME);
+	c.gettimeofday = (gettimeofday_fn *)(uintptr_t)(at + BLOB_GETTIMEOFDAY);
+	c.time = (time_fn *)(uintptr_t)(at + BLOB_TIME);
+	return c;
+}
+
+/* Diehard's log of harvested entries of CLOCK_MONOTONIC. */
+#define READS 30000
+static int64_t logged[READS][2];
+static uint64_t nlogged;
+static int out_of_order;
+
+static void put(unsigned key, uint64_t n, const struct cp_value *v, unsigned by, void *arg)
+{
+	(void)by;
+	(void)arg;
+	if (key != CLOCK_MONOTONIC)
+		return;
+	if (n != nlogged)
+		out_of_order++;
+	if (n < READS) {
+		logged[n][0] = v->a;
+		logged[n][1] = v->b;
+	}
+	nlogged = n + 1;
+}
+
+static int64_t ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+int main(void)
+{
+	uint64_t code = word(BLOB_CODE_AT), total = word(BLOB_SIZE_AT);
+	CHECK((size_t)(test_blob_end - test_blob_start) == total && code % 4096 == 0 && total > code &&
+		      total - code >= sizeof(struct clock_path),
+	      "the built blob: its head gives its code and total sizes (%llu, %llu bytes)", (unsigned long long)code,
+	      (unsigned long long)total);
+
+	/* One replica slot and diehard's page. */
+	size_t claims = cp_claims_size(), page = cp_page_size();
+	uint8_t *region = mmap(NULL, claims + 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (region == MAP_FAILED)
+		return 1;
+	struct clock_path path;
+	memset(&path, 0, sizeof path);
+	path.view.claims = (struct cp_claims *)region;
+	path.view.nslots = 1;
+	path.view.self = 0;
+	path.view.secret = 0x5eed5eed12345678ull;
+	for (unsigned i = 0; i <= 1; i++) {
+		path.view.pages[i] = (struct cp_page *)(region + claims + i * page);
+		cp_page_init(path.view.pages[i], i, 1);
+	}
+	path.mark_real = 1ull << 63 | 0x1234;
+	path.mark_fallback = 1ull << 63 | 0x5678;
+	path.marked = true;
+	struct cp_view dh = path.view;
+	dh.self = 1;
+
+	struct copy a = place(&path), b = place(&path);
+	CHECK(a.at != b.at, "two copies at different addresses");
+
+	/* Not ready: the plain system call, nothing counted. */
+	a.path->ready = false;
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	long r = a.gettime(CLOCK_MONOTONIC, &t);
+	CHECK(r == 0 && ns(&t) >= ns(&t0) && atomic_load(&path.view.pages[0]->count[CLOCK_MONOTONIC]) == 0,
+	      "not ready: the system call's real value, no read counted");
+	a.path->ready = true;
+	b.path->ready = true;
+
+	/* Reads through both copies, diehard harvesting now and then. */
+	int64_t got[READS];
+	int backwards = 0, failed = 0;
+	for (int i = 0; i < READS; i++) {
+		struct copy *c = (i / 100) % 2 ? &b : &a;
+		if (c->gettime(CLOCK_MONOTONIC, &t) != 0)
+			failed++;
+		got[i] = ns(&t);
+		if (i > 0 && got[i] < got[i - 1])
+			backwards++;
+		if (i % 1000 == 999)
+			(void)cp_harvest(&dh, CLOCK_MONOTONIC, put, NULL);
+	}
+	(void)cp_harvest(&dh, CLOCK_MONOTONIC, put, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	CHECK(failed == 0 && backwards == 0 && got[0] >= ns(&t0) && got[READS - 1] <= ns(&t),
+	      "%d reads through two copies: real, monotonic (%d failed, %d went back)", READS, failed, backwards);
+	CHECK(atomic_load(&path.view.pages[0]->count[CLOCK_MONOTONIC]) == READS,
+	      "the slot's page counts every read of both copies (%llu)",
+	      (unsigned long long)atomic_load(&path.view.pages[0]->count[CLOCK_MONOTONIC]));
+	int differ = 0;
+	for (uint64_t n = 0; n < nlogged && n < READS; n++)
+		if (logged[n][0] * 1000000000 + logged[n][1] != got[n])
+			differ++;
+	CHECK(nlogged == READS && out_of_order == 0 && differ == 0,
+	      "diehard's harvest has every entry in order, each the value the read returned (%llu harvested, %d differ)",
+	      (unsigned long long)nlogged, differ);
+
+	/* gettimeofday (with the timezone) and time: real. */
+	struct timeval tv;
+	struct timezone tz = { -1, -1 };
+	time_t now = time(NULL), seen = 0;
+	long g = a.gettimeofday(&tv, &tz);
+	long s = b.time(&seen);
+	CHECK(g == 0 && tv.tv_sec >= now && tv.tv_sec <= now + 1 && tv.tv_usec >= 0 && tv.tv_usec < 1000000 &&
+		      tz.tz_minuteswest != -1,
+	      "gettimeofday through the blob: the real time and a timezone");
+	CHECK(s == seen && seen >= now && seen <= now + 1, "time through the blob: the real time, returned and stored");
+	CHECK(atomic_load(&path.view.pages[0]->count[CP_KEY_GETTIMEOFDAY]) == 1 &&
+		      atomic_load(&path.view.pages[0]->count[CP_KEY_TIME]) == 1,
+	      "each counted in the slot's page");
+
+	/* A clock the path does not serve (a CPU-time clock): the system call. */
+	r = a.gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	CHECK(r == 0 && atomic_load(&path.view.pages[0]->count[CLOCK_PROCESS_CPUTIME_ID]) == 0,
+	      "a CPU-time clock: the system call, not counted");
+	r = a.gettime((clockid_t)-9999, &t);
+	CHECK(r == -22, "a bad clock id: the system call's -EINVAL (%ld)", r);
+	return tap_done();
+}
