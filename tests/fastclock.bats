@@ -269,30 +269,36 @@ misread_runs() {
 	misread_runs "$FPS" 2
 }
 
-@test "which programs take which path: date, python3, perl, bash and a static program read in the replicas; one started without libdiehard and --no-fast-clocks ask diehard" {
+@test "which programs take which path: date, python3, perl, bash, a static program and one started without libdiehard read in the replicas; one that also lost the region and --no-fast-clocks ask diehard" {
 	require_cmd perl
-	local py=/usr/bin/python3
+	local py=/usr/bin/python3 f
 	[[ -x $py ]] || py=$(command -v python3) || skip "no python3"
 	sup -k 3 -r "$T/date.json" date >/dev/null
 	sup -k 3 -r "$T/py.json" "$py" -c 'import time; time.time(); time.monotonic(); print("x")' >/dev/null
 	sup -k 3 -r "$T/perl.json" perl -MTime::HiRes=time -e 'print time > 0 ? "x\n" : "y\n"' >/dev/null
 	sup -k 3 -r "$T/bash.json" bash -c 'echo ${EPOCHREALTIME%%.*}' >/dev/null
 	sup -k 3 -r "$T/static.json" "$PROGS/static/nd_static" >/dev/null
+	# Started without libdiehard: stopped at its exec, and given the blob
+	# there through the region's descriptor it inherited.
 	sup -k 3 -r "$T/envi.json" env -i "$PROGS/static/nd_static" >/dev/null
+	sup -k 3 -r "$T/envd.json" env -i date >/dev/null
+	# The same after the descriptor was closed: nothing to graft with.
+	sup -k 3 -r "$T/lost.json" bash -c "exec 1000>&-; exec env -i $PROGS/static/nd_static" >/dev/null
 	sup -k 3 --no-fast-clocks -r "$T/slow.json" date >/dev/null
-	local f
-	for f in date py perl bash static; do
+	for f in date py perl bash static envi envd; do
 		jq -e 'all(.replicas[]; .clock_reads_in_replica > 0
 			and .clock_reads_in_replica == ([.calls | to_entries[] | select(.key | test("^(clock_gettime|gettimeofday|time)")) | .value] | add))' \
 			"$T/$f.json" >/dev/null || fail "$f: not every clock read in the replica:" "$(jq -c '[.replicas[] | {calls, clock_reads_in_replica}]' "$T/$f.json")"
 	done
 	grafted "$T/static.json" 1
+	grafted "$T/envi.json" 1
+	grafted "$T/envd.json" 1
 	grafted "$T/date.json" 0
-	# Started without libdiehard: stopped at its exec, patched with system
-	# calls there (nothing to graft with: no notification to hand it the
-	# region through).
-	jq -e 'all(.replicas[]; .clock_reads_in_replica == 0 and .calls.gettimeofday == 1 and .images_grafted == 0)' \
-		"$T/envi.json" >/dev/null || fail "env -i static:" "$(jq -c '[.replicas[] | {calls, clock_reads_in_replica, images_grafted}]' "$T/envi.json")"
+	# nd_static's three reads (one of each) asked diehard; bash's own, if
+	# any, were in the replica.
+	jq -e 'all(.replicas[]; .images_grafted == 0 and .calls.time == 1 and .clock_reads_in_replica + 3
+		<= ([.calls | to_entries[] | select(.key | test("^(clock_gettime|gettimeofday|time)")) | .value] | add))' \
+		"$T/lost.json" >/dev/null || fail "lost the region:" "$(jq -c '[.replicas[] | {calls, clock_reads_in_replica, images_grafted}]' "$T/lost.json")"
 	jq -e 'all(.replicas[]; (has("clock_reads_in_replica") | not) and .calls["clock_gettime(CLOCK_REALTIME)"] == 1)' "$T/slow.json" >/dev/null ||
 		fail "--no-fast-clocks:" "$(jq -c '[.replicas[] | {calls, clock_reads_in_replica}]' "$T/slow.json")"
 }

@@ -78,8 +78,9 @@ static bool failed(long r)
 	return r < 0 && r > -4096;
 }
 
-__attribute__((noreturn, used)) void blob_load(long fd, unsigned long nslots, unsigned long slot) HIDDEN;
-void blob_load(long fd, unsigned long nslots, unsigned long slot)
+__attribute__((noreturn, used)) void blob_load(long fd, unsigned long nslots, unsigned long slot, unsigned long keep)
+	HIDDEN;
+void blob_load(long fd, unsigned long nslots, unsigned long slot, unsigned long keep)
 {
 	unsigned long claims = cp_claims_size(), page = cp_page_size(), own = claims + slot * page;
 	long step = 1, region = 0;
@@ -103,8 +104,8 @@ void blob_load(long fd, unsigned long nslots, unsigned long slot)
 	step = 0;
 	r = region;
 out:
-	/* The descriptor goes whatever happened. */
-	if (sys6(SYS_close, fd, 0, 0, 0, 0, 0) != 0 && step == 0) {
+	/* The descriptor goes whatever happened, unless it is the process's own. */
+	if (!keep && sys6(SYS_close, fd, 0, 0, 0, 0, 0) != 0 && step == 0) {
 		step = 5;
 		r = -EBADF;
 	}

@@ -18,10 +18,11 @@
 #define BLOB_CODE_AT 24       /* uint64: bytes of code (whole pages) = the data's offset */
 #define BLOB_SIZE_AT 32       /* uint64: bytes in all (whole pages) */
 /* The loader (jmp, 8 bytes), which diehard runs once in the stopped thread
- * with the blob mapped read and execute: blob_load(fd, nslots, slot) maps
- * the data pages read-write over their part, the region (as clocks.c maps
- * it) from fd, closes fd, and ends at the trap with rax the region's
- * address or a negative errno, rdx the step that failed (0: none). */
+ * with the blob mapped read and execute: blob_load(fd, nslots, slot, keep)
+ * maps the data pages read-write over their part, the region (as clocks.c
+ * maps it) from fd, closes fd unless keep, and ends at the trap with rax
+ * the region's address or a negative errno, rdx the step that failed (0:
+ * none). */
 #define BLOB_LOAD 40
 #define BLOB_TRAP 48          /* int3, then a jump back to it */
 #define BLOB_REAL 64          /* 64 bytes: the vDSO trampoline (vdso.h) */

@@ -128,7 +128,7 @@ static bool run(struct graft *g, uint64_t site, long nr, const uint64_t a[6], in
 /* Runs the blob's loader (clockblob.h) in the stopped thread, the blob
  * mapped at at: true and its rax and rdx at the trap, or false as for
  * run(). */
-static bool load(struct graft *g, uint64_t at, const uint64_t a[3], int64_t *rax, int64_t *rdx)
+static bool load(struct graft *g, uint64_t at, const uint64_t a[4], int64_t *rax, int64_t *rdx)
 {
 	struct user_regs_struct r = g->saved;
 	r.rip = at + BLOB_LOAD;
@@ -138,6 +138,7 @@ static bool load(struct graft *g, uint64_t at, const uint64_t a[3], int64_t *rax
 	r.rdi = a[0];
 	r.rsi = a[1];
 	r.rdx = a[2];
+	r.rcx = a[3];
 	if (g->signal != 0 || ptrace(PTRACE_SETREGS, g->tid, 0, &r) != 0)
 		return false;
 	for (int others = 0;;) {
@@ -217,11 +218,33 @@ static unsigned cpus_of(pid_t tid)
 	return n > 0 ? (unsigned)n : UINT32_MAX;
 }
 
-uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_region *gr, const char **why)
+/* At an exec stop: on to the exec's syscall-exit-stop, where the new
+ * image's registers are as it will start (resumed from the exec stop under
+ * PTRACE_SYSCALL, that stop comes first). */
+static bool past_exec(struct graft *g)
+{
+	if (ptrace(PTRACE_SETOPTIONS, g->tid, 0, PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD) != 0 ||
+	    ptrace(PTRACE_SYSCALL, g->tid, 0, 0) != 0)
+		return false;
+	int st = next_stop(g->tid);
+	if (st < 0)
+		return false;
+	if (WSTOPSIG(st) != (SIGTRAP | 0x80)) {
+		if (st >> 16 == 0)
+			g->signal = WSTOPSIG(st);
+		return false;
+	}
+	return true;
+}
+
+uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_region *gr, bool at_exec,
+		      const char **why)
 {
 	struct graft g = { .tid = tid };
-	if (!stopped(&g)) {
+	if (!(at_exec ? past_exec(&g) : stopped(&g))) {
 		*why = "it ended";
+		if (at_exec)
+			(void)ptrace(PTRACE_DETACH, tid, 0, (void *)(uintptr_t)g.signal);
 		return 0;
 	}
 	size_t size;
@@ -229,7 +252,7 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 	uint64_t code = blob_word(BLOB_CODE_AT), total = blob_word(BLOB_SIZE_AT), site = vdso_site(vdso);
 	size_t claims = cp_claims_size(), page = cp_page_size();
 	int64_t at = 0, region = 0, r = 0;
-	bool done = false, closed = gr->fd < 0;
+	bool done = false, closed = gr->fd < 0 || gr->own_fd;
 	if (ptrace(PTRACE_GETREGS, tid, 0, &g.saved) != 0) {
 		*why = strerror(errno);
 		goto detach;
@@ -262,8 +285,9 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 		goto out;
 	}
 	int64_t step = -1;
-	bool loaded = load(&g, (uint64_t)at, (uint64_t[3]){ (uint64_t)gr->fd, gr->nslots, gr->slot }, &region, &step);
-	closed = loaded;
+	bool loaded = load(&g, (uint64_t)at, (uint64_t[4]){ (uint64_t)gr->fd, gr->nslots, gr->slot, gr->own_fd },
+			   &region, &step);
+	closed = closed || loaded;
 	if (!loaded || step != 0 || !ok(region) || region == 0) {
 		*why = loaded ? "its loader failed" : "its loader did not finish";
 		goto out;

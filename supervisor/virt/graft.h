@@ -28,6 +28,7 @@
 /* What a graft maps and writes for a replica slot. */
 struct graft_region {
 	int fd;               /* the clock region's descriptor in the process, or -1 */
+	bool own_fd;          /* fd is the process's own (FASTCLOCK_FD): kept */
 	unsigned nslots, slot;
 	uint64_t secret, mark_real, mark_fallback, mark_exec;
 };
@@ -50,6 +51,10 @@ typedef int graft_patch_fn(uint64_t blob, void *arg);
 bool graft_seize(pid_t tid);
 bool graft_interrupt(pid_t tid);
 
+/* Or, for an image stopped at its exec (traced there: PTRACE_EVENT_EXEC),
+ * graft_clocks with at_exec and the region's descriptor the process
+ * inherited (own_fd): no seize, interrupt or answer. */
+
 /* Grafts the blob into thread tid, the only thread of its new image:
  * mem is its /proc/TID/mem, vdso its vDSO's address (patched with system
  * calls: the stubs' `syscall` instructions are where the graft's system
@@ -58,6 +63,7 @@ bool graft_interrupt(pid_t tid);
  * at the blob while the thread is still stopped. Returns the blob's
  * address, or 0 with *why when there is none; either way the thread goes
  * on where it stopped, untraced (or is gone). */
-uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_region *gr, const char **why);
+uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_region *gr, bool at_exec,
+		      const char **why);
 
 #endif

@@ -929,6 +929,27 @@ static void image_random(struct vreplica *vr, int mem, uint64_t at, const struct
 		vr->unvirtualized++;
 }
 
+/* What a graft of slot vr's needs but the descriptor. */
+static struct graft_region region_for(const struct vreplica *vr)
+{
+	struct virt *V = vr->V;
+	struct graft_region g = { .fd = -1, .nslots = V->S->nslots, .slot = vr->index,
+				  .secret = fastclock_secret(V->fast), .mark_exec = fastclock_exec_mark(V->fast) };
+	fastclock_marks(V->fast, &g.mark_real, &g.mark_fallback);
+	return g;
+}
+
+static void graft_image(struct vreplica *vr, pid_t tid, int mem, uint64_t base, const struct graft_region *g,
+			bool at_exec)
+{
+	const char *why = NULL;
+	if (graft_clocks(tid, mem, base, g, at_exec, &why) != 0)
+		vr->images_grafted++;
+	else
+		log_event("replica %u: no clock blob for pid %d (%s): its clock reads go to diehard",
+			  vr->V->S->r[vr->index].id, (int)tid, why);
+}
+
 /* A new image without libdiehard, its vDSO patched with system calls,
  * stopped in its first arch_prctl (req): answered here, then given the
  * clock blob (graft.h) if it can be. DROP: answered. */
@@ -936,9 +957,7 @@ static enum answer image_graft(struct vreplica *vr, pid_t tid, int mem, uint64_t
 			       const struct seccomp_notif *req)
 {
 	struct virt *V = vr->V;
-	struct graft_region g = { .nslots = V->S->nslots, .slot = vr->index, .secret = fastclock_secret(V->fast),
-				  .mark_exec = fastclock_exec_mark(V->fast) };
-	fastclock_marks(V->fast, &g.mark_real, &g.mark_fallback);
+	struct graft_region g = region_for(vr);
 	if (!graft_seize(tid))
 		return CONTINUE; /* no tracing here: the notify path */
 	/* The region's descriptor, into the process (close-on-exec; the
@@ -954,13 +973,26 @@ static enum answer image_graft(struct vreplica *vr, pid_t tid, int mem, uint64_t
 	struct seccomp_notif_resp resp = { .id = req->id, .flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE };
 	if (ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 || !interrupted)
 		return DROP; /* gone (ENOENT) */
-	const char *why = NULL;
-	if (graft_clocks(tid, mem, base, &g, &why) != 0)
-		vr->images_grafted++;
-	else
-		log_event("replica %u: no clock blob for pid %d (%s): its clock reads go to diehard",
-			  V->S->r[vr->index].id, (int)tid, why);
+	graft_image(vr, tid, mem, base, &g, false);
 	return DROP;
+}
+
+/* An image stopped at its exec (started without libdiehard): given the
+ * clock blob with the region's descriptor it inherited (FASTCLOCK_FD),
+ * if it still has it (then it is let go here; else by the caller). */
+static void image_graft_at_exec(struct vreplica *vr, pid_t tid, int mem, uint64_t base)
+{
+	struct virt *V = vr->V;
+	char path[64];
+	struct stat ours, theirs;
+	snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)tid, FASTCLOCK_FD);
+	if (fstat(fastclock_fd(V->fast, vr->index), &ours) != 0 || stat(path, &theirs) != 0 ||
+	    ours.st_dev != theirs.st_dev || ours.st_ino != theirs.st_ino)
+		return; /* closed, or another file there: the notify path */
+	struct graft_region g = region_for(vr);
+	g.fd = FASTCLOCK_FD;
+	g.own_fd = true;
+	graft_image(vr, tid, mem, base, &g, true);
 }
 
 /* Patches the new image of process tid (its vDSO: jumps where it maps
@@ -992,6 +1024,8 @@ static enum answer image_patch(struct vreplica *vr, pid_t tid, uint64_t near, co
 				image_random(vr, mem, at_random, req);
 			if (lib == 0 && vr->V->fast != NULL && req != NULL)
 				answer = image_graft(vr, tid, mem, base, req);
+			else if (lib == 0 && vr->V->fast != NULL)
+				image_graft_at_exec(vr, tid, mem, base);
 		}
 	}
 	if (err < 0) {
