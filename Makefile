@@ -113,9 +113,13 @@ $(B)/clockblob.bin: allocator/blob/clockblob.c allocator/blob/clockblob.ld alloc
 	$(CC) $(BLOB_CFLAGS) -nostdlib -static -Wl,-T,allocator/blob/clockblob.ld -Wl,--no-undefined -Wl,--build-id=none \
 		-Wl,--emit-relocs -o $(B)/clockblob.elf allocator/blob/clockblob.c allocator/clockpage.c
 	@readelf -rW $(B)/clockblob.elf | awk '/R_X86_64_/ && $$3 !~ /^R_X86_64_(PC32|PLT32|PC64)$$/ { print "clockblob: a relocation that does not hold in a flat copy:", $$0; bad = 1 } END { exit bad }' >&2
-	@test "$$(nm $(B)/clockblob.elf | awk '$$3 == "blob_path" { print $$1 }')" = \
-		"$$(nm $(B)/clockblob.elf | awk '$$3 == "blob_data_start" { print $$1 }')" || \
-		{ echo "clockblob: blob_path is not where its data starts" >&2; exit 1; }
+	@p=$$(nm $(B)/clockblob.elf | awk '$$3 == "blob_path" { print $$1 }'); \
+		d=$$(nm $(B)/clockblob.elf | awk '$$3 == "blob_data_start" { print $$1 }'); \
+		test -n "$$p" && test "$$p" = "$$d" || { echo "clockblob: blob_path is not where its data starts" >&2; exit 1; }
+	@# The loader maps the data pages afresh (zeros): nothing there may start otherwise.
+	@objcopy -O binary --only-section=.data $(B)/clockblob.elf $(B)/clockblob.data && \
+		test -s $(B)/clockblob.data && test -z "$$(tr -d '\000' < $(B)/clockblob.data)" || \
+		{ echo "clockblob: its data pages must start as zeros" >&2; exit 1; }
 	objcopy -O binary $(B)/clockblob.elf $@
 
 # A sandboxed replica's init (supervisor/sandbox/sandbox.h): static, so that its

@@ -114,6 +114,40 @@ threads_runs() {
 		fail "ulimit -n 3: the report:" "$(jq -c '[.replicas[] | {status, images_grafted, clock_reads_in_replica, calls}]' "$T/lim.json")"
 }
 
+@test "a static program under a storm of signals as it starts: grafted or not, its own files get the same numbers in every replica (10 runs)" {
+	local S=$PROGS/static/nd_static i grafted=0
+	# A signal met in the middle of a graft ends it there (the signal goes
+	# on as it came), leaving the region's descriptor in the process: at a
+	# number above the region's own, never one the program's next file
+	# would take.
+	for i in $(seq 10); do
+		run_fp w$i -k 3 -r "$T/w$i.json" sh -c "while kill -WINCH \$\$ 2>/dev/null; do :; done & exec $S fd"
+		[[ $(<"$T/w$i.rc") == 0 && $(<"$T/w$i.out") == "fd 3" ]] ||
+			fail "run $i exited $(<"$T/w$i.rc")" "$(cat "$T/w$i.out")" "$(head -c 2000 "$T/w$i.err")"
+		jq -e '.divergences == [] and all(.replicas[]; .status == 0)' "$T/w$i.json" >/dev/null ||
+			fail "run $i's report:" "$(jq -c '[.divergences, [.replicas[] | {status, killed, images_grafted}]]' "$T/w$i.json")"
+		grafted=$((grafted + $(jq '[.replicas[].images_grafted] | add' "$T/w$i.json")))
+	done
+	echo "# $grafted of 30 images grafted" >&3
+}
+
+@test "a static program that starts with SIGTRAP blocked and ignored keeps it so (the graft's trap would undo both): on the notify path" {
+	local S=$PROGS/static/nd_static py=/usr/bin/python3
+	[[ -x $py ]] || py=$(command -v python3) || skip "no python3"
+	run_fp st -k 3 -r "$T/st.json" "$py" -c "import os, signal
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTRAP})
+signal.signal(signal.SIGTRAP, signal.SIG_IGN)
+os.execv('$S', ['nd_static', 'sigtrap'])"
+	[[ $(<"$T/st.rc") == 0 && $(<"$T/st.out") == "SIGTRAP blocked ignored" ]] ||
+		fail "exited $(<"$T/st.rc")" "$(cat "$T/st.out")" "$(head -c 2000 "$T/st.err")"
+	grafted "$T/st.json" 0
+	# And a plain start is grafted, its SIGTRAP as it was.
+	run_fp sp -k 3 -r "$T/sp.json" "$S" sigtrap
+	[[ $(<"$T/sp.rc") == 0 && $(<"$T/sp.out") == "SIGTRAP unblocked handled" ]] ||
+		fail "exited $(<"$T/sp.rc")" "$(cat "$T/sp.out")"
+	grafted "$T/sp.json" 1
+}
+
 @test "a dynamic program that execs a static one: one numbering of reads over libdiehard and the grafted blob, all in the replicas" {
 	[[ -x $PROGS/static/nd_static ]] || fail "$PROGS/static/nd_static does not exist: run make first"
 	run_fp e -k 3 -r "$T/e.json" "$FP" exec 5000 "$PROGS/static/nd_static"

@@ -93,7 +93,7 @@ run_unit() {
 	run_unit test_clockpage
 }
 
-@test "unit: the clock blob as diehard grafts it (two copies, one slot, harvested, gettimeofday, time, not ready)" {
+@test "unit: the clock blob as diehard grafts it (two copies, one slot, harvested, gettimeofday, time, not ready; its loader: mappings, descriptor, errors)" {
 	run_unit test_clockblob
 }
 

@@ -208,6 +208,31 @@ static int threads_of(pid_t tid)
 	return n;
 }
 
+/* Whether SIGTRAP is blocked in thread tid or ignored in its process
+ * (/proc/TID/status), or that cannot be read. The loader ends at an int3,
+ * whose SIGTRAP the kernel forces: it would unblock it and reset an
+ * ignored one to the default, for good; such a thread gets no graft. */
+static bool trap_masked(pid_t tid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return true;
+	unsigned found = 0;
+	bool masked = false;
+	const uint64_t bit = 1ull << (SIGTRAP - 1);
+	while (fgets(line, sizeof line, f) != NULL) {
+		unsigned long long set;
+		if ((sscanf(line, "SigBlk: %llx", &set) == 1 || sscanf(line, "SigIgn: %llx", &set) == 1)) {
+			found++;
+			masked = masked || (set & bit) != 0;
+		}
+	}
+	fclose(f);
+	return masked || found != 2;
+}
+
 /* The CPUs thread tid may run on, or UINT_MAX when unknown. */
 static unsigned cpus_of(pid_t tid)
 {
@@ -242,7 +267,7 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 {
 	struct graft g = { .tid = tid };
 	if (!(at_exec ? past_exec(&g) : stopped(&g))) {
-		*why = "it ended";
+		*why = g.signal != 0 ? "a signal came in the middle" : "it ended or stopped";
 		if (at_exec)
 			(void)ptrace(PTRACE_DETACH, tid, 0, (void *)(uintptr_t)g.signal);
 		return 0;
@@ -270,6 +295,8 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 	/* Another thread could be running the entry points while they change. */
 	else if (threads_of(tid) != 1)
 		refused = "it has started threads";
+	else if (trap_masked(tid))
+		refused = "it blocks or ignores SIGTRAP";
 	*why = refused != NULL ? refused : "a system call in it failed";
 	if (refused != NULL)
 		goto out;
@@ -315,6 +342,8 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 	if (!done)
 		*why = "cannot patch its vDSO";
 out:
+	if (g.signal != 0)
+		*why = "a signal came in the middle";
 	/* The region's descriptor goes (the process had it only for this),
 	 * unless a signal stopped the graft: that stop is where it goes on. */
 	if (!closed)

@@ -36,10 +36,6 @@ struct graft_region {
 /* The blob's bytes (embedded at build time). */
 const uint8_t *graft_blob(size_t *size);
 
-/* Points the vDSO of the grafted process at the blob at blob (vdso.h),
- * while the thread is still stopped: 0, or -1. */
-typedef int graft_patch_fn(uint64_t blob, void *arg);
-
 /* The steps, at a new image's first arch_prctl (received, not yet
  * answered): graft_seize (false: no graft, nothing else to do); the
  * caller hands the process the region's descriptor (SECCOMP_IOCTL_NOTIF_

@@ -929,6 +929,21 @@ static void image_random(struct vreplica *vr, int mem, uint64_t at, const struct
 		vr->unvirtualized++;
 }
 
+/* A descriptor number process tid does not use, just above the region's
+ * own (FASTCLOCK_FD), or -1. It is stopped in a notification: nothing
+ * opens one meanwhile. */
+static int unused_fd(pid_t tid)
+{
+	for (int fd = FASTCLOCK_FD + 1; fd < FASTCLOCK_FD + 24; fd++) {
+		char path[64];
+		struct stat st;
+		snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)tid, fd);
+		if (lstat(path, &st) != 0 && errno == ENOENT)
+			return fd;
+	}
+	return -1;
+}
+
 /* What a graft of slot vr's needs but the descriptor. */
 static struct graft_region region_for(const struct vreplica *vr)
 {
@@ -961,12 +976,18 @@ static enum answer image_graft(struct vreplica *vr, pid_t tid, int mem, uint64_t
 	if (!graft_seize(tid))
 		return CONTINUE; /* no tracing here: the notify path */
 	/* The region's descriptor, into the process (close-on-exec; the
-	 * graft closes it before the process runs on). */
-	struct seccomp_notif_addfd add = { .id = req->id, .srcfd = (uint32_t)fastclock_fd(V->fast, vr->index),
-					   .newfd_flags = O_CLOEXEC };
-	do /* a signal in the wait leaves nothing installed */
-		g.fd = ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
-	while (g.fd < 0 && errno == EINTR);
+	 * graft closes it before the process runs on), at a number it does
+	 * not use above the region's own: a graft cut short by a signal
+	 * leaves it open, and there it shifts none of the numbers the
+	 * program's own files get. No such number (an fd limit below it):
+	 * no graft. */
+	int high = unused_fd(tid);
+	struct seccomp_notif_addfd add = { .id = req->id, .flags = SECCOMP_ADDFD_FLAG_SETFD,
+					   .srcfd = (uint32_t)fastclock_fd(V->fast, vr->index),
+					   .newfd = (uint32_t)high, .newfd_flags = O_CLOEXEC };
+	g.fd = -1;
+	while (high >= 0 && (g.fd = ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &add)) < 0 && errno == EINTR)
+		; /* a signal in the wait leaves nothing installed */
 	/* Stopped as the call returns (graft.h), answered, grafted (with no
 	 * descriptor: only let go). */
 	bool interrupted = graft_interrupt(tid);

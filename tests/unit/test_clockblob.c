@@ -7,7 +7,15 @@
  * what diehard's side harvests, both copies counting as one slot (a forked
  * child's and its parent's reads), monotonic clocks forward; gettimeofday
  * and time real; with ready false, the plain system call and no count.
+ * Then the loader (BLOB_LOAD), run here as diehard runs it in a stopped
+ * thread, caught at its trap (SIGTRAP) with a handler: the data page mapped
+ * afresh, the region mapped from a memfd as clocks.c maps it (the other
+ * slot's page and diehard's read-only), the descriptor closed or kept.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +99,59 @@ static void put(unsigned key, uint64_t n, const struct cp_value *v, unsigned by,
 	nlogged = n + 1;
 }
 
+/* The loader's end: its trap's SIGTRAP, with rax, rdx and where. */
+static sigjmp_buf at_trap;
+static volatile uint64_t trap_rax, trap_rdx, trap_rip;
+
+static void on_trap(int sig, siginfo_t *si, void *ctx)
+{
+	(void)sig;
+	(void)si;
+	const ucontext_t *uc = ctx;
+	trap_rax = (uint64_t)uc->uc_mcontext.gregs[REG_RAX];
+	trap_rdx = (uint64_t)uc->uc_mcontext.gregs[REG_RDX];
+	trap_rip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+	siglongjmp(at_trap, 1);
+}
+
+typedef void load_fn(long fd, unsigned long nslots, unsigned long slot, unsigned long keep);
+
+/* Runs a fresh copy's loader over a memfd region of nslots slots, as
+ * slot; true when it reached the trap. */
+static bool run_loader(struct copy *c, int fd, unsigned long nslots, unsigned long slot, unsigned long keep)
+{
+	load_fn *load = (load_fn *)(uintptr_t)(c->at + BLOB_LOAD);
+	trap_rax = trap_rdx = trap_rip = 0;
+	if (sigsetjmp(at_trap, 1) == 0) {
+		load(fd, nslots, slot, keep);
+		return false;
+	}
+	return trap_rip == (uint64_t)(uintptr_t)(c->at + BLOB_TRAP + 1);
+}
+
+/* The protections /proc/self/maps gives the mapping that starts at p
+ * ("????" if none does). */
+static const char *protection(const void *p)
+{
+	static char perms[4][5];
+	static unsigned next;
+	char *out = perms[next++ % 4];
+	strcpy(out, "????");
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+		unsigned long lo;
+		char pr[5];
+		if (sscanf(line, "%lx-%*x %4s", &lo, pr) == 2 && lo == (unsigned long)(uintptr_t)p) {
+			memcpy(out, pr, 5);
+			break;
+		}
+	}
+	if (f != NULL)
+		fclose(f);
+	return out;
+}
+
 static int64_t ns(const struct timespec *t)
 {
 	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
@@ -125,8 +186,11 @@ int main(void)
 	struct cp_view dh = path.view;
 	dh.self = 1;
 
+	CHECK(test_blob_start[BLOB_CLOCK_GETTIME] == 0xe9 && test_blob_start[BLOB_GETTIMEOFDAY] == 0xe9 &&
+		      test_blob_start[BLOB_TIME] == 0xe9 && test_blob_start[BLOB_LOAD] == 0xe9 &&
+		      test_blob_start[BLOB_TRAP] == 0xcc,
+	      "the head: jumps to the entry points and the loader, the trap (int3) where clockblob.h says");
 	struct copy a = place(&path), b = place(&path);
-	CHECK(a.at != b.at, "two copies at different addresses");
 
 	/* Not ready: the plain system call, nothing counted. */
 	a.path->ready = false;
@@ -186,5 +250,48 @@ int main(void)
 	      "a CPU-time clock: the system call, not counted");
 	r = a.gettime((clockid_t)-9999, &t);
 	CHECK(r == -22, "a bad clock id: the system call's -EINVAL (%ld)", r);
+
+	/* The loader, over a memfd of 2 slots and diehard's page, as slot 1. */
+	struct sigaction sa = { .sa_sigaction = on_trap, .sa_flags = SA_SIGINFO };
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGTRAP, &sa, NULL) != 0)
+		return 1;
+	int fd = memfd_create("test-clocks", MFD_CLOEXEC);
+	size_t len = claims + 3 * page;
+	if (fd < 0 || ftruncate(fd, (off_t)len) != 0)
+		return 1;
+	struct copy c = place(&path);
+	c.path->ready = true; /* the loader maps the data page afresh: zeros */
+	bool trapped = run_loader(&c, fd, 2, 1, 0);
+	uint8_t *reg = (uint8_t *)(uintptr_t)trap_rax;
+	CHECK(trapped && trap_rdx == 0 && trap_rax != 0 && trap_rax < (uint64_t)-4096,
+	      "the loader ends at its trap: the region's address, no step failed (rdx %llu)",
+	      (unsigned long long)trap_rdx);
+	CHECK(c.path->ready == false, "the data page mapped afresh over its part (zeros)");
+	CHECK(fcntl(fd, F_GETFD) == -1 && errno == EBADF, "the descriptor closed");
+	if (trapped && trap_rdx == 0) {
+		/* Writable: the claims and slot 1's page; read-only: slot 0's
+		 * and diehard's (as /proc/self/maps has them). */
+		CHECK(strcmp(protection(reg), "rw-s") == 0 && strcmp(protection(reg + claims), "r--s") == 0 &&
+			      strcmp(protection(reg + claims + page), "rw-s") == 0 &&
+			      strcmp(protection(reg + claims + 2 * page), "r--s") == 0,
+		      "the claims and its own page read-write, slot 0's and diehard's read-only (%s %s %s %s)",
+		      protection(reg), protection(reg + claims), protection(reg + claims + page),
+		      protection(reg + claims + 2 * page));
+		munmap(reg, len);
+	}
+	fd = memfd_create("test-clocks", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)len) != 0)
+		return 1;
+	struct copy k = place(&path);
+	trapped = run_loader(&k, fd, 2, 0, 1);
+	CHECK(trapped && trap_rdx == 0 && fcntl(fd, F_GETFD) >= 0, "keep: the same, the descriptor left open");
+	if (trapped && trap_rdx == 0)
+		munmap((void *)(uintptr_t)trap_rax, len);
+	close(fd);
+	struct copy e = place(&path);
+	trapped = run_loader(&e, 9999, 2, 0, 0);
+	CHECK(trapped && trap_rdx == 2 && (int64_t)trap_rax == -EBADF,
+	      "a bad descriptor: the step that failed (the region's mmap) and its error");
 	return tap_done();
 }

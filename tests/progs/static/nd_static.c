@@ -7,13 +7,21 @@
  *
  *   nd_static
  *   nd_static urandom plain|cloexec
+ *   nd_static fd
+ *   nd_static sigtrap
  *
  * Prints three lines: "clock_gettime SECONDS.NANOSECONDS" (CLOCK_REALTIME),
  * "gettimeofday SECONDS.MICROSECONDS" and "time SECONDS". With urandom:
  * one line, 16 bytes in hex read from /dev/urandom opened by a raw openat
- * (O_RDONLY, with O_CLOEXEC or not).
+ * (O_RDONLY, with O_CLOEXEC or not). With fd: "fd N", the descriptor an
+ * open of /dev/null gets (its lowest free one), after a clock read. With
+ * sigtrap: "SIGTRAP blocked|unblocked ignored|handled" from /proc/self/status
+ * (what the program started with is what it must find: diehard's graft
+ * may not change it).
  */
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,10 +45,40 @@ static int urandom(int flags)
 	return fflush(stdout) == 0 ? 0 : 1;
 }
 
+/* SIGTRAP's bit in the set a /proc/self/status line names. */
+static int trap_in(const char *name)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[256];
+	int in = -1;
+	size_t len = strlen(name);
+	while (f != NULL && fgets(line, sizeof line, f) != NULL)
+		if (strncmp(line, name, len) == 0)
+			in = (int)((strtoull(line + len, NULL, 16) >> (SIGTRAP - 1)) & 1);
+	if (f != NULL)
+		fclose(f);
+	return in;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "urandom") == 0)
 		return urandom(O_RDONLY | (strcmp(argv[2], "cloexec") == 0 ? O_CLOEXEC : 0));
+	if (argc == 2 && strcmp(argv[1], "fd") == 0) {
+		struct timespec now;
+		int fd = open("/dev/null", O_RDONLY);
+		if (clock_gettime(CLOCK_MONOTONIC, &now) != 0 || fd < 0)
+			return 1;
+		printf("fd %d\n", fd);
+		return fflush(stdout) == 0 ? 0 : 1;
+	}
+	if (argc == 2 && strcmp(argv[1], "sigtrap") == 0) {
+		int blocked = trap_in("SigBlk:"), ignored = trap_in("SigIgn:");
+		if (blocked < 0 || ignored < 0)
+			return 1;
+		printf("SIGTRAP %s %s\n", blocked ? "blocked" : "unblocked", ignored ? "ignored" : "handled");
+		return fflush(stdout) == 0 ? 0 : 1;
+	}
 	struct timespec ts;
 	if (clock_gettime(CLOCK_REALTIME, &ts) != 0) {
 		fprintf(stderr, "nd_static: clock_gettime: %s\n", strerror(errno));
