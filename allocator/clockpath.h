@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "clockpage.h"
+#include "os.h"
 
 struct clock_path {
 	struct cp_view view;
@@ -39,14 +40,6 @@ struct clock_path {
 /* The vDSO's own clock_gettime (a trampoline diehard writes: vdso.h), or
  * -ENOSYS; each includer defines it. */
 static long clockpath_vdso_real(clockid_t id, struct timespec *ts);
-
-static inline long clockpath_syscall(long nr, long a, long b, long c, long d)
-{
-	long ret;
-	register long r10 __asm__("r10") = d;
-	__asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10) : "rcx", "r11", "memory");
-	return ret;
-}
 
 /* Clock ids the vDSO reads without a system call while its clock source
  * is one it can read (x86-64's vDSO: the high-resolution ones, the
@@ -70,7 +63,7 @@ static inline long clockpath_real_gettime(struct clock_path *P, clockid_t id, st
 			return r;
 		atomic_store_explicit(&P->no_vdso_real, true, memory_order_relaxed);
 	}
-	return clockpath_syscall(SYS_clock_gettime, id, (long)ts, (long)P->mark_real, 0);
+	return os_raw_syscall(SYS_clock_gettime, id, (long)ts, (long)P->mark_real, 0, 0, 0);
 }
 
 /* A leader's real read (cp_real_fn; arg: the struct clock_path). */
@@ -81,7 +74,7 @@ static int clockpath_real_read(unsigned key, struct cp_value *out, void *arg)
 	if (key == CP_KEY_GETTIMEOFDAY) {
 		struct timeval tv;
 		struct timezone tz;
-		if (clockpath_syscall(SYS_gettimeofday, (long)&tv, (long)&tz, (long)P->mark_real, 0) != 0)
+		if (os_raw_syscall(SYS_gettimeofday, (long)&tv, (long)&tz, (long)P->mark_real, 0, 0, 0) != 0)
 			return -1;
 		*out = (struct cp_value){ .a = tv.tv_sec, .b = tv.tv_usec, .c = tz.tz_minuteswest, .d = tz.tz_dsttime };
 		return 0;
@@ -123,7 +116,8 @@ static inline long clockpath_clock_gettime(struct clock_path *P, clockid_t id, s
 		ts->tv_nsec = v.b;
 		return 0;
 	}
-	return clockpath_syscall(SYS_clock_gettime, id, (long)ts, ask ? (long)P->mark_fallback : 0, ask ? (long)n : 0);
+	return os_raw_syscall(SYS_clock_gettime, id, (long)ts, ask ? (long)P->mark_fallback : 0, ask ? (long)n : 0, 0,
+			      0);
 }
 
 static inline long clockpath_gettimeofday(struct clock_path *P, struct timeval *tv, struct timezone *tz)
@@ -142,8 +136,8 @@ static inline long clockpath_gettimeofday(struct clock_path *P, struct timeval *
 		}
 		return 0;
 	}
-	return clockpath_syscall(SYS_gettimeofday, (long)tv, (long)tz, ask ? (long)P->mark_fallback : 0,
-				 ask ? (long)n : 0);
+	return os_raw_syscall(SYS_gettimeofday, (long)tv, (long)tz, ask ? (long)P->mark_fallback : 0,
+			      ask ? (long)n : 0, 0, 0);
 }
 
 static inline long clockpath_time(struct clock_path *P, time_t *t)
@@ -156,7 +150,7 @@ static inline long clockpath_time(struct clock_path *P, time_t *t)
 			*t = v.a;
 		return v.a;
 	}
-	return clockpath_syscall(SYS_time, (long)t, ask ? (long)P->mark_fallback : 0, ask ? (long)n : 0, 0);
+	return os_raw_syscall(SYS_time, (long)t, ask ? (long)P->mark_fallback : 0, ask ? (long)n : 0, 0, 0, 0);
 }
 
 #endif /* CLOCKPATH_LAYOUT_ONLY */

@@ -14,6 +14,7 @@
 
 #include "clockblob.h"
 #include "clockpath.h"
+#include "os.h"
 
 #define HIDDEN __attribute__((visibility("hidden")))
 
@@ -53,25 +54,12 @@ static long clockpath_vdso_real(clockid_t id, struct timespec *ts)
 /* clockpage.c's one call out. */
 int sched_yield(void)
 {
-	return (int)clockpath_syscall(SYS_sched_yield, 0, 0, 0, 0);
+	return (int)os_raw_syscall(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
 }
 
 /* The loader (clockblob.h, BLOB_LOAD). Runs on the thread's stack below
  * its red zone, once, before the process runs on; never returns. */
 extern char blob_data_start[] HIDDEN, blob_end[] HIDDEN;
-
-static long sys6(long nr, long a, long b, long c, long d, long e, long f)
-{
-	long ret;
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	register long r9 __asm__("r9") = f;
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return ret;
-}
 
 static bool failed(long r)
 {
@@ -84,20 +72,20 @@ void blob_load(long fd, unsigned long nslots, unsigned long slot, unsigned long 
 {
 	unsigned long claims = cp_claims_size(), page = cp_page_size(), own = claims + slot * page;
 	long step = 1, region = 0;
-	long r = sys6(SYS_mmap, (long)blob_data_start, blob_end - blob_data_start, PROT_READ | PROT_WRITE,
+	long r = os_raw_syscall(SYS_mmap, (long)blob_data_start, blob_end - blob_data_start, PROT_READ | PROT_WRITE,
 		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	if (r != (long)blob_data_start)
 		goto out;
 	step = 2;
-	region = r = sys6(SYS_mmap, 0, (long)(claims + (nslots + 1) * page), PROT_READ, MAP_SHARED, fd, 0);
+	region = r = os_raw_syscall(SYS_mmap, 0, (long)(claims + (nslots + 1) * page), PROT_READ, MAP_SHARED, fd, 0);
 	if (failed(r) || r == 0)
 		goto out;
 	step = 3;
-	r = sys6(SYS_mmap, region, (long)claims, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+	r = os_raw_syscall(SYS_mmap, region, (long)claims, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
 	if (r != region)
 		goto out;
 	step = 4;
-	r = sys6(SYS_mmap, region + (long)own, (long)page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+	r = os_raw_syscall(SYS_mmap, region + (long)own, (long)page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
 		 (long)own);
 	if (r != region + (long)own)
 		goto out;
@@ -105,7 +93,7 @@ void blob_load(long fd, unsigned long nslots, unsigned long slot, unsigned long 
 	r = region;
 out:
 	/* The descriptor goes whatever happened, unless it is the process's own. */
-	if (!keep && sys6(SYS_close, fd, 0, 0, 0, 0, 0) != 0 && step == 0) {
+	if (!keep && os_raw_syscall(SYS_close, fd, 0, 0, 0, 0, 0) != 0 && step == 0) {
 		step = 5;
 		r = -EBADF;
 	}

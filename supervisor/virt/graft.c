@@ -84,22 +84,31 @@ static int next_stop(pid_t tid)
 	return si.si_status << 8 | 0x7f; /* the stop's code: signal and event bits */
 }
 
+/* The saved registers with rip and six arguments, both as a system call
+ * takes them (rdi, rsi, rdx, r10, r8, r9) and as a function does (rcx for
+ * the fourth), and no system call to restart (orig_rax -1). */
+static struct user_regs_struct regs_for(const struct graft *g, uint64_t rip, const uint64_t a[6])
+{
+	struct user_regs_struct r = g->saved;
+	r.rip = rip;
+	r.orig_rax = (uint64_t)-1;
+	r.rdi = a[0];
+	r.rsi = a[1];
+	r.rdx = a[2];
+	r.rcx = r.r10 = a[3];
+	r.r8 = a[4];
+	r.r9 = a[5];
+	return r;
+}
+
 /* Runs system call nr in the stopped thread from site: true and its
  * result in *ret, or false when the thread did not get through it: gone,
  * or stopped for a signal on its way (g->signal: the graft ends at that
  * stop, so that the signal goes on with its own siginfo). */
 static bool run(struct graft *g, uint64_t site, long nr, const uint64_t a[6], int64_t *ret)
 {
-	struct user_regs_struct r = g->saved;
-	r.rip = site;
+	struct user_regs_struct r = regs_for(g, site, a);
 	r.rax = (uint64_t)nr;
-	r.orig_rax = (uint64_t)-1; /* no system call to restart */
-	r.rdi = a[0];
-	r.rsi = a[1];
-	r.rdx = a[2];
-	r.r10 = a[3];
-	r.r8 = a[4];
-	r.r9 = a[5];
 	if (g->signal != 0 || ptrace(PTRACE_SETREGS, g->tid, 0, &r) != 0)
 		return false;
 	/* Its entry and exit stops; a trap stop reported late (the interrupt
@@ -130,15 +139,9 @@ static bool run(struct graft *g, uint64_t site, long nr, const uint64_t a[6], in
  * run(). */
 static bool load(struct graft *g, uint64_t at, const uint64_t a[4], int64_t *rax, int64_t *rdx)
 {
-	struct user_regs_struct r = g->saved;
-	r.rip = at + BLOB_LOAD;
+	struct user_regs_struct r = regs_for(g, at + BLOB_LOAD, (uint64_t[6]){ a[0], a[1], a[2], a[3], 0, 0 });
 	/* Below the red zone, aligned as at a call. */
 	r.rsp = ((g->saved.rsp - 512) & ~(uint64_t)15) - 8;
-	r.orig_rax = (uint64_t)-1;
-	r.rdi = a[0];
-	r.rsi = a[1];
-	r.rdx = a[2];
-	r.rcx = a[3];
 	if (g->signal != 0 || ptrace(PTRACE_SETREGS, g->tid, 0, &r) != 0)
 		return false;
 	for (int others = 0;;) {
