@@ -101,8 +101,11 @@ threads_runs() {
 		run_fp r$i -k 3 -r "$T/r$i.json" "$R" 2000
 		[[ $(<"$T/r$i.rc") == 0 && $(<"$T/r$i.out") == "ok 2000" ]] ||
 			fail "run $i exited $(<"$T/r$i.rc")" "$(cat "$T/r$i.out")" "$(head -c 2000 "$T/r$i.err")"
-		jq -e 'all(.replicas[]; .status == 0 and .images_grafted == 1 and .clock_reads_in_replica == 2000)' \
-			"$T/r$i.json" >/dev/null || fail "run $i's report:" "$(jq -c '[.replicas[] | {status, killed, images_grafted, clock_reads_in_replica}]' "$T/r$i.json")"
+		# Nearly every read in the replica (one whose leader is held up
+		# off its CPU for 2048 checks asks diehard).
+		jq -e 'all(.replicas[]; .status == 0 and .images_grafted == 1
+			and .calls["clock_gettime(CLOCK_MONOTONIC)"] == 2000 and .clock_reads_in_replica > 1900)' \
+			"$T/r$i.json" >/dev/null || fail "run $i's report:" "$(jq -c '[.replicas[] | {status, killed, images_grafted, calls, clock_reads_in_replica}]' "$T/r$i.json")"
 	done
 	# No descriptor can be handed to it (no free fd under its limit): not
 	# grafted, let go as it was, its reads asking diehard.
