@@ -92,7 +92,7 @@ threads_runs() {
 	done
 }
 
-@test "a program without libc reading the vDSO right after its first arch_prctl: grafted before it runs on, every read in the replicas (20 runs)" {
+@test "a program without libc reading the vDSO right after its first arch_prctl: grafted before it runs on, nearly every read in the replicas (20 runs)" {
 	local R=$PROGS/static/nd_rawstart i
 	[[ -x $R ]] || fail "$R does not exist: run make first"
 	# Before, the thread ran on from the arch_prctl while diehard grafted,
