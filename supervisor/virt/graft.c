@@ -11,13 +11,12 @@
  * checked; any failure detaches, the image on the notify path. */
 #include "graft.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
@@ -29,6 +28,7 @@
 #include "blob/clockblob.h"
 #define CLOCKPATH_LAYOUT_ONLY
 #include "clockpath.h"
+#include "remote.h"
 #include "vdso.h"
 
 /* The blob, built by the Makefile (DIEHARD_CLOCKBLOB: its path). */
@@ -194,46 +194,27 @@ bool graft_interrupt(pid_t tid)
 	return ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0;
 }
 
-/* The threads of tid's process (its /proc/TID/task entries), or -1. */
-static int threads_of(pid_t tid)
+/* What in thread tid's /proc/TID/status forbids a graft, or NULL: another
+ * thread could be running the vDSO's entry points while they change; and
+ * the loader ends at an int3, whose SIGTRAP the kernel forces, which would
+ * unblock a blocked one and reset an ignored one to the default, for
+ * good. */
+static const char *unfit(pid_t tid)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/task", (int)tid);
-	DIR *d = opendir(path);
-	if (d == NULL)
-		return -1;
-	int n = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL)
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
-}
-
-/* Whether SIGTRAP is blocked in thread tid or ignored in its process
- * (/proc/TID/status), or that cannot be read. The loader ends at an int3,
- * whose SIGTRAP the kernel forces: it would unblock it and reset an
- * ignored one to the default, for good; such a thread gets no graft. */
-static bool trap_masked(pid_t tid)
-{
-	char path[64], line[256];
-	snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
-	FILE *f = fopen(path, "re");
-	if (f == NULL)
-		return true;
-	unsigned found = 0;
-	bool masked = false;
-	const uint64_t bit = 1ull << (SIGTRAP - 1);
-	while (fgets(line, sizeof line, f) != NULL) {
-		unsigned long long set;
-		if ((sscanf(line, "SigBlk: %llx", &set) == 1 || sscanf(line, "SigIgn: %llx", &set) == 1)) {
-			found++;
-			masked = masked || (set & bit) != 0;
-		}
-	}
-	fclose(f);
-	return masked || found != 2;
+	char buf[4096];
+	if (remote_status(tid, buf, sizeof buf) != 0)
+		return "its status cannot be read";
+	const char *threads = strstr(buf, "\nThreads:"), *blocked = strstr(buf, "\nSigBlk:"),
+		   *ignored = strstr(buf, "\nSigIgn:");
+	if (threads == NULL || blocked == NULL || ignored == NULL)
+		return "its status cannot be read";
+	if (strtol(threads + strlen("\nThreads:"), NULL, 10) != 1)
+		return "it has started threads";
+	const unsigned long long bit = 1ull << (SIGTRAP - 1);
+	if ((strtoull(blocked + strlen("\nSigBlk:"), NULL, 16) & bit) != 0 ||
+	    (strtoull(ignored + strlen("\nSigIgn:"), NULL, 16) & bit) != 0)
+		return "it blocks or ignores SIGTRAP";
+	return NULL;
 }
 
 /* The CPUs thread tid may run on, or UINT_MAX when unknown. */
@@ -295,11 +276,8 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 	 * about to change (nor about to restart a call made from one). */
 	else if (vdso_in_entry(vdso, g.saved.rip) || vdso_in_entry(vdso, g.saved.rip - 2))
 		refused = "it stopped in the vDSO";
-	/* Another thread could be running the entry points while they change. */
-	else if (threads_of(tid) != 1)
-		refused = "it has started threads";
-	else if (trap_masked(tid))
-		refused = "it blocks or ignores SIGTRAP";
+	else
+		refused = unfit(tid);
 	*why = refused != NULL ? refused : "a system call in it failed";
 	if (refused != NULL)
 		goto out;

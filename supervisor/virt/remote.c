@@ -56,16 +56,14 @@ int remote_read_string(pid_t tid, uint64_t addr, char *buf, size_t size)
 	return -ENAMETOOLONG;
 }
 
-/* Thread tid's thread group, from /proc/TID/status (its name, escaped
- * there, cannot hold a line of its own). -1 with errno. */
-pid_t remote_thread_group(pid_t tid)
+int remote_status(pid_t tid, char *buf, size_t size)
 {
-	char path[64], buf[1024];
+	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
+	ssize_t n = read(fd, buf, size - 1);
 	int err = errno;
 	close(fd);
 	if (n < 0) {
@@ -73,6 +71,16 @@ pid_t remote_thread_group(pid_t tid)
 		return -1;
 	}
 	buf[n] = '\0';
+	return 0;
+}
+
+/* Thread tid's thread group, from /proc/TID/status (its name, escaped
+ * there, cannot hold a line of its own). -1 with errno. */
+pid_t remote_thread_group(pid_t tid)
+{
+	char buf[1024];
+	if (remote_status(tid, buf, sizeof buf) != 0)
+		return -1;
 	const char *t = strstr(buf, "\nTgid:");
 	char *end;
 	long v = t != NULL ? strtol(t + 6, &end, 10) : 0;

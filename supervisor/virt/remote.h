@@ -27,6 +27,11 @@ int remote_read_all(pid_t tid, uint64_t addr, void *buf, size_t n);
  * -errno (ENAMETOOLONG when it does not fit). */
 int remote_read_string(pid_t tid, uint64_t addr, char *buf, size_t size);
 
+/* Thread tid's /proc/TID/status, its first size - 1 bytes at most, into
+ * buf (NUL-terminated; one read: the kernel makes it whole). 0, or -1
+ * with errno. */
+int remote_status(pid_t tid, char *buf, size_t size);
+
 /* Thread tid's thread group (its process), from /proc/TID/status; -1
  * with errno. */
 pid_t remote_thread_group(pid_t tid);

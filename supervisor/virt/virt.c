@@ -251,16 +251,9 @@ static uint32_t clock_key(struct vreplica *vr, clockid_t id, pid_t tid)
  * (no namespace of its own, or the thread is gone): then the one sequence. */
 static uint32_t thread_number(pid_t tid)
 {
-	char path[64], buf[2048];
-	snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	char buf[2048];
+	if (remote_status(tid, buf, sizeof buf) != 0)
 		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	char *line = strstr(buf, "\nNSpid:");
 	if (line == NULL)
 		return 0;
