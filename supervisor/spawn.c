@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "exitcode.h"
 #include "filter.h"
 #include "log.h"
@@ -155,7 +156,8 @@ void spawn_environment_free(char **envp)
 struct child_msg {
 	char tag;  /* 'L' listener (fd attached), 'F' filter refused, 'E' exec failed,
 		      'N' namespaces refused, 'P' the init is up (nothing to do),
-		      'C' the sandboxed program's credentials (its pid) */
+		      'C' the sandboxed program's credentials (its pid),
+		      'G' its caps could not be entered (caps.h) */
 	int err;
 };
 
@@ -267,6 +269,11 @@ static void wait_gate(int gate)
 static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv, pid_t parent, int sock, int gate)
 {
 	int err;
+	/* Under its caps before anything else (sandboxed, the init was). */
+	if (r->caps != NULL && (err = caps_enter(r->caps, false, false)) != 0) {
+		child_send(sock, 'G', err, -1);
+		_exit(EXIT_INTERNAL);
+	}
 	/* Die with the supervisor: otherwise a replica outlives it, and its
 	 * virtualized system calls would fail forever. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
@@ -454,6 +461,12 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 				 int net_fd, uid_t uid, gid_t gid)
 {
 	int err;
+	/* Under its caps before anything else: the program and all it starts
+	 * inherit them. */
+	if (r->caps != NULL && (err = caps_enter(r->caps, true, (r->ns_flags & CLONE_NEWUSER) != 0)) != 0) {
+		child_send(sock, 'G', err, -1);
+		_exit(EXIT_INTERNAL);
+	}
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
 		err = errno;
 		goto fail;
@@ -484,6 +497,7 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	signal(SIGCHLD, SIG_DFL);
 	struct spawn_request prog = *r;
 	prog.fds[0] = 0, prog.fds[1] = 1, prog.fds[2] = 2;
+	prog.caps = NULL;
 	prog.clock_fd = keep[3];
 	int gate[2];
 	if (pipe2(gate, O_CLOEXEC) != 0) {
@@ -607,8 +621,13 @@ pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struc
 	if (sigprocmask(SIG_BLOCK, &all, &old) == 0) {
 		pid_t parent = getpid();
 		/* The network namespace is the child's to make (sandbox_enter):
-		 * the slowest of them to create, made in parallel so. */
-		pid = r->ns_flags != 0 ? clone_fork(r->ns_flags & ~(unsigned long)CLONE_NEWNET) : fork();
+		 * the slowest of them to create, made in parallel so. A cgroup
+		 * v2 to start in: cloned straight into it (caps.h). */
+		unsigned long flags = r->ns_flags & ~(unsigned long)CLONE_NEWNET;
+		if (r->caps != NULL && r->caps->cgroup_fd >= 0)
+			pid = caps_clone(r->caps, flags);
+		else
+			pid = r->ns_flags != 0 ? clone_fork(flags) : fork();
 		if (pid == 0) {
 			close(sock[0]);
 			if (r->ns_flags != 0) {
@@ -637,8 +656,10 @@ pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struc
 			close(status[0]);
 		if (net[0] >= 0)
 			close(net[0]);
-		/* The kernel refused the namespaces themselves. */
-		if (r->ns_flags != 0)
+		/* The kernel refused the namespaces themselves, or the cgroup. */
+		if (r->caps != NULL && r->caps->cgroup_fd >= 0 && caps_clone_refused(saved))
+			res->caps_errno = saved;
+		else if (r->ns_flags != 0)
 			res->ns_errno = saved;
 		errno = saved;
 		return -1;
@@ -663,6 +684,8 @@ pid_t spawn_finish(struct spawn_pending *sp, struct spawn_result *res)
 			res->exec_errno = failed = err;
 		else if (tag == 'N')
 			res->ns_errno = failed = err;
+		else if (tag == 'G')
+			res->caps_errno = failed = err ? err : EIO;
 		else if (tag == 'F')
 			failed = err ? err : EINVAL;
 		else if (tag == 'S')

@@ -222,6 +222,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct sup *S = arg;
+	overcap_tick(S);
 	double t = sup_now(), limit = S->o->straggler_ms / 1000.0;
 	unsigned exited_live = 0, finished = 0;
 	for (unsigned i = 0; i < S->nslots; i++) {
@@ -327,6 +328,7 @@ bool sup_sandbox_refused(struct sup *S, int err)
 	S->net_refused = 0;
 	report_sandbox(S->report, "none", strerror(err));
 	build_filter(S);
+	overcap_sandbox(S);
 	return true;
 }
 
@@ -500,6 +502,7 @@ int supervisor_run(const struct options *o)
 			r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
 	}
 	S->control = control_open(S); /* before the first spawn: its events are in the history */
+	overcap_init(S);
 	replicas_start(S, S->k);
 
 	input_start(S);
@@ -523,6 +526,7 @@ int supervisor_run(const struct options *o)
 	for (unsigned i = 0; i < S->nslots; i++)
 		ci_retire(S, &S->r[i]);
 	replicas_kill_all(S);
+	overcap_finish(S);
 	for (unsigned i = 0; i < S->nslots; i++)
 		fencelog_collect(S->fencelog, i);
 	net_free(S->net);
