@@ -40,7 +40,7 @@ struct spawn_request {
 					    are (socket activation: svcenv.h); with
 					    CLONE_NEWNET, a TCP listening one as a socket
 					    listening on its address in the replica's network */
-	const struct caps_spawn *caps;   /* the replica's caps (caps.h): its cgroup,
+	struct caps_spawn *caps;         /* the replica's caps (caps.h): its cgroup,
 					    entered before anything runs, its rlimits; NULL */
 };
 

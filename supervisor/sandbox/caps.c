@@ -637,6 +637,15 @@ int caps_enter(const struct caps_spawn *sp, bool sandboxed, bool own_userns)
 {
 	bool in_cgroup = sp->cgroup_fd >= 0;
 	int err;
+	if (sp->v2_move && sp->cgroup_fd >= 0) {
+		int fd = openat(sp->cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+		if (fd < 0)
+			return errno;
+		err = write(fd, "0", 1) == 1 ? 0 : errno ? errno : EIO;
+		close(fd);
+		if (err != 0)
+			return err;
+	}
 	for (int k = 0; k < CAPS_KINDS; k++)
 		if (sp->v1[k].dir[0] != '\0') {
 			if ((err = child_enter_v1(sp, k)) != 0)
@@ -654,14 +663,20 @@ int caps_enter(const struct caps_spawn *sp, bool sandboxed, bool own_userns)
 	return 0;
 }
 
-pid_t caps_clone(const struct caps_spawn *sp, unsigned long flags)
+pid_t caps_clone(struct caps_spawn *sp, unsigned long flags)
 {
-	struct clone_args args;
-	memset(&args, 0, sizeof args);
-	args.flags = flags | CLONE_INTO_CGROUP;
-	args.exit_signal = SIGCHLD;
-	args.cgroup = (uint64_t)sp->cgroup_fd;
-	return (pid_t)syscall(SYS_clone3, &args, sizeof args);
+	if (!sp->v2_move) {
+		struct clone_args args;
+		memset(&args, 0, sizeof args);
+		args.flags = flags | CLONE_INTO_CGROUP;
+		args.exit_signal = SIGCHLD;
+		args.cgroup = (uint64_t)sp->cgroup_fd;
+		pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+		if (pid >= 0 || errno != ENOSYS)
+			return pid;
+		sp->v2_move = true;
+	}
+	return (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, 0);
 }
 
 bool caps_clone_refused(int err)

@@ -59,6 +59,7 @@ struct caps_replica;
  * made by caps_replica_new. */
 struct caps_spawn {
 	int cgroup_fd;              /* cgroup v2: the replica's directory, to clone into; -1 */
+	bool v2_move;               /* no clone3 here: the child moves itself into it */
 	struct {                    /* cgroup v1, per hierarchy (pids, memory): */
 		char dir[PATH_MAX - 64]; /* the replica's directory to make and enter; "" */
 		char cap[24];       /* the cap to write there, in decimal */
@@ -106,8 +107,12 @@ void caps_spawn_done(struct caps_spawn *sp);
 int caps_enter(const struct caps_spawn *sp, bool sandboxed, bool own_userns);
 /* clone(2) as fork (no new stack) with flags, into sp's cgroup v2
  * directory (clone3 CLONE_INTO_CGROUP): the child returns 0. For
- * sp->cgroup_fd >= 0 only. */
-pid_t caps_clone(const struct caps_spawn *sp, unsigned long flags);
+ * sp->cgroup_fd >= 0 only. Where clone3 is refused outright (ENOSYS: an
+ * older kernel, or a seccomp filter such as systemd's RestrictNamespaces=,
+ * which cannot look at clone3's flags), a plain clone, and the child moves
+ * itself in first thing (caps_enter: the whole process, through
+ * cgroup.procs, which costs the kernel an RCU grace period). */
+pid_t caps_clone(struct caps_spawn *sp, unsigned long flags);
 /* Whether caps_clone's errno err is the cgroup's refusal (its directory,
  * permission, domain, pids.max), not the namespaces'. */
 bool caps_clone_refused(int err);
