@@ -82,9 +82,17 @@ require_userns_for() {
 	as_nobody "$DIEHARD" -k 1 --sandbox on true 2>/dev/null || skip "no unprivileged user namespaces here"
 }
 
-# cgroup_dirs PID: the cgroup directories diehard PID made (none once it ended).
+# cgroup_dirs PID: the cgroup directories diehard PID made (none once it
+# ended): cgroup v1's diehard-NS-PID-rN, v2's diehard-NS-PID (and under it
+# rN and supervisor).
 cgroup_dirs() {
-	find /sys/fs/cgroup -maxdepth 6 -type d -name "diehard-*-$1" 2>/dev/null || true
+	find /sys/fs/cgroup -maxdepth 7 -type d \( -name "diehard-*-$1" -o -name "diehard-*-$1-r[0-9]*" \) 2>/dev/null || true
+}
+
+# replica_cgroups PID: the replicas' own cgroups among them.
+replica_cgroups() {
+	find /sys/fs/cgroup -maxdepth 8 -type d \( -name "diehard-*-$1-r[0-9]*" -o -path "*/diehard-*-$1/r[0-9]*" \) \
+		2>/dev/null || true
 }
 
 # run_bomb SANDBOX ARGS... -- MODE...: diehard -k 3 -v --sandbox SANDBOX
@@ -333,25 +341,26 @@ memory_hog_rlimit() {
 	require_cgroup_caps
 	dh_bg "$T/run" -k 3 --max-tasks 100 --max-memory 100M -r "$T/r.json" sh -c 'grep -E "pids|memory" /proc/self/cgroup; sleep 1; echo ok'
 	local dirs
-	wait_until 10 eval '[[ $(cgroup_dirs "$DH_PID" | wc -l) -ge 1 ]]' || fail "no cgroup made"
+	wait_until 10 eval '[[ $(replica_cgroups "$DH_PID" | wc -l) -ge 3 ]]' || fail "no cgroups made"
 	sleep 0.3
-	dirs=$(cgroup_dirs "$DH_PID")
-	local d n=0
-	for d in $dirs; do
-		for r in "$d"/r*; do
-			[[ -d $r ]] || continue
-			n=$((n + 1))
-			if [[ -e $r/pids.max ]]; then
-				[[ $(<"$r/pids.max") == 100 ]] || fail "$r/pids.max: $(<"$r/pids.max")"
-			elif [[ -e $r/memory.limit_in_bytes ]]; then
-				[[ $(<"$r/memory.limit_in_bytes") == 104857600 ]] || fail "$r: $(<"$r/memory.limit_in_bytes")"
-			elif [[ -e $r/memory.max ]]; then
-				[[ $(<"$r/memory.max") == 104857600 && $(<"$r/pids.max") == 100 ]] || fail "$r: $(<"$r/memory.max")"
-			fi
-			[[ -n $(<"$r/cgroup.procs") ]] || fail "$r is empty while its replica runs"
-		done
+	dirs=$(replica_cgroups "$DH_PID")
+	local r n=0 pids=0 mem=0
+	for r in $dirs; do
+		n=$((n + 1))
+		if [[ -e $r/pids.max ]]; then
+			[[ $(<"$r/pids.max") == 100 ]] || fail "$r/pids.max: $(<"$r/pids.max")"
+			pids=$((pids + 1))
+		fi
+		if [[ -e $r/memory.limit_in_bytes ]]; then
+			[[ $(<"$r/memory.limit_in_bytes") == 104857600 ]] || fail "$r: $(<"$r/memory.limit_in_bytes")"
+			mem=$((mem + 1))
+		elif [[ -e $r/memory.max ]]; then
+			[[ $(<"$r/memory.max") == 104857600 ]] || fail "$r: $(<"$r/memory.max")"
+			mem=$((mem + 1))
+		fi
+		[[ -n $(<"$r/cgroup.procs") ]] || fail "$r is empty while its replica runs"
 	done
-	((n >= 3)) || fail "$n replica cgroups for 3 replicas:" "$dirs"
+	((pids == 3 && mem == 3)) || fail "$pids pids and $mem memory cgroups for 3 replicas:" "$dirs"
 	await_exit "$BG_PID" 30
 	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(cat "$T/run.out" "$T/run.err")"
 	# Every replica reads "/" (a cgroup namespace of its own): they agree.

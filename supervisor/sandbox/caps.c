@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,7 +28,7 @@
 
 struct caps_replica {
 	struct caps *c;
-	unsigned n;                /* its directories are RUN/r<n> */
+	unsigned n;                /* its directories: a prefix (below) and n */
 	bool ended;                /* only its removal is left */
 	struct caps_replica *next;
 };
@@ -38,12 +39,15 @@ struct caps {
 	enum caps_by by[CAPS_KINDS];
 	char how[CAPS_KINDS][192];
 	bool userns;
-	/* RUN: under cgroup v2 one directory for both caps; under v1 one in
-	 * the pids (CAPS_TASKS) and one in the memory (CAPS_MEMORY)
-	 * hierarchy. dir: the path to write to; rel: as /proc/PID/cgroup
-	 * names it (to check a process is ours before killing it). */
-	char v2dir[PATH_MAX], v2rel[PATH_MAX];
-	char v1dir[CAPS_KINDS][PATH_MAX], v1rel[CAPS_KINDS][PATH_MAX];
+	/* A replica's cgroup is a prefix and its number: under cgroup v2
+	 * RUN/r<n>, one for both caps, RUN = <our cgroup>/diehard-<ns>-<pid>;
+	 * under v1, with no RUN (one mkdir and rmdir fewer per hierarchy),
+	 * <our cgroup>/diehard-<ns>-<pid>-r<n> in the pids (CAPS_TASKS) and the
+	 * memory (CAPS_MEMORY) hierarchy. pre: the path to write to; rel: as
+	 * /proc/PID/cgroup names it (to check a process is ours before killing
+	 * it); base: where the sweep looks. */
+	char v2run[PATH_MAX], v2pre[PATH_MAX], v2rel[PATH_MAX];
+	char v1base[CAPS_KINDS][PATH_MAX], v1pre[CAPS_KINDS][PATH_MAX], v1rel[CAPS_KINDS][PATH_MAX];
 	bool swap;                 /* the host has swap: v1 caps memory.memsw too */
 	unsigned long ns;          /* our pid namespace (run_name) */
 	bool swept;                /* the first tick looked for runs left behind */
@@ -149,10 +153,10 @@ static bool join(char *out, size_t size, const char *dir, const char *name)
 	return n > 0 && (size_t)n < size;
 }
 
-/* A replica's directory (RUN/r<n>) in run, and a file in it (NULL: none). */
-static bool replica_path(char *out, size_t size, const char *run, unsigned n, const char *file)
+/* A replica's directory (prefix and number), and a file in it (NULL: none). */
+static bool replica_path(char *out, size_t size, const char *prefix, unsigned n, const char *file)
 {
-	int len = file != NULL ? snprintf(out, size, "%s/r%u/%s", run, n, file) : snprintf(out, size, "%s/r%u", run, n);
+	int len = file != NULL ? snprintf(out, size, "%s%u/%s", prefix, n, file) : snprintf(out, size, "%s%u", prefix, n);
 	return len > 0 && (size_t)len < size;
 }
 
@@ -212,7 +216,11 @@ static void sweep(const char *base, unsigned long ns)
 		long pid;
 		int used = 0;
 		if (e->d_type != DT_DIR || sscanf(e->d_name, "diehard-%lu-%ld%n", &ino, &pid, &used) != 2 ||
-		    e->d_name[used] != '\0' || ino != ns || pid <= 0 || pid == (long)getpid())
+		    ino != ns || pid <= 0 || pid == (long)getpid())
+			continue;
+		/* RUN (v2), or a replica's own (v1: -r<n>). */
+		const char *rest = e->d_name + used;
+		if (rest[0] != '\0' && (strncmp(rest, "-r", 2) != 0 || rest[2] == '\0' || strspn(rest + 2, "0123456789") != strlen(rest + 2)))
 			continue;
 		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 			continue;
@@ -294,8 +302,11 @@ static bool try_v2(struct caps *c, const char *name)
 	}
 	if (!join(path, sizeof path, run, "cgroup.subtree_control") || write_text(path, enable) != 0)
 		goto fail;
-	snprintf(c->v2dir, sizeof c->v2dir, "%s", run);
-	snprintf(c->v2rel, sizeof c->v2rel, "%s", runrel);
+	if (!join(c->v2pre, sizeof c->v2pre - 16, run, "r") || !join(c->v2rel, sizeof c->v2rel - 16, runrel, "r")) {
+		c->v2pre[0] = c->v2rel[0] = '\0';
+		goto fail;
+	}
+	snprintf(c->v2run, sizeof c->v2run, "%s", run);
 	for (int k = 0; k < CAPS_KINDS; k++)
 		if (c->limit[k] != 0) {
 			c->by[k] = CAPS_BY_CGROUP2;
@@ -307,17 +318,20 @@ fail:
 	return false;
 }
 
-/* cgroup v1, for cap k: its hierarchy mounted, and ours to write to. */
+/* cgroup v1, for cap k: its hierarchy mounted, and our cgroup in it ours
+ * to write to (the replicas' children make their own there). */
 static bool try_v1(struct caps *c, int k, const char *name)
 {
-	char base[PATH_MAX], rel[PATH_MAX], run[PATH_MAX], runrel[PATH_MAX];
-	if (!own_cgroup(c, v1_controller[k], base, sizeof base, rel, sizeof rel) || !join(run, sizeof run, base, name) ||
-	    !join(runrel, sizeof runrel, strcmp(rel, "/") == 0 ? "" : rel, name))
+	char base[PATH_MAX], rel[PATH_MAX];
+	if (!own_cgroup(c, v1_controller[k], base, sizeof base, rel, sizeof rel) || access(base, W_OK | X_OK) != 0)
 		return false;
-	if (mkdir(run, 0755) != 0 && errno != EEXIST)
+	int a = snprintf(c->v1pre[k], sizeof c->v1pre[k], "%s/%s-r", base, name);
+	int b = snprintf(c->v1rel[k], sizeof c->v1rel[k], "%s/%s-r", strcmp(rel, "/") == 0 ? "" : rel, name);
+	if (a <= 0 || (size_t)a >= sizeof c->v1pre[k] - 16 || b <= 0 || (size_t)b >= sizeof c->v1rel[k] - 16) {
+		c->v1pre[k][0] = '\0';
 		return false;
-	snprintf(c->v1dir[k], sizeof c->v1dir[k], "%s", run);
-	snprintf(c->v1rel[k], sizeof c->v1rel[k], "%s", runrel);
+	}
+	snprintf(c->v1base[k], sizeof c->v1base[k], "%s", base);
 	c->by[k] = CAPS_BY_CGROUP1;
 	snprintf(c->how[k], sizeof c->how[k], "cgroup v1 %s", k == CAPS_TASKS ? "pids.max" : "memory.limit_in_bytes");
 	return true;
@@ -344,64 +358,52 @@ static void tasks_by_rlimit(struct caps *c)
 	}
 }
 
-/* The lowest memory.max from dir up to mount (v2: a limit binds the whole
- * subtree). */
-static uint64_t v2_limit(char *dir, const char *mount)
+/* The lowest limit in file from dir up to its hierarchy's mount point (a
+ * limit binds the whole subtree): v2's memory.max, v1's
+ * memory.limit_in_bytes ("max", or v1's huge "unlimited", are no limit). */
+static uint64_t lowest_limit(char *dir, size_t mount_len, const char *file)
 {
 	uint64_t low = UINT64_MAX;
-	size_t mlen = strlen(mount);
 	for (;;) {
 		char path[PATH_MAX], buf[64];
 		uint64_t v;
-		if (join(path, sizeof path, dir, "memory.max") && read_small(path, buf, sizeof buf) > 0 &&
+		if (join(path, sizeof path, dir, file) && read_small(path, buf, sizeof buf) > 0 &&
 		    sscanf(buf, "%" SCNu64, &v) == 1 && v < low)
 			low = v;
 		char *slash = strrchr(dir, '/');
-		if (slash == NULL || (size_t)(slash - dir) < mlen)
+		if (slash == NULL || (size_t)(slash - dir) < mount_len)
 			return low;
 		*slash = '\0';
 	}
 }
 
-/* meminfo's field (kB) in bytes; 0 if missing. */
-static uint64_t meminfo(const char *text, const char *field)
+/* The length of the mount point in dir, the directory of the cgroup rel. */
+static size_t mount_len(const char *dir, const char *rel)
 {
-	const char *p = text != NULL ? strstr(text, field) : NULL;
-	uint64_t kb;
-	if (p == NULL || sscanf(p + strlen(field), " %" SCNu64 " kB", &kb) != 1 || kb > UINT64_MAX / 1024)
-		return 0;
-	return kb * 1024;
+	size_t dlen = strlen(dir), rlen = strcmp(rel, "/") == 0 ? 0 : strlen(rel);
+	return dlen >= rlen ? dlen - rlen : 0;
 }
 
 /* The memory the host gives us (caps_new); also whether it has swap.
- * Without share, MemTotal alone. */
+ * Without share, the RAM alone. */
 static uint64_t memory_budget(struct caps *c, bool share)
 {
-	size_t len;
-	char *mi = read_all("/proc/meminfo", &len);
-	uint64_t budget = meminfo(mi, "MemTotal:");
-	c->swap = meminfo(mi, "SwapTotal:") != 0;
-	free(mi);
-	char dir[PATH_MAX], rel[PATH_MAX], path[PATH_MAX];
-	uint64_t limit = UINT64_MAX;
+	struct sysinfo si;
+	uint64_t budget = 0;
+	if (sysinfo(&si) == 0) {
+		budget = (uint64_t)si.totalram * si.mem_unit;
+		c->swap = si.totalswap != 0;
+	}
 	if (!share)
 		return budget;
-	if (own_cgroup(c, NULL, dir, sizeof dir, rel, sizeof rel)) {
-		char mnt[PATH_MAX];
-		size_t dlen = strlen(dir), rlen = strcmp(rel, "/") == 0 ? 0 : strlen(rel);
-		/* The mount point is dir less the path below the mount's root. */
-		snprintf(mnt, sizeof mnt, "%.*s", (int)(dlen >= rlen ? dlen - rlen : 0), dir);
-		limit = v2_limit(dir, mnt);
-	}
-	if (limit == UINT64_MAX && own_cgroup(c, "memory", dir, sizeof dir, rel, sizeof rel) &&
-	    join(path, sizeof path, dir, "memory.stat")) {
-		/* v1 says the effective limit, ancestors included. */
-		char *st = read_all(path, &len);
-		uint64_t v;
-		if (st != NULL && cgpath_counter(st, len, "hierarchical_memory_limit", &v))
-			limit = v;
-		free(st);
-	}
+	char dir[PATH_MAX], rel[PATH_MAX];
+	uint64_t limit = UINT64_MAX, v;
+	if (own_cgroup(c, NULL, dir, sizeof dir, rel, sizeof rel) &&
+	    (v = lowest_limit(dir, mount_len(dir, rel), "memory.max")) < limit)
+		limit = v;
+	if (own_cgroup(c, "memory", dir, sizeof dir, rel, sizeof rel) &&
+	    (v = lowest_limit(dir, mount_len(dir, rel), "memory.limit_in_bytes")) < limit)
+		limit = v;
 	return limit < budget ? limit : budget;
 }
 
@@ -441,7 +443,7 @@ struct caps *caps_new(uint64_t max_tasks, uint64_t max_memory, unsigned memory_s
 		snprintf(c->how[CAPS_MEMORY], sizeof c->how[CAPS_MEMORY], "RLIMIT_DATA, per process");
 	}
 	tasks_by_rlimit(c);
-	if (c->v2dir[0] != '\0' || c->v1dir[0][0] != '\0' || c->v1dir[1][0] != '\0') {
+	if (c->v2run[0] != '\0' || c->v1pre[0][0] != '\0' || c->v1pre[1][0] != '\0') {
 		static bool registered;
 		if (!registered && atexit(at_exit) == 0)
 			registered = true;
@@ -511,10 +513,10 @@ static bool remove_dirs(struct caps_replica *cr)
 	struct caps *c = cr->c;
 	char dir[PATH_MAX];
 	bool gone = true;
-	if (c->v2dir[0] != '\0' && replica_path(dir, sizeof dir, c->v2dir, cr->n, NULL))
+	if (c->v2run[0] != '\0' && replica_path(dir, sizeof dir, c->v2pre, cr->n, NULL))
 		gone &= rmdir(dir) == 0 || errno == ENOENT;
 	for (int k = 0; k < CAPS_KINDS; k++)
-		if (c->by[k] == CAPS_BY_CGROUP1 && replica_path(dir, sizeof dir, c->v1dir[k], cr->n, NULL))
+		if (c->by[k] == CAPS_BY_CGROUP1 && replica_path(dir, sizeof dir, c->v1pre[k], cr->n, NULL))
 			gone &= rmdir(dir) == 0 || errno == ENOENT;
 	return gone;
 }
@@ -530,7 +532,7 @@ struct caps_replica *caps_replica_new(struct caps *c, struct caps_spawn *sp)
 		sp->data = c->limit[CAPS_MEMORY];
 	if (c->by[CAPS_TASKS] == CAPS_BY_RLIMIT)
 		sp->nproc = c->limit[CAPS_TASKS];
-	bool v2 = c->v2dir[0] != '\0';
+	bool v2 = c->v2run[0] != '\0';
 	bool v1 = c->by[CAPS_TASKS] == CAPS_BY_CGROUP1 || c->by[CAPS_MEMORY] == CAPS_BY_CGROUP1;
 	if (!v2 && !v1)
 		return NULL;
@@ -542,7 +544,7 @@ struct caps_replica *caps_replica_new(struct caps *c, struct caps_spawn *sp)
 	int err = 0;
 	if (v2) {
 		/* Made here: the child is cloned into it. */
-		if (!replica_path(dir, sizeof dir, c->v2dir, cr->n, NULL))
+		if (!replica_path(dir, sizeof dir, c->v2pre, cr->n, NULL))
 			err = ENAMETOOLONG;
 		else if (mkdir(dir, 0755) != 0)
 			err = errno;
@@ -555,7 +557,7 @@ struct caps_replica *caps_replica_new(struct caps *c, struct caps_spawn *sp)
 	/* v1: the child makes them (caps_enter). */
 	for (int k = 0; k < CAPS_KINDS && err == 0; k++)
 		if (c->by[k] == CAPS_BY_CGROUP1) {
-			if (!replica_path(sp->v1[k].dir, sizeof sp->v1[k].dir, c->v1dir[k], cr->n, NULL))
+			if (!replica_path(sp->v1[k].dir, sizeof sp->v1[k].dir, c->v1pre[k], cr->n, NULL))
 				err = ENAMETOOLONG;
 			snprintf(sp->v1[k].cap, sizeof sp->v1[k].cap, "%llu", (unsigned long long)c->limit[k]);
 		}
@@ -684,11 +686,11 @@ bool caps_clone_refused(int err)
 	return err == EBADF || err == EACCES || err == ENOENT || err == EBUSY || err == EOPNOTSUPP || err == EAGAIN;
 }
 
-/* The counter key of the file name in the replica's directory of run. */
-static bool counter(const char *run, unsigned n, const char *file, const char *key, uint64_t *v)
+/* The counter key of the file name in the replica's directory (prefix, n). */
+static bool counter(const char *prefix, unsigned n, const char *file, const char *key, uint64_t *v)
 {
 	char path[PATH_MAX], buf[1024];
-	if (!replica_path(path, sizeof path, run, n, file))
+	if (!replica_path(path, sizeof path, prefix, n, file))
 		return false;
 	ssize_t len = read_small(path, buf, sizeof buf);
 	return len >= 0 && cgpath_counter(buf, (size_t)len, key, v);
@@ -703,7 +705,7 @@ int caps_replica_over(struct caps_replica *cr, char *why, size_t size)
 	uint64_t v;
 	if (c->by[CAPS_TASKS] == CAPS_BY_CGROUP2 || c->by[CAPS_TASKS] == CAPS_BY_CGROUP1) {
 		bool v2 = c->by[CAPS_TASKS] == CAPS_BY_CGROUP2;
-		if (counter(v2 ? c->v2dir : c->v1dir[CAPS_TASKS], cr->n, "pids.events", "max", &v) && v > 0) {
+		if (counter(v2 ? c->v2pre : c->v1pre[CAPS_TASKS], cr->n, "pids.events", "max", &v) && v > 0) {
 			snprintf(why, size, "over its task cap (pids.max %llu, cgroup %s): %llu fork%s refused",
 				 (unsigned long long)c->limit[CAPS_TASKS], v2 ? "v2" : "v1", (unsigned long long)v,
 				 v == 1 ? "" : "s");
@@ -712,7 +714,7 @@ int caps_replica_over(struct caps_replica *cr, char *why, size_t size)
 	}
 	if (c->by[CAPS_MEMORY] == CAPS_BY_CGROUP2 || c->by[CAPS_MEMORY] == CAPS_BY_CGROUP1) {
 		bool v2 = c->by[CAPS_MEMORY] == CAPS_BY_CGROUP2;
-		if (counter(v2 ? c->v2dir : c->v1dir[CAPS_MEMORY], cr->n, v2 ? "memory.events" : "memory.oom_control",
+		if (counter(v2 ? c->v2pre : c->v1pre[CAPS_MEMORY], cr->n, v2 ? "memory.events" : "memory.oom_control",
 			    "oom_kill", &v) &&
 		    v > 0) {
 			size_text(limit, sizeof limit, c->limit[CAPS_MEMORY]);
@@ -802,7 +804,7 @@ void caps_replica_kill(struct caps_replica *cr)
 		return;
 	struct caps *c = cr->c;
 	char dir[PATH_MAX], path[PATH_MAX], rel[PATH_MAX];
-	if (c->v2dir[0] != '\0' && replica_path(dir, sizeof dir, c->v2dir, cr->n, NULL)) {
+	if (c->v2run[0] != '\0' && replica_path(dir, sizeof dir, c->v2pre, cr->n, NULL)) {
 		/* cgroup.kill (Linux 5.14) kills it whole, forks racing it too. */
 		if (join(path, sizeof path, dir, "cgroup.kill") && write_text(path, "1") == 0)
 			return;
@@ -810,7 +812,7 @@ void caps_replica_kill(struct caps_replica *cr)
 			kill_listed(dir, NULL, rel);
 	}
 	for (int k = 0; k < CAPS_KINDS; k++)
-		if (c->by[k] == CAPS_BY_CGROUP1 && replica_path(dir, sizeof dir, c->v1dir[k], cr->n, NULL) &&
+		if (c->by[k] == CAPS_BY_CGROUP1 && replica_path(dir, sizeof dir, c->v1pre[k], cr->n, NULL) &&
 		    replica_path(rel, sizeof rel, c->v1rel[k], cr->n, NULL))
 			kill_listed(dir, v1_controller[k], rel);
 }
@@ -855,9 +857,10 @@ void caps_tick(struct caps *c)
 	/* Not at the start, where every run would pay for it. */
 	if (!c->swept) {
 		c->swept = true;
-		sweep_beside(c->v2dir, c->ns);
+		sweep_beside(c->v2run, c->ns);
 		for (int k = 0; k < CAPS_KINDS; k++)
-			sweep_beside(c->v1dir[k], c->ns);
+			if (c->v1base[k][0] != '\0')
+				sweep(c->v1base[k], c->ns);
 	}
 	for (struct caps_replica *cr = c->list, *next; cr != NULL; cr = next) {
 		next = cr->next;
@@ -887,10 +890,7 @@ void caps_free(struct caps *c)
 	}
 	while (c->list != NULL)
 		forget(c->list);
-	if (c->v2dir[0] != '\0')
-		(void)rmdir(c->v2dir); /* with us in RUN/supervisor, it stays: the next sweep's */
-	for (int k = 0; k < CAPS_KINDS; k++)
-		if (c->v1dir[k][0] != '\0')
-			(void)rmdir(c->v1dir[k]);
+	if (c->v2run[0] != '\0')
+		(void)rmdir(c->v2run); /* with us in RUN/supervisor, it stays: the next sweep's */
 	free(c);
 }

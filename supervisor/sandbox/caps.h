@@ -25,10 +25,11 @@
  *     allocator), and RLIMIT_NPROC for tasks only where it counts the
  *     replica alone: in a user namespace of its own (the kernel counts
  *     NPROC per user namespace and uid) and not for uid 0 (never counted).
- * The directories are RUN = <diehard's cgroup>/diehard-<pidns>-<pid> and
- * RUN/r<n> per replica, in each hierarchy used; a replica's is removed at
- * its end, RUN at the end of the run and by an atexit of the process that
- * made them. A diehard killed outright leaves empty ones: the next diehard
+ * A replica's cgroup is <diehard's cgroup>/diehard-<pidns>-<pid>/r<n> under
+ * v2 (RUN = .../diehard-<pidns>-<pid>), <diehard's cgroup>/diehard-<pidns>-
+ * <pid>-r<n> in each v1 hierarchy used (no RUN: a mkdir and an rmdir fewer
+ * per hierarchy and run). A replica's is removed at its end, RUN at the end
+ * of the run, and all by an atexit of the process that made them. A diehard killed outright leaves empty ones: the next diehard
  * started in the same cgroup removes those whose diehard (of its pid
  * namespace) is gone.
  *
