@@ -429,3 +429,22 @@ memory_hog_rlimit() {
 	diehard_help=$("$DIEHARD" --help)
 	[[ $diehard_help == *--max-tasks* && $diehard_help == *--max-memory* ]] || fail "--help does not name them"
 }
+
+@test "root: a diehard killed outright (SIGKILL) leaves its replicas' cgroups empty behind; the next diehard in the same cgroup removes them on its first tick" {
+	runner_for root
+	require_cgroup_caps
+	dh_bg "$T/run" -k 3 --sandbox on sh -c 'sleep 30'
+	wait_until 10 eval '[[ $(replica_cgroups "$DH_PID" | wc -l) -ge 3 ]]' || fail "no cgroups made"
+	local left
+	kill -KILL "$DH_PID"
+	await_exit "$BG_PID" 20
+	# The replicas die with diehard (their init's parent-death signal); their
+	# cgroups stay, empty: no atexit ran.
+	wait_until 10 eval '[[ -z $(for d in $(replica_cgroups "$DH_PID"); do cat "$d/cgroup.procs"; done) ]]' ||
+		fail "processes still in the cgroups of a killed diehard"
+	left=$(replica_cgroups "$DH_PID")
+	[[ -n $left ]] || fail "the killed diehard's cgroups are already gone (nothing to sweep)"
+	capture "$T/next" sup -k 1 sleep 0.5
+	[[ $(<"$T/next.rc") == 0 ]] || fail "the next run: exit $(<"$T/next.rc")" "$(cat "$T/next.err")"
+	[[ -z $(cgroup_dirs "$DH_PID") ]] || fail "not swept:" "$(cgroup_dirs "$DH_PID")"
+}
