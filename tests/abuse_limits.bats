@@ -135,6 +135,7 @@ check_survived() {
 	jq -e '[.replicas[] | select(.killed != null) | .index] as $k | .replacements | length >= 1 and
 		(.[0].replaces == $k[0])' "$T/r.json" >/dev/null ||
 		fail "not replaced: $(jq -c '.replacements' "$T/r.json")"
+	validate_report "$T/r.json"
 	wait_until 10 eval '[[ -z $(bomb_pids) ]]' || fail "processes of the bomb left after the run:" "$(bomb_pids)"
 	[[ -z $(cgroup_dirs "$DH_PID") ]] || fail "cgroups left after the run:" "$(cgroup_dirs "$DH_PID")"
 }
@@ -258,12 +259,18 @@ memory_hog_rlimit() {
 	for sb in on off; do
 		capture "$T/t" sup -k 3 --sandbox "$sb" --max-tasks 64 -r "$T/t.json" "$B" tasks 200 "$W"
 		[[ $(<"$T/t.rc") == 137 && ! -s $T/t.out ]] || fail "tasks, --sandbox $sb: exit $(<"$T/t.rc")" "$(cat "$T/t.out" "$T/t.err")"
-		[[ $(grep -c '' "$T/t.err") == 1 ]] || fail "tasks, --sandbox $sb: not one line:" "$(cat "$T/t.err")"
+		# diehard's one line; before it, the program's own line may have been
+		# agreed on and committed (two replicas said it before either was
+		# seen over the cap).
+		[[ $(grep -c '^diehard: ' "$T/t.err") == 1 && -z $(grep -v '^diehard: ' "$T/t.err" |
+			grep -vx 'abuse_bomb: fork: Resource temporarily unavailable') ]] ||
+			fail "tasks, --sandbox $sb: not one line of diehard's:" "$(cat "$T/t.err")"
 		grep -Eq '^diehard: 2 of 3 replicas went over the task cap \(64 tasks, cgroup v[12] pids.max\): the command needs more than --max-tasks allows \(raise it, or --max-tasks off\); stopping \(137\)$' "$T/t.err" ||
 			fail "tasks, --sandbox $sb:" "$(cat "$T/t.err")"
 		jq -e '.exit_code == 137 and (.exit_reason | test("replicas went over the task cap")) and .caps.tasks.killed >= 2
 			and ([.replicas[] | select(.killed != null) | .killed | test("^over its task cap")] | all and length >= 2)' \
 			"$T/t.json" >/dev/null || fail "tasks, --sandbox $sb: report: $(jq -c '{exit_code, exit_reason, caps}' "$T/t.json")"
+		validate_report "$T/t.json"
 
 		capture "$T/m" sup -k 3 --sandbox "$sb" --max-memory 64M -r "$T/m.json" "$B" memory 400 "$W"
 		[[ $(<"$T/m.rc") == 137 && ! -s $T/m.out ]] || fail "memory, --sandbox $sb: exit $(<"$T/m.rc")" "$(cat "$T/m.out" "$T/m.err")"
@@ -447,4 +454,20 @@ memory_hog_rlimit() {
 	capture "$T/next" sup -k 1 sleep 0.5
 	[[ $(<"$T/next.rc") == 0 ]] || fail "the next run: exit $(<"$T/next.rc")" "$(cat "$T/next.err")"
 	[[ -z $(cgroup_dirs "$DH_PID") ]] || fail "not swept:" "$(cgroup_dirs "$DH_PID")"
+}
+
+@test "--ci: a replica over its cap is a finding (exit 122, one line naming it); a command over the cap in every replica is not (137)" {
+	runner_for root
+	require_cgroup_caps
+	capture "$T/one" sh -c 'cd "$1" && shift && exec "$@"' sh "$W" timeout 120 "$DIEHARD" --ci -k 3 --max-tasks 64 -r "$T/one.json" \
+		sh -c 'if mkdir "$1/lock" 2>/dev/null; then exec "$2" fork "$1"; fi; echo ok' sh "$W" "$B"
+	[[ $(<"$T/one.rc") == 122 && $(<"$T/one.out") == ok ]] || fail "exit $(<"$T/one.rc")" "$(cat "$T/one.err")"
+	grep -Eq '^diehard: replica [0-9]+ was killed over its task cap \(pids\.max 64, cgroup v[12]\): [0-9]+ forks? refused: a heap-dependent runaway$' "$T/one.err" ||
+		fail "no line naming the runaway:" "$(cat "$T/one.err")"
+	jq -e '.ci.failed and (.ci.findings | map(select(.stream == "caps")) | length == 1)' "$T/one.json" >/dev/null ||
+		fail "report: $(jq -c .ci.findings "$T/one.json")"
+	validate_report "$T/one.json"
+	capture "$T/all" sh -c 'cd "$1" && shift && exec "$@"' sh "$W" timeout 120 "$DIEHARD" --ci -k 3 --max-tasks 64 -r "$T/all.json" "$B" tasks 200 "$W"
+	[[ $(<"$T/all.rc") == 137 ]] || fail "exit $(<"$T/all.rc")" "$(cat "$T/all.err")"
+	jq -e '(.ci.failed | not) and .ci.findings == []' "$T/all.json" >/dev/null || fail "report: $(jq -c .ci "$T/all.json")"
 }
