@@ -471,3 +471,16 @@ memory_hog_rlimit() {
 	[[ $(<"$T/all.rc") == 137 ]] || fail "exit $(<"$T/all.rc")" "$(cat "$T/all.err")"
 	jq -e '(.ci.failed | not) and .ci.findings == []' "$T/all.json" >/dev/null || fail "report: $(jq -c .ci "$T/all.json")"
 }
+
+@test "root: a diehard inside a sandboxed replica makes no cgroup outside that replica's (it sees its cgroup namespace: rlimits there)" {
+	runner_for root
+	require_cgroup_caps
+	# The inner diehard is pid 2 of the replica's pid namespace: cgroups of
+	# its would be named diehard-NS-2-rN.
+	capture "$T/run" sup -k 1 "$DIEHARD" -k 1 --no-virtualize -r "$W/inner.json" sh -c \
+		'find /sys/fs/cgroup -maxdepth 7 -type d -name "diehard-*-2-r[0-9]*"; echo done'
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
+	[[ $(<"$T/run.out") == done ]] || fail "cgroups of the inner run:" "$(cat "$T/run.out")"
+	jq -e '.caps.tasks.mechanism == "none" and .caps.memory.mechanism == "rlimit"' "$W/inner.json" >/dev/null ||
+		fail "inner report: $(jq -c .caps "$W/inner.json")"
+}

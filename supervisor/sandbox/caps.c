@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
@@ -16,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -233,14 +233,23 @@ static void sweep(const char *base, unsigned long ns)
 	closedir(d);
 }
 
+/* The initial cgroup namespace's inode (the kernel's PROC_CGROUP_INIT_INO). */
+#define INIT_CGROUP_NS_INO 0xEFFFFFFBUL
+
 /* The directory of our cgroup rel where systemd mounts its hierarchy: v2
  * at /sys/fs/cgroup (unified) or /sys/fs/cgroup/unified (hybrid), a v1
- * controller's at /sys/fs/cgroup/<controller>. Taken when statfs says that
- * is a cgroup file system of the version, our cgroup's directory is there,
- * and (v1, below the root) it has the controller's own file: reading
- * /proc/self/mountinfo costs ~90 us here, the start's largest part. */
+ * controller's at /sys/fs/cgroup/<controller>. Taken when we are in the
+ * initial cgroup namespace (in another, rel is relative to its root, and a
+ * mount made outside it shows the whole hierarchy: a diehard inside a
+ * sandboxed replica would make its cgroups outside the replica's), statfs
+ * says that is a cgroup file system of the version, our cgroup's directory
+ * is there, and (v1, below the root) it has the controller's own file:
+ * reading /proc/self/mountinfo costs ~90 us here, the start's largest part. */
 static bool std_mount(const char *controller, const char *rel, char *dir, size_t dsize)
 {
+	struct stat ns;
+	if (stat("/proc/self/ns/cgroup", &ns) != 0 || ns.st_ino != INIT_CGROUP_NS_INO)
+		return false;
 	static const char *const v2[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified" };
 	char v1[64];
 	const char *cand[2];
