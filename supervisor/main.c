@@ -93,7 +93,7 @@ static const char usage[] =
 	"                        (mode 0600; default $RUNTIME_DIRECTORY/control if set)\n"
 	"      --max-tasks N     tasks (processes and threads) per replica, 2 to 4194304\n"
 	"                        (default 4096; 0 or off: none); a replica over it is\n"
-	"                        killed and replaced (docs/SANDBOX.md, \"Caps\")\n"
+	"                        killed and replaced (docs/SANDBOX.md: caps)\n"
 	"      --max-memory BYTES  memory per replica, 16M to 64T (default: a (k+1)-th of\n"
 	"                        the RAM, or of diehard's cgroup limit; 0 or off: none);\n"
 	"                        a replica over it is killed and replaced\n"
