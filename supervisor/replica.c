@@ -15,6 +15,7 @@
 
 #include "exitcode.h"
 #include "fencelog.h"
+#include "filter.h"
 #include "log.h"
 #include "net.h"
 #include "notify.h"
@@ -172,8 +173,12 @@ void replicas_reap(struct sup *S)
 			if (!r->killed)
 				report_input_fed(S->report, r->id, r->in_off);
 			fencelog_collect(S->fencelog, i);
+			const char *cause = WIFSIGNALED(wstatus) ? filter_kill_cause(WTERMSIG(wstatus)) : NULL;
+			if (cause != NULL)
+				report_signal_cause(S->report, r->id, cause);
 			if (WIFSIGNALED(wstatus))
-				log_event("replica %u (pid %d) killed by signal %d", r->id, (int)pid, WTERMSIG(wstatus));
+				log_event("replica %u (pid %d) killed by signal %d%s%s%s", r->id, (int)pid, WTERMSIG(wstatus),
+					  cause ? " (" : "", cause ? cause : "", cause ? ")" : "");
 			else
 				log_event("replica %u (pid %d) exited with %d", r->id, (int)pid, WEXITSTATUS(wstatus));
 			/* A SIGKILL we did not send most likely came from outside
