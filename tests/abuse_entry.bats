@@ -144,6 +144,8 @@ rows() {
 			check_row "$entry" $row "$ns"
 		done
 	done
+	# The last run's report (x32: signal_cause and all) as the schema says.
+	validate_report "$RUN.json"
 	((${#PROBLEMS[@]} == 0)) || fail "${PROBLEMS[@]}"
 }
 
