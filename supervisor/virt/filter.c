@@ -298,10 +298,10 @@ static int prefix_loader_tls(struct sock_fprog *prog)
  * filter would be one instruction away from a replica that wants past it
  * (TIOCSTI into the terminal, ptrace of the init or of diehard).
  *
- * Killed, not refused: no program diehard runs makes such calls
- * honestly (a 32-bit program cannot run: main.c says so before anything
- * starts), so one that does is an attack, and it learns nothing by
- * probing. An i386 call is recognised by its arch field. An x32 call is
+ * Killed, not refused: a 64-bit program makes such calls only from
+ * hand-written assembly (and a 32-bit one cannot run: main.c says so
+ * before anything starts), so one that does is most likely an attack,
+ * and it learns nothing by probing. An i386 call is recognised by its arch field. An x32 call is
  * an x86-64 one whose number lies in [0x40000000, 0x7fffffff]: the
  * kernel takes a number as x32's when bit 30 is set and the rest is
  * within x32's table, and the whole range is killed rather than the
