@@ -468,6 +468,15 @@ int filter_build(struct sock_fprog *prog, const struct filter_spec *spec)
 	 * (ENOSYS in the kernel): ENOSYS is what the kernel would say of them
 	 * too. */
 	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(ENOSYS));
+	/* The rules' system calls as a binary tree by number rather than a
+	 * list tried in turn: a call the filter runs for (one with a rule on
+	 * its arguments, such as ioctl and openat; the kernel skips the filter
+	 * for the others) meets about 5 comparisons of its number instead of
+	 * up to 25 (ioctl: 23 instructions in all instead of 29, openat 29
+	 * instead of 44: bench/filter). Never with no rule (libseccomp before 2.5.4 then
+	 * lost the default action): TIOCSTI's is always there. */
+	if (rc == 0)
+		rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
 	if (rc == 0 && spec->notify)
 		rc = add_notified(ctx, spec->sleeps, spec->pass_mark);
 	if (rc == 0 && spec->notify && spec->exec_mark != 0)
