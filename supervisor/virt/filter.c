@@ -301,11 +301,11 @@ static int prefix_loader_tls(struct sock_fprog *prog)
  * Killed, not refused: a 64-bit program makes such calls only from
  * hand-written assembly (and a 32-bit one cannot run: main.c says so
  * before anything starts), so one that does is most likely an attack,
- * and it learns nothing by probing. An i386 call is recognised by its arch field. An x32 call is
- * an x86-64 one whose number lies in [0x40000000, 0x7fffffff]: the
- * kernel takes a number as x32's when bit 30 is set and the rest is
- * within x32's table, and the whole range is killed rather than the
- * table's size, which grows with each kernel. Numbers with bit 31 set
+ * and it learns nothing by probing. An i386 call is recognised by its
+ * arch field. An x32 call is an x86-64 one whose number lies in
+ * [0x40000000, 0x7fffffff]: the kernel takes a number as x32's when bit
+ * 30 is set and the rest is within x32's table, and the whole range is
+ * killed rather than the table's size, which grows with each kernel. Numbers with bit 31 set
  * are no call at all in either table: -1 is what tracers and probes use
  * to skip a call, and the kernel answers those with ENOSYS, which they
  * still get (libseccomp's bad-arch action, below). */
@@ -473,8 +473,8 @@ int filter_build(struct sock_fprog *prog, const struct filter_spec *spec)
 	 * its arguments, such as ioctl and openat; the kernel skips the filter
 	 * for the others) meets about 5 comparisons of its number instead of
 	 * up to 25 (ioctl: 23 instructions in all instead of 29, openat 29
-	 * instead of 44: bench/filter). Never with no rule (libseccomp before 2.5.4 then
-	 * lost the default action): TIOCSTI's is always there. */
+	 * instead of 44: bench/filter). Never with no rule (libseccomp before
+	 * 2.5.4 then lost the default action): TIOCSTI's is always there. */
 	if (rc == 0)
 		rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
 	if (rc == 0 && spec->notify)
