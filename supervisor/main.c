@@ -465,6 +465,15 @@ int main(int argc, char **argv)
 	int code = spawn_resolve(o.argv[0], &path);
 	if (code != 0)
 		return code;
+	/* Said here, before any replica starts, rather than as k replicas
+	 * killed by SIGSYS at their first call. */
+	char why[PATH_MAX];
+	if (elfcheck_foreign_entry(path, why, sizeof why)) {
+		log_warn("%s %s: diehard's seccomp filter kills every system call made through the i386 or x32 "
+			 "entry, so it cannot run as replicas",
+			 path, why);
+		return EXIT_CANNOT_EXEC;
+	}
 	o.path = path;
 	check_fd_limit(&o);
 	if (o.control_path == NULL)

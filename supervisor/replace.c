@@ -302,6 +302,12 @@ bool replace_reap_zombie(struct sup *S, pid_t pid, int wstatus)
 			wstatus = replica_program_status(&S->zombies[i].status_fd, wstatus);
 			report_exit(S->report, S->zombies[i].id, replica_status(wstatus),
 				    WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0, sup_now() - S->t_start);
+			/* Killed by us, but perhaps by the filter first (its
+			 * output ended, and we noticed that before its exit). */
+			const char *cause = replica_signal_cause(S, S->zombies[i].id, wstatus);
+			if (cause != NULL)
+				log_event("replica %u (pid %d) killed by signal %d (%s)", S->zombies[i].id, (int)pid,
+					  WTERMSIG(wstatus), cause);
 			S->zombies[i] = S->zombies[--S->nzombies];
 			return true;
 		}

@@ -15,6 +15,7 @@
 
 #include "exitcode.h"
 #include "fencelog.h"
+#include "filter.h"
 #include "log.h"
 #include "net.h"
 #include "notify.h"
@@ -147,6 +148,14 @@ int replica_program_status(int *status_fd, int init_status)
 	return status;
 }
 
+const char *replica_signal_cause(struct sup *S, unsigned id, int wstatus)
+{
+	const char *cause = WIFSIGNALED(wstatus) ? filter_kill_cause(WTERMSIG(wstatus)) : NULL;
+	if (cause != NULL)
+		report_signal_cause(S->report, id, cause);
+	return cause;
+}
+
 void replicas_reap(struct sup *S)
 {
 	for (;;) {
@@ -172,8 +181,10 @@ void replicas_reap(struct sup *S)
 			if (!r->killed)
 				report_input_fed(S->report, r->id, r->in_off);
 			fencelog_collect(S->fencelog, i);
+			const char *cause = replica_signal_cause(S, r->id, wstatus);
 			if (WIFSIGNALED(wstatus))
-				log_event("replica %u (pid %d) killed by signal %d", r->id, (int)pid, WTERMSIG(wstatus));
+				log_event("replica %u (pid %d) killed by signal %d%s%s%s", r->id, (int)pid, WTERMSIG(wstatus),
+					  cause ? " (" : "", cause ? cause : "", cause ? ")" : "");
 			else
 				log_event("replica %u (pid %d) exited with %d", r->id, (int)pid, WEXITSTATUS(wstatus));
 			/* A SIGKILL we did not send most likely came from outside

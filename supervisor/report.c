@@ -277,6 +277,13 @@ void report_exit(struct report *rp, unsigned r, int status, int signal, double t
 	set(rep, "end", json_real(t));
 }
 
+void report_signal_cause(struct report *rp, unsigned r, const char *cause)
+{
+	json_t *rep = replica(rp, r);
+	if (rep != NULL)
+		set(rep, "signal_cause", text(cause));
+}
+
 void report_no_quorum(struct report *rp, const char *stream, size_t offset, const char *why, const char *sides)
 {
 	set(rp->root, "no_quorum",

@@ -42,6 +42,9 @@ void report_stopped(struct report *rp, unsigned replica, const char *why, double
 /* The input bytes written to a replica so far (its last word wins). */
 void report_input_fed(struct report *rp, unsigned replica, size_t n);
 void report_exit(struct report *rp, unsigned replica, int status, int signal, double t);
+/* Why the signal that ended a replica was sent, where diehard can tell
+ * (filter.h: SIGSYS). */
+void report_signal_cause(struct report *rp, unsigned replica, const char *cause);
 void report_no_quorum(struct report *rp, const char *stream, size_t offset, const char *why, const char *sides);
 void report_input_log(struct report *rp, size_t bytes, size_t retained_from, bool complete);
 void report_virtualize(struct report *rp, bool on);

@@ -202,6 +202,10 @@ int replica_status(int wstatus);
 /* A sandboxed replica's program's wait status, read from its init's pipe (closed
  * then); init_status when the init wrote none (it was killed). */
 int replica_program_status(int *status_fd, int init_status);
+/* What sent the signal that ended replica id, where diehard can tell (the
+ * seccomp filter's SIGSYS, filter.h): put in the report and returned for
+ * the -v event; NULL otherwise. */
+const char *replica_signal_cause(struct sup *S, unsigned id, int wstatus);
 void replica_close_input(struct replica *r);
 void replica_close_output(struct replica *r, int s);
 void replica_signal(struct replica *r, int sig);
