@@ -43,6 +43,9 @@ struct spawn_request {
 struct spawn_result {
 	int exec_errno;  /* the exec failed with this (the child is reaped) */
 	int ns_errno;    /* the namespaces could not be made (the child is reaped) */
+	unsigned long ns_refused; /* with ns_errno: the one refused, CLONE_NEWUSER
+				     (root's, sandbox.h) or CLONE_NEWNET; 0: the
+				     replica's namespaces as a whole */
 	int listener;    /* the filter's user-notify fd, or -1 */
 	int status_fd;   /* sandboxed: the init writes the program's wait status
 			    here before it exits; else -1 */
