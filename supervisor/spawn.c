@@ -510,7 +510,8 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	 * (it died before the line above) fails, and we go. */
 	if (!child_send(sock, 'P', 0, -1))
 		_exit(EXIT_INTERNAL);
-	if ((err = own_session()) != 0 || (err = sandbox_enter(init_flags, uid, gid)) != 0)
+	if ((err = own_session()) != 0 || (err = sandbox_enter(init_flags, uid, gid)) != 0 ||
+	    (sandbox_program_user(r->ns_flags) && (err = sandbox_guard_kernel()) != 0))
 		goto fail;
 	/* The program's 0-2 pass through us; nothing else of diehard's does. */
 	if ((err = take_stdio(r->fds)) != 0)

@@ -27,6 +27,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -198,6 +199,41 @@ int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid)
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		return errno;
 	return private_dev(flags & CLONE_NEWIPC);
+}
+
+/* path bound onto itself and made read-only (no setuid, devices or
+ * programs either); where there is no such file, nothing. 0, or an errno. */
+static int readonly(const char *path)
+{
+	if (mount(path, path, NULL, MS_BIND, NULL) != 0)
+		return errno == ENOENT ? 0 : errno;
+	if (mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+		return errno;
+	return 0;
+}
+
+int sandbox_guard_kernel(void)
+{
+	/* The kernel's knobs that host root may write by file permissions
+	 * alone (owned by uid 0, which root of the program's user namespace
+	 * is): core_pattern and every other sysctl, the magic SysRq key,
+	 * interrupt affinities, /sys's attributes. Read-only here; copied into
+	 * the program's namespace, they stay so (MNT_LOCK_READONLY). */
+	static const char *const paths[] = { "/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus",
+					     "/proc/fs" };
+	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+		int err = readonly(paths[i]);
+		if (err != 0)
+			return err;
+	}
+	/* /sys and every mount under it (cgroups, debugfs, securityfs...),
+	 * in one call; before Linux 5.12, /sys itself. */
+	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC };
+	if (!is_dir("/sys") || syscall(SYS_mount_setattr, AT_FDCWD, "/sys", AT_RECURSIVE, &ro, sizeof ro) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return errno;
+	return mount(NULL, "/sys", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0 ? 0 : errno;
 }
 
 int sandbox_program_enter(unsigned long flags, unsigned long *step, int *net_fd)

@@ -70,6 +70,12 @@ bool sandbox_program_user(unsigned long flags);
  * an errno. Async-signal-safe. */
 int sandbox_enter(unsigned long init_flags, uid_t uid, gid_t gid);
 
+/* In the init, after sandbox_enter, when the program makes its user
+ * namespace (root): the kernel's settings that uid 0 may write by file
+ * permissions alone, so root of that namespace too (/proc/sys and its
+ * like, /sys) made read-only. 0, or an errno. */
+int sandbox_guard_kernel(void);
+
 /* In the program, forked by the init, before anything else: its own user
  * and mount namespaces (CLONE_NEWUSER in *step, when
  * sandbox_program_user), then with CLONE_NEWNET in flags its network
