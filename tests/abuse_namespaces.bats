@@ -78,7 +78,8 @@ tty_row() {
 	local got
 	got=$(tr -d '\r' <"$T/tty")
 	[[ $(<"$T/tty.rc") == 0 ]] || fail "$who, --sandbox $mode: exit $(<"$T/tty.rc")" "$got"
-	local want='open /dev/tty: No such device or address
+	local want='descriptors of a terminal: 0
+open /dev/tty: No such device or address
 controlling terminal: none
 session: its own
 process group: its own'
@@ -331,4 +332,55 @@ shm_row() {
 @test "/dev/shm, nobody, --sandbox auto: the host's files are not seen, a replica's reach neither the host nor its siblings; 1777, nosuid, nodev" {
 	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 	shm_row nobody auto
+}
+
+# job_row USER MODE: SIGUSR1 to diehard reaches each replica's whole job:
+# the command and the child it started (which writes to a file the
+# replicas share), through the init's forwarding or diehard's kill of the
+# group.
+job_row() {
+	local who=$1 mode=$2
+	who_can "$who"
+	local dir
+	dir=$(mktemp -d /tmp/diehard-abuse.XXXXXX)
+	chmod 777 "$dir"
+	# No timeout in between: the signal goes to diehard's pid (setpriv
+	# execs it); the test ends it itself.
+	start_bg "$T/job" "${who_cmd[@]}" "$DIEHARD" -k 3 --sandbox "$mode" sh -c '
+		trap "echo command" USR1
+		sh -c "trap \"echo child >>$1/got\" USR1; echo >>$1/ready; sleep 20 & wait" &
+		sleep 20 & wait; wait' sh "$dir"
+	wait_until 30 eval '[[ $(grep -c "" "$dir/ready" 2>/dev/null) == 3 ]]' ||
+		{ rm -rf "$dir"; fail "the replicas' children did not start" "$(cat "$T/job.err")"; }
+	kill -USR1 "$BG_PID"
+	wait_until 30 eval '[[ $(grep -c "" "$dir/got" 2>/dev/null) == 3 ]]'
+	local got
+	got=$(grep -c "" "$dir/got" 2>/dev/null)
+	# The commands end on their own after it (their wait returns); if not,
+	# they are stopped.
+	kill -TERM "$BG_PID" 2>/dev/null || true
+	await_exit "$BG_PID" 10 || true
+	rm -rf "$dir"
+	[[ $got == 3 ]] || fail "$who, --sandbox $mode: $got of 3 children got the signal" "$(cat "$T/job.err")"
+	grep -qx command "$T/job.out" || fail "$who, --sandbox $mode: the commands did not get it" "$(cat "$T/job.out" "$T/job.err")"
+}
+
+@test "signals, root, --sandbox on: a signal diehard forwards reaches each replica's whole job, in its own session" {
+	who_cmd=()
+	job_row root on
+}
+
+@test "signals, root, --sandbox off: a signal diehard forwards reaches each replica's whole job, in its own session" {
+	who_cmd=()
+	job_row root off
+}
+
+@test "signals, nobody, --sandbox auto: a signal diehard forwards reaches each replica's whole job, in its own session" {
+	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+	job_row nobody auto
+}
+
+@test "signals, nobody, --sandbox off: a signal diehard forwards reaches each replica's whole job, in its own session" {
+	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+	job_row nobody off
 }

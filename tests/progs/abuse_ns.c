@@ -3,7 +3,8 @@
  * it, for tests/abuse_namespaces.bats. Each mode prints lines that are the
  * same in every replica (the vote must agree), and exits 0.
  *
- *   abuse_ns tty [PTY]     its terminal: /dev/tty, its controlling terminal
+ *   abuse_ns tty [PTY]     its terminal: descriptors it was given that are
+ *                          terminals, /dev/tty, its controlling terminal
  *                          (the tty field of /proc/self/stat), whether it
  *                          leads a session of its own, and (PTY) opening
  *                          the terminal diehard was started from by name
@@ -77,6 +78,12 @@ static long tty_nr(void)
 
 static int do_tty(const char *pty)
 {
+	/* What it was given: no descriptor of a terminal (diehard's 0-2 may
+	 * be one; the replica's are pipes). */
+	int ttys = 0;
+	for (int i = 0; i < 1024; i++)
+		ttys += isatty(i);
+	printf("descriptors of a terminal: %d\n", ttys);
 	int fd = open("/dev/tty", O_RDWR | O_NOCTTY);
 	printf("open /dev/tty: %s\n", result(fd));
 	printf("controlling terminal: %s\n", tty_nr() == 0 ? "none" : "yes");
