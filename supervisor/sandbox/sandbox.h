@@ -93,11 +93,11 @@ int sandbox_map_program(pid_t prog);
 #define SANDBOX_SOCKETS_MAX 64
 
 /* The init's life once the program (prog, its pid 2) is forked: makes
- * itself undumpable, then closes gate_fd (-1: none), the end of a pipe the
- * program reads to its end before it execs (spawn.c), so that the program
- * cannot open the init's memory while it is still dumpable (just after
- * the exec of diehard-init); forwards
- * signals from outside to the program's process group, reaps, answers
+ * itself undumpable, then closes gate_fd (-1: none), its end of a socket
+ * pair the program reads to its end before it execs (spawn.c), so that the
+ * program cannot open the init's memory while it is still dumpable (just
+ * after the exec of diehard-init); forwards signals from outside to the
+ * program's process group (its session's: it leads both), reaps, answers
  * diehard's requests for sockets on net_fd (factory.h; -1: no channel),
  * and writes the program's wait status to status_fd when it ends. The
  * channel's end or failure only stops the answers. Never returns. */
