@@ -7,7 +7,12 @@
  * gave it) and diehard's requests on the socket channel (factory.h). Each
  * request is answered at once, in one message: the sockets made (socket(2)
  * in the init's network namespace, which is the program's) and a byte
- * saying whether all of them could be. */
+ * saying whether all of them could be.
+ *
+ * The namespaces' set-up runs in the init and, for the program's own (as
+ * root: a user and mount namespace; the network one), in the program
+ * between its fork and its exec: system calls only, formatted by hand
+ * (sandbox_enter, sandbox_program_enter, sandbox_map_program). */
 #include "sandbox.h"
 
 #include <dirent.h>
