@@ -313,7 +313,7 @@ static pid_t finish(struct sup *S, struct launch *L)
 		/* Refused with the flags in force: fewer namespaces (said
 		 * once), or the end. Replicas launched with more meanwhile
 		 * just start again with what is now in force. */
-		if (L->req.ns_flags == S->ns_flags && !sup_sandbox_refused(S, L->res.ns_errno))
+		if (L->req.ns_flags == S->ns_flags && !sup_sandbox_refused(S, L->res.ns_errno, L->res.ns_refused))
 			break;
 		L->req.ns_flags = S->ns_flags;
 		L->req.filter = &S->filter; /* rebuilt for a replica without namespaces */
@@ -325,8 +325,6 @@ static pid_t finish(struct sup *S, struct launch *L)
 		L->req.envp = L->envp;
 		pid = spawn_replica(&L->req, &L->res);
 	}
-	if (pid >= 0 && L->req.ns_flags != 0)
-		sup_sandbox_started(S);
 	spawn_environment_free(L->envp);
 	L->envp = NULL;
 	return pid;
@@ -348,9 +346,11 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 		if (res.ns_errno != 0)
 			fatal(EXIT_INTERNAL, "cannot make replica %u's namespaces (%s): %s (%s)", S->next_id,
 			      sandbox_describe(S->ns_flags), strerror(res.ns_errno),
-			      S->ns_flags & CLONE_NEWNET ? "--net host runs without a network namespace, --sandbox off "
-							   "without any"
-							 : "--sandbox off runs without");
+			      res.ns_refused == CLONE_NEWNET    ? "--net host runs without a network namespace, "
+								  "--sandbox off without any"
+			      : res.ns_refused == CLONE_NEWUSER ? "--sandbox auto runs without the user namespace, "
+								  "--sandbox off without any"
+								: "--sandbox off runs without");
 		if (exec_errno == 0 && err == EBUSY)
 			fatal(code, "cannot install the seccomp filter in a replica: %s (another seccomp listener, such "
 				    "as an outer diehard's, watches this process; --no-virtualize runs without one)",

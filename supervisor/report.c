@@ -314,10 +314,30 @@ void report_virtualize(struct report *rp, bool on)
 
 void report_sandbox(struct report *rp, const char *namespaces, const char *why_none)
 {
-	json_t *sb = json_pack("{s:s}", "namespaces", namespaces);
-	if (sb != NULL && why_none != NULL)
+	/* Updated in place: the namespaces refused one by one stay said. */
+	json_t *sb = json_object_get(rp->root, "sandbox");
+	if (sb == NULL) {
+		sb = must(json_object());
+		set(rp->root, "sandbox", sb);
+	}
+	set(sb, "namespaces", json_string(namespaces));
+	if (why_none != NULL)
 		set(sb, "why_none", json_string(why_none));
-	set(rp->root, "sandbox", sb);
+	else
+		(void)json_object_del(sb, "why_none");
+}
+
+void report_sandbox_refused(struct report *rp, const char *ns, const char *why)
+{
+	json_t *sb = json_object_get(rp->root, "sandbox");
+	if (sb == NULL)
+		return;
+	json_t *refused = json_object_get(sb, "refused");
+	if (refused == NULL) {
+		refused = must(json_object());
+		set(sb, "refused", refused);
+	}
+	set(refused, ns, json_string(why));
 }
 
 /* A replica gone wrong could make millions of odd calls: the first ones

@@ -53,8 +53,11 @@ void report_virtualize(struct report *rp, bool on);
  * the vDSO, or by system call when why_syscall says why) and how many of
  * their vDSO reads made a system call. */
 void report_clock_leaders(struct report *rp, const char *why_syscall, uint64_t vdso_fallbacks);
-/* The replicas' namespaces ("user, pid, mount", or "none" and why). */
+/* The replicas' namespaces ("user, pid, mount, ipc", or "none" and why). */
 void report_sandbox(struct report *rp, const char *namespaces, const char *why_none);
+/* One namespace the kernel refused ("user", "network") and why, while the
+ * others were made: sandbox.refused.NS. */
+void report_sandbox_refused(struct report *rp, const char *ns, const char *why);
 void report_call_divergence(struct report *rp, unsigned replica, const char *call, uint64_t index,
 			    const char *expected, const char *got, double t);
 void report_calls(struct report *rp, unsigned replica, const char *call, uint64_t count);

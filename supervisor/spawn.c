@@ -154,8 +154,12 @@ void spawn_environment_free(char **envp)
  * a successful exec closes it, which the parent reads as end of file). */
 struct child_msg {
 	char tag;  /* 'L' listener (fd attached), 'F' filter refused, 'E' exec failed,
-		      'N' namespaces refused, 'P' the init is up (nothing to do),
-		      'C' the sandboxed program's credentials (its pid) */
+		      'N' namespaces refused, 'U' the program's user namespace
+		      refused (root's), 'T' its network namespace refused,
+		      'P' the init is up (nothing to do), 'C' the sandboxed
+		      program's credentials (its pid); to the init, on the gate:
+		      'R' the program's namespaces are made (its network
+		      namespace's fd attached) */
 	int err;
 };
 
@@ -262,8 +266,50 @@ static void wait_gate(int gate)
 	close(gate);
 }
 
+static int private_listeners(unsigned npass);
+static char parent_receive(int sock, int *err, int *fd, pid_t *sender);
+
+/* A session of its own, without a controlling terminal: /dev/tty does not
+ * open, nothing it does (TIOCSTI, a read that would stop it, setsid games)
+ * reaches the terminal diehard was started from, and its process group
+ * (its pid: a session's leader leads a group too) is not in the session of
+ * diehard's, whose groups it cannot join (setpgid). A terminal's ^C
+ * reaches diehard alone, which forwards it, so every replica gets each
+ * signal exactly once. First thing, so that the moment it shares
+ * diehard's group is short (diehard's own setpgid of it would make this
+ * fail: it does none). 0, or an errno. */
+static int own_session(void)
+{
+	return setsid() < 0 ? errno : 0;
+}
+
+/* The sandboxed program, before anything else: its own namespaces
+ * (sandbox_program_enter; with a network of its own, the passed listening
+ * sockets remade in it), then the word to its init on the gate, with the
+ * network namespace's fd for the init to join. A refusal is told to
+ * diehard ('U' or 'T', so that it retries without that namespace alone)
+ * and ends us; the init, whose gate then ends, goes too. */
+static void program_namespaces(const struct spawn_request *r, int sock, int gate)
+{
+	unsigned long step;
+	int net_fd;
+	int err = sandbox_program_enter(r->ns_flags, &step, &net_fd);
+	if (err == 0 && (r->ns_flags & CLONE_NEWNET))
+		err = private_listeners(r->npass);
+	if (err != 0) {
+		child_send(sock, step == CLONE_NEWUSER ? 'U' : 'T', err, -1);
+		_exit(EXIT_INTERNAL);
+	}
+	/* Undelivered, the init is gone: diehard sees it end. */
+	if (!child_send(gate, 'R', 0, net_fd))
+		_exit(EXIT_INTERNAL);
+	if (net_fd >= 0)
+		close(net_fd);
+}
+
 /* In the child: never returns. Reports the listener and any failure through
- * sock. gate: see wait_gate. */
+ * sock. gate: see wait_gate; sandboxed (gate >= 0), the program makes its
+ * own namespaces first (program_namespaces). */
 static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv, pid_t parent, int sock, int gate)
 {
 	int err;
@@ -273,9 +319,10 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 		err = errno ? errno : ESRCH;
 		goto fail;
 	}
-	/* Its own process group: a terminal's ^C reaches diehard alone, which
-	 * forwards it, so every replica gets each signal exactly once. */
-	(void)setpgid(0, 0);
+	if ((err = own_session()) != 0)
+		goto fail;
+	if (gate >= 0)
+		program_namespaces(r, sock, gate);
 	if ((err = take_stdio(r->fds)) != 0)
 		goto fail;
 	/* Only fds 0-2 and the passed sockets are inherited (sock is
@@ -451,9 +498,10 @@ static int private_listeners(unsigned npass)
  * program (child() above, as pid 2) and becomes its init. All signals
  * are blocked on entry. net_fd: its end of the socket channel, or -1. */
 static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_argv, int sock, int status_fd,
-				 int net_fd, uid_t uid, gid_t gid)
+				 int net_fd, unsigned long init_flags, uid_t uid, gid_t gid)
 {
 	int err;
+	char refused = 'N';
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
 		err = errno;
 		goto fail;
@@ -462,17 +510,15 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	 * (it died before the line above) fails, and we go. */
 	if (!child_send(sock, 'P', 0, -1))
 		_exit(EXIT_INTERNAL);
-	if ((err = sandbox_enter(r->ns_flags, uid, gid)) != 0)
+	if ((err = own_session()) != 0 || (err = sandbox_enter(init_flags, uid, gid)) != 0 ||
+	    (sandbox_program_user(r->ns_flags) && (err = sandbox_guard_kernel()) != 0))
 		goto fail;
-	(void)setpgid(0, 0);
 	/* The program's 0-2 pass through us; nothing else of diehard's does. */
 	if ((err = take_stdio(r->fds)) != 0)
 		goto fail;
 	int keep[] = { sock, status_fd, net_fd, -1 };
 	keep[3] = place_clock_fd(r->clock_fd, keep, 3);
 	close_all_but(keep, 4, r->npass);
-	if ((r->ns_flags & CLONE_NEWNET) && (err = private_listeners(r->npass)) != 0)
-		goto fail;
 	/* Our handlers (the loop's) are diehard's; the program inherits the
 	 * dispositions (child() resets them too). SIGCHLD must not be
 	 * ignored here, or its children would never reach waitpid. */
@@ -485,8 +531,10 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	struct spawn_request prog = *r;
 	prog.fds[0] = 0, prog.fds[1] = 1, prog.fds[2] = 2;
 	prog.clock_fd = keep[3];
+	/* The gate: the program's word that its namespaces are made comes
+	 * on it, then our end's close lets it exec (wait_gate). */
 	int gate[2];
-	if (pipe2(gate, O_CLOEXEC) != 0) {
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, gate) != 0) {
 		err = errno;
 		goto fail;
 	}
@@ -503,7 +551,25 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 		goto fail;
 	}
 	close(gate[0]);
-	(void)setpgid(pid, pid);
+	/* Its namespaces made (a refusal it told diehard itself: we go), its
+	 * user namespace mapped, its network joined: diehard's sockets
+	 * (factory.h) are made in there. */
+	int word = 0, prog_net = -1;
+	pid_t ignored;
+	if (parent_receive(gate[1], &word, &prog_net, &ignored) != 'R')
+		_exit(EXIT_INTERNAL);
+	if (sandbox_program_user(r->ns_flags) && (err = sandbox_map_program(pid)) != 0) {
+		refused = 'U';
+		goto fail;
+	}
+	if (prog_net >= 0) {
+		if (setns(prog_net, CLONE_NEWNET) != 0) {
+			err = errno;
+			refused = 'T';
+			goto fail;
+		}
+		close(prog_net);
+	}
 	/* The program's pipes are its own: diehard sees their end when the
 	 * program (and what it started) closes them, not when we do; and the
 	 * passed sockets are its alone. */
@@ -516,7 +582,7 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 		(void)close_range(3, 3 + r->npass - 1, 0);
 	sandbox_init_exec(r->init_path, pid, status_fd, net_fd, gate[1]);
 fail:
-	child_send(sock, 'N', err, -1);
+	child_send(sock, refused, err, -1);
 	_exit(EXIT_INTERNAL);
 }
 
@@ -604,18 +670,20 @@ pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struc
 	pid_t pid = -1;
 	uid_t uid = geteuid();
 	gid_t gid = getegid();
+	/* The network namespace is the program's to make, and as root its
+	 * user namespace too (sandbox.h): the slowest to create, made in
+	 * parallel so. */
+	unsigned long init_flags = sandbox_init_flags(r->ns_flags);
 	if (sigprocmask(SIG_BLOCK, &all, &old) == 0) {
 		pid_t parent = getpid();
-		/* The network namespace is the child's to make (sandbox_enter):
-		 * the slowest of them to create, made in parallel so. */
-		pid = r->ns_flags != 0 ? clone_fork(r->ns_flags & ~(unsigned long)CLONE_NEWNET) : fork();
+		pid = r->ns_flags != 0 ? clone_fork(init_flags) : fork();
 		if (pid == 0) {
 			close(sock[0]);
 			if (r->ns_flags != 0) {
 				close(status[0]);
 				if (net[0] >= 0)
 					close(net[0]);
-				init_child(r, sh_argv, sock[1], status[1], net[1], uid, gid);
+				init_child(r, sh_argv, sock[1], status[1], net[1], init_flags, uid, gid);
 			}
 			child(r, sh_argv, parent, sock[1], -1);
 		}
@@ -643,9 +711,10 @@ pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struc
 		errno = saved;
 		return -1;
 	}
-	/* Also here, so the group exists before we might signal it (the child
-	 * may not have run yet); EACCES once it has exec'ed is harmless. */
-	(void)setpgid(pid, pid);
+	/* No setpgid of the child from here: it makes a session of its own
+	 * (own_session), which a group leader cannot. Until it has, a signal
+	 * for its group goes to it alone (replica_signal), which is all the
+	 * group then holds. */
 	*sp = (struct spawn_pending){ .pid = pid, .sock = sock[0], .status_fd = status[0], .net_fd = net[0],
 				      .want_listener = r->filter != NULL && r->listener };
 	return pid;
@@ -661,8 +730,10 @@ pid_t spawn_finish(struct spawn_pending *sp, struct spawn_result *res)
 			res->program_pid = sender;
 		else if (tag == 'E')
 			res->exec_errno = failed = err;
-		else if (tag == 'N')
-			res->ns_errno = failed = err;
+		else if (tag == 'N' || tag == 'U' || tag == 'T') {
+			res->ns_errno = failed = err ? err : EPROTO;
+			res->ns_refused = tag == 'U' ? CLONE_NEWUSER : tag == 'T' ? CLONE_NEWNET : 0;
+		}
 		else if (tag == 'F')
 			failed = err ? err : EINVAL;
 		else if (tag == 'S')

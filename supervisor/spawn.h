@@ -1,7 +1,8 @@
 /* spawn.h — starting one replica: the real argv, no shell, PATH lookup like
  * execvp, the parent's environment plus the allocator's settings, only fds
- * 0-2 (and socket-activated ones) inherited, killed when the supervisor
- * dies. Sandboxed with a network of its own (CLONE_NEWNET in ns_flags),
+ * 0-2 (pipes of diehard's, never its terminal; and socket-activated ones)
+ * inherited, in a session of its own without a controlling terminal,
+ * killed when the supervisor dies. Sandboxed with a network of its own (CLONE_NEWNET in ns_flags),
  * its init gets one end of a socket channel (factory.h) and diehard the
  * other, and a TCP listening socket passed on is replaced by one listening
  * on the same address in the replica's network. */
@@ -43,6 +44,9 @@ struct spawn_request {
 struct spawn_result {
 	int exec_errno;  /* the exec failed with this (the child is reaped) */
 	int ns_errno;    /* the namespaces could not be made (the child is reaped) */
+	unsigned long ns_refused; /* with ns_errno: the one refused, CLONE_NEWUSER
+				     (root's, sandbox.h) or CLONE_NEWNET; 0: the
+				     replica's namespaces as a whole */
 	int listener;    /* the filter's user-notify fd, or -1 */
 	int status_fd;   /* sandboxed: the init writes the program's wait status
 			    here before it exits; else -1 */

@@ -160,8 +160,6 @@ struct sup {
 	unsigned long ns_flags;   /* sandbox.h: each replica's namespaces (0: none) */
 	bool net_private;         /* CLONE_NEWNET is in ns_flags: each replica has a
 				     network of its own (--net private, net.h) */
-	int net_refused;          /* the kernel refused the network namespace (this
-				     errno): said once the others are known to work */
 	double t_start;
 	/* replace.c */
 	struct digest_key dkey; /* the run's digest key */
@@ -179,13 +177,11 @@ struct sup {
 
 /* supervisor.c */
 double sup_now(void);
-/* The kernel refused a replica's namespaces (err): true when the run goes
- * on with fewer (without the network namespace first, then without any;
- * said once, the filter rebuilt), false when --sandbox on asked for them. */
-bool sup_sandbox_refused(struct sup *S, int err);
-/* A replica started in S->ns_flags's namespaces (replica.c): a refused
- * network namespace is said now, once. */
-void sup_sandbox_started(struct sup *S);
+/* The kernel refused a replica's namespaces (err): which alone
+ * (CLONE_NEWNET, or root's CLONE_NEWUSER: spawn.h's ns_refused), or all of
+ * them (0). true when the run goes on with fewer (said once, the filter
+ * rebuilt), false when --sandbox on asked for them. */
+bool sup_sandbox_refused(struct sup *S, int err, unsigned long which);
 unsigned sup_live_count(const struct sup *S);
 unsigned sup_quorum(const struct sup *S);
 void sup_finish(struct sup *S, int code);

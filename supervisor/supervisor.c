@@ -303,41 +303,41 @@ static void build_filter(struct sup *S)
 }
 
 
-bool sup_sandbox_refused(struct sup *S, int err)
+bool sup_sandbox_refused(struct sup *S, int err, unsigned long which)
 {
 	if (S->o->sandbox == SANDBOX_ON)
 		return false;
-	if (S->ns_flags & CLONE_NEWNET) {
-		/* Perhaps the network namespace alone (user.max_net_namespaces,
-		 * no loopback): the others are tried without it, and which of
-		 * the two lines is said waits for their answer. */
+	/* One namespace alone (the replica said which): the others are kept,
+	 * and it is said once. */
+	if (which == CLONE_NEWNET) {
+		log_warn("no network namespace for the replicas (%s): they share diehard's network, where servers "
+			 "among them collide on their ports (--net host: this without the warning)",
+			 strerror(err));
 		S->ns_flags &= ~(unsigned long)CLONE_NEWNET;
 		S->net_private = false;
-		S->net_refused = err;
 		report_sandbox(S->report, sandbox_describe(S->ns_flags), NULL);
+		report_sandbox_refused(S->report, "network", strerror(err));
 		build_filter(S);
+		return true;
+	}
+	if (which == CLONE_NEWUSER) {
+		log_warn("no user namespace for the replicas (%s): root in them is root of the host's, and can "
+			 "unmount their /proc to reach the host's processes (--sandbox on: refuse to run instead)",
+			 strerror(err));
+		S->ns_flags &= ~(unsigned long)CLONE_NEWUSER;
+		report_sandbox(S->report, sandbox_describe(S->ns_flags), NULL);
+		report_sandbox_refused(S->report, "user", strerror(err));
 		return true;
 	}
 	log_warn("no namespaces for the replicas (%s: %s): they run in diehard's pid space and /proc, where a "
 		 "replica can still open another's /proc/PID/mem; the seccomp filter refuses them ptrace, "
 		 "process_vm_*, pidfd_getfd, kcmp and signals to diehard (--sandbox off: this without the warning)",
-		 sandbox_describe(S->ns_flags | (S->net_refused != 0 ? (unsigned long)CLONE_NEWNET : 0)),
-		 strerror(err));
+		 sandbox_describe(S->ns_flags), strerror(err));
 	S->ns_flags = 0;
-	S->net_refused = 0;
+	S->net_private = false;
 	report_sandbox(S->report, "none", strerror(err));
 	build_filter(S);
 	return true;
-}
-
-
-void sup_sandbox_started(struct sup *S)
-{
-	if (S->net_refused == 0 || S->ns_flags == 0)
-		return;
-	log_warn("no network namespace for the replicas (%s): they share diehard's network, where servers among "
-		 "them collide on their ports (--net host: this without the warning)", strerror(S->net_refused));
-	S->net_refused = 0;
 }
 
 
