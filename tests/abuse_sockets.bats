@@ -68,6 +68,7 @@ write_attack() {
 		o=$out/r$i
 		{
 			echo "--- environment"
+			echo "notify socket: ${NOTIFY_SOCKET:+given}"
 			env | grep -F -e "$rt" -e RUNTIME_DIRECTORY || echo "nothing names it"
 			echo "--- status"
 			"$d" status --control "$ctl"; echo "rc=$?"
@@ -95,8 +96,9 @@ write_attack() {
 	SH
 }
 
-# control_run USER SANDBOX: one run of attack.sh as USER; its files in
-# $W/USER.SANDBOX (R).
+# control_run USER SANDBOX: one run of attack.sh as USER, as a service (the
+# manager's NOTIFY_SOCKET, RUNTIME_DIRECTORY with the control socket); its
+# files in $W/USER.SANDBOX (R).
 control_run() {
 	local user=$1 sb=$2 p
 	R=$W/$user.$sb
@@ -107,7 +109,8 @@ control_run() {
 	sleep 600 >"$R/out/go" &
 	p=$!
 	HOLDERS="${HOLDERS:-} $p"
-	"${RUNNER[@]}" env RUNTIME_DIRECTORY="$R/rt" timeout 60 "$DIEHARD" -v -k 3 --sandbox "$sb" -r "$R/r.json" -- \
+	"${RUNNER[@]}" env RUNTIME_DIRECTORY="$R/rt" timeout 60 python3 "$MANAGER" "$R/manager.log" -- \
+		"$DIEHARD" -v -k 3 --sandbox "$sb" -r "$R/r.json" -- \
 		sh "$W/attack.sh" "$DIEHARD" "$R/rt/control" "$R/out" "$PROGS/abuse_control" "$R/rt" \
 		>"$R/run.out" 2>"$R/run.err" &
 	local run=$!
@@ -144,6 +147,7 @@ check_control_refused() {
 			fail "$user, --sandbox $sb: the raw connect was not refused:" "$(cat "$log")"
 		sed -n '/^--- environment$/,/^--- status$/p' "$log" | grep -qx 'nothing names it' ||
 			fail "$user, --sandbox $sb: the environment names the socket's directory:" "$(cat "$log")"
+		grep -qx 'notify socket: given' "$log" || fail "$user, --sandbox $sb: no NOTIFY_SOCKET:" "$(cat "$log")"
 		# No seed, no host pid (diehard's, an init's, a program's).
 		! grep -Eq '[0-9a-f]{32}' "$log" || fail "$user, --sandbox $sb: a seed leaked:" "$(cat "$log")"
 		for pid in $(jq -r '.pid, (.replicas[] | .pid, .init_pid // empty)' "$R/outside.json"); do
@@ -154,6 +158,7 @@ check_control_refused() {
 	jq -e '.control_refused == 18 and .exit_code == 0 and .divergences == []
 		and all(.replicas[]; has("killed") | not)' "$R/r.json" >/dev/null ||
 		fail "$user, --sandbox $sb: report: $(jq -c '{control_refused, exit_code, divergences}' "$R/r.json")"
+	validate_report "$R/r.json"
 	grep -q "control: refused a connection from replica [0-9]*'s process" "$R/run.err" ||
 		fail "$user, --sandbox $sb: no refusal event:" "$(cat "$R/run.err")"
 	grep -q "the replicas' RUNTIME_DIRECTORY leaves out $R/rt, where the control socket is (they get none)" "$R/run.err" ||
@@ -204,6 +209,7 @@ notify_run() {
 	grep -q '^diehard: notify_dropped: ' "$R/err" || fail "$user, --sandbox $sb: no notify_dropped event:" "$(cat "$R/err")"
 	jq -e '.exit_code == 0 and .divergences == [] and all(.replicas[]; has("killed") | not)' "$R/r.json" >/dev/null ||
 		fail "$user, --sandbox $sb: report: $(jq -c '{exit_code, divergences}' "$R/r.json")"
+	validate_report "$R/r.json"
 }
 
 # check_notify_forged USER: one honest replica of three: the manager never
@@ -248,4 +254,22 @@ check_notify_forged() {
 			((before == 2)) || fail "$user, --sandbox $sb: ready after $before replicas said it:" "$(cat "$R/err")"
 		done
 	done
+}
+
+@test "the replicas' RUNTIME_DIRECTORY leaves out the entries that hold the control socket (the first by default, the one --control names, through a symbolic link) and keeps the others" {
+	local out
+	mkdir -p "$W/a" "$W/b"
+	ln -s "$W/a" "$W/link"
+	out=$(RUNTIME_DIRECTORY="$W/a:$W/b" sup -k 3 sh -c 'echo "${RUNTIME_DIRECTORY-unset}"')
+	[[ $out == "$W/b" ]] || fail "default socket in the first entry: the replicas see '$out'"
+	out=$(RUNTIME_DIRECTORY="$W/a" sup -k 3 sh -c 'echo "${RUNTIME_DIRECTORY-unset}"')
+	[[ $out == unset ]] || fail "one entry: the replicas see '$out'"
+	out=$(RUNTIME_DIRECTORY="$W/a:$W/b" sup -k 3 --control "$W/b/ctl" sh -c 'echo "${RUNTIME_DIRECTORY-unset}"')
+	[[ $out == "$W/a" ]] || fail "--control in the second entry: the replicas see '$out'"
+	out=$(RUNTIME_DIRECTORY="$W/link:$W/b" sup -k 3 --control "$W/a/ctl" sh -c 'echo "${RUNTIME_DIRECTORY-unset}"')
+	[[ $out == "$W/b" ]] || fail "an entry that links to the socket's directory: the replicas see '$out'"
+	out=$(RUNTIME_DIRECTORY="$W/a:$W/b" sup -k 3 --control "$T/ctl" sh -c 'echo "${RUNTIME_DIRECTORY-unset}"')
+	[[ $out == "$W/a:$W/b" ]] || fail "--control elsewhere: the replicas see '$out'"
+	out=$(unset RUNTIME_DIRECTORY && sup -k 3 sh -c 'echo "${RUNTIME_DIRECTORY-unset}"')
+	[[ $out == unset ]] || fail "no RUNTIME_DIRECTORY: the replicas see '$out'"
 }
