@@ -235,15 +235,36 @@ static int ns_slot(const struct sup *S, int pidfd, pid_t pid)
 	if (!have_self && stat("/proc/self/ns/pid", &self) != 0)
 		return -2;
 	have_self = true;
+	/* Each slot's namespace, kept for its process (by id: a new process
+	 * in the slot has a new one) until it is reaped: its init holds the
+	 * namespace until then, so no other can take its inode number. */
+	static struct {
+		unsigned id;
+		pid_t pid;
+		bool known, own; /* own: in our namespace (not sandboxed) */
+		struct stat ns;
+	} cache[VOTER_MAX];
 	struct stat slot_ns[VOTER_MAX];
 	int slot_of[VOTER_MAX];
 	unsigned n = 0;
-	for (unsigned i = 0; i < S->nslots && n < VOTER_MAX; i++) {
+	for (unsigned i = 0; i < S->nslots && i < VOTER_MAX; i++) {
 		const struct replica *r = &S->r[i];
-		char path[40];
-		snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)r->pid);
-		if (r->used && !r->exited && r->pid > 0 && stat(path, &slot_ns[n]) == 0 && !same_file(&slot_ns[n], &self))
+		if (!r->used || r->exited || r->pid <= 0)
+			continue;
+		if (!cache[i].known || cache[i].id != r->id || cache[i].pid != r->pid) {
+			char path[40];
+			snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)r->pid);
+			if (stat(path, &cache[i].ns) != 0)
+				continue;
+			cache[i].known = true;
+			cache[i].id = r->id;
+			cache[i].pid = r->pid;
+			cache[i].own = same_file(&cache[i].ns, &self);
+		}
+		if (!cache[i].own) {
+			slot_ns[n] = cache[i].ns;
 			slot_of[n++] = (int)i;
+		}
 	}
 	int ns = pidns_open(pidfd, pid);
 	if (ns < 0)
