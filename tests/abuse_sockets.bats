@@ -122,6 +122,12 @@ control_run() {
 		fail "$user, --sandbox $sb: the status from outside failed" "$(cat "$R/run.err")"
 	jq -e '.replicas | length == 3 and all(.[]; .seed | test("^[0-9a-f]{32}$"))' "$R/outside.json" >/dev/null ||
 		fail "$user, --sandbox $sb: the outside status: $(cat "$R/outside.json")"
+	# So is root's client, for a run of nobody's (whose diehard may not read
+	# root's pid namespace: the ancestry tells).
+	if [[ $user != root ]]; then
+		"$DIEHARD" status --json --control "$R/rt/control" >/dev/null ||
+			fail "$user, --sandbox $sb: root's status from outside failed" "$(cat "$R/run.err")"
+	fi
 	kill "$p"
 	await_exit "$run" 60
 	[[ $BG_RC == 0 && $(<"$R/run.out") == ok ]] ||
