@@ -402,7 +402,9 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 	ci_started(S, r);
 	fencelog_started(S->fencelog, i, r->id);
 	if (S->notify != NULL)
-		notify_replica_started(S->notify, i);
+		notify_replica_started(S->notify, i, res.program_pidfd);
+	else if (res.program_pidfd >= 0)
+		close(res.program_pidfd);
 	/* Its init's socket channel is the proxy's (or, without one, of no
 	 * use). */
 	if (S->net != NULL)

@@ -24,6 +24,7 @@
 #include "exitcode.h"
 #include "filter.h"
 #include "log.h"
+#include "peer.h"
 #include "sandbox.h"
 
 extern char **environ;
@@ -587,14 +588,15 @@ fail:
 }
 
 /* One message from the child: its tag, or 0 at end of file (the exec
- * worked); an attached fd goes to *fd. */
-static char parent_receive(int sock, int *err, int *fd, pid_t *sender)
+ * worked); an attached fd goes to *fd; sandboxed, the sender's pid and, where
+ * the kernel passes one, its pidfd (*sender_fd, the caller's to close). */
+static char parent_receive(int sock, int *err, int *fd, pid_t *sender, int *sender_fd)
 {
 	struct child_msg m = { 0, 0 };
 	struct iovec iov = { &m, sizeof m };
 	union {
 		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
+		char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int))];
 	} ctl;
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
 			      .msg_controllen = sizeof ctl.buf };
@@ -612,6 +614,14 @@ static char parent_receive(int sock, int *err, int *fd, pid_t *sender)
 			struct ucred cred;
 			memcpy(&cred, CMSG_DATA(c), sizeof cred);
 			*sender = cred.pid;
+		} else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == PEER_SCM_PIDFD) {
+			/* SO_PASSPIDFD: the sender, pinned (services/peer.h). */
+			int pfd;
+			memcpy(&pfd, CMSG_DATA(c), sizeof pfd);
+			if (pfd >= 0 && *sender_fd < 0)
+				*sender_fd = pfd;
+			else if (pfd >= 0)
+				close(pfd);
 		}
 	*err = m.err;
 	return m.tag;
@@ -636,7 +646,7 @@ static void close_pair(int p[2])
 
 pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struct spawn_result *res)
 {
-	*res = (struct spawn_result){ .listener = -1, .status_fd = -1, .net_fd = -1 };
+	*res = (struct spawn_result){ .listener = -1, .status_fd = -1, .net_fd = -1, .program_pidfd = -1 };
 	*sp = (struct spawn_pending){ .pid = -1, .sock = -1, .status_fd = -1, .net_fd = -1 };
 	int sock[2] = { -1, -1 }, status[2] = { -1, -1 }, net[2] = { -1, -1 };
 	int on = 1;
@@ -652,6 +662,10 @@ pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struc
 		errno = saved;
 		return -1;
 	}
+	/* Sandboxed, and the kernel has it: the program's pidfd with its 'C'
+	 * (notify.c knows its last words by it, even once it is reaped). */
+	if (r->ns_flags != 0)
+		(void)peer_pass_pidfd(sock[0]);
 	/* /bin/sh PATH ARGS..., for a file execve refuses with ENOEXEC. */
 	size_t argc = 0;
 	while (r->argv[argc] != NULL)
@@ -725,7 +739,17 @@ pid_t spawn_finish(struct spawn_pending *sp, struct spawn_result *res)
 	int err = 0, failed = 0;
 	char tag;
 	pid_t sender = 0;
-	while ((tag = parent_receive(sp->sock, &err, &res->listener, &sender)) != 0) {
+	int sender_fd = -1;
+	while ((tag = parent_receive(sp->sock, &err, &res->listener, &sender, &sender_fd)) != 0) {
+		/* Each message carries its sender's pidfd: the program's 'C'
+		 * keeps its own, the others' are closed. */
+		if (tag == 'C' && res->program_pidfd < 0) {
+			res->program_pidfd = sender_fd;
+			sender_fd = -1;
+		}
+		if (sender_fd >= 0)
+			close(sender_fd);
+		sender_fd = -1;
 		if (tag == 'C')
 			res->program_pid = sender;
 		else if (tag == 'E')
@@ -746,6 +770,9 @@ pid_t spawn_finish(struct spawn_pending *sp, struct spawn_result *res)
 		if (res->listener >= 0)
 			close(res->listener);
 		res->listener = -1;
+		if (res->program_pidfd >= 0)
+			close(res->program_pidfd);
+		res->program_pidfd = -1;
 		/* Without its listener the program may have exec'ed: its
 		 * first notified call would wait for us forever. */
 		(void)kill(pid, SIGKILL);

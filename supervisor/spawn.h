@@ -51,6 +51,8 @@ struct spawn_result {
 	int status_fd;   /* sandboxed: the init writes the program's wait status
 			    here before it exits; else -1 */
 	pid_t program_pid; /* sandboxed: the program's pid in our namespace */
+	int program_pidfd; /* sandboxed: a pidfd of the program, from the kernel
+			      (SO_PASSPIDFD, Linux 6.5; else -1), the caller's */
 	int net_fd;      /* CLONE_NEWNET: our end of its init's socket channel
 			    (factory.h, SOCK_SEQPACKET, close-on-exec); else -1 */
 };
