@@ -268,7 +268,7 @@ static void wait_gate(int gate)
 }
 
 static int private_listeners(unsigned npass);
-static char parent_receive(int sock, int *err, int *fd, pid_t *sender);
+static char parent_receive(int sock, int *err, int *fd, pid_t *sender, int *sender_fd);
 
 /* A session of its own, without a controlling terminal: /dev/tty does not
  * open, nothing it does (TIOCSTI, a read that would stop it, setsid games)
@@ -555,9 +555,9 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	/* Its namespaces made (a refusal it told diehard itself: we go), its
 	 * user namespace mapped, its network joined: diehard's sockets
 	 * (factory.h) are made in there. */
-	int word = 0, prog_net = -1;
+	int word = 0, prog_net = -1, no_pidfd = -1; /* the gate passes no pidfds */
 	pid_t ignored;
-	if (parent_receive(gate[1], &word, &prog_net, &ignored) != 'R')
+	if (parent_receive(gate[1], &word, &prog_net, &ignored, &no_pidfd) != 'R')
 		_exit(EXIT_INTERNAL);
 	if (sandbox_program_user(r->ns_flags) && (err = sandbox_map_program(pid)) != 0) {
 		refused = 'U';
