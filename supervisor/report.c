@@ -239,6 +239,14 @@ void report_kill(struct report *rp, unsigned r, const char *why, double t)
 	set(rep, "killed_at", json_real(t));
 }
 
+void report_found_stopped(struct report *rp, unsigned r, const char *process, pid_t pid)
+{
+	json_t *rep = replica(rp, r);
+	if (rep == NULL)
+		return;
+	set(rep, "found_stopped", json_pack("{s:s,s:i}", "process", process, "pid", (int)pid));
+}
+
 void report_stopped(struct report *rp, unsigned r, const char *why, double t, size_t input_bytes)
 {
 	json_t *rep = replica(rp, r);

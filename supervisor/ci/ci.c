@@ -263,8 +263,9 @@ void ci_retire(struct sup *S, struct replica *r)
 		snprintf(p->verdict, sizeof p->verdict, "still catching up at the end");
 	else
 		snprintf(p->verdict, sizeof p->verdict, "left the vote");
-	/* A straggler under --ci is a finding: a hang one heap causes. */
-	if (S->o->ci && r->killed && strncmp(r->why, "straggler", 9) == 0)
+	/* A straggler under --ci is a finding: a hang one heap causes;
+	 * not one something outside stopped (SIGSTOP). */
+	if (S->o->ci && r->killed && strncmp(r->why, "straggler", 9) == 0 && r->found_stopped == NULL)
 		ci_divergence(S, (int)r->id, "time", 0, "", "");
 }
 

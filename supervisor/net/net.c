@@ -248,6 +248,10 @@ int net_connect_replica(struct net *N, unsigned i, const struct listener *l)
 		return -1;
 	int fd = factory_take(ns->F, l->target.ss_family);
 	if (fd < 0) {
+		/* Its init did not answer (factory.c): a replica that misses
+		 * connections is no longer the server its siblings are. */
+		if (errno == ETIMEDOUT)
+			ns->unanswered = true;
 		log_event("replica %u: no socket in its namespace: %s", N->S->r[i].id, strerror(errno));
 		return -1;
 	}
@@ -514,11 +518,33 @@ void net_replica_gone(struct net *N, unsigned i)
 		listener_check_start(N, N->L[l]);
 }
 
+void net_pause(struct net *N, double gap)
+{
+	if (N == NULL)
+		return;
+	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
+		conn_pause(c, gap);
+	for (unsigned l = 0; l < N->nl; l++)
+		if (N->L[l]->fd >= 0)
+			N->L[l]->bound_at += gap;
+	for (unsigned i = 0; i < N->S->nslots; i++)
+		if (N->slot[i].rp_progress != 0)
+			N->slot[i].rp_progress += gap;
+}
+
 void net_tick(struct net *N)
 {
 	if (N == NULL)
 		return;
 	double t = sup_now();
+	/* An init that stopped answering (stopped by a signal from outside:
+	 * its program may still serve, but no connection reaches it). */
+	for (unsigned i = 0; i < N->S->nslots; i++)
+		if (N->slot[i].present && N->slot[i].unanswered) {
+			N->slot[i].unanswered = false;
+			net_kill(N, i, "straggler: its init did not answer diehard's request for sockets in its network "
+				       "within 1 s");
+		}
 	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
 		conn_tick(c, t);
 	connlog_tick(N, t);
