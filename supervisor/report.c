@@ -379,6 +379,14 @@ void report_outbound(struct report *rp, unsigned r, const char *address, double 
 	json_array_append_new(out, must(json_pack("{s:i,s:o,s:f}", "replica", r, "address", text(address), "time", t)));
 }
 
+void report_recording(struct report *rp, const char *path, bool written, const char *why)
+{
+	json_t *o = json_pack("{s:o,s:b}", "path", text(path), "written", written);
+	if (why != NULL)
+		set(o, "error", text(why));
+	set(rp->root, "recording", o);
+}
+
 void report_set_exit(struct report *rp, int code, const char *reason)
 {
 	set(rp->root, "exit_code", json_integer(code));

@@ -76,6 +76,9 @@ void report_clock_reads_in_replica(struct report *rp, unsigned replica, uint64_t
  * destination in the run, up to its cap). */
 void report_outbound(struct report *rp, unsigned replica, const char *address, double t);
 void report_set_exit(struct report *rp, int code, const char *reason);
+/* The run's recording (--record, or --ci's on failure): written to path,
+ * or not, and why (one line). */
+void report_recording(struct report *rp, const char *path, bool written, const char *why);
 /* Puts a JSON value (jansson's, owned by the report from now on) under key
  * at the top: the --ci findings (ci.c). */
 struct json_t;
