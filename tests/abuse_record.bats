@@ -88,6 +88,7 @@ check_report() {
 	jq -e --arg path "$1" --argjson code "$2" '.recording == {path: $path, written: false,
 		error: ("cannot write the recording " + $path + ": No space left on device")} and .exit_code == $code' \
 		"$W/r.json" >/dev/null || fail "report: $(jq -c '{recording, exit_code, exit_reason}' "$W/r.json")"
+	validate_report "$W/r.json"
 }
 
 ci_full() {

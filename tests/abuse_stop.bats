@@ -154,6 +154,7 @@ check_stopped_kill() {
 		[.replicas[] | select(.killed != null)] | length == 1 and
 		(.[0].killed | test($re)) and .[0].found_stopped == {process: $what, pid: $pid}' "$W/r.json" >/dev/null ||
 		fail "report: $(jq -c '[.replicas[] | {index, status, killed, found_stopped}]' "$W/r.json")"
+	validate_report "$W/r.json"
 }
 
 # stop_one ROLE SANDBOX WHAT: replica 0's WHAT (init, program, grandchild)
