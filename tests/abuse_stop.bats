@@ -383,3 +383,30 @@ stop_server() {
 		stop_server nobody "$sb"
 	done
 }
+
+# stop_ci ROLE SANDBOX: under --ci, replica 0's init stopped: it is killed
+# as a straggler, but a stop from outside is no heap-dependent hang: no
+# finding, the run passes with the program's status.
+stop_ci() {
+	local role=$1 sb=$2 pids program init
+	start "$role" "$sb" 'sleep 3 & wait $!; echo done' --ci
+	pids=$(running_pids 0) || fail "replica 0 never ran"
+	read -r program init <<<"$pids"
+	stop_process "$role" "$init"
+	finish 50
+	[[ $RC == 0 && $(<"$W/out") == done ]] || fail "$role, --sandbox $sb: exit $RC, stdout '$(cat "$W/out")'" "$(cat "$W/err")"
+	check_stopped_kill init "$init"
+	jq -e '.ci.failed == false and .ci.findings == []' "$W/r.json" >/dev/null ||
+		fail "$role, --sandbox $sb: a stop from outside became a finding: $(jq -c .ci "$W/r.json")"
+	wait_until 5 all_gone "$program" "$init" || fail "processes left after the run"
+}
+
+@test "stop: under --ci a replica whose init is stopped is killed as a straggler but is no finding: exit 0, as root and as nobody (--sandbox on, auto)" {
+	for sb in on auto; do
+		stop_ci root "$sb"
+	done
+	require_nobody
+	for sb in on auto; do
+		stop_ci nobody "$sb"
+	done
+}
