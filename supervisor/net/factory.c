@@ -163,11 +163,7 @@ static int refill(struct factory *F, int family, struct pool *P)
 	}
 	bool hup = false;
 	int err = wait_reply(F->fd, &hup);
-	/* An init that does not answer within REPLY_MS is stopped (a SIGSTOP
-	 * from outside) or starved: asked again, it would hold diehard's loop
-	 * as long each time. No more requests: the caller gives its replica
-	 * up (net.c). */
-	if (err == EPIPE || err == ETIMEDOUT)
+	if (err == EPIPE)
 		channel_lost(F);
 	if (err != 0)
 		return err;

@@ -244,12 +244,16 @@ void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr,
 int net_connect_replica(struct net *N, unsigned i, const struct listener *l)
 {
 	struct nslot *ns = &N->slot[i];
-	if (ns->F == NULL)
+	/* An init that did not answer once (stopped by a signal from
+	 * outside, or starved) is not asked again: each request would hold
+	 * diehard's loop a second (factory.c). Its replica is killed at the
+	 * next tick. */
+	if (ns->F == NULL || ns->unanswered)
 		return -1;
 	int fd = factory_take(ns->F, l->target.ss_family);
 	if (fd < 0) {
-		/* Its init did not answer (factory.c): a replica that misses
-		 * connections is no longer the server its siblings are. */
+		/* A replica that misses connections is no longer the server
+		 * its siblings are. */
 		if (errno == ETIMEDOUT)
 			ns->unanswered = true;
 		log_event("replica %u: no socket in its namespace: %s", N->S->r[i].id, strerror(errno));
@@ -538,13 +542,12 @@ void net_tick(struct net *N)
 		return;
 	double t = sup_now();
 	/* An init that stopped answering (stopped by a signal from outside:
-	 * its program may still serve, but no connection reaches it). */
+	 * its program may still serve, but no connection reaches it). The
+	 * flag stays until the slot's next process (net_replica_started). */
 	for (unsigned i = 0; i < N->S->nslots; i++)
-		if (N->slot[i].present && N->slot[i].unanswered) {
-			N->slot[i].unanswered = false;
+		if (N->slot[i].present && N->slot[i].unanswered)
 			net_kill(N, i, "straggler: its init did not answer diehard's request for sockets in its network "
 				       "within 1 s");
-		}
 	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
 		conn_tick(c, t);
 	connlog_tick(N, t);
