@@ -157,16 +157,26 @@ check_stopped_kill() {
 	validate_report "$W/r.json"
 }
 
-# stop_one ROLE SANDBOX WHAT: replica 0's WHAT (init, program, grandchild)
-# stopped while every replica waits for a child (sleep 3); the others then
-# print "done" and exit 0. The stopped one is killed as a straggler, the
-# run ends with "done" and 0, and none of its processes is left.
+# release ROLE ID: replica ID's program goes on to print "done" and exit:
+# its child (sleep 60) is ended by a SIGTERM from outside.
+release() {
+	local pids program init child
+	pids=$(running_pids "$2") || fail "replica $2 never ran"
+	read -r program init <<<"$pids"
+	child=$(child_of "$program") || fail "replica $2's program $program has no child"
+	as "$1" kill -TERM "$child" || fail "cannot end replica $2's child $child"
+}
+
+# stop_one ROLE SANDBOX WHAT: every replica waits for a child (sleep 60);
+# replica 0's WHAT (init, program, grandchild: that child) is stopped, then
+# the children of replicas 1 and 2 are ended, so that those two print
+# "done" and exit 0. The stopped one is killed as a straggler, the run ends
+# with "done" and 0, and none of its processes is left.
 stop_one() {
-	local role=$1 sb=$2 what=$3 pids program init target kind
-	start "$role" "$sb" 'sleep 3 & wait $!; echo done'
+	local role=$1 sb=$2 what=$3 pids program init target kind grandchild
+	start "$role" "$sb" 'sleep 60 & wait $!; echo done'
 	pids=$(running_pids 0) || fail "replica 0 never ran" "$(cat "$W/err")"
 	read -r program init <<<"$pids"
-	local grandchild
 	grandchild=$(child_of "$program") || fail "replica 0's program $program has no child"
 	case $what in
 	init) target=$init kind=init ;;
@@ -175,6 +185,8 @@ stop_one() {
 	esac
 	[[ -n $target ]] || fail "no $what to stop (sandbox $sb)"
 	stop_process "$role" "$target"
+	release "$role" 1
+	release "$role" 2
 	finish 50
 	[[ $RC == 0 && $(<"$W/out") == done ]] ||
 		fail "$role, --sandbox $sb, $what stopped: exit $RC, stdout '$(cat "$W/out")'" "$(cat "$W/err")"
@@ -384,15 +396,17 @@ stop_server() {
 	done
 }
 
-# stop_ci ROLE SANDBOX: under --ci, replica 0's init stopped: it is killed
-# as a straggler, but a stop from outside is no heap-dependent hang: no
-# finding, the run passes with the program's status.
+# stop_ci ROLE SANDBOX: under --ci, replica 0's init stopped (as in
+# stop_one): it is killed as a straggler, but a stop from outside is no
+# heap-dependent hang: no finding, the run passes with the program's status.
 stop_ci() {
 	local role=$1 sb=$2 pids program init
-	start "$role" "$sb" 'sleep 3 & wait $!; echo done' --ci
+	start "$role" "$sb" 'sleep 60 & wait $!; echo done' --ci
 	pids=$(running_pids 0) || fail "replica 0 never ran"
 	read -r program init <<<"$pids"
 	stop_process "$role" "$init"
+	release "$role" 1
+	release "$role" 2
 	finish 50
 	[[ $RC == 0 && $(<"$W/out") == done ]] || fail "$role, --sandbox $sb: exit $RC, stdout '$(cat "$W/out")'" "$(cat "$W/err")"
 	check_stopped_kill init "$init"
