@@ -22,6 +22,9 @@ setup() {
 	# it cannot enter): control socket, report, lock files.
 	W=$(mktemp -d /tmp/diehard-stop.XXXXXX)
 	chmod 777 "$W"
+	# diehard's working directory: a --ci run that fails writes its
+	# recording (diehard-ci-PID.dhr) there, not in the source tree.
+	cd "$W"
 	MARK="stoptest-$$-$RANDOM"
 	BG=()
 	WATCH=()
@@ -36,6 +39,7 @@ teardown() {
 		kill -CONT "$pid" 2>/dev/null || true
 	done
 	pkill -KILL -f "$MARK" 2>/dev/null || true
+	cd /
 	rm -rf "$W"
 }
 
