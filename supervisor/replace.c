@@ -170,6 +170,12 @@ void replace_maintain(struct sup *S)
 {
 	if (stopping(S) || S->k < 2 || S->o->respawns == 0)
 		return;
+	/* A replica killed once the vote has ended (a straggler still
+	 * running, stopped perhaps, after a quorum exited alike) changes
+	 * nothing a replacement could vote on: the run ends now, and the
+	 * command is not run once more for nothing. */
+	if (sup_vote_over(S))
+		return;
 	for (;;) {
 		unsigned in_vote = count_sound(S) + count_joining(S);
 		bool extra = S->want_extra && count_joining(S) == 0;
@@ -282,7 +288,7 @@ bool replace_replaying(const struct sup *S, const struct replica *r)
 	return false;
 }
 
-void replace_zombie(struct sup *S, pid_t pid, unsigned id, int status_fd)
+void replace_zombie(struct sup *S, pid_t pid, unsigned id, int status_fd, double killed_at)
 {
 	if (S->nzombies == S->zombies_size) {
 		size_t n = S->zombies_size ? 2 * S->zombies_size : 8;
@@ -292,7 +298,8 @@ void replace_zombie(struct sup *S, pid_t pid, unsigned id, int status_fd)
 		S->zombies = z;
 		S->zombies_size = n;
 	}
-	S->zombies[S->nzombies++] = (struct zombie){ pid, id, status_fd };
+	S->zombies[S->nzombies++] = (struct zombie){ .pid = pid, .id = id, .status_fd = status_fd,
+						      .killed_at = killed_at };
 }
 
 bool replace_reap_zombie(struct sup *S, pid_t pid, int wstatus)

@@ -1,5 +1,14 @@
 /* replica.c — one replica's life: started with its pipes and events,
- * signalled as a process group, killed when it leaves the vote, reaped. */
+ * signalled as a process group, killed when it leaves the vote, reaped.
+ *
+ * A kill must end the replica even when something outside stopped it
+ * (SIGSTOP to its init, its program or anything it started): SIGKILL ends
+ * a stopped process, but a sandboxed replica's init takes its "kill your
+ * group" signal only once it runs, so it is continued too; should it still
+ * not end (stopped again), its init is SIGKILLed KILL_GRACE later. Killed
+ * processes never hold the run's end (supervisor.c); at the end every one
+ * still there is SIGKILLed and reaped, for a bounded time. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -26,6 +35,19 @@
 #include "svcenv.h"
 
 #define PIPE_BYTES (256 << 10)
+/* How long a killed replica may take to end before its init is SIGKILLed
+ * (its program's status then unknown): it ends in milliseconds unless
+ * something keeps it stopped. */
+#define KILL_GRACE 1.0
+/* At the end: how long a replica killed in the run may still take to end
+ * by itself (its init then reports its program's status) before its init
+ * is SIGKILLed, and how long SIGKILLed processes are waited for (a process
+ * in an uninterruptible sleep may take longer; it is left to the kernel). */
+#define END_GRACE 0.1
+#define REAP_END 2.0
+/* At most this many of a replica's processes are looked at for a stopped
+ * one (the kill's reason says which). */
+#define PROBE_MAX 256
 
 
 void replica_close_input(struct replica *r)
@@ -76,6 +98,14 @@ void replica_signal(struct replica *r, int sig)
 		}
 		if (kill(r->pid, sig) != 0 && errno != ESRCH)
 			log_warn("cannot signal replica %u (pid %d): %s", r->index, (int)r->pid, strerror(errno));
+		/* A stopped init (SIGSTOP from outside: diehard never stops
+		 * one) would take its kill signal only once continued: the
+		 * replica's end, and the run's, would wait for whoever stopped
+		 * it. SIGCONT continues it even though it blocks every signal;
+		 * it forwards the SIGCONT to a group that is dying anyway. */
+		if (sig == SANDBOX_KILL_SIGNAL && kill(r->pid, SIGCONT) != 0 && errno != ESRCH)
+			log_warn("cannot continue replica %u's init (pid %d): %s", r->index, (int)r->pid,
+				 strerror(errno));
 		return;
 	}
 	if (kill(-r->pid, sig) != 0 && kill(r->pid, sig) != 0 && errno != ESRCH)
@@ -83,7 +113,77 @@ void replica_signal(struct replica *r, int sig)
 }
 
 
-/* Takes r out of the vote for good and kills it. */
+/* The state letter of pid's /proc/PID/stat ('T': stopped by a signal),
+ * or 0 when it cannot be read. */
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* "PID (COMM) S ...": COMM may hold anything, but no more than 16
+	 * bytes, so the last ')' in the first 256 is its end. */
+	const char *p = strrchr(buf, ')');
+	return p != NULL && p[1] == ' ' ? p[2] : 0;
+}
+
+/* Appends the children of pid (of each of its threads) to list[n..max). */
+static size_t children_of(pid_t pid, pid_t *list, size_t n, size_t max)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (d == NULL)
+		return n;
+	struct dirent *e;
+	while (n < max && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9' || strlen(e->d_name) > 10)
+			continue;
+		char cpath[96];
+		snprintf(cpath, sizeof cpath, "/proc/%d/task/%s/children", (int)pid, e->d_name);
+		FILE *f = fopen(cpath, "re");
+		if (f == NULL)
+			continue;
+		long c;
+		while (n < max && fscanf(f, "%ld", &c) == 1)
+			if (c > 1 && c <= INT32_MAX)
+				list[n++] = (pid_t)c;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/* Whether one of r's processes is stopped (SIGSTOP, SIGTSTP, SIGTTIN,
+ * SIGTTOU: state T) as it is killed: its init, its program, or anything
+ * it started (the first PROBE_MAX of them, breadth first). diehard stops
+ * replicas only while it is stopped itself, so such a stop came from
+ * outside (or from the program). Said in the kill's reason and the report. */
+static void probe_stopped(struct replica *r)
+{
+	pid_t list[PROBE_MAX];
+	size_t n = 0;
+	if (r->pid <= 0 || r->exited)
+		return;
+	list[n++] = r->pid;
+	for (size_t i = 0; i < n; i++) {
+		if (proc_state(list[i]) == 'T') {
+			r->found_stopped = i > 0 && list[i] != r->program_pid ? "descendant"
+					   : r->status_fd >= 0 && i == 0     ? "init"
+									     : "program";
+			r->found_stopped_pid = list[i];
+			return;
+		}
+		n = children_of(list[i], list, n, PROBE_MAX);
+	}
+}
+
 /* Takes r out of the vote (or out of catching up) for good, kills it, and
  * asks for a replacement. */
 void replica_kill(struct sup *S, struct replica *r, const char *why)
@@ -93,16 +193,27 @@ void replica_kill(struct sup *S, struct replica *r, const char *why)
 	r->live = false;
 	r->joining = false;
 	r->killed = true;
-	snprintf(r->why, sizeof r->why, "%s", why);
+	r->killed_at = sup_now();
+	probe_stopped(r);
+	if (r->found_stopped == NULL)
+		snprintf(r->why, sizeof r->why, "%s", why);
+	else
+		snprintf(r->why, sizeof r->why, "%s; %s (pid %d) was stopped", why,
+			 strcmp(r->found_stopped, "init") == 0	    ? "its init"
+			 : strcmp(r->found_stopped, "program") == 0 ? "its program"
+								    : "a process it started",
+			 (int)r->found_stopped_pid);
 	if (!r->exited)
 		replica_signal(r, SIGKILL);
-	log_event("kill replica %u (pid %d): %s", r->id, (int)r->pid, why);
+	log_event("kill replica %u (pid %d): %s", r->id, (int)r->pid, r->why);
 	if (S->notify != NULL)
 		notify_replica_gone(S->notify, r->index);
 	net_replica_gone(S->net, r->index);
 	if (S->virt != NULL)
 		virt_retire(S->virt, r->index, true);
-	report_kill(S->report, r->id, why, sup_now() - S->t_start);
+	report_kill(S->report, r->id, r->why, sup_now() - S->t_start);
+	if (r->found_stopped != NULL)
+		report_found_stopped(S->report, r->id, r->found_stopped, r->found_stopped_pid);
 	report_input_fed(S->report, r->id, r->in_off);
 	replica_close_input(r);
 	for (int s = 0; s < NSTREAMS; s++)
@@ -112,19 +223,128 @@ void replica_kill(struct sup *S, struct replica *r, const char *why)
 }
 
 
+/* SIGKILL to a replica's process: a sandboxed one's init (the kernel then
+ * kills everything in its namespace; the program's status is lost unless
+ * the init wrote it already), else its process group. Stopped or not. */
+static void kill_outright(pid_t pid, bool sandboxed, unsigned id)
+{
+	if (pid <= 0)
+		return;
+	if (!sandboxed && kill(-pid, SIGKILL) == 0)
+		return;
+	if (kill(pid, SIGKILL) != 0 && errno != ESRCH)
+		log_warn("cannot kill replica %u (pid %d): %s", id, (int)pid, strerror(errno));
+}
+
 void replicas_kill_all(struct sup *S)
 {
 	/* At the end, or when nothing can start: no status is wanted any
 	 * more, and a sandboxed replica's init goes too (with it everything
-	 * in its namespace). */
+	 * in its namespace). Killed processes not reaped yet go the same way. */
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
-		if (!r->used || r->exited)
+		if (r->used && !r->exited)
+			kill_outright(r->pid, r->status_fd >= 0, r->id);
+	}
+	for (size_t z = 0; z < S->nzombies; z++)
+		kill_outright(S->zombies[z].pid, S->zombies[z].status_fd >= 0, S->zombies[z].id);
+}
+
+void replicas_force(struct sup *S)
+{
+	double t = sup_now();
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct replica *r = &S->r[i];
+		if (!r->used || !r->killed || r->exited || r->forced || t - r->killed_at <= KILL_GRACE)
 			continue;
-		if (r->status_fd < 0)
-			replica_signal(r, SIGKILL);
-		else if (r->pid > 0 && kill(r->pid, SIGKILL) != 0 && errno != ESRCH)
-			log_warn("cannot kill replica %u (pid %d): %s", r->id, (int)r->pid, strerror(errno));
+		r->forced = true;
+		log_event("replica %u (pid %d) still there %.1f s after its kill: SIGKILL to %s", r->id, (int)r->pid,
+			  KILL_GRACE, r->status_fd >= 0 ? "its init" : "its process group");
+		kill_outright(r->pid, r->status_fd >= 0, r->id);
+	}
+	for (size_t z = 0; z < S->nzombies; z++) {
+		struct zombie *o = &S->zombies[z];
+		if (o->forced || t - o->killed_at <= KILL_GRACE)
+			continue;
+		o->forced = true;
+		log_event("replica %u (pid %d) still there %.1f s after its kill: SIGKILL to %s", o->id, (int)o->pid,
+			  KILL_GRACE, o->status_fd >= 0 ? "its init" : "its process group");
+		kill_outright(o->pid, o->status_fd >= 0, o->id);
+	}
+}
+
+/* Reaps pid if it has ended: true (and *wstatus) then, or when it is no
+ * child of ours any more. A stop (it is traced by us too) is not an end. */
+static bool reaped(pid_t pid, int *wstatus)
+{
+	int st = 0;
+	pid_t p;
+	do
+		p = waitpid(pid, &st, WNOHANG);
+	while (p < 0 && errno == EINTR);
+	if (p < 0) {
+		*wstatus = W_EXITCODE(0, SIGKILL);
+		return true; /* ECHILD: reaped already */
+	}
+	if (p == 0 || WIFSTOPPED(st) || WIFCONTINUED(st))
+		return false;
+	*wstatus = st;
+	return true;
+}
+
+void replicas_end(struct sup *S)
+{
+	/* What still runs is killed at once; what was killed in the run,
+	 * and continued then, has END_GRACE to end by itself. */
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct replica *r = &S->r[i];
+		if (r->used && !r->exited && !r->killed)
+			kill_outright(r->pid, r->status_fd >= 0, r->id);
+	}
+	struct timespec pause = { 0, 1000000 };
+	double start = sup_now();
+	bool forced = false;
+	for (;;) {
+		bool left = false;
+		for (unsigned i = 0; i < S->nslots; i++) {
+			struct replica *r = &S->r[i];
+			int st;
+			if (!r->used || r->exited || r->pid <= 0)
+				continue;
+			if (!reaped(r->pid, &st)) {
+				left = true;
+				continue;
+			}
+			r->exited = true;
+			r->wstatus = st = replica_program_status(&r->status_fd, st);
+			/* Killed in the run, its end is in the report as the end
+			 * of any killed replica; one the run's end killed has
+			 * none, as ever. */
+			if (r->killed)
+				report_exit(S->report, r->id, replica_status(st), WIFSIGNALED(st) ? WTERMSIG(st) : 0,
+					    sup_now() - S->t_start);
+		}
+		for (size_t z = 0; z < S->nzombies;) {
+			int st;
+			if (!reaped(S->zombies[z].pid, &st)) {
+				left = true;
+				z++;
+				continue;
+			}
+			(void)replace_reap_zombie(S, S->zombies[z].pid, st); /* takes it off the list */
+		}
+		if (!left)
+			return;
+		double t = sup_now() - start;
+		if (!forced && t > END_GRACE) {
+			replicas_kill_all(S);
+			forced = true;
+		}
+		if (t > END_GRACE + REAP_END) {
+			log_event("replicas still there %.1f s after SIGKILL at the end: left to the kernel", REAP_END);
+			return;
+		}
+		nanosleep(&pause, NULL);
 	}
 }
 
@@ -221,7 +441,7 @@ static void set_nonblocking(int fd)
 static void slot_reset(struct sup *S, struct replica *r)
 {
 	if (r->used && !r->exited) {
-		replace_zombie(S, r->pid, r->id, r->status_fd);
+		replace_zombie(S, r->pid, r->id, r->status_fd, r->killed_at);
 		r->status_fd = -1;
 	}
 	if (r->status_fd >= 0)

@@ -239,6 +239,14 @@ void report_kill(struct report *rp, unsigned r, const char *why, double t)
 	set(rep, "killed_at", json_real(t));
 }
 
+void report_found_stopped(struct report *rp, unsigned r, const char *process, pid_t pid)
+{
+	json_t *rep = replica(rp, r);
+	if (rep == NULL)
+		return;
+	set(rep, "found_stopped", json_pack("{s:s,s:i}", "process", process, "pid", (int)pid));
+}
+
 void report_stopped(struct report *rp, unsigned r, const char *why, double t, size_t input_bytes)
 {
 	json_t *rep = replica(rp, r);
@@ -396,6 +404,14 @@ void report_outbound(struct report *rp, unsigned r, const char *address, double 
 	if (out == NULL)
 		out = attach(rp->root, "outbound", json_array());
 	json_array_append_new(out, must(json_pack("{s:i,s:o,s:f}", "replica", r, "address", text(address), "time", t)));
+}
+
+void report_recording(struct report *rp, const char *path, bool written, const char *why)
+{
+	json_t *o = json_pack("{s:o,s:b}", "path", text(path), "written", written);
+	if (why != NULL)
+		set(o, "error", text(why));
+	set(rp->root, "recording", o);
 }
 
 void report_set_exit(struct report *rp, int code, const char *reason)

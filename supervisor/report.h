@@ -37,6 +37,10 @@ void report_conn_divergence(struct report *rp, unsigned long long conn, const ch
 			    unsigned r, const char *kind, double t);
 void report_status_divergence(struct report *rp, unsigned replica, int status, int majority);
 void report_kill(struct report *rp, unsigned replica, const char *why, double t);
+/* As replica was killed, one of its processes was found stopped (by a
+ * signal from outside): process "init", "program" or "descendant", and
+ * its pid. */
+void report_found_stopped(struct report *rp, unsigned replica, const char *process, pid_t pid);
 /* A replacement not needed any more: the run ended before it caught up. */
 void report_stopped(struct report *rp, unsigned replica, const char *why, double t, size_t input_bytes);
 /* The input bytes written to a replica so far (its last word wins). */
@@ -78,6 +82,9 @@ void report_clock_reads_in_replica(struct report *rp, unsigned replica, uint64_t
  * destination in the run, up to its cap). */
 void report_outbound(struct report *rp, unsigned replica, const char *address, double t);
 void report_set_exit(struct report *rp, int code, const char *reason);
+/* The run's recording (--record, or --ci's on failure): written to path,
+ * or not, and why (one line). */
+void report_recording(struct report *rp, const char *path, bool written, const char *why);
 /* Puts a JSON value (jansson's, owned by the report from now on) under key
  * at the top: the --ci findings (ci.c). */
 struct json_t;

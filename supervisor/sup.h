@@ -91,6 +91,11 @@ struct replica {
 	bool exited;               /* reaped */
 	int wstatus;
 	bool killed;               /* by us; why says why */
+	double killed_at;          /* when (sup_now()) */
+	bool forced;               /* still there KILL_GRACE later: its init SIGKILLed (replica.c) */
+	const char *found_stopped; /* as it was killed: "init", "program" or "descendant" was
+				      found stopped (SIGSTOP from outside); NULL: none */
+	pid_t found_stopped_pid;
 	bool sigkilled;            /* died of a SIGKILL we did not send */
 	bool replaced;             /* a replacement was started for it */
 	char why[192];
@@ -122,6 +127,8 @@ struct zombie {
 	pid_t pid;
 	unsigned id;
 	int status_fd; /* sandboxed: its init's status pipe (replica.c) */
+	double killed_at;
+	bool forced;   /* its init SIGKILLed (replicas_force) */
 };
 
 struct sup {
@@ -161,6 +168,7 @@ struct sup {
 	bool net_private;         /* CLONE_NEWNET is in ns_flags: each replica has a
 				     network of its own (--net private, net.h) */
 	double t_start;
+	double last_tick;         /* when the straggler tick last ran (supervisor.c) */
 	/* replace.c */
 	struct digest_key dkey; /* the run's digest key */
 	struct event *respawn_ev;  /* a deferred replacement pass */
@@ -186,6 +194,10 @@ unsigned sup_live_count(const struct sup *S);
 unsigned sup_quorum(const struct sup *S);
 void sup_finish(struct sup *S, int code);
 void sup_check_done(struct sup *S);
+/* Whether the vote has ended: every voter exited with its output closed,
+ * every stream's end agreed and a quorum of the voters agree on the exit
+ * status. Replicas out of the vote (killed, stopped or not) never hold it. */
+bool sup_vote_over(const struct sup *S);
 
 /* replica.c */
 /* Starts a process in slot i: an original replica (why NULL) or one that
@@ -206,8 +218,17 @@ void replica_close_input(struct replica *r);
 void replica_close_output(struct replica *r, int s);
 void replica_signal(struct replica *r, int sig);
 void replica_kill(struct sup *S, struct replica *r, const char *why);
+/* SIGKILL to every process not reaped yet, stopped or not: the replicas
+ * still running and those killed before (sandboxed: their inits). */
 void replicas_kill_all(struct sup *S);
+/* Killed processes that did not end within KILL_GRACE (something keeps
+ * their init stopped): SIGKILL to the init itself (from the tick). */
+void replicas_force(struct sup *S);
 void replicas_reap(struct sup *S);
+/* The end of the run: kills every process of ours still there (those
+ * killed in the run get a moment to end by themselves first) and reaps
+ * them, waiting a bounded time. */
+void replicas_end(struct sup *S);
 
 /* input.c */
 void input_start(struct sup *S);
@@ -223,7 +244,7 @@ bool replace_wait(struct sup *S, const char *why);
 bool replace_replayable(struct sup *S, char *why, size_t size);
 void replace_check_joined(struct sup *S, struct replica *r);
 bool replace_replaying(const struct sup *S, const struct replica *r);
-void replace_zombie(struct sup *S, pid_t pid, unsigned id, int status_fd);
+void replace_zombie(struct sup *S, pid_t pid, unsigned id, int status_fd, double killed_at);
 bool replace_reap_zombie(struct sup *S, pid_t pid, int wstatus);
 
 /* output.c */
