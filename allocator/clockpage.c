@@ -260,7 +260,9 @@ static uint64_t publish(const struct cp_view *v, struct cp_page *p, unsigned key
 /* The slots whose pages are looked at: those that have had a process. */
 static uint64_t used_slots(const struct cp_view *v)
 {
-	uint64_t used = atomic_load_explicit(&v->pages[v->nslots]->used, memory_order_seq_cst);
+	const struct cp_page *dh = v->pages[v->nslots];
+	uint64_t used = atomic_load_explicit(&dh->used, memory_order_seq_cst) &
+			~atomic_load_explicit(&dh->ignore, memory_order_seq_cst);
 	return v->nslots >= 64 ? used : used & ((1ull << v->nslots) - 1);
 }
 
@@ -439,17 +441,33 @@ static bool same(const struct cp_value *x, const struct cp_value *y)
 }
 
 /* Whether another used slot's page holds entry n with another value than
- * *val, sound, as an entry it led or a copy it took. */
+ * *val, sound, as an entry it led or a copy it took; or, for a monotonic
+ * clock, any page (ours too) or diehard's holds entry n - 1 with a later
+ * value than *val (or diehard is taking n - 1 over). */
 static bool conflict(const struct cp_view *v, unsigned key, uint64_t n, const struct cp_value *val)
 {
 	uint64_t used = used_slots(v);
+	bool before = n > 0 && cp_monotonic(key);
+	if (before) {
+		struct cp_value d;
+		int s = dh_state(v, key, n - 1, &d);
+		if (s == 2 || (s == 1 && less(val, &d)))
+			return true;
+	}
 	for (unsigned j = 0; j < v->nslots; j++) {
-		if (j == v->self || !(used >> j & 1) || v->pages[j] == NULL)
+		if (!(used >> j & 1) || v->pages[j] == NULL)
 			continue;
-		const struct cp_entry *at[2] = { &v->pages[j]->ring[key][n % CP_RING], &v->pages[j]->copy[key][n % CP_RING] };
-		for (unsigned i = 0; i < 2; i++) {
-			struct cp_value x;
-			if (entry_at(v, at[i], key, n, &x, NULL) == 1 && !same(&x, val))
+		const struct cp_page *p = v->pages[j];
+		struct cp_value x;
+		if (j != v->self)
+			for (unsigned i = 0; i < 2; i++) {
+				const struct cp_entry *e = i == 0 ? &p->ring[key][n % CP_RING] : &p->copy[key][n % CP_RING];
+				if (entry_at(v, e, key, n, &x, NULL) == 1 && !same(&x, val))
+					return true;
+			}
+		for (unsigned i = 0; before && i < 2; i++) {
+			const struct cp_entry *e = i == 0 ? &p->ring[key][(n - 1) % CP_RING] : &p->copy[key][(n - 1) % CP_RING];
+			if (entry_at(v, e, key, n - 1, &x, NULL) == 1 && less(val, &x))
 				return true;
 		}
 	}
@@ -458,7 +476,8 @@ static bool conflict(const struct cp_view *v, unsigned key, uint64_t n, const st
 
 /* Takes *out (*check) as entry n's value: published by us (src NULL), or
  * as src holds it (another's entry or copy), copied into our page before
- * this. Three looks, each after our last store:
+ * this. Three looks, each after our last store (conflict also keeps a
+ * monotonic clock's n after every value of n - 1 there is):
  * - src still holds it: anyone who looks for n from now on finds it there,
  *   or finds our copy (its page damaged later);
  * - no other page holds another value for n (a slot that led n without a
@@ -475,19 +494,15 @@ static int consume(const struct cp_view *v, struct cp_page *own, unsigned key, u
 	struct cp_value again;
 	if (src != NULL && (entry_at(v, src, key, n, &again, NULL) != 1 || !same(&again, out)))
 		return -1;
+	/* Also, for a monotonic clock, no value of n - 1 may be later than
+	 * ours: n's leader went by one value of n - 1, and another may be the
+	 * one (diehard taking n - 1 over with a later read, or a second
+	 * leader of n - 1 whose proposal a damaged page hid). Whoever took
+	 * that value left it in a page (a copy, or its entry) before it read
+	 * on, and diehard caps what it leads for n - 1 by the n it finds
+	 * after its mark (settle_one): this looks after our store. */
 	if (conflict(v, key, n, out))
 		return -1;
-	/* A monotonic clock's entry may not come before n - 1's, which
-	 * diehard may be taking over with a later value than the one n's
-	 * leader went by (it published it, was overruled): this looks after
-	 * our store (the entry, or our copy), diehard caps what it leads for
-	 * n - 1 by the n it finds after its mark (settle_one). */
-	if (n > 0 && cp_monotonic(key)) {
-		struct cp_value d;
-		int s = dh_state(v, key, n - 1, &d);
-		if (s == 2 || (s == 1 && less(out, &d)))
-			return -1;
-	}
 	cp_done(own, key, n, *check);
 	return confirm(v, own, key, n, out, check);
 }
@@ -530,6 +545,25 @@ enum step {
 	STEP_FALLBACK, /* ask diehard */
 };
 
+/* Raises *val to the latest sound value of entry n in any used slot's
+ * page (entries and copies) and diehard's. */
+static void latest(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *val)
+{
+	uint64_t used = used_slots(v);
+	struct cp_value x;
+	if (entry_in(v, v->pages[v->nslots], key, n, &x, NULL) == 1 && less(val, &x))
+		*val = x;
+	for (unsigned j = 0; j < v->nslots; j++) {
+		if (!(used >> j & 1) || v->pages[j] == NULL)
+			continue;
+		for (unsigned i = 0; i < 2; i++) {
+			const struct cp_entry *e = i == 0 ? &v->pages[j]->ring[key][n % CP_RING] : &v->pages[j]->copy[key][n % CP_RING];
+			if (entry_at(v, e, key, n, &x, NULL) == 1 && less(val, &x))
+				*val = x;
+		}
+	}
+}
+
 /* Whether we may propose n at all, and n - 1's value (*prev) when n > 0.
  * STEP_DONE: yes; STEP_WAIT: not yet; STEP_FALLBACK: never (diehard's). */
 static enum step may_propose(struct cp_view *v, unsigned key, uint64_t n, unsigned spin, struct cp_value *prev)
@@ -553,6 +587,10 @@ static enum step may_propose(struct cp_view *v, unsigned key, uint64_t n, unsign
 		return STEP_DONE;
 	if (cp_published(v, key, n - 1, prev, &by) != 1)
 		return STEP_WAIT;
+	/* A monotonic clock goes by the latest value of n - 1 any page holds
+	 * (there is one unless a damaged page hid a second leader of it). */
+	if (cp_monotonic(key))
+		latest(v, key, n - 1, prev);
 	/* Another replica led n - 1 a moment ago: we caught up with it.
 	 * Where replicas outnumber CPUs, leading on in step with it would move
 	 * every proposal and entry between two CPUs while a third replica,
@@ -781,11 +819,12 @@ static int settle_one(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *r
 		unsigned i = choose(&cs, mono);
 		*out = cs.c[i].val;
 		*by = cs.c[i].slot;
-		/* Nobody took it, and it comes before the entry before it (its
-		 * leader went by a value of n - 1 diehard then overruled): a
-		 * monotonic clock's value is raised (consume kept everyone from
-		 * taking it). */
-		if (mono && have_prev && cs.c[i].takers == 0 && less(out, prev))
+		/* It comes before the entry before it (its leader went by a
+		 * value of n - 1 diehard then overruled, or one a damaged page
+		 * led): a monotonic clock's value is raised. Whoever took it
+		 * took it against what consume looks at (so no honest replica:
+		 * the log's n - 1 was there to see). */
+		if (mono && have_prev && less(out, prev))
 			*out = *prev;
 		publish(v, dh, key, n, out);
 		return 0;
@@ -815,6 +854,10 @@ static int settle_one(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *r
 	for (unsigned i = 0; mono && i < nx.n; i++)
 		if (less(&nx.c[i].val, out))
 			*out = nx.c[i].val;
+	/* Never below the last logged, though: an n + 1 before it is out of
+	 * order itself, and no reader takes it (consume). */
+	if (mono && have_prev && less(out, prev))
+		*out = *prev;
 	publish(v, dh, key, n, out);
 	return 0;
 }

@@ -118,8 +118,10 @@ struct cp_page {
 	 * it is about to read are still in the rings. */
 	_Atomic uint64_t pace;
 	/* Bit s: slot s has had a process (set before the process runs): only
-	 * those slots' pages are looked at for proposals and entries. */
-	_Atomic uint64_t used;
+	 * those slots' pages are looked at for proposals and entries; and not
+	 * once its bit of ignore is set (diehard found its page written over:
+	 * what the others took from it before is in their witness copies). */
+	_Atomic uint64_t used, ignore;
 	/* Nonzero: leaders read the real clock by system call, not through
 	 * the vDSO's own code (it was seen making system calls itself). */
 	_Atomic uint64_t real_by_syscall;

@@ -83,11 +83,21 @@ static int own_namespaces(void)
 	char map[64];
 	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
 		return -1;
-	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
-	if (write_file("/proc/self/uid_map", map) != 0 || write_file("/proc/self/setgroups", "deny") != 0)
+	/* Our /proc files belong to root while we are not dumpable (diehard
+	 * is not, and we are its copy): dumpable for the three writes only,
+	 * before there is anything here to take. */
+	if (prctl(PR_SET_DUMPABLE, 1) != 0)
 		return -1;
+	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+	int r = write_file("/proc/self/uid_map", map) != 0 || write_file("/proc/self/setgroups", "deny") != 0 ? -1 : 0;
 	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
-	return write_file("/proc/self/gid_map", map);
+	if (r == 0)
+		r = write_file("/proc/self/gid_map", map);
+	int saved = errno;
+	if (prctl(PR_SET_DUMPABLE, 0) != 0)
+		return -1;
+	errno = saved;
+	return r;
 }
 
 /* Landlock's ABI version, or 0. */

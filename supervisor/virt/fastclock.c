@@ -375,6 +375,7 @@ void fastclock_reset(struct fastclock *F, unsigned i)
 	F->view.stale[i] = 0;
 	atomic_store(&p->images, 0); /* a replacement's images get the same bytes again */
 	atomic_fetch_and(&dh_page(F)->off, ~(1ull << i));
+	atomic_fetch_and(&dh_page(F)->ignore, ~(1ull << i));
 	atomic_fetch_and(&dh_page(F)->pace, ~(1ull << i));
 }
 
@@ -434,11 +435,14 @@ void fastclock_pace(struct fastclock *F, uint64_t live)
 	uint64_t was = atomic_load(&dh_page(F)->pace), pace = 0;
 	for (unsigned i = 0; i < F->view.nslots; i++)
 		if ((live >> i & 1) && !fastclock_is_off(F, i)) {
-			/* A pacing slot stays one while live; a new one (a
-			 * replacement, replaying) joins once within a ring of
-			 * the log in every key. */
+			/* A slot paces while it keeps within a ring of the log
+			 * in every key; a new one (a replacement, replaying)
+			 * joins once it is. One that falls further behind (held
+			 * up, or its count written over: a slot that zeroes its
+			 * page would otherwise hold every leader back) stops:
+			 * what it has yet to read is in the log. */
 			bool up = true;
-			for (unsigned k = 0; k < CP_KEYS && !(was >> i & 1); k++)
+			for (unsigned k = 0; k < CP_KEYS; k++)
 				if (cp_served(k) && fastclock_count(F, i, k) + CP_RING < fastclock_harvested(F, k))
 					up = false;
 			pace |= (uint64_t)up << i;
@@ -450,6 +454,12 @@ void fastclock_pace(struct fastclock *F, uint64_t live)
 void fastclock_off(struct fastclock *F, unsigned i)
 {
 	atomic_fetch_or(&dh_page(F)->off, 1ull << i);
+}
+
+void fastclock_ignore(struct fastclock *F, unsigned i)
+{
+	atomic_fetch_or(&dh_page(F)->off, 1ull << i);
+	atomic_fetch_or(&dh_page(F)->ignore, 1ull << i);
 }
 
 void fastclock_real_by_syscall(struct fastclock *F)

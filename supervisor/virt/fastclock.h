@@ -138,6 +138,9 @@ void fastclock_pace(struct fastclock *F, uint64_t live);
 /* Slot i makes every read the notify way from now on (a server's: its
  * wall clocks are matched per thread, virt.c). */
 void fastclock_off(struct fastclock *F, unsigned i);
+/* The same, and the others no longer look at its page (it was found
+ * written over: clockpage.h's ignore), until its next process. */
+void fastclock_ignore(struct fastclock *F, unsigned i);
 bool fastclock_is_off(const struct fastclock *F, unsigned i);
 
 /* From now on every slot's leaders read the real clock by system call

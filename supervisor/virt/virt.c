@@ -507,7 +507,7 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 		 * reads go the notify way from the front on. */
 		bool first = !(V->fast_damaged >> vr->index & 1);
 		V->fast_damaged |= 1ull << vr->index;
-		fastclock_off(F, vr->index);
+		fastclock_ignore(F, vr->index);
 		for (unsigned k = 0; k < CP_KEYS; k++)
 			if (cp_served(k))
 				fastclock_to_front(F, vr->index, k);

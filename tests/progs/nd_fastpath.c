@@ -17,6 +17,11 @@
  *                                CLOCK_REALTIME entry an hour ahead of the
  *                                real clock, checksum and all (it knows the
  *                                key); then N reads
+ *   nd_fastpath stall N          slot 0 only: a thread that keeps proposing
+ *                                (never publishing) the next ring of
+ *                                CLOCK_MONOTONIC's entries in its own page,
+ *                                as a leader does just before its real
+ *                                read; every slot: N reads in 3 threads
  *   nd_fastpath misread N        N reads; then one more CLOCK_MONOTONIC
  *                                read, which slot 0 takes and marks done
  *                                with the term of another value than the
@@ -173,10 +178,24 @@ static int forged(unsigned key, struct cp_value *out, void *arg)
 	return 0;
 }
 
+/* Slot 0's staller: proposals of every entry of CLOCK_MONOTONIC from
+ * diehard's harvest on, a ring of them, over and over. */
+static void *staller(void *arg)
+{
+	struct cp_view *v = arg;
+	struct cp_page *own = v->pages[v->self], *dh = v->pages[v->nslots];
+	for (;;) {
+		uint64_t h = atomic_load(&dh->harvested[CLOCK_MONOTONIC]);
+		for (uint64_t n = h; n < h + CP_RING; n++)
+			atomic_store(&own->ring[CLOCK_MONOTONIC][n % CP_RING].tag, (1ull << 63) | (n + 1));
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fputs("usage: nd_fastpath threads|exec|garbage|forge|misread N [PROGRAM]\n", stderr);
+		fputs("usage: nd_fastpath threads|exec|garbage|forge|stall|misread N [PROGRAM]\n", stderr);
 		return 2;
 	}
 	rounds = strtol(argv[2], NULL, 10);
@@ -235,6 +254,18 @@ int main(int argc, char **argv)
 		}
 		reader(NULL);
 		printf("ok forge\n");
+	} else if (strcmp(mode, "stall") == 0) {
+		if (setting("slot", 10) == 0) {
+			char *page;
+			static struct cp_view v;
+			v = map_log(&page);
+			pthread_t t;
+			if ((errno = pthread_create(&t, NULL, staller, &v)) != 0)
+				die("pthread_create");
+		}
+		threads(3);
+		printf("ok stall\n");
+		print_now();
 	} else if (strcmp(mode, "misread") == 0) {
 		reader(NULL);
 		if (setting("slot", 10) == 0) {
@@ -252,7 +283,7 @@ int main(int argc, char **argv)
 		printf("ok misread\n");
 		print_now();
 	} else {
-		fputs("usage: nd_fastpath threads|exec|garbage|forge|misread N [PROGRAM]\n", stderr);
+		fputs("usage: nd_fastpath threads|exec|garbage|forge|stall|misread N [PROGRAM]\n", stderr);
 		return 2;
 	}
 	return 0;
