@@ -513,12 +513,13 @@ static void launch(struct sup *S, unsigned i, struct launch *L, bool replacement
 	L->replacement = replacement;
 	L->slot = i;
 	L->envp = spawn_environment(S->o->allocator, r->seed, r->fill, extra_env(S, L, r, S->ns_flags != 0));
+	int clock_dir = -1, clock_fd = S->virt != NULL ? virt_clock_fds(S->virt, i, &clock_dir) : -1;
 	L->req = (struct spawn_request){ .path = S->o->path, .argv = S->o->argv, .envp = L->envp,
 					 .fds = { L->in[0], L->out[0][1], L->out[1][1] }, .pipe_ignored = S->pipe_ignored,
 					 .filter = &S->filter, .listener = S->virt != NULL, .exec_mark = S->exec_mark,
 					 .nofile = &S->nofile,
 					 .ns_flags = S->ns_flags, .init_path = S->o->init_path,
-					 .clock_fd = S->virt != NULL ? virt_clock_fd(S->virt, i) : -1,
+					 .clock_fd = clock_fd, .clock_dir = clock_dir,
 					 .stop_before_exec = S->o->replay != NULL && S->o->replay->gdb,
 					 .npass = S->o->replay != NULL ? 0 : svcenv_get()->listen_fds };
 	L->pid = spawn_start(&L->req, &L->sp, &L->res);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "exitcode.h"
+#include "clockfs.h"
 #include "filter.h"
 #include "log.h"
 #include "peer.h"
@@ -235,21 +236,59 @@ static void own_pid_vars(char **envp)
 
 static void close_all_but(const int *keep, int n, unsigned npass);
 
-/* The fast clock path's region (fastclock.h) at FASTCLOCK_FD, kept across
- * exec; -1 when there is none or it cannot be placed (the replica then
- * reads clocks the notify way): also when one of the n fds in busy, ours
- * to keep, is that number (a diehard with thousands of connections). */
-static int place_clock_fd(int fd, const int *busy, int n)
+/* Makes fd the descriptor at `at`, kept across exec: true if done. */
+static bool put_at(int fd, int at)
 {
-	if (fd < 0)
-		return -1;
-	for (int i = 0; i < n; i++)
-		if (busy[i] == FASTCLOCK_FD)
-			return -1;
-	if (fd != FASTCLOCK_FD)
-		return dup2(fd, FASTCLOCK_FD) == FASTCLOCK_FD ? FASTCLOCK_FD : -1;
+	if (fd != at)
+		return dup2(fd, at) == at;
 	int fl = fcntl(fd, F_GETFD);
-	return fl >= 0 && fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) == 0 ? fd : -1;
+	return fl >= 0 && fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) == 0;
+}
+
+/* The fast clock path's page of the slot and the pages' directory
+ * (fastclock.h) at FASTCLOCK_FD and FASTCLOCK_DIR_FD, kept across exec:
+ * placed[0] and placed[1], both -1 when there are none or they cannot be
+ * placed (the replica then reads clocks the notify way): also when one of
+ * the n fds in busy, ours to keep, is one of those numbers (a diehard with
+ * thousands of connections). */
+static void place_clock_fds(int own, int dir, const int *busy, int n, int placed[2])
+{
+	placed[0] = placed[1] = -1;
+	if (own < 0 || dir < 0)
+		return;
+	for (int i = 0; i < n; i++)
+		if (busy[i] == FASTCLOCK_FD || busy[i] == FASTCLOCK_DIR_FD)
+			return;
+	/* The directory out of the page's way first. */
+	if (dir == FASTCLOCK_FD && (dir = fcntl(dir, F_DUPFD_CLOEXEC, FASTCLOCK_DIR_FD + 1)) < 0)
+		return;
+	if (!put_at(own, FASTCLOCK_FD))
+		return;
+	if (!put_at(dir, FASTCLOCK_DIR_FD)) {
+		(void)close(FASTCLOCK_FD);
+		return;
+	}
+	placed[0] = FASTCLOCK_FD;
+	placed[1] = FASTCLOCK_DIR_FD;
+}
+
+/* Before the program's exec, with the clock descriptors placed: nothing
+ * it does may change a page's size (clockfs.h). Without a capability over
+ * its user namespace the kernel wants no_new_privs first (unsandboxed and
+ * unprivileged, as the seccomp filter does). Should it fail, the
+ * descriptors go and the replica reads clocks the notify way. */
+static void confine_clocks(int placed[2])
+{
+	if (placed[0] < 0)
+		return;
+	int err = clockfs_confine();
+	if (err == EPERM && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0)
+		err = clockfs_confine();
+	if (err != 0) {
+		(void)close(placed[0]);
+		(void)close(placed[1]);
+		placed[0] = placed[1] = -1;
+	}
 }
 
 /* Waits until the sandbox's init closes its end of the gate (a pipe; -1:
@@ -330,9 +369,11 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 	 * close-on-exec). */
 	if ((err = keep_passed(r->npass)) != 0)
 		goto fail;
-	int busy[] = { sock, gate };
-	int keep[] = { sock, gate, place_clock_fd(r->clock_fd, busy, 2) };
-	close_all_but(keep, 3, r->npass);
+	int busy[] = { sock, gate }, placed[2];
+	place_clock_fds(r->clock_fd, r->clock_dir, busy, 2, placed);
+	int keep[] = { sock, gate, placed[0], placed[1] };
+	close_all_but(keep, 4, r->npass);
+	confine_clocks(placed);
 	/* The supervisor ignores SIGPIPE for itself; the program gets what
 	 * diehard was started with. */
 	if (!r->pipe_ignored)
@@ -407,8 +448,8 @@ fail:
  * skipped). */
 static void close_all_but(const int *keep, int n, unsigned npass)
 {
-	int sorted[4], m = 0;
-	for (int i = 0; i < n && m < 4; i++) {
+	int sorted[6], m = 0;
+	for (int i = 0; i < n && m < 6; i++) {
 		if (keep[i] < 0)
 			continue;
 		int j = m++;
@@ -517,9 +558,9 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	/* The program's 0-2 pass through us; nothing else of diehard's does. */
 	if ((err = take_stdio(r->fds)) != 0)
 		goto fail;
-	int keep[] = { sock, status_fd, net_fd, -1 };
-	keep[3] = place_clock_fd(r->clock_fd, keep, 3);
-	close_all_but(keep, 4, r->npass);
+	int keep[] = { sock, status_fd, net_fd, -1, -1 };
+	place_clock_fds(r->clock_fd, r->clock_dir, keep, 3, &keep[3]);
+	close_all_but(keep, 5, r->npass);
 	/* Our handlers (the loop's) are diehard's; the program inherits the
 	 * dispositions (child() resets them too). SIGCHLD must not be
 	 * ignored here, or its children would never reach waitpid. */
@@ -532,6 +573,7 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	struct spawn_request prog = *r;
 	prog.fds[0] = 0, prog.fds[1] = 1, prog.fds[2] = 2;
 	prog.clock_fd = keep[3];
+	prog.clock_dir = keep[4];
 	/* The gate: the program's word that its namespaces are made comes
 	 * on it, then our end's close lets it exec (wait_gate). */
 	int gate[2];
@@ -577,8 +619,9 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	close(sock);
 	for (int i = 0; i < 3; i++)
 		close(i);
-	if (keep[3] >= 0)
-		close(keep[3]);
+	for (int i = 3; i < 5; i++)
+		if (keep[i] >= 0)
+			close(keep[i]);
 	if (r->npass > 0)
 		(void)close_range(3, 3 + r->npass - 1, 0);
 	sandbox_init_exec(r->init_path, pid, status_fd, net_fd, gate[1]);

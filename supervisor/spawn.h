@@ -33,8 +33,9 @@ struct spawn_request {
 	const char *init_path;           /* diehard-init, or NULL (sandbox.h) */
 	bool stop_before_exec;           /* for a debugger: any process may trace it,
 					    it stops itself (SIGSTOP) just before exec */
-	int clock_fd;                    /* the fast clock path's region, placed at
-					    FASTCLOCK_FD (fastclock.h); -1: none */
+	int clock_fd, clock_dir;         /* the fast clock path's page of the slot and
+					    the pages' directory, placed at FASTCLOCK_FD
+					    and FASTCLOCK_DIR_FD (fastclock.h); -1: none */
 	unsigned npass;                  /* fds 3 .. 3 + npass - 1 are passed on as they
 					    are (socket activation: svcenv.h); with
 					    CLONE_NEWNET, a TCP listening one as a socket
