@@ -171,23 +171,24 @@ check_no_escape() {
 	wait_until 3 eval '[[ $(pgrep -c -f "^sleep 1714$") == 0 ]]' || fail "the background child outlived the run"
 }
 
-@test "diehard inside diehard: runs with --no-virtualize (as root, the kernel refuses the inner one's /proc: one line, no namespaces); without it, one clear line and exit 125" {
-	if [[ $(id -u) == 0 ]]; then
-		# A root replica's /proc/sys is read-only and locked: the kernel
-		# refuses it a new proc, which would show a writable one.
-		capture "$T/run" sup -k 3 "$DIEHARD" -k 3 --no-virtualize sh -c 'echo hi'
-		[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == hi ]] || fail "exit $(<"$T/run.rc"), output $(cat "$T/run.out")" "$(cat "$T/run.err")"
-		[[ $(grep -c '' "$T/run.err") == 1 ]] &&
-			grep -q '^diehard: no namespaces for the replicas (user, pid, mount, ipc: Operation not permitted)' "$T/run.err" ||
-			fail "stderr: $(cat "$T/run.err")"
-	fi
-	# Unprivileged, the inner one makes its own namespaces inside the outer's.
+@test "diehard inside diehard: runs with --no-virtualize (without namespaces: one line, when Landlock or root's locked /proc/sys refuse the inner one's mounts; with them under an outer --no-fast-clocks, unprivileged); without it, one clear line and exit 125" {
+	# The outer replicas are under Landlock (the clock pages, clockfs.h),
+	# which refuses them mounts, and as root their /proc/sys is locked
+	# read-only, so the kernel refuses them a new proc: the inner diehard
+	# runs its replicas without namespaces and says so once.
+	capture "$T/run" sup -k 3 "$DIEHARD" -k 3 --no-virtualize sh -c 'echo hi'
+	[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == hi ]] || fail "exit $(<"$T/run.rc"), output $(cat "$T/run.out")" "$(cat "$T/run.err")"
+	[[ $(grep -c '' "$T/run.err") == 1 ]] &&
+		grep -q '^diehard: no namespaces for the replicas (user, pid, mount, ipc: Operation not permitted)' "$T/run.err" ||
+		fail "stderr: $(cat "$T/run.err")"
+	# Unprivileged and without the outer's fast clocks (no pages, no
+	# Landlock), the inner one makes its own namespaces inside the outer's.
 	local runner=()
 	if [[ $(id -u) == 0 ]]; then
 		require_nobody
 		runner=(as_nobody)
 	fi
-	capture "$T/run" "${runner[@]}" timeout 60 "$DIEHARD" -k 3 "$DIEHARD" -k 3 --no-virtualize sh -c 'echo $$'
+	capture "$T/run" "${runner[@]}" timeout 60 "$DIEHARD" -k 3 --no-fast-clocks "$DIEHARD" -k 3 --no-virtualize sh -c 'echo $$'
 	[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == 2 ]] || fail "exit $(<"$T/run.rc"), output $(cat "$T/run.out")" "$(cat "$T/run.err")"
 	capture "$T/run" sup -k 3 "$DIEHARD" -k 3 true
 	[[ $(<"$T/run.rc") == 125 ]] || fail "exit $(<"$T/run.rc"), expected 125" "$(cat "$T/run.err")"
