@@ -320,9 +320,17 @@ void replicas_end(struct sup *S)
 			/* Killed in the run, its end is in the report as the end
 			 * of any killed replica; one the run's end killed has
 			 * none, as ever. */
-			if (r->killed)
+			if (r->killed) {
 				report_exit(S->report, r->id, replica_status(st), WIFSIGNALED(st) ? WTERMSIG(st) : 0,
 					    sup_now() - S->t_start);
+				/* What killed it first (a SIGSYS of the filter's,
+				 * before our kill reached it) is said as when it is
+				 * reaped in the run. */
+				const char *cause = replica_signal_cause(S, r->id, st);
+				if (cause != NULL)
+					log_event("replica %u (pid %d) killed by signal %d (%s)", r->id, (int)r->pid,
+						  WTERMSIG(st), cause);
+			}
 		}
 		for (size_t z = 0; z < S->nzombies;) {
 			int st;
