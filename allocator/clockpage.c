@@ -5,34 +5,44 @@
  * checks the sum. A ring position is rewritten only for entry n + CP_RING,
  * after diehard harvested entry n, so a reader still on n then sees a
  * wrong tag or sum and falls back: diehard has n in its log. And only
- * once n's leader is done with it: a leader marks its position pending
- * before it claims, so one that diehard overruled while it was held up
- * cannot publish late over its own slot's later entry (the later leader
- * finds the mark and falls back).
+ * once n's leader is done with it: a leader marks its position (its
+ * proposal, PENDING) before anything else, so one that diehard overruled
+ * while it was held up cannot publish late over its own slot's later
+ * entry (the later leader finds the mark and falls back).
  *
- * Claims are final once published, except that diehard may take over a
- * claim whose holder has not published (cp_settle): so the holder, after
- * publishing, and a follower, after reading the holder's entry, load the
- * claim again; if diehard took it, they use diehard's entry instead. Diehard,
- * after taking a claim, looks at the old holder's entry once more and adopts
- * it if it was published meanwhile. Whichever order these happen in, every
- * participant ends with the same value (clockpage.h).
+ * Proposals (clockpage.h): every store that announces something (a
+ * proposal, a publication, a witness copy, diehard's taking an entry over)
+ * is sequentially consistent, and so is every load that looks for
+ * another's: of two participants that each store, then load the other's
+ * word, at least one sees the other's store. That is all the agreement
+ * rests on:
+ * - two proposers of n: at least one sees the other and yields, so at
+ *   most one leads (one that sees only yielded proposals may lead: those
+ *   will not);
+ * - a leader publishing n and diehard taking n over: either diehard sees
+ *   the publication and adopts it, or the leader sees diehard's mark and
+ *   takes diehard's value;
+ * - a follower copying n (its witness) and diehard taking n over: either
+ *   diehard sees the copy (and the publication it came from) and adopts
+ *   the value, or the follower sees the mark and takes diehard's value.
  *
  * Followers copy the entry they took into their own page (a witness), so
  * a leader that damages its own page after someone took its entry cannot
  * make diehard lead a second, different value for it: diehard looks for
- * a sound copy in every page before it leads (copies are marked as
- * entries are: a late copy of an older entry never writes over one). A
- * sound copy cannot be made by a stray write: the checksum is keyed by the
- * run's secret. */
+ * sound copies in every page before it leads, and takes the value most of
+ * them hold (copies are marked as entries are: a late copy of an older
+ * entry never writes over one). */
 #include "clockpage.h"
 
 #include <sched.h>
 #include <stddef.h>
 
 #define ALL_OFF (1ull << 63)
-/* In diehard's page, tag PENDING | (n + 1): it is taking entry n over. */
+/* A ring position's tag PENDING | (n + 1): its slot proposes entry n (in
+ * diehard's page: it is taking n over); PENDING | YIELD | (n + 1): the
+ * slot proposed n and yielded it to another proposer. */
 #define PENDING (1ull << 63)
+#define YIELD (1ull << 62)
 /* Waits: this many checks with a pause each, then each check yields the
  * CPU (the holder may be descheduled: with more replicas than CPUs it
  * often is), up to CP_SPINS checks in all. */
@@ -49,11 +59,6 @@ static void wait_a_little(unsigned spin)
 size_t cp_page_size(void)
 {
 	return (sizeof(struct cp_page) + 4095) & ~(size_t)4095;
-}
-
-size_t cp_claims_size(void)
-{
-	return (sizeof(struct cp_claims) + 4095) & ~(size_t)4095;
 }
 
 bool cp_served(unsigned key)
@@ -102,8 +107,11 @@ void cp_done(struct cp_page *p, unsigned key, uint64_t n, uint64_t term)
 	 * marks, modulo 2^32) stays; anything else is written over, garbage
 	 * included (a replaced process's, left past its count). */
 	uint32_t ahead = (uint32_t)was - (uint32_t)(n + 1);
+	/* Sequentially consistent: a mark is the replica's word that it took
+	 * the value (cp_read's consume), which diehard, taking an entry over,
+	 * looks for after its own mark. */
 	if (was == 0 || ahead == 0 || ahead >= 1u << 31 || ahead % CP_DONE != 0)
-		atomic_store_explicit(d, cp_mark(n, term), memory_order_release);
+		atomic_store_explicit(d, cp_mark(n, term), memory_order_seq_cst);
 }
 
 /* The term of read n's mark: true and *term if the mark is n's (or a read
@@ -198,24 +206,11 @@ static void set_cd(struct cp_value *v, int32_t c, int32_t d)
  * not NULL) if published and sound, 0 if not (yet) published there, -1 if
  * the position holds something else. */
 static int entry_at(const struct cp_view *v, const struct cp_entry *e, unsigned key, uint64_t n, struct cp_value *out,
-		    uint64_t *check);
-
-static int entry_in(const struct cp_view *v, const struct cp_page *p, unsigned key, uint64_t n, struct cp_value *out,
-		    uint64_t *check)
-{
-	if (p == NULL)
-		return -1;
-	return entry_at(v, &p->ring[key][n % CP_RING], key, n, out, check);
-}
-
-static int entry_at(const struct cp_view *v, const struct cp_entry *e, unsigned key, uint64_t n, struct cp_value *out,
 		    uint64_t *check_out)
 {
 	uint64_t tag = atomic_load_explicit(&e->tag, memory_order_seq_cst);
-	if (tag < n + 1 || tag == (PENDING | (n + 1)))
-		return 0;
 	if (tag != n + 1)
-		return -1;
+		return tag < n + 1 || (tag & PENDING) ? 0 : -1;
 	out->a = atomic_load_explicit(&e->a, memory_order_relaxed);
 	out->b = atomic_load_explicit(&e->b, memory_order_relaxed);
 	set_cd(out, atomic_load_explicit(&e->c, memory_order_relaxed), atomic_load_explicit(&e->d, memory_order_relaxed));
@@ -230,15 +225,12 @@ static int entry_at(const struct cp_view *v, const struct cp_entry *e, unsigned 
 	return 1;
 }
 
-static void write_entry(struct cp_entry *e, uint64_t n, const struct cp_value *val, uint64_t check);
-
-/* Publishes entry n in page p; returns its checksum (also the value's
- * term of the sum: cp_sum_term). */
-static uint64_t publish(const struct cp_view *v, struct cp_page *p, unsigned key, uint64_t n, const struct cp_value *val)
+static int entry_in(const struct cp_view *v, const struct cp_page *p, unsigned key, uint64_t n, struct cp_value *out,
+		    uint64_t *check)
 {
-	uint64_t check = checksum(v->secret, key, n, val);
-	write_entry(&p->ring[key][n % CP_RING], n, val, check);
-	return check;
+	if (p == NULL)
+		return -1;
+	return entry_at(v, &p->ring[key][n % CP_RING], key, n, out, check);
 }
 
 /* check: the value's checksum for entry n (checksum()). */
@@ -256,42 +248,120 @@ static void write_entry(struct cp_entry *e, uint64_t n, const struct cp_value *v
 	atomic_store_explicit(&e->tag, n + 1, memory_order_seq_cst);
 }
 
-/* The claim of entry n: its holder's slot (0-based), or -1 unclaimed (an
- * older entry's claim, or none), -2 a later entry's (the position was
- * reused: n is out of the ring), -3 garbage. */
-static int holder(const struct cp_view *v, uint64_t c, uint64_t n)
+/* Publishes entry n in page p; returns its checksum (also the value's
+ * term of the sum: cp_sum_term). */
+static uint64_t publish(const struct cp_view *v, struct cp_page *p, unsigned key, uint64_t n, const struct cp_value *val)
 {
-	uint64_t cn = c >> 8;
-	unsigned who = (unsigned)(c & 0xff);
-	if (cn < n + 1)
-		return -1;
-	if (cn > n + 1)
-		return -2;
-	if (who == 0 || who > v->nslots + 1)
-		return -3;
-	return (int)who - 1;
+	uint64_t check = checksum(v->secret, key, n, val);
+	write_entry(&p->ring[key][n % CP_RING], n, val, check);
+	return check;
 }
 
-int cp_published(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out, unsigned *by)
+/* The slots whose pages are looked at: those that have had a process. */
+static uint64_t used_slots(const struct cp_view *v)
 {
-	uint64_t c = atomic_load_explicit(&v->claims->claim[key][n % CP_RING], memory_order_seq_cst);
-	int h = holder(v, c, n);
-	if (h < 0)
-		return h == -1 ? 0 : -1;
-	int r = entry_in(v, v->pages[h], key, n, out, NULL);
-	if (r == 1)
-		*by = (unsigned)h;
-	return r;
+	const struct cp_page *dh = v->pages[v->nslots];
+	uint64_t used = atomic_load_explicit(&dh->used, memory_order_seq_cst) &
+			~atomic_load_explicit(&dh->ignore, memory_order_seq_cst);
+	return v->nslots >= 64 ? used : used & ((1ull << v->nslots) - 1);
 }
 
-/* Diehard's page for entry n: 1 published (*out), 2 taking it over, 0
- * neither. */
+/* What the other slots' ring positions say of entry n. */
+enum seen {
+	SEEN_NONE,      /* nobody proposes or holds it */
+	SEEN_PROPOSED,  /* a slot proposes it, not yielded, not published yet */
+	SEEN_DAMAGED,   /* a slot published it, and the entry is no longer sound */
+	SEEN_PUBLISHED, /* a slot published it, sound: *out, *check, *by, *src */
+};
+
+/* Looks at every used slot's position of entry n but ours (the last
+ * leader first; sequentially consistent loads). A yielded proposal counts
+ * as none: that slot will not lead n. An entry published and then damaged
+ * (its leader wrote over its own page) says n was led: it must not be led
+ * again (someone may have taken it: a copy of it may be somewhere). */
+static enum seen look(struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out, uint64_t *check, unsigned *by,
+		      const struct cp_entry **src)
+{
+	uint64_t used = used_slots(v);
+	unsigned first = atomic_load_explicit(&v->last_by[key], memory_order_relaxed);
+	enum seen seen = SEEN_NONE;
+	for (unsigned i = 0; i <= v->nslots; i++) {
+		unsigned j = i == 0 ? first : i - 1;
+		if ((i > 0 && j == first) || j >= v->nslots || j == v->self || !(used >> j & 1) || v->pages[j] == NULL)
+			continue;
+		const struct cp_entry *e = &v->pages[j]->ring[key][n % CP_RING];
+		uint64_t tag = atomic_load_explicit(&e->tag, memory_order_seq_cst);
+		if (tag == (PENDING | (n + 1))) {
+			if (seen == SEEN_NONE)
+				seen = SEEN_PROPOSED;
+			continue;
+		}
+		if (tag != n + 1)
+			continue;
+		if (entry_at(v, e, key, n, out, check) != 1) {
+			seen = SEEN_DAMAGED;
+			continue;
+		}
+		*by = j;
+		*src = e;
+		if (j != first)
+			atomic_store_explicit(&v->last_by[key], j, memory_order_relaxed);
+		return SEEN_PUBLISHED;
+	}
+	return seen;
+}
+
+/* A sound copy of entry n in another used slot's page (a follower took it
+ * from a leader whose page no longer has it): true, *out, *check, *src. */
+static bool look_copies(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out, uint64_t *check,
+			const struct cp_entry **src)
+{
+	uint64_t used = used_slots(v);
+	for (unsigned j = 0; j < v->nslots; j++) {
+		if (j == v->self || !(used >> j & 1) || v->pages[j] == NULL)
+			continue;
+		const struct cp_entry *e = &v->pages[j]->copy[key][n % CP_RING];
+		if (entry_at(v, e, key, n, out, check) == 1) {
+			*src = e;
+			return true;
+		}
+	}
+	return false;
+}
+
+int cp_published(struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out, unsigned *by)
+{
+	uint64_t check;
+	/* Diehard's decision first; while it takes n over, n is not yet
+	 * anyone's (what a leader published may be overruled). */
+	uint64_t tag = atomic_load_explicit(&v->pages[v->nslots]->ring[key][n % CP_RING].tag, memory_order_seq_cst);
+	if (tag == (PENDING | (n + 1)))
+		return 0;
+	if (tag == n + 1 && entry_in(v, v->pages[v->nslots], key, n, out, NULL) == 1) {
+		*by = v->nslots;
+		return 1;
+	}
+	const struct cp_entry *src;
+	if (look(v, key, n, out, &check, by, &src) == SEEN_PUBLISHED)
+		return 1;
+	if (v->self < v->nslots && entry_in(v, v->pages[v->self], key, n, out, NULL) == 1) {
+		*by = v->self;
+		return 1;
+	}
+	return 0;
+}
+
+/* Diehard's page for entry n: 1 published (*out), 2 taking it over, 3 a
+ * later entry there (n is a ring behind what diehard settled: whether it
+ * took n over is gone), 0 neither. */
 static int dh_state(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out)
 {
 	const struct cp_page *dh = v->pages[v->nslots];
 	uint64_t tag = atomic_load_explicit(&dh->ring[key][n % CP_RING].tag, memory_order_seq_cst);
 	if (tag == (PENDING | (n + 1)))
 		return 2;
+	if ((tag & ~PENDING) > n + 1)
+		return 3;
 	return tag == n + 1 && entry_in(v, dh, key, n, out, NULL) == 1 ? 1 : 0;
 }
 
@@ -303,30 +373,10 @@ static bool await_dh(const struct cp_view *v, unsigned key, uint64_t n, struct c
 		int s = dh_state(v, key, n, out);
 		if (s == 1)
 			return true;
-		if (s == 0)
+		if (s != 2)
 			return false;
 		wait_a_little(w);
 	}
-	return false;
-}
-
-/* A sound entry n of key in any page, diehard's first (its decisions
- * stand); true and *out, *by if found. Once the claims are damaged this
- * is how a published entry is still found. */
-static bool find_anywhere(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out, unsigned *by)
-{
-	for (unsigned i = 0; i <= v->nslots; i++) {
-		unsigned j = i == 0 ? v->nslots : i - 1;
-		if (entry_in(v, v->pages[j], key, n, out, NULL) == 1) {
-			*by = j;
-			return true;
-		}
-	}
-	for (unsigned j = 0; j < v->nslots; j++)
-		if (v->pages[j] != NULL && entry_at(v, &v->pages[j]->copy[key][n % CP_RING], key, n, out, NULL) == 1) {
-			*by = j;
-			return true;
-		}
 	return false;
 }
 
@@ -359,52 +409,111 @@ static bool witness(struct cp_page *own, unsigned key, uint64_t n, const struct 
 	return true;
 }
 
-/* After taking value *out for entry n (as its leader, or from the leader
- * claim c named), with the claim found changed since: if diehard is taking
- * n over, its value is the one (waited for); if diehard's log already holds
- * n (its own entry gone from the ring: the reader was descheduled for a
- * ring of entries), that value may not be ours: fall back, diehard answers
- * from the log; else (a damaged claim) ours stands, since whoever settles n
- * later finds it in our page. 1 settled, -1 fall back. *check: the
- * checksum of *out, kept or replaced along with it. */
-static int after_change(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, struct cp_value *out,
-			uint64_t *check)
+/* After taking value *out for entry n (as its leader, or from its leader:
+ * published, or copied into our page, and marked done, before this looks): if diehard is
+ * taking n over, or took it, its value is the one (waited for, then copied
+ * as a witness); if diehard's position has moved a ring past n, whether it
+ * took n over cannot be told: ask it (its log has n); else ours stands
+ * (diehard, taking n over later, finds it). 1 settled, -1 fall back.
+ * *check: the checksum of *out, kept or replaced along with it. */
+static int confirm(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, struct cp_value *out,
+		   uint64_t *check)
 {
 	struct cp_value d;
 	int s = dh_state(v, key, n, &d);
-	/* A ring position diehard reused was harvested first: seen reused
-	 * (s == 0 by a later tag), harvested is past n (seq_cst tag load,
-	 * then this acquire). */
-	if (s == 0 && atomic_load_explicit(&v->pages[v->nslots]->harvested[key], memory_order_acquire) > n)
-		return -1;
 	if (s == 0)
 		return 1;
+	if (s == 3)
+		return -1;
 	if (s == 2 && !await_dh(v, key, n, &d))
 		return -1;
 	*out = d;
 	*check = checksum(v->secret, key, n, out);
-	return witness(own, key, n, out, *check) ? 1 : -1;
+	if (!witness(own, key, n, out, *check))
+		return -1;
+	cp_done(own, key, n, *check);
+	return 1;
 }
 
-/* The fast path's follower: entry n as claim c names it; 1 settled (*out,
- * copied into our own page), 0 wait, -1 fall back. The copy is written
- * before the claim is looked at again: diehard, taking the claim over,
- * looks for copies only after, so it finds this one or we see its claim.
- * *check: the checksum of *out. */
-static int follow(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, uint64_t c,
+static bool same(const struct cp_value *x, const struct cp_value *y)
+{
+	return x->a == y->a && x->b == y->b && x->c == y->c && x->d == y->d;
+}
+
+/* Whether another used slot's page holds entry n with another value than
+ * *val, sound, as an entry it led or a copy it took; or, for a monotonic
+ * clock, any page (ours too) or diehard's holds entry n - 1 with a later
+ * value than *val (or diehard is taking n - 1 over). */
+static bool conflict(const struct cp_view *v, unsigned key, uint64_t n, const struct cp_value *val)
+{
+	uint64_t used = used_slots(v);
+	bool before = n > 0 && cp_monotonic(key);
+	if (before) {
+		struct cp_value d;
+		int s = dh_state(v, key, n - 1, &d);
+		if (s == 2 || (s == 1 && less(val, &d)))
+			return true;
+	}
+	for (unsigned j = 0; j < v->nslots; j++) {
+		if (!(used >> j & 1) || v->pages[j] == NULL)
+			continue;
+		const struct cp_page *p = v->pages[j];
+		struct cp_value x;
+		if (j != v->self)
+			for (unsigned i = 0; i < 2; i++) {
+				const struct cp_entry *e = i == 0 ? &p->ring[key][n % CP_RING] : &p->copy[key][n % CP_RING];
+				if (entry_at(v, e, key, n, &x, NULL) == 1 && !same(&x, val))
+					return true;
+			}
+		for (unsigned i = 0; before && i < 2; i++) {
+			const struct cp_entry *e = i == 0 ? &p->ring[key][(n - 1) % CP_RING] : &p->copy[key][(n - 1) % CP_RING];
+			if (entry_at(v, e, key, n - 1, &x, NULL) == 1 && less(val, &x))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* Takes *out (*check) as entry n's value: published by us (src NULL), or
+ * as src holds it (another's entry or copy), copied into our page before
+ * this. Three looks, each after our last store (conflict also keeps a
+ * monotonic clock's n after every value of n - 1 there is):
+ * - src still holds it: anyone who looks for n from now on finds it there,
+ *   or finds our copy (its page damaged later);
+ * - no other page holds another value for n (a slot that led n without a
+ *   proposal we could see: one whose page was damaged): of any two
+ *   replicas that take a value of n this way, the later looks after the
+ *   earlier's store, so they never take two values;
+ * - our completion mark stored (our word that we took it), diehard's page:
+ *   if diehard took n over, its value is the one (confirm); else diehard,
+ *   taking n over later, finds our mark.
+ * Anything amiss: ask diehard. 1 taken, -1 fall back. */
+static int consume(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, const struct cp_entry *src,
+		   struct cp_value *out, uint64_t *check)
+{
+	struct cp_value again;
+	if (src != NULL && (entry_at(v, src, key, n, &again, NULL) != 1 || !same(&again, out)))
+		return -1;
+	/* Also, for a monotonic clock, no value of n - 1 may be later than
+	 * ours: n's leader went by one value of n - 1, and another may be the
+	 * one (diehard taking n - 1 over with a later read, or a second
+	 * leader of n - 1 whose proposal a damaged page hid). Whoever took
+	 * that value left it in a page (a copy, or its entry) before it read
+	 * on, and diehard caps what it leads for n - 1 by the n it finds
+	 * after its mark (settle_one): this looks after our store. */
+	if (conflict(v, key, n, out))
+		return -1;
+	cp_done(own, key, n, *check);
+	return confirm(v, own, key, n, out, check);
+}
+
+/* Follows entry n as src holds it: a witness copy, then consume. */
+static int follow(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, const struct cp_entry *src,
 		  struct cp_value *out, uint64_t *check)
 {
-	int h = holder(v, c, n);
-	if (h < 0)
+	if (!witness(own, key, n, out, *check))
 		return -1;
-	int r = entry_in(v, v->pages[h], key, n, out, check);
-	if (r != 1)
-		return r;
-	if (h != (int)v->self && !witness(own, key, n, out, *check))
-		return -1;
-	if (atomic_load_explicit(&v->claims->claim[key][n % CP_RING], memory_order_seq_cst) == c)
-		return 1;
-	return after_change(v, own, key, n, out, check);
+	return consume(v, own, key, n, src, out, check);
 }
 
 /* Whether every pacing slot but ours has reached entry n - CP_RING
@@ -429,6 +538,75 @@ static bool paced(struct cp_view *v, unsigned key, uint64_t n)
 	return true;
 }
 
+/* What a read of entry n may do next (cp_read's loop). */
+enum step {
+	STEP_DONE,     /* *out settled */
+	STEP_WAIT,     /* look again a little later */
+	STEP_FALLBACK, /* ask diehard */
+};
+
+/* Raises *val to the latest sound value of entry n in any used slot's
+ * page (entries and copies) and diehard's. */
+static void latest(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *val)
+{
+	uint64_t used = used_slots(v);
+	struct cp_value x;
+	if (entry_in(v, v->pages[v->nslots], key, n, &x, NULL) == 1 && less(val, &x))
+		*val = x;
+	for (unsigned j = 0; j < v->nslots; j++) {
+		if (!(used >> j & 1) || v->pages[j] == NULL)
+			continue;
+		for (unsigned i = 0; i < 2; i++) {
+			const struct cp_entry *e = i == 0 ? &v->pages[j]->ring[key][n % CP_RING] : &v->pages[j]->copy[key][n % CP_RING];
+			if (entry_at(v, e, key, n, &x, NULL) == 1 && less(val, &x))
+				*val = x;
+		}
+	}
+}
+
+/* Whether we may propose n at all, and n - 1's value (*prev) when n > 0.
+ * STEP_DONE: yes; STEP_WAIT: not yet; STEP_FALLBACK: never (diehard's). */
+static enum step may_propose(struct cp_view *v, unsigned key, uint64_t n, unsigned spin, struct cp_value *prev)
+{
+	const struct cp_page *dh = v->pages[v->nslots];
+	uint64_t harvested = atomic_load_explicit(&dh->harvested[key], memory_order_acquire);
+	/* Diehard's log has n (no page had it: its leader's page damaged, or
+	 * its position reused), or our ring position is not free yet (the
+	 * entry a ring ago is not in the log). */
+	if (harvested > n || (n >= CP_RING && harvested <= n - CP_RING))
+		return STEP_FALLBACK;
+	if (n >= CP_RING && !paced(v, key, n))
+		return STEP_WAIT;
+	/* Entry n + 1 led already means n was led (its leader's page lost
+	 * it): leading n again could put it after n + 1. */
+	struct cp_value later;
+	unsigned by;
+	if (cp_published(v, key, n + 1, &later, &by) == 1)
+		return STEP_FALLBACK;
+	if (n == 0)
+		return STEP_DONE;
+	if (cp_published(v, key, n - 1, prev, &by) != 1)
+		return STEP_WAIT;
+	/* A monotonic clock goes by the latest value of n - 1 any page holds
+	 * (there is one unless a damaged page hid a second leader of it). */
+	if (cp_monotonic(key))
+		latest(v, key, n - 1, prev);
+	/* Another replica led n - 1 a moment ago: we caught up with it.
+	 * Where replicas outnumber CPUs, leading on in step with it would move
+	 * every proposal and entry between two CPUs while a third replica,
+	 * behind, waits for one; letting ours go to it now and then leaves one
+	 * leader and followers reading what it wrote (a fifth less time for
+	 * three replicas on two CPUs). */
+	if (v->crowded && spin == 0 && by != v->self && by < v->nslots &&
+	    n >= atomic_load_explicit(&v->yielded_at[key], memory_order_relaxed) + CP_YIELD_EVERY) {
+		atomic_store_explicit(&v->yielded_at[key], n, memory_order_relaxed);
+		atomic_fetch_add_explicit(&v->yields, 1, memory_order_relaxed);
+		(void)sched_yield();
+		return STEP_WAIT;
+	}
+	return STEP_DONE;
+}
+
 enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void *arg, struct cp_value *out,
 			uint64_t *index)
 {
@@ -439,177 +617,258 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 		return CP_OFF;
 	uint64_t n = atomic_fetch_add_explicit(&own->count[key], 1, memory_order_relaxed);
 	*index = n;
-	_Atomic uint64_t *claim = &v->claims->claim[key][n % CP_RING];
+	_Atomic uint64_t *tag = &own->ring[key][n % CP_RING].tag;
 	enum cp_outcome outcome = CP_FALLBACK;
 	uint64_t term = 0; /* the checksum of *out: its term of the sum */
+	bool yielded = false; /* we proposed n and yielded it: we follow */
+	uint64_t was = 0;     /* our position's tag before we proposed */
+	unsigned by;
+	const struct cp_entry *src;
 	for (unsigned spin = 0; spin < CP_SPINS; spin++) {
-		uint64_t c = atomic_load_explicit(claim, memory_order_seq_cst);
-		int h = holder(v, c, n);
-		if (h >= 0) {
-			int r = follow(v, own, key, n, c, out, &term);
-			if (r < 0)
-				return CP_FALLBACK;
-			if (r > 0) {
-				outcome = CP_FOLLOWED;
+		int s = dh_state(v, key, n, out);
+		if (s == 3)
+			break; /* a ring behind diehard: its log has n */
+		if (s != 0) {
+			if (s == 2 && !await_dh(v, key, n, out))
 				break;
-			}
-			wait_a_little(spin);
-			continue;
+			term = checksum(v->secret, key, n, out);
+			if (!witness(own, key, n, out, term))
+				break;
+			outcome = CP_FOLLOWED;
+			break;
 		}
-		if (h != -1)
-			return CP_FALLBACK;
-		/* Unclaimed. Its ring position free (the entry a ring ago is in
-		 * diehard's log), and entry n - 1 published, first. */
-		if (n >= CP_RING && atomic_load_explicit(&dh->harvested[key], memory_order_acquire) <= n - CP_RING)
-			return CP_FALLBACK;
-		if (n >= CP_RING && !paced(v, key, n)) {
+		enum seen seen = look(v, key, n, out, &term, &by, &src);
+		if (seen == SEEN_DAMAGED && !look_copies(v, key, n, out, &term, &src))
+			break; /* led, and gone: diehard finds who took it */
+		if (seen == SEEN_PUBLISHED || seen == SEEN_DAMAGED) {
+			if (follow(v, own, key, n, src, out, &term) > 0)
+				outcome = CP_FOLLOWED;
+			break;
+		}
+		if (yielded && seen == SEEN_NONE)
+			break; /* every proposer yielded: diehard settles n */
+		if (yielded || seen == SEEN_PROPOSED) {
 			wait_a_little(spin);
 			continue;
 		}
 		struct cp_value prev;
-		unsigned by;
-		if (n > 0) {
-			int r = cp_published(v, key, n - 1, &prev, &by);
-			if (r < 0)
-				return CP_FALLBACK;
-			if (r == 0) {
-				wait_a_little(spin);
-				continue;
-			}
-			/* Another replica led n - 1 a moment ago: we caught up
-			 * with it. Where replicas outnumber CPUs, leading on in
-			 * step with it would move every claim and entry between
-			 * two CPUs while a third replica, behind, waits for one;
-			 * letting ours go to it now and then leaves one leader
-			 * and followers reading what it wrote (a fifth less
-			 * time for three replicas on two CPUs). */
-			if (v->crowded && spin == 0 && by != v->self && by < v->nslots &&
-			    n >= atomic_load_explicit(&v->yielded_at[key], memory_order_relaxed) + CP_YIELD_EVERY) {
-				atomic_store_explicit(&v->yielded_at[key], n, memory_order_relaxed);
-				atomic_fetch_add_explicit(&v->yields, 1, memory_order_relaxed);
-				(void)sched_yield();
-				continue;
+		enum step st = may_propose(v, key, n, spin, &prev);
+		if (st == STEP_FALLBACK)
+			break;
+		if (st == STEP_WAIT) {
+			wait_a_little(spin);
+			continue;
+		}
+		/* Proposed in our own ring's position (a thread of ours still
+		 * writing an older entry there, held up while diehard took it
+		 * over, or we are a ring late: fall back), then the others
+		 * looked at again after it. */
+		if (!mark_ours(tag, n, n, &was))
+			break;
+		seen = look(v, key, n, out, &term, &by, &src);
+		/* Nobody holds n, or its leader's page lost it: a copy a
+		 * follower took stands (follow's second look makes sure one
+		 * that took it before the loss copied it where this finds it). */
+		if (seen == SEEN_NONE || seen == SEEN_DAMAGED) {
+			if (look_copies(v, key, n, out, &term, &src))
+				seen = SEEN_PUBLISHED;
+			else if (seen == SEEN_DAMAGED) {
+				atomic_store_explicit(tag, was, memory_order_seq_cst);
+				break;
 			}
 		}
-		/* A claim looks unclaimed by mistake only if damaged: then the
-		 * entry may well be published (by its leader, or copied by a
-		 * follower), and leading it again would hand out a second value
-		 * for it. A sound unclaimed position holds the claim of the entry
-		 * a ring before (every settled entry's claim is its own), so
-		 * only another value (a zeroed one, say) is looked into. */
-		bool sound = n >= CP_RING && c >> 8 == n + 1 - CP_RING;
-		if (!sound && find_anywhere(v, key, n, out, &by)) {
-			term = checksum(v->secret, key, n, out);
-			if (by != v->self && !witness(own, key, n, out, term))
-				return CP_FALLBACK;
-			/* What was found may be a leader's value that diehard
-			 * has since overruled (it took the claim over before
-			 * the leader published): claimed meanwhile, the claim
-			 * decides (the loop follows it); still unclaimed (a
-			 * damaged claim), diehard's value wins if it has one,
-			 * as for a leader (after_change). */
-			if (atomic_load_explicit(claim, memory_order_seq_cst) != c)
-				continue;
-			if (after_change(v, own, key, n, out, &term) < 0)
-				return CP_FALLBACK;
-			outcome = CP_FOLLOWED;
+		if (seen == SEEN_PUBLISHED) {
+			atomic_store_explicit(tag, was, memory_order_seq_cst);
+			if (follow(v, own, key, n, src, out, &term) > 0)
+				outcome = CP_FOLLOWED;
 			break;
 		}
-		/* Our ring position is marked ours (pending) before we claim:
-		 * if we are then held up long enough for diehard to take n
-		 * over and our slot to reach n + CP_RING, that later leader
-		 * finds the mark and falls back rather than share the
-		 * position with our late publish. */
-		_Atomic uint64_t *tag = &own->ring[key][n % CP_RING].tag;
-		uint64_t was;
-		if (!mark_ours(tag, n, n, &was))
-			return CP_FALLBACK; /* an older leader of ours still writing, or we are late */
-		uint64_t mine = (n + 1) << 8 | (v->self + 1);
-		if (!atomic_compare_exchange_strong_explicit(claim, &c, mine, memory_order_seq_cst,
-							     memory_order_seq_cst)) {
-			atomic_store_explicit(tag, was, memory_order_seq_cst);
+		if (seen == SEEN_PROPOSED) {
+			/* Another proposes n: we will not lead it. It may have
+			 * seen us too and yielded as well: then nobody leads,
+			 * and diehard settles n. */
+			atomic_store_explicit(tag, PENDING | YIELD | (n + 1), memory_order_seq_cst);
+			yielded = true;
+			wait_a_little(spin);
 			continue;
 		}
 		if (real(key, out, arg) != 0) {
 			atomic_store_explicit(tag, was, memory_order_seq_cst);
-			return CP_FALLBACK; /* claimed, never published: diehard takes it over */
+			break; /* proposed, never published: diehard leads it */
 		}
 		if (n > 0 && cp_monotonic(key) && less(out, &prev))
 			*out = prev;
 		term = publish(v, own, key, n, out);
-		outcome = CP_LED;
-		if (atomic_load_explicit(claim, memory_order_seq_cst) != mine) {
-			if (after_change(v, own, key, n, out, &term) < 0)
-				return CP_FALLBACK;
-			outcome = CP_FOLLOWED;
-		}
+		atomic_store_explicit(&v->last_by[key], v->self, memory_order_relaxed);
+		/* Diehard may have taken n over before it saw our entry, or its
+		 * value may be another's (consume). */
+		struct cp_value mine = *out;
+		if (consume(v, own, key, n, NULL, out, &term) > 0)
+			outcome = same(out, &mine) ? CP_LED : CP_FOLLOWED;
 		break;
 	}
+	/* A yielded proposal goes: the position holds what it held (a later
+	 * proposal of ours must find it finished). */
+	if (yielded)
+		atomic_store_explicit(tag, was, memory_order_seq_cst);
 	if (outcome == CP_FALLBACK)
 		return CP_FALLBACK;
 	cp_done(own, key, n, term);
 	return outcome;
 }
 
-/* Diehard's harvest: entry n published in its own page (a claim damaged
- * after diehard settled it). */
-static bool find_published_settled(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out,
-				   unsigned *by)
+/* Diehard: the values of entry n the slots' pages hold (sound entries
+ * they led and copies they took), and for each how many slots hold it and
+ * how many marked it done (took it: cp_read's consume), with the lowest
+ * slot that holds it. */
+struct candidates {
+	unsigned n;
+	struct {
+		struct cp_value val;
+		uint64_t check;
+		unsigned holders, takers, slot;
+	} c[2 * CP_MAX_SLOTS];
+};
+
+static void gather(const struct cp_view *v, unsigned key, uint64_t n, struct candidates *cs)
 {
-	if (dh_state(v, key, n, out) != 1)
-		return false;
-	*by = v->nslots;
-	return true;
+	cs->n = 0;
+	for (unsigned j = 0; j < v->nslots; j++) {
+		if (v->pages[j] == NULL)
+			continue;
+		const struct cp_entry *at[2] = { &v->pages[j]->ring[key][n % CP_RING], &v->pages[j]->copy[key][n % CP_RING] };
+		unsigned held = cs->n; /* a candidate this slot already counts for */
+		for (unsigned e = 0; e < 2; e++) {
+			struct cp_value x;
+			uint64_t check;
+			if (entry_at(v, at[e], key, n, &x, &check) != 1)
+				continue;
+			unsigned i = 0;
+			while (i < cs->n && !same(&cs->c[i].val, &x))
+				i++;
+			if (i == cs->n) {
+				cs->c[i].val = x;
+				cs->c[i].check = check;
+				cs->c[i].holders = cs->c[i].takers = 0;
+				cs->c[i].slot = j;
+				cs->n++;
+			}
+			if (i != held) {
+				cs->c[i].holders++;
+				held = i;
+			}
+		}
+		uint64_t m = atomic_load_explicit(&v->pages[j]->done[key][n % CP_DONE], memory_order_seq_cst);
+		if (m == 0 || (uint32_t)m != (uint32_t)(n + 1))
+			continue;
+		for (unsigned i = 0; i < cs->n; i++)
+			if (cp_mark_term(cs->c[i].check) == m >> 32) {
+				cs->c[i].takers++;
+				break;
+			}
+	}
+}
+
+/* The one to keep: the value most slots took; among those (or if none
+ * took any), for a monotonic clock the earliest (a slot that led n + 1 from
+ * one of them raised it to that one's value at least, so the entries stay
+ * in time order), else the one most slots hold; then the lowest slot's.
+ * Honest replicas never take two values of one entry (consume), so one
+ * taken is the one: only a slot that lies about what it took can tie with
+ * them. */
+static unsigned choose(const struct candidates *cs, bool monotonic)
+{
+	unsigned best = 0;
+	for (unsigned i = 1; i < cs->n; i++) {
+		const __typeof__(cs->c[0]) *x = &cs->c[i], *b = &cs->c[best];
+		if (x->takers != b->takers) {
+			if (x->takers > b->takers)
+				best = i;
+		} else if (monotonic && (less(&x->val, &b->val) || less(&b->val, &x->val))) {
+			if (less(&x->val, &b->val))
+				best = i;
+		} else if (x->holders != b->holders) {
+			if (x->holders > b->holders)
+				best = i;
+		} else if (x->slot < b->slot) {
+			best = i;
+		}
+	}
+	return best;
 }
 
 /* Diehard: settles entry n of key alone (n - 1 settled). It marks its
- * entry pending before it takes the claim: a leader or follower that sees
- * the claim change then waits for its value. After taking the claim it
- * looks in every page: a value published (or copied) before that stands. */
+ * entry pending (taking n over) before it looks at the pages: a leader or
+ * follower that then looks at diehard's page waits for its value, and a
+ * value taken (or published, or copied) before the mark stands (choose).
+ * Every step is one pass over the slots: nothing a replica writes makes it
+ * loop. */
 static int settle_one(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *real, void *arg,
 		      struct cp_value *out, unsigned *by)
 {
-	_Atomic uint64_t *claim = &v->claims->claim[key][n % CP_RING];
 	struct cp_page *dh = v->pages[v->nslots];
-	uint64_t mine = (n + 1) << 8 | (v->nslots + 1);
 	*by = v->nslots;
-	if (dh_state(v, key, n, out) == 1) {
-		atomic_store_explicit(claim, mine, memory_order_seq_cst); /* mend a damaged claim */
+	if (dh_state(v, key, n, out) == 1)
+		return 0;
+	atomic_store_explicit(&dh->ring[key][n % CP_RING].tag, PENDING | (n + 1), memory_order_seq_cst);
+	bool mono = cp_monotonic(key), have_prev = (v->have_last >> key & 1) != 0;
+	const struct cp_value *prev = &v->last[key];
+	struct candidates cs;
+	gather(v, key, n, &cs);
+	if (cs.n > 0) {
+		unsigned i = choose(&cs, mono);
+		*out = cs.c[i].val;
+		*by = cs.c[i].slot;
+		/* It comes before the entry before it (its leader went by a
+		 * value of n - 1 diehard then overruled, or one a damaged page
+		 * led): a monotonic clock's value is raised. Whoever took it
+		 * took it against what consume looks at (so no honest replica:
+		 * the log's n - 1 was there to see). */
+		if (mono && have_prev && less(out, prev))
+			*out = *prev;
+		publish(v, dh, key, n, out);
 		return 0;
 	}
-	atomic_store_explicit(&dh->ring[key][n % CP_RING].tag, PENDING | (n + 1), memory_order_seq_cst);
-	for (;;) {
-		uint64_t c = atomic_load_explicit(claim, memory_order_seq_cst);
-		int h = holder(v, c, n);
-		if (h >= 0 && h != (int)v->nslots && entry_in(v, v->pages[h], key, n, out, NULL) == 1)
-			break; /* published: it stands */
-		if (!atomic_compare_exchange_strong_explicit(claim, &c, mine, memory_order_seq_cst,
-							     memory_order_seq_cst))
-			continue;
-		unsigned where;
-		if (find_anywhere(v, key, n, out, &where))
-			break;
-		struct cp_value prev;
-		unsigned pby;
-		bool have_prev = n > 0 && (cp_published(v, key, n - 1, &prev, &pby) == 1 ||
-					   find_anywhere(v, key, n - 1, &prev, &pby));
-		if (real(key, out, arg) != 0) {
-			atomic_store_explicit(&dh->ring[key][n % CP_RING].tag, 0, memory_order_seq_cst);
-			return -1;
-		}
-		if (have_prev && cp_monotonic(key) && less(out, &prev))
-			*out = prev;
-		/* The entry's value was lost (its leader damaged its own page
-		 * before anyone copied it) while a later one stands: a monotonic
-		 * clock's new value must not pass it. */
-		struct cp_value next;
-		unsigned nby;
-		if (cp_monotonic(key) && find_anywhere(v, key, n + 1, &next, &nby) && less(&next, out))
-			*out = next;
-		break;
+	/* Nobody published n: a proposal standing there stalled whoever
+	 * asked (counted against its slot). */
+	for (unsigned j = 0; j < v->nslots; j++)
+		if (v->pages[j] != NULL &&
+		    atomic_load_explicit(&v->pages[j]->ring[key][n % CP_RING].tag, memory_order_relaxed) ==
+			    (PENDING | (n + 1)) &&
+		    v->stale[j] < UINT32_MAX)
+			v->stale[j]++;
+	if (real(key, out, arg) != 0) {
+		atomic_store_explicit(&dh->ring[key][n % CP_RING].tag, 0, memory_order_seq_cst);
+		return -1;
 	}
+	if (mono && have_prev && less(out, prev))
+		*out = *prev;
+	/* A monotonic clock's new value must not pass an n + 1 led already:
+	 * one whose leader went by a value of n about to be overruled here,
+	 * or one led after n's value was lost (its leader damaged its page
+	 * before anyone copied it). Entries and copies: consume's look at
+	 * diehard's page comes after either store. */
+	struct candidates nx;
+	if (mono)
+		gather(v, key, n + 1, &nx);
+	for (unsigned i = 0; mono && i < nx.n; i++)
+		if (less(&nx.c[i].val, out))
+			*out = nx.c[i].val;
+	/* Never below the last logged, though: an n + 1 before it is out of
+	 * order itself, and no reader takes it (consume). */
+	if (mono && have_prev && less(out, prev))
+		*out = *prev;
 	publish(v, dh, key, n, out);
 	return 0;
+}
+
+/* Diehard: puts entry n (value x, led by by) in the log, the last one. */
+static void put_last(struct cp_view *v, unsigned key, uint64_t n, const struct cp_value *x, unsigned by,
+		     cp_put_fn *put, void *arg)
+{
+	v->last[key] = *x;
+	v->have_last |= 1u << key;
+	put(key, n, x, by, arg);
 }
 
 uint64_t cp_harvest(struct cp_view *v, unsigned key, cp_put_fn *put, void *arg)
@@ -618,10 +877,34 @@ uint64_t cp_harvest(struct cp_view *v, unsigned key, cp_put_fn *put, void *arg)
 	uint64_t from = atomic_load_explicit(h, memory_order_relaxed), n = from;
 	for (;; n++) {
 		struct cp_value x;
-		unsigned by;
-		if (cp_published(v, key, n, &x, &by) != 1 && !find_published_settled(v, key, n, &x, &by))
-			break;
-		put(key, n, &x, by, arg);
+		unsigned by = v->nslots;
+		if (dh_state(v, key, n, &x) != 1) {
+			/* One value led (copies aside: a copy is of an entry
+			 * led); two led (a slot led without a proposal the other
+			 * could see) are for a settle, which looks at what the
+			 * replicas took, after its mark. */
+			unsigned first = atomic_load_explicit(&v->last_by[key], memory_order_relaxed), led = 0;
+			for (unsigned i = 0; i <= v->nslots && led < 2; i++) {
+				unsigned j = i == 0 ? first : i - 1;
+				struct cp_value y;
+				if ((i > 0 && j == first) || j >= v->nslots ||
+				    entry_in(v, v->pages[j], key, n, led == 0 ? &x : &y, NULL) != 1)
+					continue;
+				if (led == 0) {
+					by = j;
+					led = 1;
+				} else if (!same(&x, &y)) {
+					led = 2;
+				}
+			}
+			/* Before the entry before it, for a monotonic clock: for
+			 * a settle too (it raises what nobody took). */
+			if (led != 1 || (cp_monotonic(key) && (v->have_last >> key & 1) && less(&x, &v->last[key])))
+				break;
+			atomic_store_explicit(&v->last_by[key], by, memory_order_relaxed);
+			v->stale[by] = 0; /* it publishes what it proposes */
+		}
+		put_last(v, key, n, &x, by, put, arg);
 	}
 	/* Once for the batch: every leader reads this word, and a store per
 	 * entry took its line from them thousands of times a harvest. */
@@ -638,7 +921,7 @@ int cp_settle(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *real, cp_
 		unsigned by;
 		if (settle_one(v, key, m, real, arg, &x, &by) != 0)
 			return -1;
-		put(key, m, &x, by, arg);
+		put_last(v, key, m, &x, by, put, arg);
 		atomic_store_explicit(h, m + 1, memory_order_release);
 	}
 	return 0;

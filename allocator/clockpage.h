@@ -8,36 +8,61 @@
  *   0..11 but the CPU-time ones), gettimeofday and time; CP_KEYS of them.
  *   The n-th read of a key must return the same value in every replica
  *   (docs/NONDETERMINISM.md), as the notify path's log does.
- * - Pages: one per replica slot, and one for diehard. A replica maps its own
- *   page read-write and every other page read-only (a read-only descriptor:
- *   it cannot be made writable), so a stray write of a replica can only
- *   damage its own page. A page holds the slot's count of reads per key
- *   (shared by all its processes and threads), a completion mark per read
- *   carrying the value's term of a sum (diehard adds them up and compares
- *   the slots' sums), and a ring per key of the entries
- *   the slot led, each {tag = n + 1, value, keyed checksum of (key, n,
- *   value)}.
- * - Claims: the one region every replica writes: per key and ring position,
- *   (n + 1) << 8 | (slot + 1) of whoever leads entry n. A replica that
- *   finds entry n unclaimed claims it (compare-and-swap), reads the real
- *   clock and publishes the entry in its own page; one that finds it
- *   claimed reads the claimant's page. Entry n is claimed only once entry
- *   n - 1 is published, and a monotonic key's value is raised to n - 1's
- *   if needed, so entries are in time order as the notify path's are.
+ * - Pages: one per replica slot, and one for diehard. Every page is a file
+ *   of its own (supervisor/virt/clockfs.c): a replica can write its own
+ *   page and nothing else, not the other slots' pages nor diehard's, which
+ *   it maps read-only from descriptors the kernel keeps read-only (issue
+ *   37). So nothing here is written by more than one slot, and a slot that
+ *   damages its page damages only what the others read from it: a page
+ *   holds the slot's count of reads per key (shared by all its processes
+ *   and threads), a completion mark per read carrying the value's term of
+ *   a sum (diehard adds them up and compares the slots' sums), a ring per
+ *   key of the entries the slot led, each {tag = n + 1, value, keyed
+ *   checksum of (key, n, value)}, and a ring of copies of the entries it
+ *   took from others (witnesses).
+ * - Leading without a shared word: a replica that wants to lead entry n
+ *   proposes it in its own ring's position (tag PENDING | n + 1), then
+ *   looks at every other slot's position (Dekker's order: store, full
+ *   fence, loads). If none proposes or holds n, it leads: reads the real
+ *   clock and publishes the entry there. If another proposes n it yields
+ *   (PENDING | YIELD | n + 1) and follows whoever leads; two that see each
+ *   other both yield and ask diehard. Two proposers cannot both miss each
+ *   other, so no two replicas lead one entry. Entry n is proposed only
+ *   once entry n - 1 is published, and a monotonic key's value is raised
+ *   to n - 1's if needed, so entries are in time order as the notify
+ *   path's are.
+ * - Diehard settles what falls back: it marks its own page's position
+ *   (PENDING | n + 1, taking n over), then looks at every page; a value
+ *   published (or copied by a follower) before that stands, else diehard
+ *   leads n itself. A leader after publishing, and a follower after taking
+ *   an entry, look at diehard's position again: if diehard took n over,
+ *   its value is the one. Whichever order these happen in, every
+ *   participant ends with the same value.
  * - Pace: a replica leads entry n only while n is within a ring of every
  *   pacing slot's count (diehard names them: live, not replaying), else it
  *   waits for them a little, then falls back: a replica that ran a ring
  *   ahead would overwrite entries the others have yet to read, and every
  *   read of theirs would then cost a round trip to diehard.
- * - What goes wrong falls back: an entry whose checksum fails, a claim
- *   naming no page or a page that does not publish within CP_SPINS checks,
- *   a ring position diehard has not harvested yet, a read that fell a ring
- *   behind, a position of its own page (entry or copy) still marked by a
- *   thread of the slot that is writing an older entry there (held up while
- *   diehard took that entry over): the caller asks diehard (the notify path) for entry n, and
- *   diehard settles it (cp_settle). Nothing here waits unboundedly, and no
- *   damage to the claims or to a page makes a reader use another page's
- *   bytes unchecked.
+ * - What goes wrong falls back: an entry whose checksum fails, a proposer
+ *   that does not publish within CP_SPINS checks, a ring position diehard
+ *   has not harvested yet, an entry diehard's log already holds but no page
+ *   does, a read that fell a ring behind, a position of its own page
+ *   (entry or copy) still marked by a thread of the slot that is writing
+ *   an older entry there (held up while diehard took that entry over):
+ *   the caller asks diehard (the notify path) for entry n, and diehard
+ *   settles it (cp_settle). Nothing here waits unboundedly, no bytes of a
+ *   page are used unchecked, and nothing a replica writes makes diehard
+ *   loop: every loop of diehard's is bounded by the slots and the entries
+ *   asked for.
+ * - What a slot's garbage can do to the others: slow them (its proposals
+ *   make them wait, then ask diehard; diehard counts proposals it finds
+ *   never published, cp_view.stale, and the caller kills a slot past a
+ *   bound), not make them disagree: a stray write does not make a sound
+ *   entry (the checksum is keyed by the run's secret). A replica that
+ *   knows the protocol and the secret (it is in its environment) can still
+ *   publish two values for one entry, one after the other: followers that
+ *   took the two then differ, as if it had corrupted their memory
+ *   (docs/SANDBOX.md says what diehard does then).
  *
  * Pure code: memory given by the caller, the real clock read through a
  * callback; no allocation, no stdio (it runs inside libdiehard.so). */
@@ -57,13 +82,13 @@
 				round trip per CP_RING reads of a busy clock */
 #define CP_DONE (4u * CP_RING) /* completion marks a page keeps per key */
 #define CP_MAX_SLOTS 62u     /* replica slots; diehard's page is the next */
-#define CP_SPINS 2048u       /* checks of a claimed, unpublished entry before falling back */
+#define CP_SPINS 2048u       /* checks of a proposed, unpublished entry before falling back */
 #define CP_YIELD_EVERY 256u  /* reads of a key between a crowded replica's yields */
 /* A page's first word: "dhclock", the page's size and the layout's version
  * (low byte), so that a library and a diehard built with other layouts
  * (ring size, fields, what a word means) do not take each other's pages
  * (the library then leaves clocks to the notify path). */
-#define CP_LAYOUT 2 /* changed with any change of what the words mean */
+#define CP_LAYOUT 3 /* changed with any change of what the words mean */
 #define CP_MAGIC ((0x6368646c6f636b00ULL ^ (uint64_t)sizeof(struct cp_page) << 8) | CP_LAYOUT)
 
 /* A clock's value: seconds and nanoseconds (gettimeofday: microseconds in b,
@@ -92,6 +117,11 @@ struct cp_page {
 	 * replica leads an entry a ring past its count, so that the entries
 	 * it is about to read are still in the rings. */
 	_Atomic uint64_t pace;
+	/* Bit s: slot s has had a process (set before the process runs): only
+	 * those slots' pages are looked at for proposals and entries; and not
+	 * once its bit of ignore is set (diehard found its page written over:
+	 * what the others took from it before is in their witness copies). */
+	_Atomic uint64_t used, ignore;
 	/* Nonzero: leaders read the real clock by system call, not through
 	 * the vDSO's own code (it was seen making system calls itself). */
 	_Atomic uint64_t real_by_syscall;
@@ -100,6 +130,8 @@ struct cp_page {
 	_Atomic uint64_t images;
 	/* The slot's own: */
 	_Atomic uint64_t count[CP_KEYS];
+	/* Entries it led (tag n + 1), or proposes to lead (PENDING | n + 1),
+	 * or proposed and yielded (PENDING | YIELD | n + 1): cp_read. */
 	struct cp_entry ring[CP_KEYS][CP_RING];
 	/* Entries it took from others, copied (best effort: positions apart
 	 * from ring's, so a copy never overwrites an entry it led). */
@@ -119,15 +151,9 @@ struct cp_page {
 	_Atomic uint64_t done[CP_KEYS][CP_DONE];
 };
 
-struct cp_claims {
-	_Atomic uint64_t claim[CP_KEYS][CP_RING];
-};
-
 /* What one participant sees: its own page (NULL for diehard, which writes
- * its page through pages[nslots]), every page, the claims, the run's
- * checksum key. */
+ * its page through pages[nslots]), every page, the run's checksum key. */
 struct cp_view {
-	struct cp_claims *claims;
 	struct cp_page *pages[CP_MAX_SLOTS + 1];
 	unsigned nslots; /* replica slots; pages[nslots] is diehard's */
 	unsigned self;   /* the participant's slot; nslots for diehard */
@@ -138,6 +164,9 @@ struct cp_view {
 	 * hint: a slot that joins the pacing later may be further behind,
 	 * and then reads a ring back fall back, as without pacing. */
 	_Atomic uint64_t paced_below[CP_KEYS];
+	/* Per key, the slot that led the entry last found: looked at first
+	 * (one replica tends to lead a run of entries). A hint only. */
+	_Atomic unsigned last_by[CP_KEYS];
 	/* More replica slots than CPUs to run them (libdiehard sets it): a
 	 * replica that catches up with the leader lets its CPU go, at most
 	 * once every CP_YIELD_EVERY reads of a key (yielded_at: the read it
@@ -145,11 +174,34 @@ struct cp_view {
 	bool crowded;
 	_Atomic uint64_t yielded_at[CP_KEYS];
 	_Atomic uint64_t yields; /* how many times it did */
+	/* Diehard's: per slot, the entries it settled while the slot proposed
+	 * them and had not published (a proposal that stalls the others),
+	 * since the slot's last entry harvested. A slot's honest proposal is
+	 * published within its real clock read; many in a row are garbage. */
+	uint32_t stale[CP_MAX_SLOTS];
+	/* Diehard's: per key, the value of the last entry it put in its log
+	 * (harvested[key] - 1; bit k of have_last: there is one), the floor
+	 * of a monotonic key's next entry. */
+	struct cp_value last[CP_KEYS];
+	uint32_t have_last;
 };
 
-/* Bytes of one page and of the claims region (whole pages). */
+/* Bytes of one page (whole pages). */
 size_t cp_page_size(void);
-size_t cp_claims_size(void);
+
+/* The name of page i's file in the pages' directory (clockfs.c makes
+ * them): slot i's decimal number, "d" for diehard's (i == nslots); at most
+ * 3 bytes and the NUL. Pure, no libc (the blob's loader uses it). */
+static inline void cp_page_name(unsigned i, unsigned nslots, char name[4])
+{
+	if (i >= nslots) {
+		name[0] = 'd', name[1] = '\0';
+	} else if (i < 10) {
+		name[0] = (char)('0' + i), name[1] = '\0';
+	} else {
+		name[0] = (char)('0' + i / 10 % 10), name[1] = (char)('0' + i % 10), name[2] = '\0';
+	}
+}
 
 /* Whether key k (a clock id, or CP_KEY_*) is one the fast path serves, and
  * whether its values must not go backwards. */
@@ -253,14 +305,15 @@ uint64_t cp_harvest_pace(uint64_t last_us, uint64_t got, uint64_t took_us);
 
 /* Diehard's side, for a read that fell back with index n: settles every
  * entry of key from harvested[key] to n in order (a sound published entry
- * stands; else diehard claims it, over any claim whose holder did not
- * publish, and leads it with real()) and puts each. n below harvested[key]
- * is already in the caller's log. 0, or -1 when real() failed. */
+ * stands, then a value followers copied; else diehard leads it with
+ * real(), over any proposal not published) and puts each. n below
+ * harvested[key] is already in the caller's log. The caller bounds n (a
+ * read index from a replica may be anything). 0, or -1 when real() failed. */
 int cp_settle(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *real, cp_put_fn *put, void *arg);
 
-/* Diehard's side: entry n of key if published and sound (1), not yet
- * published (0), or claimed by nobody or garbage (-1), without settling. */
-int cp_published(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out, unsigned *by);
+/* Entry n of key if published and sound, in diehard's page or a used
+ * slot's ring (1, *out and *by), else 0; without settling. */
+int cp_published(struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out, unsigned *by);
 
 /* What a consumed value adds to a slot's sum (its completion mark's
  * term): order-independent over the reads of a key, so slots that consumed

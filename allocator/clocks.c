@@ -3,16 +3,19 @@
  * time to jump here when this library is loaded, and hands every replica
  * the shared region in DIEHARD_CLOCKS:
  *
- *   DIEHARD_CLOCKS=fd=N,slots=K,secret=HEX,real=HEX,fallback=HEX
+ *   DIEHARD_CLOCKS=fd=N,dir=M,slots=K,secret=HEX,real=HEX,fallback=HEX
  *
- * (fd: the region, a memfd diehard created: claims, then K + 1 pages, open
- * at a file offset that is this replica's slot (so that the variable is
- * the same in every replica, as their environments are); secret: the entries' checksum key; real: the marker that
- * lets a leader's clock_gettime through the filter unnotified; fallback:
- * the marker of a read that asks diehard for entry n: in the call's first
- * unused argument, n in the next).
- * The region is mapped read-only, then the claims and this slot's own page
- * read-write over it: a stray write into another slot's page faults.
+ * (fd: this replica's own page, a file it may write, whose header names
+ * its slot (so that the variable is the same in every replica, as their
+ * environments are); dir: the directory of every page's file, on a mount
+ * the kernel keeps read-only (supervisor/virt/clockfs.c); secret: the
+ * entries' checksum key; real: the marker that lets a leader's
+ * clock_gettime, and the opens here, through the filter unnotified;
+ * fallback: the marker of a read that asks diehard for entry n: in the
+ * call's first unused argument, n in the next).
+ * The K + 1 pages are mapped side by side, this slot's read-write from fd,
+ * the others read-only from their files in dir: no write of this process
+ * reaches another slot's page or diehard's (docs/SANDBOX.md).
  *
  * Without DIEHARD_CLOCKS (not under diehard, or --no-virtualize), or for a
  * clock the fast path does not serve, every entry point makes the system
@@ -25,8 +28,10 @@
 #include "clockpath.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -79,11 +84,13 @@ void clocks_start(void)
 	const char *spec = config_getenv(VAR);
 	if (spec == NULL || spec[0] == '\0')
 		return;
-	uint64_t fd = UINT64_MAX, slots = 0;
+	uint64_t fd = UINT64_MAX, dir = UINT64_MAX, slots = 0;
 	struct spec_item it;
 	for (const char *at = spec; spec_next(VAR, spec, &at, &it);) {
 		if (spec_is(&it, "fd"))
 			fd = spec_u64(VAR, it.value, it.end, spec);
+		else if (spec_is(&it, "dir"))
+			dir = spec_u64(VAR, it.value, it.end, spec);
 		else if (spec_is(&it, "slots"))
 			slots = spec_u64(VAR, it.value, it.end, spec);
 		else if (spec_is(&it, "secret"))
@@ -97,37 +104,55 @@ void clocks_start(void)
 		else if (spec_is(&it, "vdso") || spec_is(&it, "images"))
 			continue; /* early.c's */
 		else
-			spec_die(VAR, "unknown key (fd, slots, secret, real, fallback, vdso, images, exec)", spec);
+			spec_die(VAR, "unknown key (fd, dir, slots, secret, real, fallback, vdso, images, exec)", spec);
 	}
-	if (fd > 1 << 20 || slots == 0 || slots > CP_MAX_SLOTS)
-		spec_die(VAR, "fd and slots are needed, slots <= 62, in", spec);
+	if (fd > 1 << 20 || dir > 1 << 20 || slots == 0 || slots > CP_MAX_SLOTS)
+		spec_die(VAR, "fd, dir and slots are needed, slots <= 62, in", spec);
 	path.marked = path.mark_real != 0 && path.mark_fallback != 0;
-	size_t claims = cp_claims_size(), page = cp_page_size(), len = claims + (slots + 1) * page;
-	/* The fd may be anything by now (a program that closed it and opened
-	 * another file there, then exec'd): a memfd of the whole size, or
-	 * nothing (a shorter file would fault past its end). */
-	struct stat st;
-	if (fstat((int)fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < len)
+	size_t page = cp_page_size(), len = (slots + 1) * page;
+	/* The fds may be anything by now (a program that closed them and
+	 * opened other files there, then exec'd): our page's file and a
+	 * directory, or nothing (a shorter file would fault past its end). */
+	struct stat st, dst;
+	struct {
+		uint64_t magic;
+		uint32_t slot, nslots;
+	} head; /* the page's first words */
+	_Static_assert(offsetof(struct cp_page, slot) == 8 && offsetof(struct cp_page, nslots) == 12, "header");
+	if (fstat((int)fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < page ||
+	    fstat((int)dir, &dst) != 0 || !S_ISDIR(dst.st_mode) ||
+	    os_raw_syscall(SYS_pread64, (long)fd, (long)&head, (long)sizeof head, 0, 0, 0) != (long)sizeof head ||
+	    head.magic != CP_MAGIC || head.slot >= slots || head.nslots != slots)
 		return;
-	off_t at = lseek((int)fd, 0, SEEK_CUR);
-	if (at < 0 || (uint64_t)at >= slots)
-		return;
-	uint64_t slot = (uint64_t)at;
-	char *base = mmap(NULL, len, PROT_READ, MAP_SHARED, (int)fd, 0);
+	unsigned slot = head.slot;
+	char *base = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (base == MAP_FAILED)
 		return; /* the system-call path still works */
-	if (mmap(base, claims, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, (int)fd, 0) == MAP_FAILED ||
-	    mmap(base + claims + slot * page, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, (int)fd,
-		 (off_t)(claims + slot * page)) == MAP_FAILED) {
-		(void)munmap(base, len);
-		return;
+	for (unsigned i = 0; i <= slots; i++) {
+		long f = (long)fd;
+		if (i != slot) {
+			/* With the marker the filter leaves the open in the
+			 * kernel (it is no random device). */
+			char name[4];
+			cp_page_name(i, (unsigned)slots, name);
+			f = os_raw_syscall(SYS_openat, (long)dir, (long)name, O_RDONLY | O_CLOEXEC, 0,
+					   (long)path.mark_real, 0);
+		}
+		void *at = f < 0 ? MAP_FAILED
+				 : mmap(base + i * page, page, i == slot ? PROT_READ | PROT_WRITE : PROT_READ,
+					MAP_SHARED | MAP_FIXED, (int)f, 0);
+		if (i != slot && f >= 0)
+			(void)os_raw_syscall(SYS_close, f, 0, 0, 0, 0, 0);
+		if (at == MAP_FAILED) {
+			(void)munmap(base, len);
+			return;
+		}
 	}
-	path.view.claims = (struct cp_claims *)base;
 	path.view.nslots = (unsigned)slots;
-	path.view.self = (unsigned)slot;
+	path.view.self = slot;
 	path.view.crowded = slots > cpus_to_run_on();
 	for (unsigned i = 0; i <= slots; i++)
-		path.view.pages[i] = (struct cp_page *)(base + claims + i * page);
+		path.view.pages[i] = (struct cp_page *)(base + i * page);
 	if (path.view.pages[slots]->magic != CP_MAGIC || path.view.pages[slot]->slot != slot) {
 		(void)munmap(base, len);
 		return;

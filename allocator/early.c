@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -157,16 +158,17 @@ static int self_patch(const char *spec, char **e)
 	if (patched(img + off[T_CG]))
 		return 0; /* diehard stopped this image and did it all */
 
-	/* AT_RANDOM: the slot's next image number, from its page's header. */
-	long at = os_raw_syscall(SYS_lseek, (long)fd, 0, 1 /* SEEK_CUR */, 0, 0, 0);
-	if (at < 0 || (uint64_t)at >= CP_MAX_SLOTS)
-		return -1;
-	long hdr = os_raw_syscall(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, (long)fd,
-			(long)(cp_claims_size() + (size_t)at * cp_page_size()));
+	/* AT_RANDOM: the slot's next image number, from its page's header
+	 * (the slot's own page: fd). */
+	struct stat st;
+	if (os_raw_syscall(SYS_fstat, (long)fd, (long)&st, 0, 0, 0, 0) != 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size < cp_page_size())
+		return -1; /* not our page (a program put another file there): a read of it could fault */
+	long hdr = os_raw_syscall(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, (long)fd, 0);
 	if (hdr < 0 && hdr > -4096)
 		return -1;
 	struct cp_page *pg = (struct cp_page *)hdr;
-	if (pg->magic != CP_MAGIC || pg->slot != (uint32_t)at) {
+	if (pg->magic != CP_MAGIC || pg->slot >= CP_MAX_SLOTS) {
 		os_raw_syscall(SYS_munmap, hdr, 4096, 0, 0, 0, 0);
 		return -1;
 	}

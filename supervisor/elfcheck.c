@@ -1,7 +1,12 @@
 /* elfcheck.c — see elfcheck.h. The ELF magic alone let libm.so.6 or an
  * aarch64 build through: the program then ran on glibc's malloc in every
  * replica, and every run "agreed". The mark in the dynamic symbol table is
- * what ld.so itself sees, so what is checked is what gets preloaded. */
+ * what ld.so itself sees, so what is checked is what gets preloaded.
+ *
+ * The command's check reads only the first bytes the kernel reads itself
+ * (the ELF identification and machine, or the #! line): a 32-bit x86
+ * program cannot run under the replicas' filter, and one line before
+ * anything starts says so better than k replicas killed by SIGSYS. */
 #include "elfcheck.h"
 
 #include <errno.h>
@@ -221,4 +226,64 @@ bool elfcheck_allocator(const char *path, char *why, size_t size)
 		ok = false;
 	}
 	return ok;
+}
+
+/* The kernel reads this much of a file to choose how to run it (the #!
+ * line included: a longer one is cut). */
+#define EXEC_HEAD 256
+/* Interpreters it follows from a script before it gives up (ELOOP). */
+#define MAX_INTERPRETERS 4
+
+/* What the file at path is when its calls would enter the kernel through
+ * another entry than x86-64's, as a phrase ("a 32-bit i386 program");
+ * NULL when it is not (or cannot be read: its exec will say). For a
+ * script, its interpreter's, with the interpreter's path in interp. */
+static const char *foreign_kind(const char *path, int depth, char *interp, size_t size)
+{
+#if defined(__x86_64__)
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	unsigned char head[EXEC_HEAD + 1];
+	struct stat st;
+	ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, head, EXEC_HEAD, 0) : -1;
+	close(fd);
+	if (n >= EI_NIDENT + 4 && memcmp(head, ELFMAG, SELFMAG) == 0 && head[EI_DATA] == ELFDATA2LSB &&
+	    head[EI_CLASS] == ELFCLASS32) {
+		/* e_machine: at the same offset in both classes. */
+		unsigned machine = head[EI_NIDENT + 2] | (unsigned)head[EI_NIDENT + 3] << 8;
+		return machine == EM_386 ? "a 32-bit i386 program" : machine == EM_X86_64 ? "an x32 program" : NULL;
+	}
+	if (n < 3 || head[0] != '#' || head[1] != '!' || depth == MAX_INTERPRETERS)
+		return NULL;
+	/* The interpreter: after blanks, up to a blank or the line's end. */
+	head[n] = '\0';
+	char *p = (char *)head + 2;
+	p += strspn(p, " \t");
+	size_t len = strcspn(p, " \t\n");
+	if (len == 0)
+		return NULL;
+	p[len] = '\0';
+	const char *kind = foreign_kind(p, depth + 1, interp, size);
+	if (kind != NULL && depth == 0)
+		snprintf(interp, size, "%s", p);
+	return kind;
+#else
+	(void)path, (void)depth, (void)interp, (void)size;
+	return NULL;
+#endif
+}
+
+bool elfcheck_foreign_entry(const char *path, char *why, size_t size)
+{
+	char interp[EXEC_HEAD];
+	interp[0] = '\0';
+	const char *kind = foreign_kind(path, 0, interp, sizeof interp);
+	if (kind == NULL)
+		return false;
+	if (interp[0] != '\0')
+		snprintf(why, size, "runs %s, %s", interp, kind);
+	else
+		snprintf(why, size, "is %s", kind);
+	return true;
 }

@@ -3,6 +3,7 @@
 #ifndef DIEHARD_EXITCODE_H
 #define DIEHARD_EXITCODE_H
 
+#define EXIT_CI_RECORDING 121 /* --ci: the recording asked for (--record) could not be written */
 #define EXIT_NO_QUORUM 123 /* the replicas disagree and no majority exists */
 #define EXIT_CI_FAILED 122 /* --ci: a divergence or a bad free was found */
 #define EXIT_INTERNAL 125  /* bad usage or diehard's own failure */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "control.h"
@@ -487,12 +488,19 @@ int main(int argc, char **argv)
 		o.net = NET_HOST;
 	o.record = o.ci || o.record_path != NULL;
 	if (o.record_path != NULL) {
-		/* Written at the end: its directory must take it. */
+		/* Written at the end: its directory must take it. And it
+		 * replaces FILE by a rename (recording.c): a device, a FIFO
+		 * or a directory there (/dev/null, /dev/stdout) would be
+		 * replaced, not written to. */
 		char *copy = strdup(o.record_path);
 		if (copy == NULL || access(dirname(copy), W_OK | X_OK) != 0)
 			fatal(EXIT_INTERNAL, "cannot write the recording %s: %s", o.record_path,
 			      copy ? strerror(errno) : "out of memory");
 		free(copy);
+		struct stat st;
+		if (stat(o.record_path, &st) == 0 && !S_ISREG(st.st_mode))
+			fatal(EXIT_INTERNAL, "cannot write the recording %s: not a regular file (a recording replaces "
+					     "the file)", o.record_path);
 	}
 	o.argv = argv + optind;
 	o.allocator = check_allocator(allocator ? allocator : find_allocator());
@@ -501,6 +509,15 @@ int main(int argc, char **argv)
 	int code = spawn_resolve(o.argv[0], &path);
 	if (code != 0)
 		return code;
+	/* Said here, before any replica starts, rather than as k replicas
+	 * killed by SIGSYS at their first call. */
+	char why[PATH_MAX];
+	if (elfcheck_foreign_entry(path, why, sizeof why)) {
+		log_warn("%s %s: diehard's seccomp filter kills every system call made through the i386 or x32 "
+			 "entry, so it cannot run as replicas",
+			 path, why);
+		return EXIT_CANNOT_EXEC;
+	}
 	o.path = path;
 	check_fd_limit(&o);
 	if (o.control_path == NULL)

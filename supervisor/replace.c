@@ -170,6 +170,12 @@ void replace_maintain(struct sup *S)
 {
 	if (stopping(S) || S->k < 2 || S->o->respawns == 0)
 		return;
+	/* A replica killed once the vote has ended (a straggler still
+	 * running, stopped perhaps, after a quorum exited alike) changes
+	 * nothing a replacement could vote on: the run ends now, and the
+	 * command is not run once more for nothing. */
+	if (sup_vote_over(S))
+		return;
 	for (;;) {
 		unsigned in_vote = count_sound(S) + count_joining(S);
 		bool extra = S->want_extra && count_joining(S) == 0;
@@ -282,7 +288,7 @@ bool replace_replaying(const struct sup *S, const struct replica *r)
 	return false;
 }
 
-void replace_zombie(struct sup *S, pid_t pid, unsigned id, int status_fd)
+void replace_zombie(struct sup *S, pid_t pid, unsigned id, int status_fd, double killed_at)
 {
 	if (S->nzombies == S->zombies_size) {
 		size_t n = S->zombies_size ? 2 * S->zombies_size : 8;
@@ -292,7 +298,8 @@ void replace_zombie(struct sup *S, pid_t pid, unsigned id, int status_fd)
 		S->zombies = z;
 		S->zombies_size = n;
 	}
-	S->zombies[S->nzombies++] = (struct zombie){ pid, id, status_fd };
+	S->zombies[S->nzombies++] = (struct zombie){ .pid = pid, .id = id, .status_fd = status_fd,
+						      .killed_at = killed_at };
 }
 
 bool replace_reap_zombie(struct sup *S, pid_t pid, int wstatus)
@@ -302,6 +309,12 @@ bool replace_reap_zombie(struct sup *S, pid_t pid, int wstatus)
 			wstatus = replica_program_status(&S->zombies[i].status_fd, wstatus);
 			report_exit(S->report, S->zombies[i].id, replica_status(wstatus),
 				    WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0, sup_now() - S->t_start);
+			/* Killed by us, but perhaps by the filter first (its
+			 * output ended, and we noticed that before its exit). */
+			const char *cause = replica_signal_cause(S, S->zombies[i].id, wstatus);
+			if (cause != NULL)
+				log_event("replica %u (pid %d) killed by signal %d (%s)", S->zombies[i].id, (int)pid,
+					  WTERMSIG(wstatus), cause);
 			S->zombies[i] = S->zombies[--S->nzombies];
 			return true;
 		}

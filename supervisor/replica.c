@@ -1,5 +1,14 @@
 /* replica.c — one replica's life: started with its pipes and events,
- * signalled as a process group, killed when it leaves the vote, reaped. */
+ * signalled as a process group, killed when it leaves the vote, reaped.
+ *
+ * A kill must end the replica even when something outside stopped it
+ * (SIGSTOP to its init, its program or anything it started): SIGKILL ends
+ * a stopped process, but a sandboxed replica's init takes its "kill your
+ * group" signal only once it runs, so it is continued too; should it still
+ * not end (stopped again), its init is SIGKILLed KILL_GRACE later. Killed
+ * processes never hold the run's end (supervisor.c); at the end every one
+ * still there is SIGKILLed and reaped, for a bounded time. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -16,6 +25,7 @@
 #include "caps.h"
 #include "exitcode.h"
 #include "fencelog.h"
+#include "filter.h"
 #include "log.h"
 #include "net.h"
 #include "notify.h"
@@ -26,6 +36,19 @@
 #include "svcenv.h"
 
 #define PIPE_BYTES (256 << 10)
+/* How long a killed replica may take to end before its init is SIGKILLed
+ * (its program's status then unknown): it ends in milliseconds unless
+ * something keeps it stopped. */
+#define KILL_GRACE 1.0
+/* At the end: how long a replica killed in the run may still take to end
+ * by itself (its init then reports its program's status) before its init
+ * is SIGKILLed, and how long SIGKILLed processes are waited for (a process
+ * in an uninterruptible sleep may take longer; it is left to the kernel). */
+#define END_GRACE 0.1
+#define REAP_END 2.0
+/* At most this many of a replica's processes are looked at for a stopped
+ * one (the kill's reason says which). */
+#define PROBE_MAX 256
 
 
 void replica_close_input(struct replica *r)
@@ -76,6 +99,14 @@ void replica_signal(struct replica *r, int sig)
 		}
 		if (kill(r->pid, sig) != 0 && errno != ESRCH)
 			log_warn("cannot signal replica %u (pid %d): %s", r->index, (int)r->pid, strerror(errno));
+		/* A stopped init (SIGSTOP from outside: diehard never stops
+		 * one) would take its kill signal only once continued: the
+		 * replica's end, and the run's, would wait for whoever stopped
+		 * it. SIGCONT continues it even though it blocks every signal;
+		 * it forwards the SIGCONT to a group that is dying anyway. */
+		if (sig == SANDBOX_KILL_SIGNAL && kill(r->pid, SIGCONT) != 0 && errno != ESRCH)
+			log_warn("cannot continue replica %u's init (pid %d): %s", r->index, (int)r->pid,
+				 strerror(errno));
 		return;
 	}
 	if (kill(-r->pid, sig) != 0 && kill(r->pid, sig) != 0 && errno != ESRCH)
@@ -83,30 +114,111 @@ void replica_signal(struct replica *r, int sig)
 }
 
 
-/* Takes r out of the vote for good and kills it. */
+/* The state letter of pid's /proc/PID/stat ('T': stopped by a signal),
+ * or 0 when it cannot be read. */
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* "PID (COMM) S ...": COMM may hold anything, but no more than 16
+	 * bytes, so the last ')' in the first 256 is its end. */
+	const char *p = strrchr(buf, ')');
+	return p != NULL && p[1] == ' ' ? p[2] : 0;
+}
+
+/* Appends the children of pid (of each of its threads) to list[n..max). */
+static size_t children_of(pid_t pid, pid_t *list, size_t n, size_t max)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (d == NULL)
+		return n;
+	struct dirent *e;
+	while (n < max && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9' || strlen(e->d_name) > 10)
+			continue;
+		char cpath[96];
+		snprintf(cpath, sizeof cpath, "/proc/%d/task/%s/children", (int)pid, e->d_name);
+		FILE *f = fopen(cpath, "re");
+		if (f == NULL)
+			continue;
+		long c;
+		while (n < max && fscanf(f, "%ld", &c) == 1)
+			if (c > 1 && c <= INT32_MAX)
+				list[n++] = (pid_t)c;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/* Whether one of r's processes is stopped (SIGSTOP, SIGTSTP, SIGTTIN,
+ * SIGTTOU: state T) as it is killed: its init, its program, or anything
+ * it started (the first PROBE_MAX of them, breadth first). diehard stops
+ * replicas only while it is stopped itself, so such a stop came from
+ * outside (or from the program). Said in the kill's reason and the report. */
+static void probe_stopped(struct replica *r)
+{
+	pid_t list[PROBE_MAX];
+	size_t n = 0;
+	if (r->pid <= 0 || r->exited)
+		return;
+	list[n++] = r->pid;
+	for (size_t i = 0; i < n; i++) {
+		if (proc_state(list[i]) == 'T') {
+			r->found_stopped = i > 0 && list[i] != r->program_pid ? "descendant"
+					   : r->status_fd >= 0 && i == 0     ? "init"
+									     : "program";
+			r->found_stopped_pid = list[i];
+			return;
+		}
+		n = children_of(list[i], list, n, PROBE_MAX);
+	}
+}
+
 /* Takes r out of the vote (or out of catching up) for good, kills it, and
  * asks for a replacement. */
 void replica_kill(struct sup *S, struct replica *r, const char *why)
 {
 	if (!r->live && !r->joining)
 		return;
-	char over[192];
+	char over[128]; /* room in r->why for what replica_kill adds */
 	if (overcap_over(S, r, over, sizeof over))
 		why = over;
 	r->live = false;
 	r->joining = false;
 	r->killed = true;
-	snprintf(r->why, sizeof r->why, "%s", why);
+	r->killed_at = sup_now();
+	probe_stopped(r);
+	if (r->found_stopped == NULL)
+		snprintf(r->why, sizeof r->why, "%s", why);
+	else
+		snprintf(r->why, sizeof r->why, "%s; %s (pid %d) was stopped", why,
+			 strcmp(r->found_stopped, "init") == 0	    ? "its init"
+			 : strcmp(r->found_stopped, "program") == 0 ? "its program"
+								    : "a process it started",
+			 (int)r->found_stopped_pid);
 	if (!r->exited)
 		replica_signal(r, SIGKILL);
 	overcap_killed(S, r);
-	log_event("kill replica %u (pid %d): %s", r->id, (int)r->pid, why);
+	log_event("kill replica %u (pid %d): %s", r->id, (int)r->pid, r->why);
 	if (S->notify != NULL)
 		notify_replica_gone(S->notify, r->index);
 	net_replica_gone(S->net, r->index);
 	if (S->virt != NULL)
 		virt_retire(S->virt, r->index, true);
-	report_kill(S->report, r->id, why, sup_now() - S->t_start);
+	report_kill(S->report, r->id, r->why, sup_now() - S->t_start);
+	if (r->found_stopped != NULL)
+		report_found_stopped(S->report, r->id, r->found_stopped, r->found_stopped_pid);
 	report_input_fed(S->report, r->id, r->in_off);
 	replica_close_input(r);
 	for (int s = 0; s < NSTREAMS; s++)
@@ -116,19 +228,136 @@ void replica_kill(struct sup *S, struct replica *r, const char *why)
 }
 
 
+/* SIGKILL to a replica's process: a sandboxed one's init (the kernel then
+ * kills everything in its namespace; the program's status is lost unless
+ * the init wrote it already), else its process group. Stopped or not. */
+static void kill_outright(pid_t pid, bool sandboxed, unsigned id)
+{
+	if (pid <= 0)
+		return;
+	if (!sandboxed && kill(-pid, SIGKILL) == 0)
+		return;
+	if (kill(pid, SIGKILL) != 0 && errno != ESRCH)
+		log_warn("cannot kill replica %u (pid %d): %s", id, (int)pid, strerror(errno));
+}
+
 void replicas_kill_all(struct sup *S)
 {
 	/* At the end, or when nothing can start: no status is wanted any
 	 * more, and a sandboxed replica's init goes too (with it everything
-	 * in its namespace). */
+	 * in its namespace). Killed processes not reaped yet go the same way. */
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
-		if (!r->used || r->exited)
+		if (r->used && !r->exited)
+			kill_outright(r->pid, r->status_fd >= 0, r->id);
+	}
+	for (size_t z = 0; z < S->nzombies; z++)
+		kill_outright(S->zombies[z].pid, S->zombies[z].status_fd >= 0, S->zombies[z].id);
+}
+
+void replicas_force(struct sup *S)
+{
+	double t = sup_now();
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct replica *r = &S->r[i];
+		if (!r->used || !r->killed || r->exited || r->forced || t - r->killed_at <= KILL_GRACE)
 			continue;
-		if (r->status_fd < 0)
-			replica_signal(r, SIGKILL);
-		else if (r->pid > 0 && kill(r->pid, SIGKILL) != 0 && errno != ESRCH)
-			log_warn("cannot kill replica %u (pid %d): %s", r->id, (int)r->pid, strerror(errno));
+		r->forced = true;
+		log_event("replica %u (pid %d) still there %.1f s after its kill: SIGKILL to %s", r->id, (int)r->pid,
+			  KILL_GRACE, r->status_fd >= 0 ? "its init" : "its process group");
+		kill_outright(r->pid, r->status_fd >= 0, r->id);
+	}
+	for (size_t z = 0; z < S->nzombies; z++) {
+		struct zombie *o = &S->zombies[z];
+		if (o->forced || t - o->killed_at <= KILL_GRACE)
+			continue;
+		o->forced = true;
+		log_event("replica %u (pid %d) still there %.1f s after its kill: SIGKILL to %s", o->id, (int)o->pid,
+			  KILL_GRACE, o->status_fd >= 0 ? "its init" : "its process group");
+		kill_outright(o->pid, o->status_fd >= 0, o->id);
+	}
+}
+
+/* Reaps pid if it has ended: true (and *wstatus) then, or when it is no
+ * child of ours any more. A stop (it is traced by us too) is not an end. */
+static bool reaped(pid_t pid, int *wstatus)
+{
+	int st = 0;
+	pid_t p;
+	do
+		p = waitpid(pid, &st, WNOHANG);
+	while (p < 0 && errno == EINTR);
+	if (p < 0) {
+		*wstatus = W_EXITCODE(0, SIGKILL);
+		return true; /* ECHILD: reaped already */
+	}
+	if (p == 0 || WIFSTOPPED(st) || WIFCONTINUED(st))
+		return false;
+	*wstatus = st;
+	return true;
+}
+
+void replicas_end(struct sup *S)
+{
+	/* What still runs is killed at once; what was killed in the run,
+	 * and continued then, has END_GRACE to end by itself. */
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct replica *r = &S->r[i];
+		if (r->used && !r->exited && !r->killed)
+			kill_outright(r->pid, r->status_fd >= 0, r->id);
+	}
+	struct timespec pause = { 0, 1000000 };
+	double start = sup_now();
+	bool forced = false;
+	for (;;) {
+		bool left = false;
+		for (unsigned i = 0; i < S->nslots; i++) {
+			struct replica *r = &S->r[i];
+			int st;
+			if (!r->used || r->exited || r->pid <= 0)
+				continue;
+			if (!reaped(r->pid, &st)) {
+				left = true;
+				continue;
+			}
+			r->exited = true;
+			r->wstatus = st = replica_program_status(&r->status_fd, st);
+			/* Killed in the run, its end is in the report as the end
+			 * of any killed replica; one the run's end killed has
+			 * none, as ever. */
+			if (r->killed) {
+				report_exit(S->report, r->id, replica_status(st), WIFSIGNALED(st) ? WTERMSIG(st) : 0,
+					    sup_now() - S->t_start);
+				/* What killed it first (a SIGSYS of the filter's,
+				 * before our kill reached it) is said as when it is
+				 * reaped in the run. */
+				const char *cause = replica_signal_cause(S, r->id, st);
+				if (cause != NULL)
+					log_event("replica %u (pid %d) killed by signal %d (%s)", r->id, (int)r->pid,
+						  WTERMSIG(st), cause);
+			}
+		}
+		for (size_t z = 0; z < S->nzombies;) {
+			int st;
+			if (!reaped(S->zombies[z].pid, &st)) {
+				left = true;
+				z++;
+				continue;
+			}
+			(void)replace_reap_zombie(S, S->zombies[z].pid, st); /* takes it off the list */
+		}
+		if (!left)
+			return;
+		double t = sup_now() - start;
+		if (!forced && t > END_GRACE) {
+			replicas_kill_all(S);
+			forced = true;
+		}
+		if (t > END_GRACE + REAP_END) {
+			log_event("replicas still there %.1f s after SIGKILL at the end: left to the kernel", REAP_END);
+			return;
+		}
+		nanosleep(&pause, NULL);
 	}
 }
 
@@ -150,6 +379,14 @@ int replica_program_status(int *status_fd, int init_status)
 	close(*status_fd);
 	*status_fd = -1;
 	return status;
+}
+
+const char *replica_signal_cause(struct sup *S, unsigned id, int wstatus)
+{
+	const char *cause = WIFSIGNALED(wstatus) ? filter_kill_cause(WTERMSIG(wstatus)) : NULL;
+	if (cause != NULL)
+		report_signal_cause(S->report, id, cause);
+	return cause;
 }
 
 void replicas_reap(struct sup *S)
@@ -177,8 +414,10 @@ void replicas_reap(struct sup *S)
 			if (!r->killed)
 				report_input_fed(S->report, r->id, r->in_off);
 			fencelog_collect(S->fencelog, i);
+			const char *cause = replica_signal_cause(S, r->id, wstatus);
 			if (WIFSIGNALED(wstatus))
-				log_event("replica %u (pid %d) killed by signal %d", r->id, (int)pid, WTERMSIG(wstatus));
+				log_event("replica %u (pid %d) killed by signal %d%s%s%s", r->id, (int)pid, WTERMSIG(wstatus),
+					  cause ? " (" : "", cause ? cause : "", cause ? ")" : "");
 			else
 				log_event("replica %u (pid %d) exited with %d", r->id, (int)pid, WEXITSTATUS(wstatus));
 			overcap_reaped(S, r);
@@ -216,7 +455,7 @@ static void set_nonblocking(int fd)
 static void slot_reset(struct sup *S, struct replica *r)
 {
 	if (r->used && !r->exited) {
-		replace_zombie(S, r->pid, r->id, r->status_fd);
+		replace_zombie(S, r->pid, r->id, r->status_fd, r->killed_at);
 		r->status_fd = -1;
 	}
 	if (r->status_fd >= 0)
@@ -290,12 +529,13 @@ static void launch(struct sup *S, unsigned i, struct launch *L, bool replacement
 	L->replacement = replacement;
 	L->slot = i;
 	L->envp = spawn_environment(S->o->allocator, r->seed, r->fill, extra_env(S, L, r, S->ns_flags != 0));
+	int clock_dir = -1, clock_fd = S->virt != NULL ? virt_clock_fds(S->virt, i, &clock_dir) : -1;
 	L->req = (struct spawn_request){ .path = S->o->path, .argv = S->o->argv, .envp = L->envp,
 					 .fds = { L->in[0], L->out[0][1], L->out[1][1] }, .pipe_ignored = S->pipe_ignored,
 					 .filter = &S->filter, .listener = S->virt != NULL, .exec_mark = S->exec_mark,
 					 .nofile = &S->nofile,
 					 .ns_flags = S->ns_flags, .init_path = S->o->init_path,
-					 .clock_fd = S->virt != NULL ? virt_clock_fd(S->virt, i) : -1,
+					 .clock_fd = clock_fd, .clock_dir = clock_dir,
 					 .stop_before_exec = S->o->replay != NULL && S->o->replay->gdb,
 					 .npass = S->o->replay != NULL ? 0 : svcenv_get()->listen_fds,
 					 .caps = &L->caps };
@@ -311,7 +551,7 @@ static pid_t finish(struct sup *S, struct launch *L)
 		/* Refused with the flags in force: fewer namespaces (said
 		 * once), or the end. Replicas launched with more meanwhile
 		 * just start again with what is now in force. */
-		if (L->req.ns_flags == S->ns_flags && !sup_sandbox_refused(S, L->res.ns_errno))
+		if (L->req.ns_flags == S->ns_flags && !sup_sandbox_refused(S, L->res.ns_errno, L->res.ns_refused))
 			break;
 		L->req.ns_flags = S->ns_flags;
 		L->req.filter = &S->filter; /* rebuilt for a replica without namespaces */
@@ -323,8 +563,6 @@ static pid_t finish(struct sup *S, struct launch *L)
 		L->req.envp = L->envp;
 		pid = spawn_replica(&L->req, &L->res);
 	}
-	if (pid >= 0 && L->req.ns_flags != 0)
-		sup_sandbox_started(S);
 	spawn_environment_free(L->envp);
 	L->envp = NULL;
 	return pid;
@@ -350,9 +588,11 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 		if (res.ns_errno != 0)
 			fatal(EXIT_INTERNAL, "cannot make replica %u's namespaces (%s): %s (%s)", S->next_id,
 			      sandbox_describe(S->ns_flags), strerror(res.ns_errno),
-			      S->ns_flags & CLONE_NEWNET ? "--net host runs without a network namespace, --sandbox off "
-							   "without any"
-							 : "--sandbox off runs without");
+			      res.ns_refused == CLONE_NEWNET    ? "--net host runs without a network namespace, "
+								  "--sandbox off without any"
+			      : res.ns_refused == CLONE_NEWUSER ? "--sandbox auto runs without the user namespace, "
+								  "--sandbox off without any"
+								: "--sandbox off runs without");
 		if (exec_errno == 0 && err == EBUSY)
 			fatal(code, "cannot install the seccomp filter in a replica: %s (another seccomp listener, such "
 				    "as an outer diehard's, watches this process; --no-virtualize runs without one)",
@@ -404,7 +644,9 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 	ci_started(S, r);
 	fencelog_started(S->fencelog, i, r->id);
 	if (S->notify != NULL)
-		notify_replica_started(S->notify, i);
+		notify_replica_started(S->notify, i, res.program_pidfd);
+	else if (res.program_pidfd >= 0)
+		close(res.program_pidfd);
 	/* Its init's socket channel is the proxy's (or, without one, of no
 	 * use). */
 	if (S->net != NULL)

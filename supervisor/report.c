@@ -239,6 +239,14 @@ void report_kill(struct report *rp, unsigned r, const char *why, double t)
 	set(rep, "killed_at", json_real(t));
 }
 
+void report_found_stopped(struct report *rp, unsigned r, const char *process, pid_t pid)
+{
+	json_t *rep = replica(rp, r);
+	if (rep == NULL)
+		return;
+	set(rep, "found_stopped", json_pack("{s:s,s:i}", "process", process, "pid", (int)pid));
+}
+
 void report_stopped(struct report *rp, unsigned r, const char *why, double t, size_t input_bytes)
 {
 	json_t *rep = replica(rp, r);
@@ -277,6 +285,13 @@ void report_exit(struct report *rp, unsigned r, int status, int signal, double t
 	set(rep, "end", json_real(t));
 }
 
+void report_signal_cause(struct report *rp, unsigned r, const char *cause)
+{
+	json_t *rep = replica(rp, r);
+	if (rep != NULL)
+		set(rep, "signal_cause", text(cause));
+}
+
 void report_no_quorum(struct report *rp, const char *stream, size_t offset, const char *why, const char *sides)
 {
 	set(rp->root, "no_quorum",
@@ -307,10 +322,30 @@ void report_virtualize(struct report *rp, bool on)
 
 void report_sandbox(struct report *rp, const char *namespaces, const char *why_none)
 {
-	json_t *sb = json_pack("{s:s}", "namespaces", namespaces);
-	if (sb != NULL && why_none != NULL)
+	/* Updated in place: the namespaces refused one by one stay said. */
+	json_t *sb = json_object_get(rp->root, "sandbox");
+	if (sb == NULL) {
+		sb = must(json_object());
+		set(rp->root, "sandbox", sb);
+	}
+	set(sb, "namespaces", json_string(namespaces));
+	if (why_none != NULL)
 		set(sb, "why_none", json_string(why_none));
-	set(rp->root, "sandbox", sb);
+	else
+		(void)json_object_del(sb, "why_none");
+}
+
+void report_sandbox_refused(struct report *rp, const char *ns, const char *why)
+{
+	json_t *sb = json_object_get(rp->root, "sandbox");
+	if (sb == NULL)
+		return;
+	json_t *refused = json_object_get(sb, "refused");
+	if (refused == NULL) {
+		refused = must(json_object());
+		set(sb, "refused", refused);
+	}
+	set(refused, ns, json_string(why));
 }
 
 /* A replica gone wrong could make millions of odd calls: the first ones
@@ -369,6 +404,14 @@ void report_outbound(struct report *rp, unsigned r, const char *address, double 
 	if (out == NULL)
 		out = attach(rp->root, "outbound", json_array());
 	json_array_append_new(out, must(json_pack("{s:i,s:o,s:f}", "replica", r, "address", text(address), "time", t)));
+}
+
+void report_recording(struct report *rp, const char *path, bool written, const char *why)
+{
+	json_t *o = json_pack("{s:o,s:b}", "path", text(path), "written", written);
+	if (why != NULL)
+		set(o, "error", text(why));
+	set(rp->root, "recording", o);
 }
 
 void report_set_exit(struct report *rp, int code, const char *reason)

@@ -37,11 +37,18 @@ void report_conn_divergence(struct report *rp, unsigned long long conn, const ch
 			    unsigned r, const char *kind, double t);
 void report_status_divergence(struct report *rp, unsigned replica, int status, int majority);
 void report_kill(struct report *rp, unsigned replica, const char *why, double t);
+/* As replica was killed, one of its processes was found stopped (by a
+ * signal from outside): process "init", "program" or "descendant", and
+ * its pid. */
+void report_found_stopped(struct report *rp, unsigned replica, const char *process, pid_t pid);
 /* A replacement not needed any more: the run ended before it caught up. */
 void report_stopped(struct report *rp, unsigned replica, const char *why, double t, size_t input_bytes);
 /* The input bytes written to a replica so far (its last word wins). */
 void report_input_fed(struct report *rp, unsigned replica, size_t n);
 void report_exit(struct report *rp, unsigned replica, int status, int signal, double t);
+/* Why the signal that ended a replica was sent, where diehard can tell
+ * (filter.h: SIGSYS). */
+void report_signal_cause(struct report *rp, unsigned replica, const char *cause);
 void report_no_quorum(struct report *rp, const char *stream, size_t offset, const char *why, const char *sides);
 void report_input_log(struct report *rp, size_t bytes, size_t retained_from, bool complete);
 void report_virtualize(struct report *rp, bool on);
@@ -50,8 +57,11 @@ void report_virtualize(struct report *rp, bool on);
  * the vDSO, or by system call when why_syscall says why) and how many of
  * their vDSO reads made a system call. */
 void report_clock_leaders(struct report *rp, const char *why_syscall, uint64_t vdso_fallbacks);
-/* The replicas' namespaces ("user, pid, mount", or "none" and why). */
+/* The replicas' namespaces ("user, pid, mount, ipc", or "none" and why). */
 void report_sandbox(struct report *rp, const char *namespaces, const char *why_none);
+/* One namespace the kernel refused ("user", "network") and why, while the
+ * others were made: sandbox.refused.NS. */
+void report_sandbox_refused(struct report *rp, const char *ns, const char *why);
 void report_call_divergence(struct report *rp, unsigned replica, const char *call, uint64_t index,
 			    const char *expected, const char *got, double t);
 void report_calls(struct report *rp, unsigned replica, const char *call, uint64_t count);
@@ -72,6 +82,9 @@ void report_clock_reads_in_replica(struct report *rp, unsigned replica, uint64_t
  * destination in the run, up to its cap). */
 void report_outbound(struct report *rp, unsigned replica, const char *address, double t);
 void report_set_exit(struct report *rp, int code, const char *reason);
+/* The run's recording (--record, or --ci's on failure): written to path,
+ * or not, and why (one line). */
+void report_recording(struct report *rp, const char *path, bool written, const char *why);
 /* Puts a JSON value (jansson's, owned by the report from now on) under key
  * at the top: the --ci findings (ci.c). */
 struct json_t;

@@ -23,8 +23,10 @@
 
 #include "caps.h"
 #include "exitcode.h"
+#include "clockfs.h"
 #include "filter.h"
 #include "log.h"
+#include "peer.h"
 #include "sandbox.h"
 
 extern char **environ;
@@ -155,9 +157,13 @@ void spawn_environment_free(char **envp)
  * a successful exec closes it, which the parent reads as end of file). */
 struct child_msg {
 	char tag;  /* 'L' listener (fd attached), 'F' filter refused, 'E' exec failed,
-		      'N' namespaces refused, 'P' the init is up (nothing to do),
-		      'C' the sandboxed program's credentials (its pid),
-		      'G' its caps could not be entered (caps.h) */
+		      'N' namespaces refused, 'U' the program's user namespace
+		      refused (root's), 'T' its network namespace refused,
+		      'P' the init is up (nothing to do), 'C' the sandboxed
+		      program's credentials (its pid), 'G' its caps could not
+		      be entered (caps.h); to the init, on the gate:
+		      'R' the program's namespaces are made (its network
+		      namespace's fd attached) */
 	int err;
 };
 
@@ -232,21 +238,59 @@ static void own_pid_vars(char **envp)
 
 static void close_all_but(const int *keep, int n, unsigned npass);
 
-/* The fast clock path's region (fastclock.h) at FASTCLOCK_FD, kept across
- * exec; -1 when there is none or it cannot be placed (the replica then
- * reads clocks the notify way): also when one of the n fds in busy, ours
- * to keep, is that number (a diehard with thousands of connections). */
-static int place_clock_fd(int fd, const int *busy, int n)
+/* Makes fd the descriptor at `at`, kept across exec: true if done. */
+static bool put_at(int fd, int at)
 {
-	if (fd < 0)
-		return -1;
-	for (int i = 0; i < n; i++)
-		if (busy[i] == FASTCLOCK_FD)
-			return -1;
-	if (fd != FASTCLOCK_FD)
-		return dup2(fd, FASTCLOCK_FD) == FASTCLOCK_FD ? FASTCLOCK_FD : -1;
+	if (fd != at)
+		return dup2(fd, at) == at;
 	int fl = fcntl(fd, F_GETFD);
-	return fl >= 0 && fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) == 0 ? fd : -1;
+	return fl >= 0 && fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) == 0;
+}
+
+/* The fast clock path's page of the slot and the pages' directory
+ * (fastclock.h) at FASTCLOCK_FD and FASTCLOCK_DIR_FD, kept across exec:
+ * placed[0] and placed[1], both -1 when there are none or they cannot be
+ * placed (the replica then reads clocks the notify way): also when one of
+ * the n fds in busy, ours to keep, is one of those numbers (a diehard with
+ * thousands of connections). */
+static void place_clock_fds(int own, int dir, const int *busy, int n, int placed[2])
+{
+	placed[0] = placed[1] = -1;
+	if (own < 0 || dir < 0)
+		return;
+	for (int i = 0; i < n; i++)
+		if (busy[i] == FASTCLOCK_FD || busy[i] == FASTCLOCK_DIR_FD)
+			return;
+	/* The directory out of the page's way first. */
+	if (dir == FASTCLOCK_FD && (dir = fcntl(dir, F_DUPFD_CLOEXEC, FASTCLOCK_DIR_FD + 1)) < 0)
+		return;
+	if (!put_at(own, FASTCLOCK_FD))
+		return;
+	if (!put_at(dir, FASTCLOCK_DIR_FD)) {
+		(void)close(FASTCLOCK_FD);
+		return;
+	}
+	placed[0] = FASTCLOCK_FD;
+	placed[1] = FASTCLOCK_DIR_FD;
+}
+
+/* Before the program's exec, with the clock descriptors placed: nothing
+ * it does may change a page's size (clockfs.h). Without a capability over
+ * its user namespace the kernel wants no_new_privs first (unsandboxed and
+ * unprivileged, as the seccomp filter does). Should it fail, the
+ * descriptors go and the replica reads clocks the notify way. */
+static void confine_clocks(int placed[2])
+{
+	if (placed[0] < 0)
+		return;
+	int err = clockfs_confine();
+	if (err == EPERM && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0)
+		err = clockfs_confine();
+	if (err != 0) {
+		(void)close(placed[0]);
+		(void)close(placed[1]);
+		placed[0] = placed[1] = -1;
+	}
 }
 
 /* Waits until the sandbox's init closes its end of the gate (a pipe; -1:
@@ -264,8 +308,50 @@ static void wait_gate(int gate)
 	close(gate);
 }
 
+static int private_listeners(unsigned npass);
+static char parent_receive(int sock, int *err, int *fd, pid_t *sender, int *sender_fd);
+
+/* A session of its own, without a controlling terminal: /dev/tty does not
+ * open, nothing it does (TIOCSTI, a read that would stop it, setsid games)
+ * reaches the terminal diehard was started from, and its process group
+ * (its pid: a session's leader leads a group too) is not in the session of
+ * diehard's, whose groups it cannot join (setpgid). A terminal's ^C
+ * reaches diehard alone, which forwards it, so every replica gets each
+ * signal exactly once. First thing, so that the moment it shares
+ * diehard's group is short (diehard's own setpgid of it would make this
+ * fail: it does none). 0, or an errno. */
+static int own_session(void)
+{
+	return setsid() < 0 ? errno : 0;
+}
+
+/* The sandboxed program, before anything else: its own namespaces
+ * (sandbox_program_enter; with a network of its own, the passed listening
+ * sockets remade in it), then the word to its init on the gate, with the
+ * network namespace's fd for the init to join. A refusal is told to
+ * diehard ('U' or 'T', so that it retries without that namespace alone)
+ * and ends us; the init, whose gate then ends, goes too. */
+static void program_namespaces(const struct spawn_request *r, int sock, int gate)
+{
+	unsigned long step;
+	int net_fd;
+	int err = sandbox_program_enter(r->ns_flags, &step, &net_fd);
+	if (err == 0 && (r->ns_flags & CLONE_NEWNET))
+		err = private_listeners(r->npass);
+	if (err != 0) {
+		child_send(sock, step == CLONE_NEWUSER ? 'U' : 'T', err, -1);
+		_exit(EXIT_INTERNAL);
+	}
+	/* Undelivered, the init is gone: diehard sees it end. */
+	if (!child_send(gate, 'R', 0, net_fd))
+		_exit(EXIT_INTERNAL);
+	if (net_fd >= 0)
+		close(net_fd);
+}
+
 /* In the child: never returns. Reports the listener and any failure through
- * sock. gate: see wait_gate. */
+ * sock. gate: see wait_gate; sandboxed (gate >= 0), the program makes its
+ * own namespaces first (program_namespaces). */
 static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv, pid_t parent, int sock, int gate)
 {
 	int err;
@@ -280,18 +366,21 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 		err = errno ? errno : ESRCH;
 		goto fail;
 	}
-	/* Its own process group: a terminal's ^C reaches diehard alone, which
-	 * forwards it, so every replica gets each signal exactly once. */
-	(void)setpgid(0, 0);
+	if ((err = own_session()) != 0)
+		goto fail;
+	if (gate >= 0)
+		program_namespaces(r, sock, gate);
 	if ((err = take_stdio(r->fds)) != 0)
 		goto fail;
 	/* Only fds 0-2 and the passed sockets are inherited (sock is
 	 * close-on-exec). */
 	if ((err = keep_passed(r->npass)) != 0)
 		goto fail;
-	int busy[] = { sock, gate };
-	int keep[] = { sock, gate, place_clock_fd(r->clock_fd, busy, 2) };
-	close_all_but(keep, 3, r->npass);
+	int busy[] = { sock, gate }, placed[2];
+	place_clock_fds(r->clock_fd, r->clock_dir, busy, 2, placed);
+	int keep[] = { sock, gate, placed[0], placed[1] };
+	close_all_but(keep, 4, r->npass);
+	confine_clocks(placed);
 	/* The supervisor ignores SIGPIPE for itself; the program gets what
 	 * diehard was started with. */
 	if (!r->pipe_ignored)
@@ -366,8 +455,8 @@ fail:
  * skipped). */
 static void close_all_but(const int *keep, int n, unsigned npass)
 {
-	int sorted[4], m = 0;
-	for (int i = 0; i < n && m < 4; i++) {
+	int sorted[6], m = 0;
+	for (int i = 0; i < n && m < 6; i++) {
 		if (keep[i] < 0)
 			continue;
 		int j = m++;
@@ -458,15 +547,16 @@ static int private_listeners(unsigned npass)
  * program (child() above, as pid 2) and becomes its init. All signals
  * are blocked on entry. net_fd: its end of the socket channel, or -1. */
 static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_argv, int sock, int status_fd,
-				 int net_fd, uid_t uid, gid_t gid)
+				 int net_fd, unsigned long init_flags, uid_t uid, gid_t gid)
 {
 	int err;
 	/* Under its caps before anything else: the program and all it starts
 	 * inherit them. */
-	if (r->caps != NULL && (err = caps_enter(r->caps, true, (r->ns_flags & CLONE_NEWUSER) != 0)) != 0) {
+	if (r->caps != NULL && (err = caps_enter(r->caps, true, (init_flags & CLONE_NEWUSER) != 0)) != 0) {
 		child_send(sock, 'G', err, -1);
 		_exit(EXIT_INTERNAL);
 	}
+	char refused = 'N';
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
 		err = errno;
 		goto fail;
@@ -475,17 +565,15 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	 * (it died before the line above) fails, and we go. */
 	if (!child_send(sock, 'P', 0, -1))
 		_exit(EXIT_INTERNAL);
-	if ((err = sandbox_enter(r->ns_flags, uid, gid)) != 0)
+	if ((err = own_session()) != 0 || (err = sandbox_enter(init_flags, uid, gid)) != 0 ||
+	    (sandbox_program_user(r->ns_flags) && (err = sandbox_guard_kernel()) != 0))
 		goto fail;
-	(void)setpgid(0, 0);
 	/* The program's 0-2 pass through us; nothing else of diehard's does. */
 	if ((err = take_stdio(r->fds)) != 0)
 		goto fail;
-	int keep[] = { sock, status_fd, net_fd, -1 };
-	keep[3] = place_clock_fd(r->clock_fd, keep, 3);
-	close_all_but(keep, 4, r->npass);
-	if ((r->ns_flags & CLONE_NEWNET) && (err = private_listeners(r->npass)) != 0)
-		goto fail;
+	int keep[] = { sock, status_fd, net_fd, -1, -1 };
+	place_clock_fds(r->clock_fd, r->clock_dir, keep, 3, &keep[3]);
+	close_all_but(keep, 5, r->npass);
 	/* Our handlers (the loop's) are diehard's; the program inherits the
 	 * dispositions (child() resets them too). SIGCHLD must not be
 	 * ignored here, or its children would never reach waitpid. */
@@ -499,8 +587,11 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	prog.fds[0] = 0, prog.fds[1] = 1, prog.fds[2] = 2;
 	prog.caps = NULL;
 	prog.clock_fd = keep[3];
+	prog.clock_dir = keep[4];
+	/* The gate: the program's word that its namespaces are made comes
+	 * on it, then our end's close lets it exec (wait_gate). */
 	int gate[2];
-	if (pipe2(gate, O_CLOEXEC) != 0) {
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, gate) != 0) {
 		err = errno;
 		goto fail;
 	}
@@ -517,32 +608,52 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 		goto fail;
 	}
 	close(gate[0]);
-	(void)setpgid(pid, pid);
+	/* Its namespaces made (a refusal it told diehard itself: we go), its
+	 * user namespace mapped, its network joined: diehard's sockets
+	 * (factory.h) are made in there. */
+	int word = 0, prog_net = -1, no_pidfd = -1; /* the gate passes no pidfds */
+	pid_t ignored;
+	if (parent_receive(gate[1], &word, &prog_net, &ignored, &no_pidfd) != 'R')
+		_exit(EXIT_INTERNAL);
+	if (sandbox_program_user(r->ns_flags) && (err = sandbox_map_program(pid)) != 0) {
+		refused = 'U';
+		goto fail;
+	}
+	if (prog_net >= 0) {
+		if (setns(prog_net, CLONE_NEWNET) != 0) {
+			err = errno;
+			refused = 'T';
+			goto fail;
+		}
+		close(prog_net);
+	}
 	/* The program's pipes are its own: diehard sees their end when the
 	 * program (and what it started) closes them, not when we do; and the
 	 * passed sockets are its alone. */
 	close(sock);
 	for (int i = 0; i < 3; i++)
 		close(i);
-	if (keep[3] >= 0)
-		close(keep[3]);
+	for (int i = 3; i < 5; i++)
+		if (keep[i] >= 0)
+			close(keep[i]);
 	if (r->npass > 0)
 		(void)close_range(3, 3 + r->npass - 1, 0);
 	sandbox_init_exec(r->init_path, pid, status_fd, net_fd, gate[1]);
 fail:
-	child_send(sock, 'N', err, -1);
+	child_send(sock, refused, err, -1);
 	_exit(EXIT_INTERNAL);
 }
 
 /* One message from the child: its tag, or 0 at end of file (the exec
- * worked); an attached fd goes to *fd. */
-static char parent_receive(int sock, int *err, int *fd, pid_t *sender)
+ * worked); an attached fd goes to *fd; sandboxed, the sender's pid and, where
+ * the kernel passes one, its pidfd (*sender_fd, the caller's to close). */
+static char parent_receive(int sock, int *err, int *fd, pid_t *sender, int *sender_fd)
 {
 	struct child_msg m = { 0, 0 };
 	struct iovec iov = { &m, sizeof m };
 	union {
 		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
+		char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int))];
 	} ctl;
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
 			      .msg_controllen = sizeof ctl.buf };
@@ -560,6 +671,14 @@ static char parent_receive(int sock, int *err, int *fd, pid_t *sender)
 			struct ucred cred;
 			memcpy(&cred, CMSG_DATA(c), sizeof cred);
 			*sender = cred.pid;
+		} else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == PEER_SCM_PIDFD) {
+			/* SO_PASSPIDFD: the sender, pinned (services/peer.h). */
+			int pfd;
+			memcpy(&pfd, CMSG_DATA(c), sizeof pfd);
+			if (pfd >= 0 && *sender_fd < 0)
+				*sender_fd = pfd;
+			else if (pfd >= 0)
+				close(pfd);
 		}
 	*err = m.err;
 	return m.tag;
@@ -584,7 +703,7 @@ static void close_pair(int p[2])
 
 pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struct spawn_result *res)
 {
-	*res = (struct spawn_result){ .listener = -1, .status_fd = -1, .net_fd = -1 };
+	*res = (struct spawn_result){ .listener = -1, .status_fd = -1, .net_fd = -1, .program_pidfd = -1 };
 	*sp = (struct spawn_pending){ .pid = -1, .sock = -1, .status_fd = -1, .net_fd = -1 };
 	int sock[2] = { -1, -1 }, status[2] = { -1, -1 }, net[2] = { -1, -1 };
 	int on = 1;
@@ -600,6 +719,10 @@ pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struc
 		errno = saved;
 		return -1;
 	}
+	/* Sandboxed, and the kernel has it: the program's pidfd with its 'C'
+	 * (notify.c knows its last words by it, even once it is reaped). */
+	if (r->ns_flags != 0)
+		(void)peer_pass_pidfd(sock[0]);
 	/* /bin/sh PATH ARGS..., for a file execve refuses with ENOEXEC. */
 	size_t argc = 0;
 	while (r->argv[argc] != NULL)
@@ -618,23 +741,24 @@ pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struc
 	pid_t pid = -1;
 	uid_t uid = geteuid();
 	gid_t gid = getegid();
+	/* The network namespace is the program's to make, and as root its
+	 * user namespace too (sandbox.h): the slowest to create, made in
+	 * parallel so. */
+	unsigned long init_flags = sandbox_init_flags(r->ns_flags);
 	if (sigprocmask(SIG_BLOCK, &all, &old) == 0) {
 		pid_t parent = getpid();
-		/* The network namespace is the child's to make (sandbox_enter):
-		 * the slowest of them to create, made in parallel so. A cgroup
-		 * v2 to start in: cloned straight into it (caps.h). */
-		unsigned long flags = r->ns_flags & ~(unsigned long)CLONE_NEWNET;
+		/* A cgroup v2 to start in: cloned straight into it (caps.h). */
 		if (r->caps != NULL && r->caps->cgroup_fd >= 0)
-			pid = caps_clone(r->caps, flags);
+			pid = caps_clone(r->caps, init_flags);
 		else
-			pid = r->ns_flags != 0 ? clone_fork(flags) : fork();
+			pid = r->ns_flags != 0 ? clone_fork(init_flags) : fork();
 		if (pid == 0) {
 			close(sock[0]);
 			if (r->ns_flags != 0) {
 				close(status[0]);
 				if (net[0] >= 0)
 					close(net[0]);
-				init_child(r, sh_argv, sock[1], status[1], net[1], uid, gid);
+				init_child(r, sh_argv, sock[1], status[1], net[1], init_flags, uid, gid);
 			}
 			child(r, sh_argv, parent, sock[1], -1);
 		}
@@ -664,9 +788,10 @@ pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struc
 		errno = saved;
 		return -1;
 	}
-	/* Also here, so the group exists before we might signal it (the child
-	 * may not have run yet); EACCES once it has exec'ed is harmless. */
-	(void)setpgid(pid, pid);
+	/* No setpgid of the child from here: it makes a session of its own
+	 * (own_session), which a group leader cannot. Until it has, a signal
+	 * for its group goes to it alone (replica_signal), which is all the
+	 * group then holds. */
 	*sp = (struct spawn_pending){ .pid = pid, .sock = sock[0], .status_fd = status[0], .net_fd = net[0],
 				      .want_listener = r->filter != NULL && r->listener };
 	return pid;
@@ -677,13 +802,25 @@ pid_t spawn_finish(struct spawn_pending *sp, struct spawn_result *res)
 	int err = 0, failed = 0;
 	char tag;
 	pid_t sender = 0;
-	while ((tag = parent_receive(sp->sock, &err, &res->listener, &sender)) != 0) {
+	int sender_fd = -1;
+	while ((tag = parent_receive(sp->sock, &err, &res->listener, &sender, &sender_fd)) != 0) {
+		/* Each message carries its sender's pidfd: the program's 'C'
+		 * keeps its own, the others' are closed. */
+		if (tag == 'C' && res->program_pidfd < 0) {
+			res->program_pidfd = sender_fd;
+			sender_fd = -1;
+		}
+		if (sender_fd >= 0)
+			close(sender_fd);
+		sender_fd = -1;
 		if (tag == 'C')
 			res->program_pid = sender;
 		else if (tag == 'E')
 			res->exec_errno = failed = err;
-		else if (tag == 'N')
-			res->ns_errno = failed = err;
+		else if (tag == 'N' || tag == 'U' || tag == 'T') {
+			res->ns_errno = failed = err ? err : EPROTO;
+			res->ns_refused = tag == 'U' ? CLONE_NEWUSER : tag == 'T' ? CLONE_NEWNET : 0;
+		}
 		else if (tag == 'G')
 			res->caps_errno = failed = err ? err : EIO;
 		else if (tag == 'F')
@@ -698,6 +835,9 @@ pid_t spawn_finish(struct spawn_pending *sp, struct spawn_result *res)
 		if (res->listener >= 0)
 			close(res->listener);
 		res->listener = -1;
+		if (res->program_pidfd >= 0)
+			close(res->program_pidfd);
+		res->program_pidfd = -1;
 		/* Without its listener the program may have exec'ed: its
 		 * first notified call would wait for us forever. */
 		(void)kill(pid, SIGKILL);

@@ -1,7 +1,8 @@
 /* spawn.h — starting one replica: the real argv, no shell, PATH lookup like
  * execvp, the parent's environment plus the allocator's settings, only fds
- * 0-2 (and socket-activated ones) inherited, killed when the supervisor
- * dies. Sandboxed with a network of its own (CLONE_NEWNET in ns_flags),
+ * 0-2 (pipes of diehard's, never its terminal; and socket-activated ones)
+ * inherited, in a session of its own without a controlling terminal,
+ * killed when the supervisor dies. Sandboxed with a network of its own (CLONE_NEWNET in ns_flags),
  * its init gets one end of a socket channel (factory.h) and diehard the
  * other, and a TCP listening socket passed on is replaced by one listening
  * on the same address in the replica's network. */
@@ -34,8 +35,9 @@ struct spawn_request {
 	const char *init_path;           /* diehard-init, or NULL (sandbox.h) */
 	bool stop_before_exec;           /* for a debugger: any process may trace it,
 					    it stops itself (SIGSTOP) just before exec */
-	int clock_fd;                    /* the fast clock path's region, placed at
-					    FASTCLOCK_FD (fastclock.h); -1: none */
+	int clock_fd, clock_dir;         /* the fast clock path's page of the slot and
+					    the pages' directory, placed at FASTCLOCK_FD
+					    and FASTCLOCK_DIR_FD (fastclock.h); -1: none */
 	unsigned npass;                  /* fds 3 .. 3 + npass - 1 are passed on as they
 					    are (socket activation: svcenv.h); with
 					    CLONE_NEWNET, a TCP listening one as a socket
@@ -48,10 +50,15 @@ struct spawn_result {
 	int exec_errno;  /* the exec failed with this (the child is reaped) */
 	int ns_errno;    /* the namespaces could not be made (the child is reaped) */
 	int caps_errno;  /* its caps could not be entered (the child is reaped) */
+	unsigned long ns_refused; /* with ns_errno: the one refused, CLONE_NEWUSER
+				     (root's, sandbox.h) or CLONE_NEWNET; 0: the
+				     replica's namespaces as a whole */
 	int listener;    /* the filter's user-notify fd, or -1 */
 	int status_fd;   /* sandboxed: the init writes the program's wait status
 			    here before it exits; else -1 */
 	pid_t program_pid; /* sandboxed: the program's pid in our namespace */
+	int program_pidfd; /* sandboxed: a pidfd of the program, from the kernel
+			      (SO_PASSPIDFD, Linux 6.5; else -1), the caller's */
 	int net_fd;      /* CLONE_NEWNET: our end of its init's socket channel
 			    (factory.h, SOCK_SEQPACKET, close-on-exec); else -1 */
 };

@@ -92,6 +92,11 @@ struct replica {
 	bool exited;               /* reaped */
 	int wstatus;
 	bool killed;               /* by us; why says why */
+	double killed_at;          /* when (sup_now()) */
+	bool forced;               /* still there KILL_GRACE later: its init SIGKILLed (replica.c) */
+	const char *found_stopped; /* as it was killed: "init", "program" or "descendant" was
+				      found stopped (SIGSTOP from outside); NULL: none */
+	pid_t found_stopped_pid;
 	bool sigkilled;            /* died of a SIGKILL we did not send */
 	bool replaced;             /* a replacement was started for it */
 	char why[192];
@@ -123,6 +128,8 @@ struct zombie {
 	pid_t pid;
 	unsigned id;
 	int status_fd; /* sandboxed: its init's status pipe (replica.c) */
+	double killed_at;
+	bool forced;   /* its init SIGKILLed (replicas_force) */
 };
 
 struct sup {
@@ -161,9 +168,8 @@ struct sup {
 	unsigned long ns_flags;   /* sandbox.h: each replica's namespaces (0: none) */
 	bool net_private;         /* CLONE_NEWNET is in ns_flags: each replica has a
 				     network of its own (--net private, net.h) */
-	int net_refused;          /* the kernel refused the network namespace (this
-				     errno): said once the others are known to work */
 	double t_start;
+	double last_tick;         /* when the straggler tick last ran (supervisor.c) */
 	/* replace.c */
 	struct digest_key dkey; /* the run's digest key */
 	struct event *respawn_ev;  /* a deferred replacement pass */
@@ -182,17 +188,19 @@ struct sup {
 
 /* supervisor.c */
 double sup_now(void);
-/* The kernel refused a replica's namespaces (err): true when the run goes
- * on with fewer (without the network namespace first, then without any;
- * said once, the filter rebuilt), false when --sandbox on asked for them. */
-bool sup_sandbox_refused(struct sup *S, int err);
-/* A replica started in S->ns_flags's namespaces (replica.c): a refused
- * network namespace is said now, once. */
-void sup_sandbox_started(struct sup *S);
+/* The kernel refused a replica's namespaces (err): which alone
+ * (CLONE_NEWNET, or root's CLONE_NEWUSER: spawn.h's ns_refused), or all of
+ * them (0). true when the run goes on with fewer (said once, the filter
+ * rebuilt), false when --sandbox on asked for them. */
+bool sup_sandbox_refused(struct sup *S, int err, unsigned long which);
 unsigned sup_live_count(const struct sup *S);
 unsigned sup_quorum(const struct sup *S);
 void sup_finish(struct sup *S, int code);
 void sup_check_done(struct sup *S);
+/* Whether the vote has ended: every voter exited with its output closed,
+ * every stream's end agreed and a quorum of the voters agree on the exit
+ * status. Replicas out of the vote (killed, stopped or not) never hold it. */
+bool sup_vote_over(const struct sup *S);
 
 /* replica.c */
 /* Starts a process in slot i: an original replica (why NULL) or one that
@@ -205,12 +213,25 @@ int replica_status(int wstatus);
 /* A sandboxed replica's program's wait status, read from its init's pipe (closed
  * then); init_status when the init wrote none (it was killed). */
 int replica_program_status(int *status_fd, int init_status);
+/* What sent the signal that ended replica id, where diehard can tell (the
+ * seccomp filter's SIGSYS, filter.h): put in the report and returned for
+ * the -v event; NULL otherwise. */
+const char *replica_signal_cause(struct sup *S, unsigned id, int wstatus);
 void replica_close_input(struct replica *r);
 void replica_close_output(struct replica *r, int s);
 void replica_signal(struct replica *r, int sig);
 void replica_kill(struct sup *S, struct replica *r, const char *why);
+/* SIGKILL to every process not reaped yet, stopped or not: the replicas
+ * still running and those killed before (sandboxed: their inits). */
 void replicas_kill_all(struct sup *S);
+/* Killed processes that did not end within KILL_GRACE (something keeps
+ * their init stopped): SIGKILL to the init itself (from the tick). */
+void replicas_force(struct sup *S);
 void replicas_reap(struct sup *S);
+/* The end of the run: kills every process of ours still there (those
+ * killed in the run get a moment to end by themselves first) and reaps
+ * them, waiting a bounded time. */
+void replicas_end(struct sup *S);
 
 /* input.c */
 void input_start(struct sup *S);
@@ -226,7 +247,7 @@ bool replace_wait(struct sup *S, const char *why);
 bool replace_replayable(struct sup *S, char *why, size_t size);
 void replace_check_joined(struct sup *S, struct replica *r);
 bool replace_replaying(const struct sup *S, const struct replica *r);
-void replace_zombie(struct sup *S, pid_t pid, unsigned id, int status_fd);
+void replace_zombie(struct sup *S, pid_t pid, unsigned id, int status_fd, double killed_at);
 bool replace_reap_zombie(struct sup *S, pid_t pid, int wstatus);
 
 /* overcap.c: the replicas' caps on tasks and memory (caps.h) */

@@ -10,8 +10,10 @@
  * or that trails the committed output (or still runs after the majority
  * exited) without writing anything for straggler_ms, is killed with SIGKILL
  * and leaves the vote
- * (replica.c). When no majority can ever form, we stop at once, commit
- * nothing more and exit EXIT_NO_QUORUM. The exit status is voted here. */
+ * (replica.c). A replica something outside stopped (SIGSTOP) is silent:
+ * the same rules kill it. When no majority can ever form, we stop at once,
+ * commit nothing more and exit EXIT_NO_QUORUM. The exit status is voted
+ * here; the run ends once it is, whatever killed replicas still do. */
 #include "supervisor.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -100,23 +102,70 @@ static bool status_votes(const struct sup *S, const struct replica *r, unsigned 
 	return live == unready;
 }
 
-/* Everything is over when every voter is reaped with no pipe open (and
- * every killed replica reaped), the streams' ends are agreed and a quorum
- * agrees on the exit status. Replacements still catching up then are not
+/* Whether every voter is reaped with no pipe open. Replicas out of the
+ * vote are not waited for: a killed one may be kept stopped by whoever
+ * stopped it (its end comes with the run's: replicas_end), and
+ * replacements still catching up have nothing to say yet. */
+static bool voters_done(const struct sup *S)
+{
+	for (unsigned i = 0; i < S->nslots; i++) {
+		const struct replica *r = &S->r[i];
+		if (!r->used || !r->live || r->joining)
+			continue;
+		if (!r->exited || r->out_fd[0] >= 0 || r->out_fd[1] >= 0)
+			return false;
+	}
+	return true;
+}
+
+/* The voters' exit statuses (codes[0..*n)), and the one a quorum of them
+ * agrees on (true, *code), the most common if several could. */
+static bool status_quorum(const struct sup *S, int *code, int *codes, unsigned *n)
+{
+	unsigned unready = 0;
+	*n = 0;
+	for (unsigned i = 0; i < S->nslots; i++)
+		unready += S->r[i].live && S->r[i].stop_unready;
+	for (unsigned i = 0; i < S->nslots; i++)
+		if (status_votes(S, &S->r[i], unready))
+			codes[(*n)++] = replica_status(S->r[i].wstatus);
+	unsigned quorum = sup_quorum(S);
+	int best = -1;
+	unsigned best_same = 0;
+	for (unsigned i = 0; i < *n; i++) {
+		unsigned same = 0;
+		for (unsigned j = 0; j < *n; j++)
+			same += codes[j] == codes[i];
+		if (same >= quorum && same > best_same) {
+			best = (int)i;
+			best_same = same;
+		}
+	}
+	if (best >= 0)
+		*code = codes[best];
+	return best >= 0;
+}
+
+bool sup_vote_over(const struct sup *S)
+{
+	if (S->stopping || !voters_done(S))
+		return false;
+	for (int s = 0; s < NSTREAMS; s++)
+		if (!S->s[s].ended)
+			return false;
+	int code, codes[VOTER_MAX];
+	unsigned n;
+	return status_quorum(S, &code, codes, &n);
+}
+
+/* Everything is over when every voter is reaped with no pipe open, the
+ * streams' ends are agreed and a quorum agrees on the exit status. Neither
+ * replicas killed (reaped or not) nor replacements still catching up are
  * waited for. */
 void sup_check_done(struct sup *S)
 {
-	if (S->stopping)
+	if (S->stopping || !voters_done(S))
 		return;
-	if (S->nzombies > 0)
-		return;
-	for (unsigned i = 0; i < S->nslots; i++) {
-		struct replica *r = &S->r[i];
-		if (!r->used || r->joining)
-			continue;
-		if (!r->exited || r->out_fd[0] >= 0 || r->out_fd[1] >= 0)
-			return;
-	}
 	/* Final votes: every stream is at end of stream for every voter. */
 	for (int s = 0; s < NSTREAMS; s++) {
 		output_vote(S, &S->s[s], VOTER_CHUNKS);
@@ -127,27 +176,11 @@ void sup_check_done(struct sup *S)
 		if (!S->s[s].ended)
 			return; /* a replacement is to break a tie */
 	/* The exit status, voted among the replicas still in the vote. */
-	int codes[VOTER_MAX];
-	unsigned n = 0, unready = 0;
+	int codes[VOTER_MAX], code;
+	unsigned n, unready = 0;
 	for (unsigned i = 0; i < S->nslots; i++)
 		unready += S->r[i].live && S->r[i].stop_unready;
-	for (unsigned i = 0; i < S->nslots; i++)
-		if (status_votes(S, &S->r[i], unready))
-			codes[n++] = replica_status(S->r[i].wstatus);
-	unsigned quorum = sup_quorum(S);
-	int best = -1;
-	unsigned best_same = 0;
-	for (unsigned i = 0; i < n; i++) {
-		unsigned same = 0;
-		for (unsigned j = 0; j < n; j++)
-			same += codes[j] == codes[i];
-		if (same >= quorum && same > best_same) {
-			best = (int)i;
-			best_same = same;
-		}
-	}
-	if (best >= 0) {
-		int code = codes[best];
+	if (status_quorum(S, &code, codes, &n)) {
 		for (unsigned j = 0; j < S->nslots; j++) {
 			struct replica *r = &S->r[j];
 			if (status_votes(S, r, unready) && replica_status(r->wstatus) != code) {
@@ -211,12 +244,48 @@ static bool holds_input(struct sup *S, const struct replica *r)
 	return waiting >= sup_quorum(S);
 }
 
+/* A gap between two ticks longer than this is time diehard did not run
+ * (it was stopped: ^Z, SIGSTOP; or starved of CPU): it counts against no
+ * replica. */
+#define TICK_GAP 1.0
+
+/* Moves a straggler clock started before a gap of `gap` seconds on by as
+ * much. */
+static void pause_clock(double *since, double gap)
+{
+	if (*since != 0)
+		*since += gap;
+}
+
+/* diehard did not run for gap seconds: its straggler clocks did not run
+ * either. A ^Z stops the replicas with diehard (it forwards the stop) and
+ * a fg continues them after it: none of them is a straggler for the time
+ * the user held the job, nor for the moment it takes them to run again. */
+static void pause_clocks(struct sup *S, double gap)
+{
+	log_event("diehard did not run for %.1f s (stopped, or starved of CPU): the straggler clocks skip that time",
+		  gap);
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct replica *r = &S->r[i];
+		pause_clock(&r->behind_since, gap);
+		pause_clock(&r->exit_wait_since, gap);
+		pause_clock(&r->input_stall_since, gap);
+		if (r->killed_at != 0)
+			r->killed_at += gap;
+	}
+	for (size_t z = 0; z < S->nzombies; z++)
+		S->zombies[z].killed_at += gap;
+	net_pause(S->net, gap);
+}
+
 /* Stragglers: a voter or a replacement that trails the committed output,
  * or a voter still running once the majority exited or once another voter
  * finished (exited, not by a signal) while it stays silent, or a voter
  * that stopped reading the input the others wait for, for longer than
  * --timeout. Output (or, for the last, reading) restarts the clock: slow
- * is not hung. */
+ * is not hung. A replica stopped by a signal from outside (its program,
+ * anything it started, or its init, which then cannot report its end) is
+ * silent: a straggler by the same rules. */
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -224,6 +293,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	struct sup *S = arg;
 	overcap_tick(S);
 	double t = sup_now(), limit = S->o->straggler_ms / 1000.0;
+	if (S->last_tick != 0 && t - S->last_tick > TICK_GAP)
+		pause_clocks(S, t - S->last_tick - TICK_MS / 1000.0);
+	S->last_tick = t;
+	replicas_force(S);
 	unsigned exited_live = 0, finished = 0;
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
@@ -272,8 +345,34 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 }
 
 
-/* The replicas had --stop-timeout to end after a SIGTERM or SIGINT: what
- * still runs is killed, and the stop was not clean. */
+/* Whether the voters that have ended (reaped, output closed) are enough
+ * to decide the exit status on their own: a quorum of them, counted as if
+ * the others had left the vote, agree. */
+static bool ended_decide(const struct sup *S)
+{
+	int codes[VOTER_MAX];
+	unsigned n = 0;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		const struct replica *r = &S->r[i];
+		if (r->used && r->live && !r->joining && r->exited && r->out_fd[0] < 0 && r->out_fd[1] < 0)
+			codes[n++] = replica_status(r->wstatus);
+	}
+	unsigned quorum = voter_quorum(n < S->k ? n : S->k, S->k);
+	for (unsigned i = 0; i < n; i++) {
+		unsigned same = 0;
+		for (unsigned j = 0; j < n; j++)
+			same += codes[j] == codes[i];
+		if (same >= quorum)
+			return true;
+	}
+	return false;
+}
+
+/* The replicas had --stop-timeout to end after a SIGTERM or SIGINT. When
+ * enough of them ended to decide the vote, the ones still running are
+ * stragglers (stopped by a signal from outside, perhaps): killed, and the
+ * run ends with the vote. Otherwise what still runs is killed, and the
+ * stop was not clean. */
 static void on_stop_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -282,6 +381,16 @@ static void on_stop_timeout(evutil_socket_t fd, short what, void *arg)
 	char why[128];
 	snprintf(why, sizeof why, "still running %.1f s after signal %d (--stop-timeout)", S->o->stop_ms / 1000.0,
 		 S->stop_signal);
+	if (ended_decide(S)) {
+		char straggler[160];
+		snprintf(straggler, sizeof straggler, "straggler: %s", why);
+		for (unsigned i = 0; i < S->nslots; i++)
+			if (S->r[i].live && !S->r[i].joining && !S->r[i].exited)
+				replica_kill(S, &S->r[i], straggler);
+		sup_check_done(S);
+		if (S->stopping)
+			return;
+	}
 	log_warn("replicas %s: killed", why);
 	report_set_exit(S->report, 128 + SIGKILL, why);
 	sup_finish(S, 128 + SIGKILL);
@@ -304,42 +413,42 @@ static void build_filter(struct sup *S)
 }
 
 
-bool sup_sandbox_refused(struct sup *S, int err)
+bool sup_sandbox_refused(struct sup *S, int err, unsigned long which)
 {
 	if (S->o->sandbox == SANDBOX_ON)
 		return false;
-	if (S->ns_flags & CLONE_NEWNET) {
-		/* Perhaps the network namespace alone (user.max_net_namespaces,
-		 * no loopback): the others are tried without it, and which of
-		 * the two lines is said waits for their answer. */
+	/* One namespace alone (the replica said which): the others are kept,
+	 * and it is said once. */
+	if (which == CLONE_NEWNET) {
+		log_warn("no network namespace for the replicas (%s): they share diehard's network, where servers "
+			 "among them collide on their ports (--net host: this without the warning)",
+			 strerror(err));
 		S->ns_flags &= ~(unsigned long)CLONE_NEWNET;
 		S->net_private = false;
-		S->net_refused = err;
 		report_sandbox(S->report, sandbox_describe(S->ns_flags), NULL);
+		report_sandbox_refused(S->report, "network", strerror(err));
 		build_filter(S);
+		return true;
+	}
+	if (which == CLONE_NEWUSER) {
+		log_warn("no user namespace for the replicas (%s): root in them is root of the host's, and can "
+			 "unmount their /proc to reach the host's processes (--sandbox on: refuse to run instead)",
+			 strerror(err));
+		S->ns_flags &= ~(unsigned long)CLONE_NEWUSER;
+		report_sandbox(S->report, sandbox_describe(S->ns_flags), NULL);
+		report_sandbox_refused(S->report, "user", strerror(err));
 		return true;
 	}
 	log_warn("no namespaces for the replicas (%s: %s): they run in diehard's pid space and /proc, where a "
 		 "replica can still open another's /proc/PID/mem; the seccomp filter refuses them ptrace, "
 		 "process_vm_*, pidfd_getfd, kcmp and signals to diehard (--sandbox off: this without the warning)",
-		 sandbox_describe(S->ns_flags | (S->net_refused != 0 ? (unsigned long)CLONE_NEWNET : 0)),
-		 strerror(err));
+		 sandbox_describe(S->ns_flags), strerror(err));
 	S->ns_flags = 0;
-	S->net_refused = 0;
+	S->net_private = false;
 	report_sandbox(S->report, "none", strerror(err));
 	build_filter(S);
 	overcap_sandbox(S);
 	return true;
-}
-
-
-void sup_sandbox_started(struct sup *S)
-{
-	if (S->net_refused == 0 || S->ns_flags == 0)
-		return;
-	log_warn("no network namespace for the replicas (%s): they share diehard's network, where servers among "
-		 "them collide on their ports (--net host: this without the warning)", strerror(S->net_refused));
-	S->net_refused = 0;
 }
 
 
@@ -525,7 +634,10 @@ int supervisor_run(const struct options *o)
 	report_end(S->report, sup_live_count(S), S->respawns);
 	for (unsigned i = 0; i < S->nslots; i++)
 		ci_retire(S, &S->r[i]);
-	replicas_kill_all(S);
+	/* Whatever is left (replicas the vote did not wait for, killed ones
+	 * something keeps stopped) is killed and reaped: nothing of the run
+	 * outlives it. Then their cgroups go. */
+	replicas_end(S);
 	overcap_finish(S);
 	for (unsigned i = 0; i < S->nslots; i++)
 		fencelog_collect(S->fencelog, i);

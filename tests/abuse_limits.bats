@@ -97,7 +97,10 @@ replica_cgroups() {
 
 # run_bomb SANDBOX ARGS... -- MODE...: diehard -k 3 -v --sandbox SANDBOX
 # ARGS, as $RUNNER, running MODE in the first replica to make $W/lock and
-# `echo ok` in the others; in the background, sampled every 20 ms: the most
+# in the others `echo start; sleep $HONEST_SLEEP; echo ok` (4 s by default:
+# the vote is still open when the bomb is killed, so that it is replaced;
+# once the vote is over, no replica is); in the background, sampled every
+# 20 ms: the most
 # live bomb processes seen (MAX_BOMB) and whether the test's shell could
 # start a process each time (it must). Output in $T/run.*, report $W/r.json,
 # diehard's pid in DH_PID.
@@ -109,7 +112,8 @@ run_bomb() {
 	shift
 	rm -rf "$W/lock" "$W/eagain"
 	dh_bg "$T/run" -v -k 3 --sandbox "$sandbox" "${args[@]}" -r "$W/r.json" \
-		sh -c 'if mkdir "$1/lock" 2>/dev/null; then shift; exec "$@"; fi; echo ok' sh "$W" "$B" "$@" "$W"
+		sh -c 'if mkdir "$1/lock" 2>/dev/null; then shift 2; exec "$@"; fi; echo start; sleep "$2"; echo ok' sh "$W" \
+		"${HONEST_SLEEP:-4}" "$B" "$@" "$W"
 	MAX_BOMB=0
 	local n tries=$((SUP_TIMEOUT * 50))
 	while proc_alive "$DH_PID"; do
@@ -124,17 +128,23 @@ run_bomb() {
 	cp "$W/r.json" "$T/r.json" 2>/dev/null || true
 }
 
-# check_survived: the run's output is right (ok, exit 0), one replica was
-# killed (its reason matching $1) and replaced, and nothing of the bomb is
-# left once diehard has exited, nor any cgroup of diehard's.
+# check_survived WHY [after-the-vote]: the run's output is right (start, ok;
+# exit 0), one replica was killed (its reason matching WHY) and replaced (or,
+# killed after the vote ended, not: no replica is then), and nothing of the
+# bomb is left once diehard has exited, nor any cgroup of diehard's.
 check_survived() {
-	[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == ok ]] ||
+	[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == $'start\nok' ]] ||
 		fail "exit $(<"$T/run.rc"), output '$(cat "$T/run.out")'" "$(tail -n 20 "$T/run.err")"
 	jq -e --arg why "$1" '[.replicas[] | select(.killed != null)] | length == 1 and (.[0].killed | test($why))' \
 		"$T/r.json" >/dev/null || fail "report: $(jq -c '[.replicas[] | {killed, status}]' "$T/r.json")"
-	jq -e '[.replicas[] | select(.killed != null) | .index] as $k | .replacements | length >= 1 and
-		(.[0].replaces == $k[0])' "$T/r.json" >/dev/null ||
-		fail "not replaced: $(jq -c '.replacements' "$T/r.json")"
+	if [[ ${2:-} == after-the-vote ]]; then
+		jq -e '.replacements == []' "$T/r.json" >/dev/null ||
+			fail "replaced after the vote: $(jq -c '.replacements' "$T/r.json")"
+	else
+		jq -e '[.replicas[] | select(.killed != null) | .index] as $k | .replacements | length >= 1 and
+			(.[0].replaces == $k[0])' "$T/r.json" >/dev/null ||
+			fail "not replaced: $(jq -c '.replacements' "$T/r.json")"
+	fi
 	validate_report "$T/r.json"
 	wait_until 10 eval '[[ -z $(bomb_pids) ]]' || fail "processes of the bomb left after the run:" "$(bomb_pids)"
 	[[ -z $(cgroup_dirs "$DH_PID") ]] || fail "cgroups left after the run:" "$(cgroup_dirs "$DH_PID")"
@@ -169,21 +179,22 @@ fork_bomb_cgroup() {
 fork_bomb_nproc() {
 	runner_for nobody
 	require_userns_for "$1"
-	run_bomb "$1" --max-tasks 64 --timeout 2 -- fork
 	# RLIMIT_NPROC refuses the fork (the bomb marks each refusal); diehard
-	# sees no counter: the replica is a straggler once the others finished.
+	# sees no counter: the replica is a straggler --timeout after the others
+	# finished, when the vote is over: not replaced.
+	HONEST_SLEEP=0 run_bomb "$1" --max-tasks 64 --timeout 2 -- fork
 	[[ -e $W/eagain ]] || fail "no fork was refused: the cap did not hold"
-	check_survived '^straggler: '
+	check_survived '^straggler: ' after-the-vote
 	((MAX_BOMB <= 64 && MAX_BOMB >= 2)) || fail "$MAX_BOMB bomb processes at once (cap 64)"
 	grep -q '^diehard: caps per replica: 64 tasks (RLIMIT_NPROC in its user namespace); ' "$T/run.err" ||
 		fail "no line saying how the caps are held:" "$(head -n 3 "$T/run.err")"
 }
 
-@test "nobody, --sandbox on: a fork bomb in one replica is held at --max-tasks 64 by RLIMIT_NPROC in its user namespace, killed as a straggler and replaced; output right, nothing left" {
+@test "nobody, --sandbox on: a fork bomb in one replica is held at --max-tasks 64 by RLIMIT_NPROC in its user namespace, killed as a straggler once the vote is over; output right, nothing left" {
 	fork_bomb_nproc on
 }
 
-@test "nobody, --sandbox auto: a fork bomb in one replica is held at --max-tasks 64 by RLIMIT_NPROC in its user namespace, killed as a straggler and replaced; output right, nothing left" {
+@test "nobody, --sandbox auto: a fork bomb in one replica is held at --max-tasks 64 by RLIMIT_NPROC in its user namespace, killed as a straggler once the vote is over; output right, nothing left" {
 	fork_bomb_nproc auto
 }
 
@@ -483,4 +494,18 @@ memory_hog_rlimit() {
 	[[ $(<"$T/run.out") == done ]] || fail "cgroups of the inner run:" "$(cat "$T/run.out")"
 	jq -e '.caps.tasks.mechanism == "none" and .caps.memory.mechanism == "rlimit"' "$W/inner.json" >/dev/null ||
 		fail "inner report: $(jq -c .caps "$W/inner.json")"
+}
+
+@test "root, --sandbox on: a replica cannot write itself out of its cgroup (its /sys is read-only); --sandbox off: it can, as documented" {
+	runner_for root
+	require_cgroup_caps
+	local f
+	f=$(find /sys/fs/cgroup -maxdepth 2 -name tasks -path '*pids*' | head -n 1)
+	[[ -n $f ]] || skip "no cgroup v1 pids hierarchy"
+	capture "$T/on" sup -k 1 --sandbox on sh -c 'echo 0 >"$1" && echo moved || echo refused' sh "$f"
+	[[ $(<"$T/on.rc") == 0 && $(<"$T/on.out") == refused ]] ||
+		fail "sandboxed: exit $(<"$T/on.rc"), '$(cat "$T/on.out")'" "$(cat "$T/on.err")"
+	grep -q 'Read-only file system' "$T/on.err" || fail "not refused by a read-only /sys:" "$(cat "$T/on.err")"
+	capture "$T/off" sup -k 1 --sandbox off sh -c 'echo 0 >"$1" && echo moved || echo refused' sh "$f"
+	[[ $(<"$T/off.out") == moved ]] || fail "unsandboxed root could not move (the docs say it can):" "$(cat "$T/off.out" "$T/off.err")"
 }

@@ -19,11 +19,15 @@ setup() {
 }
 
 # K_LIVE_AT_END: a jq test that k = 3 replicas were in the vote at the end,
-# or two and a replacement that the run ended before it caught up (a kill
-# in the run's last moments: sup_check_done does not wait for it, and the
-# report says so).
+# or two and either a replacement that the run ended before it caught up (a
+# kill in the run's last moments: sup_check_done does not wait for it, and
+# the report says so), or one replica killed, and not replaced, once the
+# others had ended (a divergence found by the final vote: the vote was
+# over, a replacement could change nothing, sup_vote_over).
 K_LIVE_AT_END='(.live_at_end == 3 or (.live_at_end == 2 and
-	([.replicas[] | select(.stopped == "the run ended before it caught up")] | length) == 1))'
+	(([.replicas[] | select(.stopped == "the run ended before it caught up")] | length) == 1 or
+	 (. as $r | [.replicas[] | select(.killed != null) | select(.index as $i | all($r.replacements[]; .replaces != $i))] |
+	  length == 1 and .[0].killed_at >= ([$r.replicas[] | select(.killed == null and .end != null) | .end] | max)))))'
 
 # live_pids PATTERN: pids of processes whose command line matches PATTERN.
 live_pids() {

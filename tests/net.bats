@@ -117,8 +117,7 @@ require_nobody() {
 	capture "$T/run" sup -k 3 -r "$T/r.json" python3 -c "$BIND" "$port"
 	[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == bound ]] ||
 		fail "exit $(<"$T/run.rc"), output $(cat "$T/run.out")" "$(cat "$T/run.err")"
-	local want='pid, mount, network'
-	[[ $(id -u) == 0 ]] || want='user, pid, mount, network'
+	local want='user, pid, mount, ipc, network'
 	jq -e --arg ns "$want" '.sandbox.namespaces == $ns and .divergences == []
 		and all(.replicas[]; has("killed") | not)' "$T/r.json" >/dev/null ||
 		fail "report: $(jq -c '{sandbox, divergences}' "$T/r.json")"
@@ -186,7 +185,7 @@ require_nobody() {
 	rm -rf "$dir"
 	[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == bound ]] ||
 		fail "bind: exit $(<"$T/run.rc"), output $(cat "$T/run.out")" "$(cat "$T/run.err")"
-	jq -e '.sandbox.namespaces == "user, pid, mount, network"' "$T/r.json" >/dev/null ||
+	jq -e '.sandbox.namespaces == "user, pid, mount, ipc, network"' "$T/r.json" >/dev/null ||
 		fail "report: $(jq -c .sandbox "$T/r.json")"
 	capture "$T/run" as_nobody timeout 60 "$DIEHARD" -k 3 "$NOBODY_PY" -c "$LOOPBACK" v4
 	[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == '127.0.0.1 ping' ]] ||
@@ -270,17 +269,18 @@ for fd in range(3, 3 + int(os.environ["LISTEN_FDS"])):
 	[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == 2 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
 	[[ $(grep -c '' "$T/run.err") == 1 ]] && grep -q '^diehard: no network namespace for the replicas' "$T/run.err" ||
 		fail "stderr: $(cat "$T/run.err")"
-	jq -e '.sandbox.namespaces == "pid, mount"' "$T/r.json" >/dev/null || fail "report: $(jq -c .sandbox "$T/r.json")"
+	jq -e '.sandbox.namespaces == "user, pid, mount, ipc" and (.sandbox.refused.network | test("No space left"))' \
+		"$T/r.json" >/dev/null || fail "report: $(jq -c .sandbox "$T/r.json")"
 	capture "$T/run" unshare -Ur sh -c 'echo 0 >/proc/sys/user/max_net_namespaces && exec "$@"' sh \
 		timeout 60 "$DIEHARD" -k 3 --sandbox on true
 	[[ $(<"$T/run.rc") == 125 && $(grep -c '' "$T/run.err") == 1 ]] || fail "--sandbox on: exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
-	grep -q "^diehard: cannot make replica 0's namespaces (pid, mount, network).*--net host" "$T/run.err" ||
+	grep -q "^diehard: cannot make replica 0's namespaces (user, pid, mount, ipc, network).*--net host" "$T/run.err" ||
 		fail "stderr: $(cat "$T/run.err")"
 	# No namespaces at all: the one line names the network namespace too.
 	capture "$T/run" unshare -Ur sh -c 'echo 0 >/proc/sys/user/max_pid_namespaces && exec "$@"' sh \
 		timeout 60 "$DIEHARD" -k 3 true
 	[[ $(<"$T/run.rc") == 0 && $(grep -c '' "$T/run.err") == 1 ]] || fail "no namespaces: exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
-	grep -q '^diehard: no namespaces for the replicas (pid, mount, network: ' "$T/run.err" || fail "stderr: $(cat "$T/run.err")"
+	grep -q '^diehard: no namespaces for the replicas (user, pid, mount, ipc, network: ' "$T/run.err" || fail "stderr: $(cat "$T/run.err")"
 }
 
 @test "--net: a bad mode, and private with --no-virtualize, are one line and 125; --sandbox off and --no-virtualize mean host" {
@@ -289,10 +289,9 @@ for fd in range(3, 3 + int(os.environ["LISTEN_FDS"])):
 	expect_error 125 '^diehard: --net private needs the seccomp listener \(not with --no-virtualize\)' \
 		--net private --no-virtualize touch "$T/ran"
 	local args want
-	for args in "--net host:pid, mount" "--no-virtualize:pid, mount" "--sandbox off:none" \
-		"--net private --sandbox off:none" "--net private:pid, mount, network"; do
+	for args in "--net host:user, pid, mount, ipc" "--no-virtualize:user, pid, mount, ipc" "--sandbox off:none" \
+		"--net private --sandbox off:none" "--net private:user, pid, mount, ipc, network"; do
 		want=${args#*:}
-		[[ $(id -u) == 0 || $want == none ]] || want="user, $want"
 		# shellcheck disable=SC2086
 		capture "$T/run" sup -k 3 -r "$T/r.json" ${args%%:*} true
 		[[ $(<"$T/run.rc") == 0 && ! -s $T/run.err ]] || fail "${args%%:*}: exit $(<"$T/run.rc")" "$(cat "$T/run.err")"

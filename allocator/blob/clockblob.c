@@ -10,6 +10,7 @@
  * diehard writes before the image runs; until then (and if diehard could
  * not) ready is false and every read makes the system call. */
 #include <sched.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 
 #include "clockblob.h"
@@ -66,34 +67,51 @@ static bool failed(long r)
 	return r < 0 && r > -4096;
 }
 
-__attribute__((noreturn, used)) void blob_load(long fd, unsigned long nslots, unsigned long slot, unsigned long keep)
-	HIDDEN;
-void blob_load(long fd, unsigned long nslots, unsigned long slot, unsigned long keep)
+__attribute__((noreturn, used)) void blob_load(long fd, long dir, unsigned long nslots, unsigned long slot,
+						 unsigned long keep, unsigned long mark) HIDDEN;
+void blob_load(long fd, long dir, unsigned long nslots, unsigned long slot, unsigned long keep, unsigned long mark)
 {
-	unsigned long claims = cp_claims_size(), page = cp_page_size(), own = claims + slot * page;
+	unsigned long page = cp_page_size();
 	long step = 1, region = 0;
 	long r = os_raw_syscall(SYS_mmap, (long)blob_data_start, blob_end - blob_data_start, PROT_READ | PROT_WRITE,
 		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	if (r != (long)blob_data_start)
 		goto out;
 	step = 2;
-	region = r = os_raw_syscall(SYS_mmap, 0, (long)(claims + (nslots + 1) * page), PROT_READ, MAP_SHARED, fd, 0);
-	if (failed(r) || r == 0)
+	region = r = os_raw_syscall(SYS_mmap, 0, (long)((nslots + 1) * page), PROT_NONE,
+				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (failed(r) || r == 0 || slot >= nslots || nslots > CP_MAX_SLOTS)
 		goto out;
-	step = 3;
-	r = os_raw_syscall(SYS_mmap, region, (long)claims, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
-	if (r != region)
-		goto out;
-	step = 4;
-	r = os_raw_syscall(SYS_mmap, region + (long)own, (long)page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
-		 (long)own);
-	if (r != region + (long)own)
-		goto out;
+	/* Each page side by side: the slot's own read-write from fd, the
+	 * others read-only from their files in dir (opened with the marker,
+	 * which the filter leaves in the kernel, then closed). */
+	for (unsigned long i = 0; i <= nslots; i++) {
+		long f = fd;
+		step = 3;
+		if (i != slot) {
+			char name[4];
+			cp_page_name((unsigned)i, (unsigned)nslots, name);
+			f = os_raw_syscall(SYS_openat, dir, (long)name, O_RDONLY | O_CLOEXEC, 0, (long)mark, 0);
+			if (failed(f)) {
+				r = f;
+				goto out;
+			}
+		}
+		step = 4;
+		r = os_raw_syscall(SYS_mmap, region + (long)(i * page), (long)page,
+				   i == slot ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED | MAP_FIXED, f, 0);
+		if (i != slot)
+			(void)os_raw_syscall(SYS_close, f, 0, 0, 0, 0, 0);
+		if (r != region + (long)(i * page))
+			goto out;
+	}
 	step = 0;
 	r = region;
 out:
-	/* The descriptor goes whatever happened, unless it is the process's own. */
-	if (!keep && os_raw_syscall(SYS_close, fd, 0, 0, 0, 0, 0) != 0 && step == 0) {
+	/* The descriptors go whatever happened, unless they are the
+	 * process's own. */
+	if (!keep && (os_raw_syscall(SYS_close, fd, 0, 0, 0, 0, 0) | os_raw_syscall(SYS_close, dir, 0, 0, 0, 0, 0)) != 0 &&
+	    step == 0) {
 		step = 5;
 		r = -EBADF;
 	}

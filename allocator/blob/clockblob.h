@@ -18,9 +18,11 @@
 #define BLOB_CODE_AT 24       /* uint64: bytes of code (whole pages) = the data's offset */
 #define BLOB_SIZE_AT 32       /* uint64: bytes in all (whole pages) */
 /* The loader (jmp, 8 bytes), which diehard runs once in the stopped thread
- * with the blob mapped read and execute: blob_load(fd, nslots, slot, keep)
- * maps the data pages read-write over their part, the region (as clocks.c
- * maps it) from fd, closes fd unless keep, and ends at the trap with rax
+ * with the blob mapped read and execute: blob_load(fd, dir, nslots, slot,
+ * keep, mark) maps the data pages read-write over their part, the pages
+ * side by side (as clocks.c maps them: the slot's own from fd read-write,
+ * the others read-only from their files in dir, opened with the filter's
+ * marker), closes fd and dir unless keep, and ends at the trap with rax
  * the region's address or a negative errno, rdx the step that failed (0:
  * none). */
 #define BLOB_LOAD 40

@@ -74,6 +74,7 @@ struct ci {
 	size_t ndivs;
 	size_t more_divs;
 	struct slot_env *env; /* per slot */
+	char record_why[512]; /* why the recording could not be written */
 };
 
 static char *must_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -263,9 +264,10 @@ void ci_retire(struct sup *S, struct replica *r)
 		snprintf(p->verdict, sizeof p->verdict, "still catching up at the end");
 	else
 		snprintf(p->verdict, sizeof p->verdict, "left the vote");
-	/* A straggler under --ci is a finding: a hang one heap causes; so is
-	 * a replica over its caps (overcap.c): a runaway one heap causes. */
-	if (S->o->ci && r->killed && strncmp(r->why, "straggler", 9) == 0)
+	/* A straggler under --ci is a finding: a hang one heap causes; not
+	 * one something outside stopped (SIGSTOP). So is a replica over its
+	 * caps (overcap.c): a runaway one heap causes. */
+	if (S->o->ci && r->killed && strncmp(r->why, "straggler", 9) == 0 && r->found_stopped == NULL)
 		ci_divergence(S, (int)r->id, "time", 0, "", "");
 	if (S->o->ci && r->killed && strncmp(r->why, "over its ", 9) == 0)
 		ci_divergence(S, (int)r->id, "caps", 0, "", "");
@@ -283,8 +285,16 @@ static ProtobufCBinaryData bstr(const char *s)
 	return bin(s, strlen(s));
 }
 
-/* Builds and writes the recording; false (said) on failure. */
-static bool record(struct ci *C, const char *path, int code)
+enum recorded {
+	RECORDED,          /* written, and it replays */
+	RECORDED_PARTLY,   /* written, but the logs lost their start (said) */
+	RECORDING_FAILED,  /* not written: said, and nothing is left at path */
+};
+
+/* Builds and writes the recording to path; a failure to write it (a full
+ * disk) is said in one line and in the report, once: the run writes one
+ * recording. */
+static enum recorded record(struct ci *C, const char *path, int code)
 {
 	struct sup *S = C->S;
 	const struct options *o = S->o;
@@ -408,9 +418,13 @@ static bool record(struct ci *C, const char *path, int code)
 	rec.replicas = repp;
 	char why[512];
 	bool ok = recording_write(path, &rec, why, sizeof why);
-	if (!ok)
+	char abs[PATH_MAX];
+	const char *shown = path[0] != '/' && realpath(path, abs) != NULL ? abs : path;
+	report_recording(S->report, ok ? shown : path, ok, ok ? NULL : why);
+	if (!ok) {
 		log_warn("%s", why);
-	else if (!rec.input_complete || !rec.calls_complete)
+		snprintf(C->record_why, sizeof C->record_why, "%s", why);
+	} else if (!rec.input_complete || !rec.calls_complete)
 		log_warn("the recording %s lacks the start of the %s (--input-log, --call-log): it cannot be replayed",
 			 path, !rec.input_complete ? "input" : "clock and random answers");
 	free(argv);
@@ -423,7 +437,7 @@ static bool record(struct ci *C, const char *path, int code)
 	free(logp);
 	free(calls);
 	free(callp);
-	return ok && rec.input_complete && rec.calls_complete;
+	return !ok ? RECORDING_FAILED : rec.input_complete && rec.calls_complete ? RECORDED : RECORDED_PARTLY;
 }
 
 /* ---- the replay's verdict ---- */
@@ -498,6 +512,8 @@ int ci_finish(struct sup *S, int code)
 	if (S->o->replay != NULL)
 		return replay_verdict(C, code);
 	const struct options *o = S->o;
+	/* Said in one line either way; the program's status stays the
+	 * run's, as its output was delivered. */
 	if (!o->ci) {
 		(void)record(C, o->record_path, code);
 		return code;
@@ -543,8 +559,14 @@ int ci_finish(struct sup *S, int code)
 	if (!failed) {
 		report_attach(S->report, "ci", ci);
 		free(bad);
-		if (o->record_path)
-			(void)record(C, o->record_path, code);
+		/* A test run whose recording was asked for and could not be
+		 * written fails (a CI job must not pass with its artifact
+		 * missing), with a code of its own; diehard's own failure
+		 * (output that could not be written: 125) keeps its code. */
+		if (o->record_path && record(C, o->record_path, code) == RECORDING_FAILED && code != EXIT_INTERNAL) {
+			report_set_exit(S->report, EXIT_CI_RECORDING, C->record_why);
+			return EXIT_CI_RECORDING;
+		}
 		return code;
 	}
 	/* The recording: where --record says, else beside the test. */
@@ -553,7 +575,7 @@ int ci_finish(struct sup *S, int code)
 		snprintf(path, sizeof path, "%s", o->record_path);
 	else
 		snprintf(path, sizeof path, "diehard-ci-%d.dhr", (int)getpid());
-	bool recorded = record(C, path, code);
+	bool recorded = record(C, path, code) == RECORDED;
 	char abs[PATH_MAX];
 	if (recorded && path[0] != '/' && realpath(path, abs) != NULL)
 		snprintf(path, sizeof path, "%s", abs);

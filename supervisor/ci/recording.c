@@ -1,5 +1,15 @@
 /* recording.c — see recording.h.
  *
+ * Writing: the whole file into FILE.tmpPID beside FILE (0600), every write
+ * checked, fsync'ed, closed, then renamed over FILE. fsync because some
+ * file systems report a full disk, a quota or an I/O error only there or
+ * at close (NFS, delayed allocation), and a recording is read when a run
+ * failed, perhaps after the machine did: a name that points at an empty
+ * file would be worse than none. It costs one fsync a run that writes a
+ * recording. Any failure removes the temporary file and, since the run
+ * was to replace it, an older recording at FILE: what is left under the
+ * name is this run's recording or nothing.
+ *
  * Layout: "DHREC\0\1\n" (8 bytes), the message length (8 bytes, little
  * endian), a checksum of the message (8 bytes: SipHash-2-4 under the zero
  * key, digest.h), the packed message. The length makes truncation certain
@@ -35,6 +45,8 @@ static bool write_all(int fd, const unsigned char *p, size_t n)
 		ssize_t w = write(fd, p, n);
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w == 0)
+			errno = ENOSPC; /* nothing taken, no error: no room */
 		if (w <= 0)
 			return false;
 		p += w;
@@ -68,7 +80,7 @@ bool recording_write(const char *path, const Diehard__Recording *rec, char *why,
 	}
 	/* 0600: it holds the run's environment, which may hold secrets. */
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	bool ok = fd >= 0 && write_all(fd, buf, HEADER + len);
+	bool ok = fd >= 0 && write_all(fd, buf, HEADER + len) && fsync(fd) == 0;
 	int err = errno;
 	if (fd >= 0 && close(fd) != 0 && ok) {
 		ok = false;
@@ -82,6 +94,9 @@ bool recording_write(const char *path, const Diehard__Recording *rec, char *why,
 		snprintf(why, size, "cannot write the recording %s: %s", path, strerror(err));
 		if (fd >= 0)
 			(void)unlink(tmp);
+		struct stat st;
+		if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+			(void)unlink(path);
 	}
 	free(tmp);
 	free(buf);

@@ -13,7 +13,9 @@
 #define RECORDING_FORMAT 1
 #define RECORDING_MAX ((size_t)1 << 31) /* a protobuf message's own limit */
 
-/* Writes rec to path; false with why (one line) on failure. */
+/* Writes rec to path; false with why (one line: "cannot write the
+ * recording PATH: ERRNO") on failure, when nothing of it, nor an older
+ * recording, is left at path. */
 bool recording_write(const char *path, const Diehard__Recording *rec, char *why, size_t size);
 
 /* Reads and checks a recording; NULL with why on failure. Free with

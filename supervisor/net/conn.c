@@ -781,6 +781,17 @@ void conn_tick(struct conn *c, double t)
 	}
 }
 
+void conn_pause(struct conn *c, double gap)
+{
+	if (c->client_gone)
+		c->gone_at += gap;
+	for (unsigned j = 0; j < c->np; j++) {
+		c->p[j].last_read += gap;
+		if (c->p[j].in_since != 0)
+			c->p[j].in_since += gap;
+	}
+}
+
 /* --- opening -------------------------------------------------------------- */
 
 static void set_nodelay(int fd)
@@ -826,8 +837,10 @@ void conn_open(struct net *N, struct listener *l, int cfd)
 		if (fd < 0)
 			continue;
 		struct peer *p = &c->p[c->np++];
+		/* Its clock starts now: making its socket may have taken a
+		 * while (an init slow to answer, factory.c). */
 		*p = (struct peer){ .slot = i, .alive = true, .fd = fd, .connecting = true, .c = c,
-				    .last_read = c->opened };
+				    .last_read = now() };
 		set_nodelay(fd);
 		p->rev = event_new(S->base, fd, EV_READ | EV_PERSIST, on_peer_readable, p);
 		p->wev = event_new(S->base, fd, EV_WRITE | EV_PERSIST, on_peer_writable, p);

@@ -244,10 +244,18 @@ void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr,
 int net_connect_replica(struct net *N, unsigned i, const struct listener *l)
 {
 	struct nslot *ns = &N->slot[i];
-	if (ns->F == NULL)
+	/* An init that did not answer once (stopped by a signal from
+	 * outside, or starved) is not asked again: each request would hold
+	 * diehard's loop a second (factory.c). Its replica is killed at the
+	 * next tick. */
+	if (ns->F == NULL || ns->unanswered)
 		return -1;
 	int fd = factory_take(ns->F, l->target.ss_family);
 	if (fd < 0) {
+		/* A replica that misses connections is no longer the server
+		 * its siblings are. */
+		if (errno == ETIMEDOUT)
+			ns->unanswered = true;
 		log_event("replica %u: no socket in its namespace: %s", N->S->r[i].id, strerror(errno));
 		return -1;
 	}
@@ -514,11 +522,32 @@ void net_replica_gone(struct net *N, unsigned i)
 		listener_check_start(N, N->L[l]);
 }
 
+void net_pause(struct net *N, double gap)
+{
+	if (N == NULL)
+		return;
+	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
+		conn_pause(c, gap);
+	for (unsigned l = 0; l < N->nl; l++)
+		if (N->L[l]->fd >= 0)
+			N->L[l]->bound_at += gap;
+	for (unsigned i = 0; i < N->S->nslots; i++)
+		if (N->slot[i].rp_progress != 0)
+			N->slot[i].rp_progress += gap;
+}
+
 void net_tick(struct net *N)
 {
 	if (N == NULL)
 		return;
 	double t = sup_now();
+	/* An init that stopped answering (stopped by a signal from outside:
+	 * its program may still serve, but no connection reaches it). The
+	 * flag stays until the slot's next process (net_replica_started). */
+	for (unsigned i = 0; i < N->S->nslots; i++)
+		if (N->slot[i].present && N->slot[i].unanswered)
+			net_kill(N, i, "straggler: its init did not answer diehard's request for sockets in its network "
+				       "within 1 s");
 	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
 		conn_tick(c, t);
 	connlog_tick(N, t);

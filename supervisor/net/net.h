@@ -68,6 +68,9 @@ bool net_listens_port(const struct net *N, unsigned i, const struct sockaddr *a)
 
 /* The straggler tick (supervisor.c): connections whose replicas trail. */
 void net_tick(struct net *N);
+/* diehard did not run for gap seconds (stopped, starved: supervisor.c's
+ * tick saw the gap): the proxy's straggler clocks skip that time. */
+void net_pause(struct net *N, double gap);
 /* Stop accepting (SIGTERM: the replicas are stopping). */
 void net_stop(struct net *N);
 

@@ -49,6 +49,8 @@ struct listener {
 /* What the proxy knows of the process in a slot. */
 struct nslot {
 	bool present;            /* a process holds the slot, in the vote or catching up */
+	bool unanswered;         /* its init did not answer a request for sockets: killed
+				    at the next tick (net_tick) */
 	struct factory *F;       /* sockets in its namespace */
 	uint64_t listens;        /* bit l: it listens on listener l */
 	bool ready;              /* serves new connections (a replacement: its replay reached the log's end) */
@@ -104,6 +106,8 @@ bool net_clocks_settled(struct net *N, unsigned i);
 void conn_open(struct net *N, struct listener *l, int cfd);
 void conn_replica_gone(struct conn *c, unsigned i);
 void conn_tick(struct conn *c, double now);
+/* diehard did not run for gap seconds: c's straggler clocks skip them. */
+void conn_pause(struct conn *c, double gap);
 void conn_free(struct conn *c);
 struct conn *conn_next(const struct conn *c);
 

@@ -6,9 +6,10 @@
  * forked the program (PROG, its pid 2), so that nothing of diehard's
  * memory stays in a process the program can name. NET_FD, with a private
  * network, is its end of diehard's socket channel (factory.h); -1 when
- * there is none. GATE_FD: the pipe the program waits on before its exec
- * (closed once we are undumpable: sandbox_init_run). Static and small: its
- * exec is part of every replica's start. Signals arrive blocked. */
+ * there is none. GATE_FD: our end of the socket pair the program waits on
+ * before its exec (closed once we are undumpable: sandbox_init_run). Static
+ * and small: its exec is part of every replica's start. Signals arrive
+ * blocked. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

@@ -7,7 +7,12 @@
  * gave it) and diehard's requests on the socket channel (factory.h). Each
  * request is answered at once, in one message: the sockets made (socket(2)
  * in the init's network namespace, which is the program's) and a byte
- * saying whether all of them could be. */
+ * saying whether all of them could be.
+ *
+ * The namespaces' set-up runs in the init and, for the program's own (as
+ * root: a user and mount namespace; the network one), in the program
+ * between its fork and its exec: system calls only, formatted by hand
+ * (sandbox_enter, sandbox_program_enter, sandbox_map_program). */
 #include "sandbox.h"
 
 #include <dirent.h>
@@ -27,24 +32,55 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 unsigned long sandbox_clone_flags(bool private_net)
 {
-	unsigned long flags = CLONE_NEWPID | CLONE_NEWNS;
+	unsigned long flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC;
 	if (private_net)
 		flags |= CLONE_NEWNET;
-	if (geteuid() != 0)
-		flags |= CLONE_NEWUSER;
 	return flags;
 }
 
 const char *sandbox_describe(unsigned long flags)
 {
-	static const char *const names[] = { "pid, mount", "user, pid, mount", "pid, mount, network",
-					     "user, pid, mount, network" };
-	return names[(flags & CLONE_NEWUSER ? 1 : 0) + (flags & CLONE_NEWNET ? 2 : 0)];
+	/* One static string per combination, so that the name outlives the
+	 * flags (the report and the fatal lines keep it). */
+	static char names[32][40];
+	static const struct {
+		unsigned long flag;
+		const char *name;
+	} ns[] = { { CLONE_NEWUSER, "user" }, { CLONE_NEWPID, "pid" },     { CLONE_NEWNS, "mount" },
+		   { CLONE_NEWIPC, "ipc" },   { CLONE_NEWNET, "network" } };
+	unsigned index = 0;
+	for (unsigned i = 0; i < sizeof ns / sizeof ns[0]; i++)
+		if (flags & ns[i].flag)
+			index |= 1u << i;
+	char *out = names[index];
+	if (out[0] != '\0')
+		return out;
+	size_t len = 0;
+	for (unsigned i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+		if (!(index & (1u << i)))
+			continue;
+		len += (size_t)snprintf(out + len, sizeof names[0] - len, "%s%s", len ? ", " : "", ns[i].name);
+	}
+	return index == 0 ? "none" : out;
+}
+
+unsigned long sandbox_init_flags(unsigned long flags)
+{
+	unsigned long init = flags & (CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC);
+	if (geteuid() != 0)
+		init |= flags & CLONE_NEWUSER;
+	return init;
+}
+
+bool sandbox_program_user(unsigned long flags)
+{
+	return (flags & CLONE_NEWUSER) && geteuid() == 0;
 }
 
 /* Writes s to path (a /proc file), all of it in one write. */
@@ -103,6 +139,37 @@ static int loopback_up(void)
 	return err;
 }
 
+/* Whether path is a directory (a mount point to cover). */
+static bool is_dir(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The replica's own /dev/shm, /dev/mqueue and /dev/pts over the host's,
+ * each where the host has the directory. /dev/shm: POSIX shared memory
+ * and semaphores (shm_open, sem_open) are files there, shared with the
+ * host and every sibling until covered; a tmpfs of its own, as the host's
+ * (1777, no devices, no setuid). /dev/mqueue shows the message queues of
+ * the mounter's IPC namespace: the host's files (which open the host's
+ * queues) until covered by one of the replica's. /dev/pts: a devpts
+ * instance of its own, so that the host's terminals (the one diehard was
+ * started from among them) are not there to open by name; /dev/ptmx
+ * makes its ptys in the devpts at /dev/pts beside it, so ptys still work.
+ * 0, or an errno. */
+static int private_dev(bool ipc)
+{
+	if (is_dir("/dev/shm") && mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+		return errno;
+	if (ipc && is_dir("/dev/mqueue") &&
+	    mount("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+		return errno;
+	if (is_dir("/dev/pts") && mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+					"newinstance,ptmxmode=0666,mode=0620") != 0)
+		return errno;
+	return 0;
+}
+
 int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid)
 {
 	int err;
@@ -136,15 +203,159 @@ int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid)
 		return errno;
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		return errno;
-	/* The network namespace is made here rather than by the clone: the
-	 * costliest to create (about 0.4 ms), so diehard's launches of the
-	 * replicas do not wait for one another's. We hold CAP_NET_ADMIN over
-	 * it (as root, or as root of the user namespace that owns it). */
+	return private_dev(flags & CLONE_NEWIPC);
+}
+
+/* path bound onto itself and made read-only (no setuid, devices or
+ * programs either); where there is no such file, nothing. 0, or an errno. */
+static int readonly(const char *path)
+{
+	if (mount(path, path, NULL, MS_BIND, NULL) != 0)
+		return errno == ENOENT ? 0 : errno;
+	if (mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+		return errno;
+	return 0;
+}
+
+int sandbox_guard_kernel(void)
+{
+	/* The kernel's knobs that host root may write by file permissions
+	 * alone (owned by uid 0, which root of the program's user namespace
+	 * is): core_pattern and every other sysctl, the magic SysRq key,
+	 * interrupt affinities, /sys's attributes. Read-only here; copied into
+	 * the program's namespace, they stay so (MNT_LOCK_READONLY). */
+	static const char *const paths[] = { "/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus",
+					     "/proc/fs" };
+	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+		int err = readonly(paths[i]);
+		if (err != 0)
+			return err;
+	}
+	/* /sys and every mount under it (cgroups, debugfs, securityfs...),
+	 * in one call; before Linux 5.12, /sys itself. */
+	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC };
+	if (!is_dir("/sys") || syscall(SYS_mount_setattr, AT_FDCWD, "/sys", AT_RECURSIVE, &ro, sizeof ro) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return errno;
+	return mount(NULL, "/sys", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0 ? 0 : errno;
+}
+
+int sandbox_program_enter(unsigned long flags, unsigned long *step, int *net_fd)
+{
+	*net_fd = -1;
+	*step = CLONE_NEWUSER;
+	/* Root's user namespace, and a mount namespace in it: the mounts
+	 * copied into a namespace of a less privileged user namespace are
+	 * locked together (the kernel's MNT_LOCKED), so the init's /proc,
+	 * /dev/shm and /dev/pts cannot be unmounted to show the host's. */
+	if (sandbox_program_user(flags) && unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+		return errno;
 	if (!(flags & CLONE_NEWNET))
 		return 0;
+	/* The network namespace: made here, in the program, so that it
+	 * belongs to the program's user namespace (as root, binding port 80
+	 * needs that), and not by diehard's clone: the costliest to create
+	 * (about 0.4 ms), so diehard's launches of the replicas do not wait
+	 * for one another's. We hold CAP_NET_ADMIN over it until our exec. */
+	*step = CLONE_NEWNET;
+	int err;
 	if (unshare(CLONE_NEWNET) != 0)
 		return errno;
-	return loopback_up();
+	if ((err = loopback_up()) != 0)
+		return err;
+	*net_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	return *net_fd < 0 ? errno : 0;
+}
+
+/* Appends v and then c to buf (of cap bytes) at *o, without stdio (we
+ * are between fork and exec); false when it does not fit. */
+static bool append_number(char *buf, size_t cap, size_t *o, unsigned long v, char c)
+{
+	char digits[24];
+	int n = 0;
+	do
+		digits[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	if (*o + (size_t)n + 1 >= cap)
+		return false;
+	while (n > 0)
+		buf[(*o)++] = digits[--n];
+	buf[(*o)++] = c;
+	buf[*o] = '\0';
+	return true;
+}
+
+/* Reads /proc/self/{uid,gid}_map (kind "uid" or "gid") and writes its
+ * ranges as seen from inside ("FIRST FIRST COUNT" for each line "FIRST
+ * OUTSIDE COUNT") to /proc/PROG/{uid,gid}_map: every id we have is itself
+ * in the program's namespace (all of them, on a host). At most the
+ * kernel's 340 lines. 0, or an errno. */
+static int copy_map(pid_t prog, const char *kind)
+{
+	char path[64], in[340 * 36], out[340 * 36];
+	int fd = open(kind[0] == 'u' ? "/proc/self/uid_map" : "/proc/self/gid_map", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	size_t len = 0;
+	ssize_t n = 0;
+	while (len < sizeof in && (n = read(fd, in + len, sizeof in - len)) != 0) {
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n > 0)
+			len += (size_t)n;
+	}
+	int err = n < 0 ? errno : len == sizeof in ? E2BIG : 0;
+	close(fd);
+	if (err != 0)
+		return err;
+	/* Three decimals a line, as the kernel prints them. */
+	size_t o = 0;
+	unsigned long field[3];
+	int nf = 0;
+	bool in_num = false;
+	for (size_t i = 0; i < len; i++) {
+		char c = in[i];
+		if (c >= '0' && c <= '9') {
+			if (!in_num) {
+				if (nf == 3)
+					return EINVAL;
+				field[nf++] = 0;
+				in_num = true;
+			}
+			field[nf - 1] = field[nf - 1] * 10 + (unsigned long)(c - '0');
+			if (field[nf - 1] > 0xffffffffUL)
+				return EINVAL;
+			continue;
+		}
+		in_num = false;
+		if (c == ' ')
+			continue;
+		if (c != '\n' || nf != 3)
+			return EINVAL;
+		if (!append_number(out, sizeof out, &o, field[0], ' ') ||
+		    !append_number(out, sizeof out, &o, field[0], ' ') ||
+		    !append_number(out, sizeof out, &o, field[2], '\n'))
+			return E2BIG;
+		nf = 0;
+	}
+	if (nf != 0 || o == 0)
+		return EINVAL;
+	size_t p = 6;
+	memcpy(path, "/proc/", 6);
+	if (!append_number(path, sizeof path, &p, (unsigned long)prog, '/'))
+		return E2BIG;
+	memcpy(path + p, kind[0] == 'u' ? "uid_map" : "gid_map", sizeof "uid_map");
+	return write_file(path, out);
+}
+
+int sandbox_map_program(pid_t prog)
+{
+	/* setgroups stays allowed (the kernel's default for a map written
+	 * from outside): root's daemons drop to another user with
+	 * initgroups. */
+	int err = copy_map(prog, "uid");
+	return err != 0 ? err : copy_map(prog, "gid");
 }
 
 /* Reaps every child that has ended; true (and *st) when prog is one. */

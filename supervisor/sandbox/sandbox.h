@@ -1,21 +1,40 @@
 /* sandbox.h — each replica in namespaces of its own, so that it can reach
- * neither diehard nor its siblings.
+ * neither diehard nor its siblings, nor the terminal diehard was started
+ * from.
  *
  * A sandboxed replica is a small init of ours (pid 1 of a new pid
  * namespace, cloned from diehard) and the program under it (pid 2, the
  * same in every replica, so getpid and $$ agree). With it: a mount
  * namespace whose /proc is the new pid namespace's (siblings and diehard
- * are not there to open, trace or signal), with --net private a network
- * namespace (its own loopback, up, and nothing else: every replica binds
- * its configured port without colliding, diehard proxies clients to it,
- * net.h), and, when diehard is not root, a user namespace mapping the user
- * to itself (the kernel asks for one before an unprivileged process may
- * create the others). The file system stays shared. The init forwards the
- * signals diehard sends it (and only those: a signal from inside the
- * replica is dropped), reaps orphans, makes TCP sockets in the replica's
- * network for diehard on request (factory.h), and when the program ends it
- * hands diehard the program's wait status and exits, which kills whatever
- * the program left running. */
+ * are not there to open, trace or signal) and whose /dev/shm, /dev/mqueue
+ * and /dev/pts are its own, an IPC namespace (SysV objects and POSIX
+ * message queues are per replica), with --net private a network namespace
+ * (its own loopback, up, and nothing else: every replica binds its
+ * configured port without colliding, diehard proxies clients to it,
+ * net.h), and a user namespace. The init and the program each lead a
+ * session of their own, without a controlling terminal.
+ *
+ * Who makes which namespace:
+ * - diehard's clone of the init: pid, mount, IPC; unprivileged, a user
+ *   namespace too, mapping the user to itself (the kernel asks for one
+ *   before an unprivileged process may create the others);
+ * - the program, before its exec: as root, a user namespace of its own
+ *   (root inside is root outside, over every id the init has) and a mount
+ *   namespace in it, so that every mount it inherits, the init's /proc
+ *   first, is locked (MNT_LOCKED): it cannot be unmounted to show what is
+ *   under it. The init stays root of the host's user namespace, out of the
+ *   program's reach (it can neither trace it nor open its memory). Then,
+ *   with --net private, the network namespace (owned by the program's user
+ *   namespace, so root in it binds port 80 and configures its own
+ *   interfaces), whose descriptor it hands the init, which joins it to make
+ *   diehard's sockets there (factory.h).
+ *
+ * The file system stays shared. The init forwards the signals diehard
+ * sends it (and only those: a signal from inside the replica is dropped),
+ * reaps orphans, makes TCP sockets in the replica's network for diehard on
+ * request (factory.h), and when the program ends it hands diehard the
+ * program's wait status and exits, which kills whatever the program left
+ * running. */
 #ifndef DIEHARD_SANDBOX_H
 #define DIEHARD_SANDBOX_H
 
@@ -30,31 +49,55 @@ enum sandbox_mode {
 	SANDBOX_OFF,  /* replicas in diehard's own namespaces */
 };
 
-/* The clone flags of a sandboxed replica: a network namespace when
- * private_net (--net private), a user namespace only when we are not root
- * (as root, a user namespace would cost the program its privileges over
- * the host's files and ports). */
+/* The namespaces of a sandboxed replica, as clone flags: user, pid,
+ * mount, IPC, and network when private_net (--net private). */
 unsigned long sandbox_clone_flags(bool private_net);
 
-/* Names the namespaces in flags ("user, pid, mount, network"). */
+/* Names the namespaces in flags ("user, pid, mount, ipc, network"). */
 const char *sandbox_describe(unsigned long flags);
 
-/* In the cloned child (cloned with flags but CLONE_NEWNET), before
- * anything else: maps the user (when a user namespace was made), gives the
- * mount namespace its own /proc, makes the network namespace and brings
- * its loopback up. 0, or an errno. Async-signal-safe. */
-int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid);
+/* The flags of diehard's clone of the init, out of a replica's: pid,
+ * mount, IPC, and the user namespace when we are not root. */
+unsigned long sandbox_init_flags(unsigned long flags);
+
+/* Whether the program makes a user namespace of its own (as root: see
+ * above). */
+bool sandbox_program_user(unsigned long flags);
+
+/* In the cloned init (cloned with sandbox_init_flags), before anything
+ * else: maps the user (when a user namespace was made) and gives the
+ * mount namespace its own /proc, /dev/shm, /dev/mqueue and /dev/pts. 0, or
+ * an errno. Async-signal-safe. */
+int sandbox_enter(unsigned long init_flags, uid_t uid, gid_t gid);
+
+/* In the init, after sandbox_enter, when the program makes its user
+ * namespace (root): the kernel's settings that uid 0 may write by file
+ * permissions alone, so root of that namespace too (/proc/sys and its
+ * like, /sys) made read-only. 0, or an errno. */
+int sandbox_guard_kernel(void);
+
+/* In the program, forked by the init, before anything else: its own user
+ * and mount namespaces (CLONE_NEWUSER in *step, when
+ * sandbox_program_user), then with CLONE_NEWNET in flags its network
+ * namespace with its loopback up (CLONE_NEWNET in *step). *net_fd gets a
+ * descriptor of that namespace (close-on-exec) for the init, or -1. 0, or
+ * the errno of the step left in *step. */
+int sandbox_program_enter(unsigned long flags, unsigned long *step, int *net_fd);
+
+/* In the init, once the program has made its user namespace: maps it,
+ * every id the init's own user namespace has to itself. 0, or an errno. */
+int sandbox_map_program(pid_t prog);
 
 /* The most sockets one request on the socket channel may ask for
  * (factory.h's protocol). */
 #define SANDBOX_SOCKETS_MAX 64
 
 /* The init's life once the program (prog, its pid 2) is forked: makes
- * itself undumpable, then closes gate_fd (-1: none), the end of a pipe the
- * program reads to its end before it execs (spawn.c), so that the program
- * cannot open the init's memory while it is still dumpable (just after
- * the exec of diehard-init); forwards
- * signals from outside to the program's process group, reaps, answers
+ * itself undumpable, then closes gate_fd (-1: none), its end of a socket
+ * pair the program reads to its end before it execs (spawn.c), so that the
+ * program cannot open the init's memory while it is still dumpable (just
+ * after the exec of diehard-init); forwards signals from outside to the
+ * program's process group (its session's: it leads both), reaps, answers
  * diehard's requests for sockets on net_fd (factory.h; -1: no channel),
  * and writes the program's wait status to status_fd when it ends. The
  * channel's end or failure only stops the answers. Never returns. */

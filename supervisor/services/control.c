@@ -6,16 +6,28 @@
  * per connection. Clients are never freed inside a callback that may be
  * running for them (the log hook can fire from anywhere, a client's own
  * callbacks included): a finished client is marked and freed by the reap
- * event on the next turn of the loop. */
+ * event on the next turn of the loop.
+ *
+ * Only processes outside the replicas are served (peer.h judges each
+ * connection by the kernel's pidfd of its peer): a replica that read the
+ * others' seeds could rebuild their heaps' layout, and their host pids are
+ * none of its business. diehard becomes a child subreaper here, so that an
+ * orphan of a replica without namespaces stays diehard's descendant and is
+ * refused too. Refusals of replicas are counted (the report's
+ * control_refused) and said at most once a second: a replica connecting
+ * in a loop must not push the real events out of the history. */
 #include "control.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <inttypes.h>
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -24,8 +36,10 @@
 
 #include "exitcode.h"
 #include "log.h"
+#include "peer.h"
 #include "status.h"
 #include "sup.h"
+#include "svcenv.h"
 #include "wire.h"
 
 #define MAX_CLIENTS 32
@@ -64,6 +78,9 @@ struct control {
 	unsigned nclients;
 	struct entry ring[RING_EVENTS];
 	uint64_t nevents;
+	uint64_t refused;        /* connections of the replicas' processes refused */
+	uint64_t refused_unsaid; /* of those, not in an event yet */
+	double refused_said;     /* when the last such event was */
 };
 
 /* The socket file, for the exit handler: removed only by the process that
@@ -163,6 +180,8 @@ void control_listen(const char *path)
 		fatal(EXIT_INTERNAL, "cannot make the control socket %s private: %s", path, strerror(errno));
 	if (listen(s, 16) != 0)
 		fatal(EXIT_INTERNAL, "cannot listen on the control socket %s: %s", path, strerror(errno));
+	/* Nothing in the replicas' environment leads here. */
+	svcenv_hide_runtime_dir(path);
 }
 
 static void doom(struct client *cl)
@@ -362,11 +381,13 @@ static void on_bev_event(struct bufferevent *bev, short what, void *arg)
 }
 
 /* An error sent straight to a connection that gets no client state (a
- * stranger, one too many), best effort: the socket buffer of a new
- * connection takes a short frame at once, or the client sees it closed. */
-static void refuse_fd(int s, const char *why)
+ * stranger, one too many, a replica), best effort: the socket buffer of a
+ * new connection takes a short frame at once, or the client sees it
+ * closed. said: the refusal is an event already. */
+static void refuse_fd(int s, const char *why, bool said)
 {
-	log_event("control: refused a connection: %s", why);
+	if (!said)
+		log_event("control: refused a connection: %s", why);
 	Diehard__ControlError e = DIEHARD__CONTROL_ERROR__INIT;
 	e.message = (char *)why;
 	Diehard__ControlResponse m = DIEHARD__CONTROL_RESPONSE__INIT;
@@ -375,10 +396,58 @@ static void refuse_fd(int s, const char *why)
 	m.error = &e;
 	size_t n;
 	uint8_t *buf = wire_pack(&m.base, &n);
-	if (buf != NULL && send(s, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+	if (buf != NULL && send(s, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && !said)
 		log_event("control: cannot send the refusal: %s", strerror(errno));
 	free(buf);
 	close(s);
+}
+
+/* Says the refusals of the replicas' processes, at most once a second
+ * (now: always, what is left unsaid). */
+static void say_refused(struct control *c, const struct peer *v, pid_t pid, bool now)
+{
+	double t = sup_now();
+	if (c->refused_unsaid == 0 || (!now && c->refused_said > 0 && t - c->refused_said < 1.0))
+		return;
+	if (v == NULL) {
+		log_event("control: %" PRIu64 " more connections from the replicas' processes refused (%" PRIu64 " in all)",
+			  c->refused_unsaid, c->refused);
+		c->refused_unsaid = 0;
+		return;
+	}
+	char who[192];
+	if (v->kind == PEER_REPLICA && v->slot >= 0)
+		snprintf(who, sizeof who, "replica %u's process (pid %d)", c->S->r[v->slot].id, (int)pid);
+	else if (v->kind == PEER_REPLICA)
+		snprintf(who, sizeof who, "a process diehard started or adopted (pid %d)", (int)pid);
+	else
+		snprintf(who, sizeof who, "pid %d, which cannot be told (%s)", (int)pid, v->why);
+	if (c->refused_unsaid > 1)
+		log_event("control: refused %" PRIu64 " connections from the replicas' processes (%" PRIu64
+			  " in all), the last from %s",
+			  c->refused_unsaid, c->refused, who);
+	else
+		log_event("control: refused a connection from %s: the replicas may not use the control socket", who);
+	c->refused_unsaid = 0;
+	c->refused_said = t;
+}
+
+/* Refuses a connection from a replica's process, or from one that cannot
+ * be told apart from them. What it is told names no pid or replica. */
+static void refuse_replica(struct control *c, int s, const struct peer *v, pid_t pid)
+{
+	c->refused++;
+	c->refused_unsaid++;
+	report_attach(c->S->report, "control_refused", json_integer((json_int_t)c->refused));
+	say_refused(c, v, pid, false);
+	char why[224];
+	if (v->kind == PEER_REPLICA)
+		snprintf(why, sizeof why, "%s",
+			 "permission denied: the replicas' processes (and what they start) may not use the control socket");
+	else
+		snprintf(why, sizeof why, "permission denied: cannot tell whether this process is outside the replicas (%s)",
+			 v->why);
+	refuse_fd(s, why, true);
 }
 
 static void client_new(struct control *c, int s)
@@ -394,12 +463,21 @@ static void client_new(struct control *c, int s)
 	if (cred.uid != 0 && cred.uid != geteuid()) {
 		snprintf(why, sizeof why, "permission denied: uid %u is neither diehard's (%u) nor root",
 			 (unsigned)cred.uid, (unsigned)geteuid());
-		refuse_fd(s, why);
+		refuse_fd(s, why, false);
+		return;
+	}
+	pid_t pid;
+	int pidfd = peer_of_socket(s, &pid);
+	struct peer v = peer_judge(c->S, pidfd, pid, true);
+	if (pidfd >= 0)
+		close(pidfd);
+	if (v.kind != PEER_OUTSIDE) {
+		refuse_replica(c, s, &v, pid);
 		return;
 	}
 	if (c->nclients >= MAX_CLIENTS) {
 		snprintf(why, sizeof why, "too many clients (%d at once)", MAX_CLIENTS);
-		refuse_fd(s, why);
+		refuse_fd(s, why, false);
 		return;
 	}
 	struct client *cl = calloc(1, sizeof *cl);
@@ -504,6 +582,13 @@ struct control *control_open(struct sup *S)
 	c->reap_ev = event_new(S->base, -1, 0, on_reap, c);
 	if (c->accept_ev == NULL || c->resume_ev == NULL || c->reap_ev == NULL || event_add(c->accept_ev, NULL) != 0)
 		fatal(EXIT_INTERNAL, "cannot watch the control socket");
+	/* Before the first replica: orphans of replicas without namespaces
+	 * are then adopted by diehard, not by the system's init, and stay
+	 * recognizably the replicas' (peer.h); replica.c reaps them with
+	 * its other children. */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
+		fatal(EXIT_INTERNAL, "prctl(PR_SET_CHILD_SUBREAPER): %s", strerror(errno));
+	report_attach(S->report, "control_refused", json_integer(0));
 	log_set_hook(on_log, c);
 	return c;
 }
@@ -512,6 +597,7 @@ void control_close(struct control *c)
 {
 	if (c == NULL)
 		return;
+	say_refused(c, NULL, 0, true);
 	log_set_hook(NULL, NULL);
 	/* The loop has stopped: one non-blocking write each of what is left
 	 * (the end of a follower's stream), never a wait for a slow reader. */

@@ -7,13 +7,29 @@
  * may send to them), made when the first is, and removed when the run
  * ends, also by a fatal() exit (atexit), by the process that made it
  * only. Each socket is unlinked when its process leaves, and none is
- * reused: a new process in a slot gets a new name. */
+ * reused: a new process in a slot gets a new name. The directory is under
+ * $TMPDIR or /tmp, else a RUNTIME_DIRECTORY entry, never the one that holds
+ * the control socket (svcenv.h): a replica's NOTIFY_SOCKET must not lead
+ * there.
+ *
+ * Every socket and directory is diehard's user's, as the replicas are, so
+ * any replica can send to any socket (a sibling's too): what makes a
+ * message count is its sender, which the kernel names with a pidfd
+ * (SO_PASSPIDFD: taken when it sent, so it names that process even if the
+ * number has gone to another since), judged at once as we read it
+ * (peer.h): a process of this socket's replica, alive or not yet reaped;
+ * or that replica's first process (the program, sandboxed), whose pidfd
+ * diehard holds from its start, even once reaped (the same process:
+ * pidfs gives each one an inode of its own). Anything else (a sibling, a
+ * sender already reaped, one that cannot be told) is dropped and counted
+ * (the report's notify_dropped; an event at most once a second). */
 #include "notify.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,7 +42,7 @@
 
 #include "exitcode.h"
 #include "log.h"
-#include "sandbox.h"
+#include "peer.h"
 #include "sdnotify.h"
 #include "sup.h"
 #include "svcenv.h"
@@ -45,8 +61,9 @@ struct nslot {
 	struct event *ev;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* its file; "": none */
 	bool running;           /* started and not gone */
-	bool sandboxed;         /* its pid namespace is known: */
-	struct stat pidns;      /* that namespace (sandbox_pidns) */
+	pid_t main_pid;         /* its first process (sandboxed: the program) */
+	int main_pidfd;         /* and a pidfd of it, held while the slot's socket
+				   is open (-1: none) */
 	enum nstate state;
 	bool reload_seen;       /* said RELOADING=1 since diehard last told READY=1 */
 	char status[STATUS_MAX];
@@ -66,6 +83,10 @@ struct notify {
 	char listen_fds[32];
 	char *listen_names;
 	unsigned next_sock;     /* the next socket's number in the directory */
+	bool no_pidfd;          /* the kernel passes no senders' pidfds: pids */
+	uint64_t dropped;       /* messages dropped for their sender */
+	uint64_t dropped_unsaid; /* of those, not in an event yet */
+	double dropped_said;    /* when the last such event was */
 };
 
 /* The sockets' directory (one per process: there is one run). */
@@ -95,25 +116,33 @@ static void dir_remove(void)
 	D.path[0] = '\0';
 }
 
-/* The first absolute directory of $RUNTIME_DIRECTORY (systemd's, a list
- * separated by ':'), $TMPDIR and /tmp short enough for a socket's
- * address below it. */
-static void dir_base(const char **base, int *len)
+/* Makes the directory in one of $TMPDIR, /tmp and the RUNTIME_DIRECTORY
+ * entries left (svcenv.h: none of them holds the control socket), the
+ * first where a socket's address fits and mkdtemp works. */
+static void dir_make(void)
 {
 	static const char tail[] = "/diehard-notify-XXXXXX/4294967295.sock";
-	const char *c[2] = { getenv("RUNTIME_DIRECTORY"), getenv("TMPDIR") };
-	for (int i = 0; i < 2; i++) {
-		if (c[i] == NULL || c[i][0] != '/')
-			continue;
-		size_t n = i == 0 ? strcspn(c[i], ":") : strlen(c[i]);
-		if (n + sizeof tail <= sizeof D.path) {
-			*base = c[i];
-			*len = (int)n;
-			return;
+	const char *tmp = getenv("TMPDIR"), *rt = getenv("RUNTIME_DIRECTORY");
+	char tried[256] = "";
+	size_t t = 0;
+	for (int i = 0; i < 3; i++) {
+		const char *c = i == 0 ? tmp : i == 1 ? "/tmp" : rt;
+		while (c != NULL && c[0] != '\0') {
+			size_t n = i == 2 ? strcspn(c, ":") : strlen(c);
+			if (c[0] == '/' && n + sizeof tail <= sizeof D.path) {
+				snprintf(D.path, sizeof D.path, "%.*s/diehard-notify-XXXXXX", (int)n, c);
+				if (mkdtemp(D.path) != NULL)
+					return;
+				if (t < sizeof tried)
+					t += (size_t)snprintf(tried + t, sizeof tried - t, "%s%.*s: %s", t ? ", " : "", (int)n,
+							      c, strerror(errno));
+			}
+			c = i == 2 && c[n] == ':' ? c + n + 1 : NULL;
 		}
 	}
-	*base = "/tmp";
-	*len = 4;
+	D.path[0] = '\0';
+	fatal(EXIT_INTERNAL, "cannot make a directory for the replicas' notify sockets (%s): set TMPDIR to a writable "
+			     "directory (PrivateTmp=yes under systemd)", t ? tried : "no directory to try");
 }
 
 /* The directory, made now if need be. */
@@ -121,16 +150,7 @@ static const char *dir_get(void)
 {
 	if (D.path[0] != '\0')
 		return D.path;
-	const char *base;
-	int len;
-	dir_base(&base, &len);
-	snprintf(D.path, sizeof D.path, "%.*s/diehard-notify-XXXXXX", len, base);
-	if (mkdtemp(D.path) == NULL) {
-		int err = errno;
-		D.path[0] = '\0';
-		fatal(EXIT_INTERNAL, "cannot make a directory for the replicas' notify sockets in %.*s: %s", len, base,
-		      strerror(err));
-	}
+	dir_make();
 	D.owner = getpid();
 	if (!D.atexit && atexit(dir_remove) != 0) {
 		dir_remove();
@@ -151,7 +171,9 @@ struct notify *notify_new(struct sup *S)
 	n->S = S;
 	n->e = svcenv_get();
 	for (unsigned i = 0; i < S->nslots; i++)
-		n->slot[i] = (struct nslot){ .n = n, .index = i, .fd = -1 };
+		n->slot[i] = (struct nslot){ .n = n, .index = i, .fd = -1, .main_pidfd = -1 };
+	if (n->e->notify)
+		report_attach(S->report, "notify_dropped", json_integer(0));
 	if (n->e->listen_fds > 0) {
 		snprintf(n->listen_fds, sizeof n->listen_fds, "LISTEN_FDS=%u", n->e->listen_fds);
 		if (n->e->listen_names != NULL && asprintf(&n->listen_names, "LISTEN_FDNAMES=%s", n->e->listen_names) < 0)
@@ -181,6 +203,10 @@ static void slot_close(struct nslot *ns)
 		log_warn("cannot remove a replica's notify socket %s: %s", ns->path, strerror(errno));
 	ns->path[0] = '\0';
 	ns->running = false;
+	if (ns->main_pidfd >= 0)
+		close(ns->main_pidfd);
+	ns->main_pidfd = -1;
+	ns->main_pid = 0;
 }
 
 /* A datagram socket bound to a new name in the directory, reading the
@@ -199,6 +225,12 @@ static void slot_open(struct notify *n, struct nslot *ns)
 	if (setsockopt(ns->fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0 ||
 	    bind(ns->fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)len + 1)) != 0)
 		fatal(EXIT_INTERNAL, "cannot bind a replica's notify socket %s: %s", a.sun_path, strerror(errno));
+	if (!n->no_pidfd && !peer_pass_pidfd(ns->fd)) {
+		n->no_pidfd = true;
+		log_event("notify: no senders' pidfds from this kernel (SO_PASSPIDFD: %s; Linux 6.5): senders are "
+			  "judged by pid, which a sender that exits may free for another process before it is read",
+			  strerror(errno));
+	}
 	memcpy(ns->path, a.sun_path, (size_t)len + 1);
 	ns->ev = event_new(n->S->base, ns->fd, EV_READ | EV_PERSIST, on_message, ns);
 	if (ns->ev == NULL || event_add(ns->ev, NULL) != 0)
@@ -254,14 +286,21 @@ char *const *notify_replica_env(struct notify *n, unsigned slot)
 	return ns->env;
 }
 
-void notify_replica_started(struct notify *n, unsigned slot)
+void notify_replica_started(struct notify *n, unsigned slot, int program_pidfd)
 {
 	struct nslot *ns = &n->slot[slot];
 	struct replica *r = &n->S->r[slot];
 	ns->running = true;
 	ns->wd_last = sup_now();
-	/* Sandboxed: its init is pid 1 of the replica's namespace. */
-	ns->sandboxed = r->status_fd >= 0 && sandbox_pidns(r->pid, &ns->pidns);
+	if (ns->main_pidfd >= 0)
+		close(ns->main_pidfd);
+	/* Sandboxed, the program's pidfd came from the program itself
+	 * (spawn.c); else, by number, checked to be the init's child (a
+	 * residual race on kernels without SO_PASSPIDFD). Without namespaces
+	 * the program is our own child, not reaped yet: its number is its. */
+	ns->main_pid = r->program_pid > 0 ? r->program_pid : r->pid;
+	ns->main_pidfd = program_pidfd >= 0 ? program_pidfd
+			 : peer_pidfd_child(ns->main_pid, r->program_pid > 0 ? r->pid : getpid());
 }
 
 void notify_replica_gone(struct notify *n, unsigned slot)
@@ -278,51 +317,55 @@ void notify_replica_gone(struct notify *n, unsigned slot)
 }
 
 
-/* Whether pid has left already (reaped): nothing of it is left to check. */
-static bool sender_gone(pid_t pid)
+/* Whether the message's sender (pidfd from SCM_PIDFD: -1 none, -2 one the
+ * kernel could not make; pid from SCM_CREDENTIALS) is a process of slot
+ * ns's replica now; why says what it is when not. */
+static bool sender_ok(struct notify *n, struct nslot *ns, int pidfd, pid_t pid, char *why, size_t size)
 {
-	char path[32];
-	struct stat st;
-	snprintf(path, sizeof path, "/proc/%d", (int)pid);
-	return stat(path, &st) != 0 && errno == ENOENT;
+	/* The replica's first process, reaped or not: a program that says
+	 * READY=1 and exits at once keeps its word. */
+	if (pidfd >= 0 ? peer_same_process(pidfd, ns->main_pidfd)
+		       : pid > 0 && pid == ns->main_pid && (pidfd == -2 || n->no_pidfd))
+		return true;
+	struct peer v = peer_judge(n->S, n->no_pidfd ? -1 : pidfd >= 0 ? pidfd : -2, pid, false);
+	if (v.kind == PEER_REPLICA && v.slot == (int)ns->index)
+		return true;
+	if (v.kind == PEER_REPLICA && v.slot >= 0)
+		snprintf(why, size, "is replica %u's", n->S->r[v.slot].id);
+	else if (v.kind == PEER_REPLICA)
+		snprintf(why, size, "was started or adopted by diehard, no replica can be told for it");
+	else if (v.kind == PEER_OUTSIDE)
+		snprintf(why, size, "is no replica's");
+	else
+		snprintf(why, size, "cannot be told: %s", v.why);
+	return false;
 }
 
-/* Whether pid is a process of slot ns's replica (see notify.h). A sender
- * already gone when its message is read counts: the socket's name is in
- * that replica's environment alone, in a directory of diehard's user, and
- * a program that says READY=1 and soon exits (its init reaps it at once)
- * must not lose its word to the race. One alive elsewhere never counts. */
-static bool sender_ok(struct notify *n, struct nslot *ns, pid_t pid)
+/* A message dropped for its sender: counted, said at most once a second
+ * (a replica that sends in a loop must not flood -v or the control
+ * socket's history); now: what is left unsaid. */
+static void dropped(struct notify *n, const struct replica *r, pid_t pid, const char *why, bool now)
 {
-	const struct replica *r = &n->S->r[ns->index];
-	char path[64];
-	if (pid <= 0)
-		return false;
-	if (ns->sandboxed)
-		return sandbox_in_pidns(pid, &ns->pidns) || sender_gone(pid);
-	/* Not sandboxed: the replica itself, or a process of its group, or one
-	 * it started (its parent chain leads to it). */
-	if (pid == r->pid || getpgid(pid) == r->pid)
-		return true;
-	for (int depth = 0; depth < 64 && pid > 1; depth++) {
-		snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-		FILE *f = fopen(path, "re");
-		if (f == NULL)
-			return depth == 0 && errno == ENOENT;
-		char buf[512];
-		size_t got = fread(buf, 1, sizeof buf - 1, f);
-		fclose(f);
-		buf[got] = '\0';
-		/* pid (comm) state ppid: comm may hold anything, the last ')' ends it. */
-		char *close_paren = strrchr(buf, ')');
-		int ppid;
-		if (close_paren == NULL || sscanf(close_paren + 1, " %*c %d", &ppid) != 1)
-			return false;
-		if (ppid == r->pid)
-			return true;
-		pid = ppid;
+	if (r != NULL) {
+		n->dropped++;
+		n->dropped_unsaid++;
+		report_attach(n->S->report, "notify_dropped", json_integer((json_int_t)n->dropped));
 	}
-	return false;
+	double t = sup_now();
+	if (n->dropped_unsaid == 0 || (!now && n->dropped_said > 0 && t - n->dropped_said < 1.0))
+		return;
+	if (r == NULL)
+		log_event("notify_dropped: %" PRIu64 " more notify messages dropped for their senders (%" PRIu64 " in all)",
+			  n->dropped_unsaid, n->dropped);
+	else if (n->dropped_unsaid > 1)
+		log_event("notify_dropped: %" PRIu64 " notify messages dropped for their senders (%" PRIu64 " in all), "
+			  "the last to replica %u's socket from pid %d, which %s",
+			  n->dropped_unsaid, n->dropped, r->id, (int)pid, why);
+	else
+		log_event("notify_dropped: a message to replica %u's notify socket from pid %d dropped: the sender %s",
+			  r->id, (int)pid, why);
+	n->dropped_unsaid = 0;
+	n->dropped_said = t;
 }
 
 /* One line KEY=VALUE of a replica's message. */
@@ -382,7 +425,7 @@ static void slot_read(struct notify *n, struct nslot *ns)
 		char buf[MSG_MAX];
 		union {
 			struct cmsghdr h;
-			char b[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(FDS_MAX * sizeof(int))];
+			char b[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int)) + CMSG_SPACE(FDS_MAX * sizeof(int))];
 		} ctl;
 		struct iovec iov = { buf, sizeof buf };
 		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
@@ -394,7 +437,7 @@ static void slot_read(struct notify *n, struct nslot *ns)
 			break;
 		}
 		pid_t sender = 0;
-		int fds[FDS_MAX];
+		int fds[FDS_MAX], pidfd = -1;
 		size_t nfds = 0;
 		for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
 			if (c->cmsg_level != SOL_SOCKET)
@@ -403,6 +446,12 @@ static void slot_read(struct notify *n, struct nslot *ns)
 				struct ucred cred;
 				memcpy(&cred, CMSG_DATA(c), sizeof cred);
 				sender = cred.pid;
+			} else if (c->cmsg_type == PEER_SCM_PIDFD && c->cmsg_len >= CMSG_LEN(sizeof(int)) && pidfd == -1) {
+				/* A negative one is the kernel's errno: no pidfd
+				 * could be made (its sender is gone). */
+				memcpy(&pidfd, CMSG_DATA(c), sizeof pidfd);
+				if (pidfd < 0)
+					pidfd = -2;
 			} else if (c->cmsg_type == SCM_RIGHTS) {
 				size_t m = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 				for (size_t i = 0; i < m && nfds < FDS_MAX; i++)
@@ -410,10 +459,13 @@ static void slot_read(struct notify *n, struct nslot *ns)
 			}
 		}
 		const struct replica *r = &n->S->r[ns->index];
+		char why[128];
+		if (!n->no_pidfd && pidfd == -1)
+			pidfd = -2; /* asked for, not given: no pidfd could be made */
 		if (!ns->running || !(r->live || r->joining)) {
 			/* Left the vote: its words no longer count. */
-		} else if (!sender_ok(n, ns, sender)) {
-			log_event("notify message from pid %d dropped: not a process of replica %u", (int)sender, r->id);
+		} else if (!sender_ok(n, ns, pidfd, sender, why, sizeof why)) {
+			dropped(n, r, sender, why, false);
 		} else {
 			size_t len = (size_t)got < sizeof buf ? (size_t)got : sizeof buf;
 			size_t at = 0;
@@ -427,6 +479,8 @@ static void slot_read(struct notify *n, struct nslot *ns)
 		/* Every message handled before it: a BARRIER=1's fd closes now. */
 		for (size_t i = 0; i < nfds; i++)
 			close(fds[i]);
+		if (pidfd >= 0)
+			close(pidfd);
 	}
 }
 
@@ -579,6 +633,7 @@ void notify_finish(struct notify *n)
 		log_warn("the service manager was never told READY=1: %u of the %u live replicas said it, a majority "
 			 "was needed", count_state(n, N_READY), sup_live_count(n->S));
 	notify_stopping(n);
+	dropped(n, NULL, 0, NULL, true);
 	for (unsigned i = 0; i < n->S->nslots; i++)
 		slot_close(&n->slot[i]);
 	dir_remove();

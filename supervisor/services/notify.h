@@ -15,10 +15,13 @@
  *   WATCHDOG=1   every half interval while a quorum of replicas is healthy.
  * A replica's MAINPID= is dropped (the main pid is diehard), fds it sends
  * (a BARRIER=1's, FDSTORE=1's) are closed once its message is handled.
- * Messages are taken only from the replica's own processes: the kernel's
- * credentials name the sender, checked against the replica's pid namespace
- * (sandboxed) or its process tree. A sender gone before it could be checked
- * is dropped, as systemd drops what it cannot attribute.
+ * Messages are taken only from the replica's own processes: the kernel
+ * names the sender with a pidfd (SCM_PIDFD), judged as the message is read
+ * (peer.h: the replica's pid namespace, or its process tree), or the
+ * replica's first process, whose pidfd diehard holds (so its last words
+ * count even once it is reaped). A sender that is none of these (a
+ * sibling, one reaped before it was read) is dropped and counted (the
+ * report's notify_dropped), as systemd drops what it cannot attribute.
  *
  * With WATCHDOG_USEC for diehard, each replica gets the same interval
  * (WATCHDOG_PID its own pid): one that does not ping within it is killed
@@ -39,8 +42,10 @@ struct notify *notify_new(struct sup *S);
 /* The variables (NAME=value, NULL-terminated; owned by n) for the process
  * about to start in slot i; its notify socket is made here. */
 char *const *notify_replica_env(struct notify *n, unsigned slot);
-/* The process in slot i runs (its pids are known): its messages count. */
-void notify_replica_started(struct notify *n, unsigned slot);
+/* The process in slot i runs (its pids are known): its messages count.
+ * program_pidfd: sandboxed, a pidfd of its program (spawn.h), owned by n
+ * from now on; -1: none. */
+void notify_replica_started(struct notify *n, unsigned slot, int program_pidfd);
 /* It left the vote (killed) or exited: its socket is closed. */
 void notify_replica_gone(struct notify *n, unsigned slot);
 /* Every tick: replicas' watchdogs, and what the manager should know now. */

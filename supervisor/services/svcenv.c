@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,4 +112,62 @@ void svcenv_capture(void)
 		if (unsetenv(ours[i]) != 0)
 			fatal(EXIT_INTERNAL, "unsetenv: %s", strerror(errno));
 	log_set_journal(env.journal);
+}
+
+/* Whether the directory dir (a path, made real when it can be) holds the
+ * file at target (a real path). */
+static bool holds(const char *dir, size_t len, const char *target)
+{
+	char d[PATH_MAX];
+	if (len == 0 || len >= sizeof d)
+		return false;
+	memcpy(d, dir, len);
+	d[len] = '\0';
+	char *real = realpath(d, NULL);
+	const char *p = real != NULL ? real : d;
+	size_t n = strlen(p);
+	while (n > 1 && p[n - 1] == '/')
+		n--;
+	bool in = strncmp(target, p, n) == 0 && (target[n] == '/' || (n == 1 && p[0] == '/'));
+	free(real);
+	return in;
+}
+
+void svcenv_hide_runtime_dir(const char *path)
+{
+	const char *v = getenv("RUNTIME_DIRECTORY");
+	if (v == NULL || path == NULL)
+		return;
+	char *target = realpath(path, NULL);
+	size_t n = strlen(v);
+	char *kept = malloc(n + 1), *hidden = malloc(n + 1);
+	if (target == NULL || kept == NULL || hidden == NULL) {
+		/* The socket was made a moment ago: only memory can fail here,
+		 * and a guess would be worse than stopping. */
+		fatal(EXIT_INTERNAL, "cannot resolve the control socket's path %s: %s", path, strerror(errno));
+	}
+	size_t k = 0, h = 0;
+	for (const char *e = v;;) {
+		size_t len = strcspn(e, ":");
+		bool in = holds(e, len, target);
+		char *to = in ? hidden : kept;
+		size_t *at = in ? &h : &k;
+		if (*at > 0)
+			to[(*at)++] = ':';
+		memcpy(to + *at, e, len);
+		*at += len;
+		if (e[len] == '\0')
+			break;
+		e += len + 1;
+	}
+	kept[k] = hidden[h] = '\0';
+	if (h > 0) {
+		if ((k > 0 ? setenv("RUNTIME_DIRECTORY", kept, 1) : unsetenv("RUNTIME_DIRECTORY")) != 0)
+			fatal(EXIT_INTERNAL, "setenv: %s", strerror(errno));
+		log_event("the replicas' RUNTIME_DIRECTORY leaves out %s, where the control socket is%s%s", hidden,
+			  k > 0 ? ": they get " : " (they get none)", k > 0 ? kept : "");
+	}
+	free(target);
+	free(kept);
+	free(hidden);
 }

@@ -32,4 +32,13 @@ struct svcenv {
 void svcenv_capture(void);
 const struct svcenv *svcenv_get(void);
 
+/* RUNTIME_DIRECTORY (systemd's, a list separated by ':') stays in our
+ * environment for the replicas, who may keep their own files there, but
+ * without the entries that hold path, the control socket (control.c): the
+ * replicas must not be told where it is. By default that is the first
+ * entry (control.h); with `RuntimeDirectory=app-diehard app` the program
+ * sees RUNTIME_DIRECTORY=/run/app. Entries are compared as real paths
+ * (symbolic links resolved where they exist). */
+void svcenv_hide_runtime_dir(const char *path);
+
 #endif

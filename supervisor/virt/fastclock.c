@@ -1,14 +1,18 @@
 /* fastclock.c — see fastclock.h.
  *
- * The region: the claims, then a page per replica slot, then diehard's
- * page (clockpage.h). Diehard maps it all read-write; a replica maps it
- * read-only and its own page and the claims read-write over that.
+ * The region: a page per replica slot, then diehard's page (clockpage.h),
+ * each a file of its own (clockfs.h). Diehard maps them all read-write,
+ * side by side; a replica maps its own read-write and the others
+ * read-only, and cannot map them otherwise.
  *
- * Threat model (docs/NONDETERMINISM.md): a replica with a memory error may
- * write anything into what it can write: its own page and the claims. The
- * protocol makes any such damage a fallback for the readers (keyed
- * checksums, bounded waits), never a crash or a hang, and diehard never
- * trusts a page for more than where its entries are: each harvested entry
+ * Threat model (docs/NONDETERMINISM.md, docs/SANDBOX.md): a replica with a
+ * memory error, or a hostile one, may write anything into what it can
+ * write: its own page. The protocol makes any such damage a fallback for
+ * the readers (keyed checksums, bounded waits), never a crash, a hang or a
+ * disagreement among the others, and diehard never trusts a page for more
+ * than where its entries are, and no value read from a page makes its
+ * loops run longer than the slots and the entries asked for (a read index
+ * far past the log is not settled, fastclock_too_far): each harvested entry
  * must lie between the clock's value at the start of the run and its value
  * now (one second of slack for a wall clock stepped back), and a
  * gettimeofday entry must carry the kernel's timezone. An entry outside
@@ -19,6 +23,7 @@
  * far ahead of the log (a damaged count) is not settled: the slot is
  * turned to the notify path (fastclock_index says so). */
 #include "fastclock.h"
+#include "clockfs.h"
 #include "vdso.h"
 
 #include <errno.h>
@@ -47,9 +52,14 @@
  * back meanwhile) before it counts as forged. */
 #define SLACK_NS 1000000000LL
 
+/* A slot whose proposals diehard found standing unpublished this many
+ * times in a row, with no entry of its harvested in between, stalls the
+ * others on purpose or by damage: an honest proposal is published within
+ * its real clock read (clockpage.h). */
+#define STALLS 256
+
 struct fastclock {
-	int fd;
-	int *slot_fd;  /* per slot: the region opened again, its offset the slot */
+	struct clockfs fs; /* the pages' files */
 	char *base;
 	size_t len;
 	struct cp_view view;
@@ -141,51 +151,34 @@ struct fastclock *fastclock_new(unsigned nslots, const uint64_t images_key[2])
 	F->images_key[0] = images_key[0];
 	F->images_key[1] = images_key[1];
 	F->mark_exec = secrets[4] | 1ull << 63;
-	size_t claims = cp_claims_size(), page = cp_page_size();
-	F->len = claims + (size_t)(nslots + 1) * page;
-	F->fd = memfd_create("diehard-clocks", MFD_CLOEXEC);
-	if (F->fd < 0 || ftruncate(F->fd, (off_t)F->len) != 0) {
-		log_event("fast clock reads: cannot make the shared log (%s): every read is notified", strerror(errno));
-		if (F->fd >= 0)
-			close(F->fd);
+	size_t page = cp_page_size();
+	F->len = (size_t)(nslots + 1) * page;
+	const char *why;
+	if (clockfs_make(&F->fs, nslots, page, &why) != 0) {
+		log_event("fast clock reads: %s (%s): every read is notified", why, strerror(errno));
 		free(F);
 		return NULL;
 	}
-	F->base = mmap(NULL, F->len, PROT_READ | PROT_WRITE, MAP_SHARED, F->fd, 0);
+	if (!F->fs.sized)
+		log_event("fast clock reads: no Landlock to fix the pages' size here: a replica could shrink its own "
+			  "and fault its siblings' reads");
+	F->base = mmap(NULL, F->len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	for (unsigned i = 0; F->base != MAP_FAILED && i <= nslots; i++)
+		if (mmap(F->base + (size_t)i * page, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, F->fs.page[i],
+			 0) == MAP_FAILED) {
+			(void)munmap(F->base, F->len);
+			F->base = MAP_FAILED;
+		}
 	if (F->base == MAP_FAILED) {
 		log_event("fast clock reads: cannot map the shared log (%s): every read is notified", strerror(errno));
-		close(F->fd);
+		clockfs_close(&F->fs);
 		free(F);
 		return NULL;
 	}
-	/* Each replica learns its slot from its descriptor's file offset (the
-	 * region opened anew per slot: a description of its own), so that its
-	 * environment is its siblings'. */
-	F->slot_fd = calloc(nslots, sizeof *F->slot_fd);
-	if (F->slot_fd == NULL)
-		fatal(EXIT_INTERNAL, "out of memory");
-	for (unsigned i = 0; i < nslots; i++) {
-		char path[64];
-		snprintf(path, sizeof path, "/proc/self/fd/%d", F->fd);
-		F->slot_fd[i] = open(path, O_RDWR | O_CLOEXEC);
-		if (F->slot_fd[i] < 0 || lseek(F->slot_fd[i], (off_t)i, SEEK_SET) != (off_t)i) {
-			log_event("fast clock reads: cannot open the shared log again for slot %u (%s): every "
-				  "read is notified", i, strerror(errno));
-			for (unsigned j = 0; j <= i; j++)
-				if (F->slot_fd[j] >= 0)
-					close(F->slot_fd[j]);
-			free(F->slot_fd);
-			(void)munmap(F->base, F->len);
-			close(F->fd);
-			free(F);
-			return NULL;
-		}
-	}
-	F->view.claims = (struct cp_claims *)F->base;
 	F->view.nslots = nslots;
 	F->view.self = nslots;
 	for (unsigned i = 0; i <= nslots; i++) {
-		F->view.pages[i] = (struct cp_page *)(F->base + claims + (size_t)i * page);
+		F->view.pages[i] = (struct cp_page *)(F->base + (size_t)i * page);
 		cp_page_init(F->view.pages[i], i, nslots);
 	}
 	/* The first harvest comes soon (a program that reads its clocks
@@ -201,15 +194,34 @@ struct fastclock *fastclock_new(unsigned nslots, const uint64_t images_key[2])
 
 int fastclock_fd(const struct fastclock *F, unsigned i)
 {
-	return F->slot_fd[i];
+	return F->fs.page[i];
+}
+
+int fastclock_dir(const struct fastclock *F)
+{
+	return F->fs.dir;
+}
+
+void fastclock_use(struct fastclock *F, unsigned i)
+{
+	atomic_fetch_or(&dh_page(F)->used, 1ull << i);
+}
+
+uint64_t fastclock_stalled(const struct fastclock *F)
+{
+	uint64_t s = 0;
+	for (unsigned i = 0; i < F->view.nslots; i++)
+		if (F->view.stale[i] >= STALLS)
+			s |= 1ull << i;
+	return s;
 }
 
 const char *fastclock_env(struct fastclock *F)
 {
 	char recipe[160];
-	int n = snprintf(F->env, sizeof F->env, "DIEHARD_CLOCKS=fd=%d,slots=%u,secret=%" PRIx64 ",real=%" PRIx64
-			 ",fallback=%" PRIx64, FASTCLOCK_FD, F->view.nslots, F->view.secret, F->mark_real,
-			 F->mark_fallback);
+	int n = snprintf(F->env, sizeof F->env,
+			 "DIEHARD_CLOCKS=fd=%d,dir=%d,slots=%u,secret=%" PRIx64 ",real=%" PRIx64 ",fallback=%" PRIx64,
+			 FASTCLOCK_FD, FASTCLOCK_DIR_FD, F->view.nslots, F->view.secret, F->mark_real, F->mark_fallback);
 	/* Images patch themselves (libdiehard's early.c) from the recipe;
 	 * without it they ask diehard (every image is then stopped). */
 	if (vdso_recipe(recipe, sizeof recipe) == 0)
@@ -360,8 +372,10 @@ void fastclock_reset(struct fastclock *F, unsigned i)
 		atomic_store(&p->count[k], 0);
 	}
 	F->unsure[i] = 0;
+	F->view.stale[i] = 0;
 	atomic_store(&p->images, 0); /* a replacement's images get the same bytes again */
 	atomic_fetch_and(&dh_page(F)->off, ~(1ull << i));
+	atomic_fetch_and(&dh_page(F)->ignore, ~(1ull << i));
 	atomic_fetch_and(&dh_page(F)->pace, ~(1ull << i));
 }
 
@@ -376,9 +390,14 @@ void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key)
 		if (c > front && !fastclock_too_far(F, key, c))
 			front = c;
 	}
+	/* A count the replica keeps changing (its own threads reading, or
+	 * garbage written over and over) is tried a bounded number of times:
+	 * nothing in a page may keep diehard here. */
 	_Atomic uint64_t *count = &F->view.pages[i]->count[key];
 	uint64_t c = atomic_load(count);
-	while ((c < front || fastclock_too_far(F, key, c)) && !atomic_compare_exchange_weak(count, &c, front))
+	for (unsigned tries = 0; tries < 64 && (c < front || fastclock_too_far(F, key, c)) &&
+				 !atomic_compare_exchange_weak(count, &c, front);
+	     tries++)
 		;
 	/* The reads it skipped are never made: none will ask. (One of its
 	 * threads still in a read below may: its entry is then kept only
@@ -416,11 +435,14 @@ void fastclock_pace(struct fastclock *F, uint64_t live)
 	uint64_t was = atomic_load(&dh_page(F)->pace), pace = 0;
 	for (unsigned i = 0; i < F->view.nslots; i++)
 		if ((live >> i & 1) && !fastclock_is_off(F, i)) {
-			/* A pacing slot stays one while live; a new one (a
-			 * replacement, replaying) joins once within a ring of
-			 * the log in every key. */
+			/* A slot paces while it keeps within a ring of the log
+			 * in every key; a new one (a replacement, replaying)
+			 * joins once it is. One that falls further behind (held
+			 * up, or its count written over: a slot that zeroes its
+			 * page would otherwise hold every leader back) stops:
+			 * what it has yet to read is in the log. */
 			bool up = true;
-			for (unsigned k = 0; k < CP_KEYS && !(was >> i & 1); k++)
+			for (unsigned k = 0; k < CP_KEYS; k++)
 				if (cp_served(k) && fastclock_count(F, i, k) + CP_RING < fastclock_harvested(F, k))
 					up = false;
 			pace |= (uint64_t)up << i;
@@ -432,6 +454,12 @@ void fastclock_pace(struct fastclock *F, uint64_t live)
 void fastclock_off(struct fastclock *F, unsigned i)
 {
 	atomic_fetch_or(&dh_page(F)->off, 1ull << i);
+}
+
+void fastclock_ignore(struct fastclock *F, unsigned i)
+{
+	atomic_fetch_or(&dh_page(F)->off, 1ull << i);
+	atomic_fetch_or(&dh_page(F)->ignore, 1ull << i);
 }
 
 void fastclock_real_by_syscall(struct fastclock *F)

@@ -32,20 +32,32 @@ struct fastclock;
  * a cap below a few rings would drop what such a read still asks for. */
 #define FASTCLOCK_MIN_LOG (4 * CP_RING)
 
-/* The fd number a replica finds the region at (spawn.c puts it there). */
+/* The fd numbers a replica finds its own page and the pages' directory at
+ * (spawn.c puts them there). */
 #define FASTCLOCK_FD 1000
+#define FASTCLOCK_DIR_FD 1001
 
 /* For nslots replica slots. NULL (said with -v) when it cannot be set up:
  * every clock read then takes the notify path. */
 struct fastclock *fastclock_new(unsigned nslots, const uint64_t images_key[2]);
 
-/* Slot i's fd of the region (close-on-exec here: spawn.c places a copy
- * at FASTCLOCK_FD in the replica; its file offset is the slot), the
- * replicas' variable (NAME=value, owned by F: the same for every slot),
- * and the filter's two markers (filter.h): *pass, of a call that stays in
- * the kernel (a leader's real read, an open libdiehard checked), and *ask,
- * of one that asks diehard (a fallback, an open of a random device). */
+/* Slot i's page, read-write (close-on-exec here: spawn.c places a copy at
+ * FASTCLOCK_FD in the replica; its header names the slot), the pages'
+ * directory, read-only (at FASTCLOCK_DIR_FD), the replicas' variable
+ * (NAME=value, owned by F: the same for every slot), and the filter's two
+ * markers (filter.h): *pass, of a call that stays in the kernel (a
+ * leader's real read, an open libdiehard checked or makes of a page), and
+ * *ask, of one that asks diehard (a fallback, an open of a random device). */
 int fastclock_fd(const struct fastclock *F, unsigned i);
+int fastclock_dir(const struct fastclock *F);
+
+/* Slot i is about to have a process: its page is looked at from now on
+ * (clockpage.h's used). */
+void fastclock_use(struct fastclock *F, unsigned i);
+
+/* The slots whose proposals stalled the others too often (a bit each):
+ * their pages are damaged, or they lie; the caller kills them. */
+uint64_t fastclock_stalled(const struct fastclock *F);
 const char *fastclock_env(struct fastclock *F);
 void fastclock_marks(const struct fastclock *F, uint64_t *pass, uint64_t *ask);
 
@@ -126,6 +138,9 @@ void fastclock_pace(struct fastclock *F, uint64_t live);
 /* Slot i makes every read the notify way from now on (a server's: its
  * wall clocks are matched per thread, virt.c). */
 void fastclock_off(struct fastclock *F, unsigned i);
+/* The same, and the others no longer look at its page (it was found
+ * written over: clockpage.h's ignore), until its next process. */
+void fastclock_ignore(struct fastclock *F, unsigned i);
 bool fastclock_is_off(const struct fastclock *F, unsigned i);
 
 /* From now on every slot's leaders read the real clock by system call

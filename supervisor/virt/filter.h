@@ -4,7 +4,12 @@
  * where the supervisor patches the vDSO) and, with a private network, the
  * calls that say where the replica listens or that it reaches out
  * (netcalls.h) go to the supervisor through a user-notify listener;
- * everything else stays allowed in the kernel, at no cost per call. */
+ * everything else stays allowed in the kernel, at no cost per call.
+ *
+ * Invariant: the program's first instructions kill the process on any
+ * call made through another architecture's entry (i386 `int $0x80`, x32),
+ * so that every rule after them sees x86-64 calls only and none can be
+ * got around by switching entries. */
 #ifndef DIEHARD_FILTER_H
 #define DIEHARD_FILTER_H
 
@@ -49,9 +54,16 @@ struct filter_spec {
  * namespaces leave open: tracing, reading or writing the memory of,
  * comparing or taking fds from, and (unsandboxed) signalling, anything
  * outside it (the init, or diehard and the other replicas), and pushing
- * bytes into a terminal's input (TIOCSTI). 0, or -1 with a message
- * printed. */
+ * bytes into a terminal's input (TIOCSTI); io_uring, whose operations
+ * would not pass the filter, gets ENOSYS; a call through a foreign entry
+ * kills the process. 0, or -1 with a message printed. */
 int filter_build(struct sock_fprog *prog, const struct filter_spec *spec);
+
+/* What to say of a replica ended by signal sig, when the filter is the
+ * likely sender: for SIGSYS (the filter's kill; a program's own seccomp
+ * filter, or a kill -SYS, would look the same), a phrase; NULL for any
+ * other signal. */
+const char *filter_kill_cause(int sig);
 
 /* In the replica, between fork and exec: installs prog and returns the
  * listener fd (close-on-exec; 0 without listener), or -1 with errno.

@@ -137,9 +137,9 @@ static bool run(struct graft *g, uint64_t site, long nr, const uint64_t a[6], in
 /* Runs the blob's loader (clockblob.h) in the stopped thread, the blob
  * mapped at at: true and its rax and rdx at the trap, or false as for
  * run(). */
-static bool load(struct graft *g, uint64_t at, const uint64_t a[4], int64_t *rax, int64_t *rdx)
+static bool load(struct graft *g, uint64_t at, const uint64_t a[6], int64_t *rax, int64_t *rdx)
 {
-	struct user_regs_struct r = regs_for(g, at + BLOB_LOAD, (uint64_t[6]){ a[0], a[1], a[2], a[3], 0, 0 });
+	struct user_regs_struct r = regs_for(g, at + BLOB_LOAD, a);
 	/* Below the red zone, aligned as at a call. */
 	r.rsp = ((g->saved.rsp - 512) & ~(uint64_t)15) - 8;
 	if (g->signal != 0 || ptrace(PTRACE_SETREGS, g->tid, 0, &r) != 0)
@@ -259,16 +259,16 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 	size_t size;
 	const uint8_t *blob = graft_blob(&size);
 	uint64_t code = blob_word(BLOB_CODE_AT), total = blob_word(BLOB_SIZE_AT), site = vdso_site(vdso);
-	size_t claims = cp_claims_size(), page = cp_page_size();
+	size_t page = cp_page_size();
 	int64_t at = 0, region = 0, r = 0;
-	bool done = false, closed = gr->fd < 0 || gr->own_fd;
+	bool done = false, closed = gr->own_fd;
 	if (ptrace(PTRACE_GETREGS, tid, 0, &g.saved) != 0) {
 		*why = strerror(errno);
 		goto detach;
 	}
 	const char *refused = NULL;
-	if (gr->fd < 0)
-		refused = "no descriptor of the region could be handed to it";
+	if (gr->fd < 0 || gr->dir < 0)
+		refused = "no descriptor of the clock pages could be handed to it";
 	else if (total != size || code % 4096 != 0 || code < BLOB_REAL + BLOB_REAL_BYTES || total <= code ||
 		 total - code < sizeof(struct clock_path) || site == 0)
 		refused = "the clock blob is not as built";
@@ -293,7 +293,8 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 		goto out;
 	}
 	int64_t step = -1;
-	bool loaded = load(&g, (uint64_t)at, (uint64_t[4]){ (uint64_t)gr->fd, gr->nslots, gr->slot, gr->own_fd },
+	bool loaded = load(&g, (uint64_t)at,
+			   (uint64_t[6]){ (uint64_t)gr->fd, (uint64_t)gr->dir, gr->nslots, gr->slot, gr->own_fd, gr->mark_real },
 			   &region, &step);
 	closed = closed || loaded;
 	if (!loaded || step != 0 || !ok(region) || region == 0) {
@@ -303,9 +304,8 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 	/* The process's view, in its addresses. */
 	struct clock_path path;
 	memset(&path, 0, sizeof path);
-	path.view.claims = (struct cp_claims *)(uintptr_t)region;
 	for (unsigned i = 0; i <= gr->nslots; i++)
-		path.view.pages[i] = (struct cp_page *)(uintptr_t)(region + (int64_t)(claims + i * page));
+		path.view.pages[i] = (struct cp_page *)(uintptr_t)(region + (int64_t)(i * page));
 	path.view.nslots = gr->nslots;
 	path.view.self = gr->slot;
 	path.view.secret = gr->secret;
@@ -325,10 +325,13 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 out:
 	if (g.signal != 0)
 		*why = "a signal came in the middle";
-	/* The region's descriptor goes (the process had it only for this),
-	 * unless a signal stopped the graft: that stop is where it goes on. */
-	if (!closed)
-		(void)run(&g, site, SYS_close, (uint64_t[6]){ (uint64_t)gr->fd, 0, 0, 0, 0, 0 }, &r);
+	/* The descriptors go (the process had them only for this), unless a
+	 * signal stopped the graft: that stop is where it goes on. */
+	for (unsigned i = 0; i < 2 && !closed; i++) {
+		int fd = i == 0 ? gr->fd : gr->dir;
+		if (fd >= 0)
+			(void)run(&g, site, SYS_close, (uint64_t[6]){ (uint64_t)fd, 0, 0, 0, 0, 0 }, &r);
+	}
 	if (ptrace(PTRACE_SETREGS, tid, 0, &g.saved) != 0)
 		done = false; /* gone: nothing of it runs on */
 detach:

@@ -27,8 +27,10 @@
 
 /* What a graft maps and writes for a replica slot. */
 struct graft_region {
-	int fd;               /* the clock region's descriptor in the process, or -1 */
-	bool own_fd;          /* fd is the process's own (FASTCLOCK_FD): kept */
+	int fd;               /* the slot's page's descriptor in the process, or -1 */
+	int dir;              /* the pages' directory's descriptor in it, or -1 */
+	bool own_fd;          /* fd and dir are the process's own (FASTCLOCK_FD,
+				 FASTCLOCK_DIR_FD): kept */
 	unsigned nslots, slot;
 	uint64_t secret, mark_real, mark_fallback, mark_exec;
 };
@@ -54,8 +56,9 @@ bool graft_interrupt(pid_t tid);
 /* Grafts the blob into thread tid, the only thread of its new image:
  * mem is its /proc/TID/mem, vdso its vDSO's address (patched with system
  * calls: the stubs' `syscall` instructions are where the graft's system
- * calls run), gr->fd the region's descriptor in it (-1: none; closed
- * there otherwise, unless a signal cut the graft short). Points the vDSO
+ * calls run), gr->fd and gr->dir the page's and the directory's
+ * descriptors in it (-1: none; closed there otherwise, unless a signal cut
+ * the graft short). Points the vDSO
  * at the blob while the thread is still stopped. Returns the blob's
  * address, or 0 with *why when there is none; either way the thread goes
  * on where it stopped, untraced (or is gone). */

@@ -420,13 +420,14 @@ static void fast_put(unsigned fk, uint64_t n, const struct cp_value *cv, unsigne
 		fatal(EXIT_INTERNAL, "out of memory in the nondeterminism log");
 }
 
-/* Replicas whose entries failed their clock's bounds are killed (outside
- * any handler of theirs: the caller is done with its notification). */
+/* Replicas whose entries failed their clock's bounds, or whose proposals
+ * stalled the others again and again, are killed (outside any handler of
+ * theirs: the caller is done with its notification). */
 static void fast_kill_forged(struct virt *V)
 {
 	if (V->fast == NULL)
 		return;
-	uint64_t forged = fastclock_forged(V->fast);
+	uint64_t forged = fastclock_forged(V->fast), stalled = fastclock_stalled(V->fast);
 	for (unsigned i = 0; i < V->S->nslots; i++)
 		if (forged >> i & 1) {
 			unsigned fk;
@@ -437,6 +438,9 @@ static void fast_kill_forged(struct virt *V)
 			call_divergence(&V->r[i], log_key(fk), n, "a value within the clock's bounds",
 					"a value outside them (forged)");
 			replica_kill(V->S, &V->S->r[i], "forged a clock value in the shared clock log");
+		} else if ((stalled >> i & 1) && !V->S->r[i].killed) {
+			log_warn("replica %u kept proposing clock entries it never published: killed", V->S->r[i].id);
+			replica_kill(V->S, &V->S->r[i], "stalled the others' clock reads (entries proposed, never published)");
 		}
 }
 
@@ -503,7 +507,7 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 		 * reads go the notify way from the front on. */
 		bool first = !(V->fast_damaged >> vr->index & 1);
 		V->fast_damaged |= 1ull << vr->index;
-		fastclock_off(F, vr->index);
+		fastclock_ignore(F, vr->index);
 		for (unsigned k = 0; k < CP_KEYS; k++)
 			if (cp_served(k))
 				fastclock_to_front(F, vr->index, k);
@@ -922,12 +926,12 @@ static void image_random(struct vreplica *vr, int mem, uint64_t at, const struct
 		vr->unvirtualized++;
 }
 
-/* A descriptor number process tid does not use, just above the region's
- * own (FASTCLOCK_FD), or -1. It is stopped in a notification: nothing
- * opens one meanwhile. */
-static int unused_fd(pid_t tid)
+/* A descriptor number process tid does not use, just above the clock
+ * descriptors' own (FASTCLOCK_FD, FASTCLOCK_DIR_FD) and past `after`, or
+ * -1. It is stopped in a notification: nothing opens one meanwhile. */
+static int unused_fd(pid_t tid, int after)
 {
-	for (int fd = FASTCLOCK_FD + 1; fd < FASTCLOCK_FD + 24; fd++) {
+	for (int fd = after + 1; fd < FASTCLOCK_FD + 24; fd++) {
 		char path[64];
 		struct stat st;
 		snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)tid, fd);
@@ -937,11 +941,23 @@ static int unused_fd(pid_t tid)
 	return -1;
 }
 
+/* Puts our descriptor src into the process of notification id at number
+ * at (close-on-exec): its number there, or -1. */
+static int add_fd(const struct vreplica *vr, uint64_t id, int src, int at)
+{
+	struct seccomp_notif_addfd add = { .id = id, .flags = SECCOMP_ADDFD_FLAG_SETFD, .srcfd = (uint32_t)src,
+					   .newfd = (uint32_t)at, .newfd_flags = O_CLOEXEC };
+	int fd = -1;
+	while (at >= 0 && (fd = ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &add)) < 0 && errno == EINTR)
+		; /* a signal in the wait leaves nothing installed */
+	return fd;
+}
+
 /* What a graft of slot vr's needs but the descriptor. */
 static struct graft_region region_for(const struct vreplica *vr)
 {
 	struct virt *V = vr->V;
-	struct graft_region g = { .fd = -1, .nslots = V->S->nslots, .slot = vr->index,
+	struct graft_region g = { .fd = -1, .dir = -1, .nslots = V->S->nslots, .slot = vr->index,
 				  .secret = fastclock_secret(V->fast), .mark_exec = fastclock_exec_mark(V->fast) };
 	fastclock_marks(V->fast, &g.mark_real, &g.mark_fallback);
 	return g;
@@ -968,19 +984,15 @@ static enum answer image_graft(struct vreplica *vr, pid_t tid, int mem, uint64_t
 	struct graft_region g = region_for(vr);
 	if (!graft_seize(tid))
 		return CONTINUE; /* no tracing here: the notify path */
-	/* The region's descriptor, into the process (close-on-exec; the
-	 * graft closes it before the process runs on), at a number it does
-	 * not use above the region's own: a graft cut short by a signal
-	 * leaves it open, and there it shifts none of the numbers the
-	 * program's own files get. No such number (an fd limit below it):
-	 * no graft. */
-	int high = unused_fd(tid);
-	struct seccomp_notif_addfd add = { .id = req->id, .flags = SECCOMP_ADDFD_FLAG_SETFD,
-					   .srcfd = (uint32_t)fastclock_fd(V->fast, vr->index),
-					   .newfd = (uint32_t)high, .newfd_flags = O_CLOEXEC };
-	g.fd = -1;
-	while (high >= 0 && (g.fd = ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &add)) < 0 && errno == EINTR)
-		; /* a signal in the wait leaves nothing installed */
+	/* The page's and the directory's descriptors, into the process
+	 * (close-on-exec; the graft closes them before the process runs on),
+	 * at numbers it does not use above the clock descriptors' own: a graft
+	 * cut short by a signal leaves them open, and there they shift none of
+	 * the numbers the program's own files get. No such numbers (an fd
+	 * limit below them): no graft. */
+	g.fd = add_fd(vr, req->id, fastclock_fd(V->fast, vr->index), unused_fd(tid, FASTCLOCK_DIR_FD));
+	if (g.fd >= 0)
+		g.dir = add_fd(vr, req->id, fastclock_dir(V->fast), unused_fd(tid, g.fd));
 	/* Stopped as the call returns (graft.h), answered, grafted (with no
 	 * descriptor: only let go). */
 	bool interrupted = graft_interrupt(tid);
@@ -991,20 +1003,28 @@ static enum answer image_graft(struct vreplica *vr, pid_t tid, int mem, uint64_t
 	return DROP;
 }
 
+/* Whether the process's descriptor fd is the same file as ours. */
+static bool same_file(pid_t tid, int fd, int ours)
+{
+	char path[64];
+	struct stat a, b;
+	snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)tid, fd);
+	return fstat(ours, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 /* An image stopped at its exec (started without libdiehard): given the
- * clock blob with the region's descriptor it inherited (FASTCLOCK_FD),
- * if it still has it (then it is let go here; else by the caller). */
+ * clock blob with the descriptors it inherited (FASTCLOCK_FD and
+ * FASTCLOCK_DIR_FD), if it still has them (then it is let go here; else by
+ * the caller). */
 static void image_graft_at_exec(struct vreplica *vr, pid_t tid, int mem, uint64_t base)
 {
 	struct virt *V = vr->V;
-	char path[64];
-	struct stat ours, theirs;
-	snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)tid, FASTCLOCK_FD);
-	if (fstat(fastclock_fd(V->fast, vr->index), &ours) != 0 || stat(path, &theirs) != 0 ||
-	    ours.st_dev != theirs.st_dev || ours.st_ino != theirs.st_ino)
-		return; /* closed, or another file there: the notify path */
+	if (!same_file(tid, FASTCLOCK_FD, fastclock_fd(V->fast, vr->index)) ||
+	    !same_file(tid, FASTCLOCK_DIR_FD, fastclock_dir(V->fast)))
+		return; /* closed, or other files there: the notify path */
 	struct graft_region g = region_for(vr);
 	g.fd = FASTCLOCK_FD;
+	g.dir = FASTCLOCK_DIR_FD;
 	g.own_fd = true;
 	graft_image(vr, tid, mem, base, &g, true);
 }
@@ -1332,9 +1352,14 @@ void virt_clock_marks(const struct virt *V, uint64_t *pass, uint64_t *ask, uint6
 	}
 }
 
-int virt_clock_fd(const struct virt *V, unsigned i)
+int virt_clock_fds(struct virt *V, unsigned i, int *dir)
 {
-	return V->fast != NULL ? fastclock_fd(V->fast, i) : -1;
+	*dir = -1;
+	if (V->fast == NULL)
+		return -1;
+	fastclock_use(V->fast, i);
+	*dir = fastclock_dir(V->fast);
+	return fastclock_fd(V->fast, i);
 }
 
 char *const *virt_replica_env(struct virt *V, unsigned i)

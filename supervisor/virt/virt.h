@@ -37,10 +37,11 @@ void virt_detach(struct virt *V, unsigned i);
 
 /* The fast clock path (fastclock.h; NULL/-1/0 when off): slot i's
  * variables (NULL-terminated, owned by V, valid until the next call: the
- * same for every slot), slot i's fd of the region for spawn.h, the
+ * same for every slot), slot i's page's fd and the pages' directory's
+ * (*dir) for spawn.h (the slot is taken as in use from then on), the
  * filter's markers (filter.h). */
 char *const *virt_replica_env(struct virt *V, unsigned i);
-int virt_clock_fd(const struct virt *V, unsigned i);
+int virt_clock_fds(struct virt *V, unsigned i, int *dir);
 void virt_clock_marks(const struct virt *V, uint64_t *pass, uint64_t *ask, uint64_t *exec);
 
 /* The run's random key (CHACHA_KEY_BYTES) and its log of answers: what a

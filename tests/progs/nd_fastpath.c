@@ -11,12 +11,17 @@
  *   nd_fastpath exec N PROGRAM   N reads, then exec PROGRAM (static)
  *   nd_fastpath garbage N        slot 0 only: after N reads, random bytes
  *                                over everything of the log it may write
- *                                (its own page, the claims), then N more
- *                                reads in 3 threads
+ *                                (its own page), then N more reads in 3
+ *                                threads
  *   nd_fastpath forge N          slot 0 only: first leads one
  *                                CLOCK_REALTIME entry an hour ahead of the
  *                                real clock, checksum and all (it knows the
  *                                key); then N reads
+ *   nd_fastpath stall N          slot 0 only: a thread that keeps proposing
+ *                                (never publishing) the next ring of
+ *                                CLOCK_MONOTONIC's entries in its own page,
+ *                                as a leader does just before its real
+ *                                read; every slot: N reads in 3 threads
  *   nd_fastpath misread N        N reads; then one more CLOCK_MONOTONIC
  *                                read, which slot 0 takes and marks done
  *                                with the term of another value than the
@@ -109,13 +114,14 @@ static void print_now(void)
 }
 
 /* DIEHARD_CLOCKS's value of name (hex for the keys), or -1 if absent;
- * "slot": the region's fd's file offset, which is the replica's slot. */
+ * "slot": the slot its own page's header names. */
 static long long setting(const char *name, int base)
 {
 	const char *spec = getenv("DIEHARD_CLOCKS");
 	if (strcmp(name, "slot") == 0) {
 		long long fd = setting("fd", 10);
-		return fd < 0 ? -1 : (long long)lseek((int)fd, 0, SEEK_CUR);
+		uint32_t hdr[4];
+		return fd < 0 || pread((int)fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr ? -1 : (long long)hdr[2];
 	}
 	char key[32];
 	snprintf(key, sizeof key, "%s=", name);
@@ -128,34 +134,39 @@ static long long setting(const char *name, int base)
 	return -1;
 }
 
-/* The region, mapped as the replica may: all read-only, then its page and
- * the claims read-write. */
-static struct cp_view map_log(char **claims_at, size_t *claims_len, char **page_at)
+/* The pages, mapped as the replica may: its own read-write, the others
+ * read-only from their files in the directory. */
+static struct cp_view map_log(char **page_at)
 {
-	long long fd = setting("fd", 10), slot = setting("slot", 10), slots = setting("slots", 10);
-	if (fd < 0 || slot < 0 || slots <= 0) {
+	long long fd = setting("fd", 10), dir = setting("dir", 10), slot = setting("slot", 10),
+		  slots = setting("slots", 10);
+	if (fd < 0 || dir < 0 || slot < 0 || slots <= 0) {
 		fprintf(stderr, "nd_fastpath: no DIEHARD_CLOCKS (not under diehard's fast path)\n");
 		exit(1);
 	}
-	size_t claims = cp_claims_size(), page = cp_page_size(), len = claims + (size_t)(slots + 1) * page;
-	char *base = mmap(NULL, len, PROT_READ, MAP_SHARED, (int)fd, 0);
-	if (base == MAP_FAILED || mmap(base, claims, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, (int)fd, 0) ==
-					  MAP_FAILED ||
-	    mmap(base + claims + slot * page, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, (int)fd,
-		 (off_t)(claims + slot * page)) == MAP_FAILED)
+	size_t page = cp_page_size();
+	char *base = mmap(NULL, (size_t)(slots + 1) * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (base == MAP_FAILED)
 		die("mmap");
-	struct cp_view v = { .claims = (struct cp_claims *)base, .nslots = (unsigned)slots, .self = (unsigned)slot };
+	struct cp_view v = { .nslots = (unsigned)slots, .self = (unsigned)slot };
+	for (long long i = 0; i <= slots; i++) {
+		char name[4];
+		cp_page_name((unsigned)i, (unsigned)slots, name);
+		int f = i == slot ? (int)fd : openat((int)dir, name, O_RDONLY | O_CLOEXEC);
+		if (f < 0 || mmap(base + i * page, page, i == slot ? PROT_READ | PROT_WRITE : PROT_READ,
+				  MAP_SHARED | MAP_FIXED, f, 0) == MAP_FAILED)
+			die("mmap");
+		if (f != fd)
+			close(f);
+		v.pages[i] = (struct cp_page *)(base + i * page);
+	}
 	v.secret = (uint64_t)setting("secret", 16);
-	for (long long i = 0; i <= slots; i++)
-		v.pages[i] = (struct cp_page *)(base + claims + i * page);
-	*claims_at = base;
-	*claims_len = claims;
-	*page_at = base + claims + slot * page;
+	*page_at = base + slot * page;
 	return v;
 }
 
-/* The forged value: read before the entry is claimed (a clock read while
- * holding the claim would wait for this very entry). */
+/* The forged value: read before the entry is proposed (a clock read while
+ * proposing it would wait for this very entry). */
 static struct timespec forge_base;
 
 static int forged(unsigned key, struct cp_value *out, void *arg)
@@ -167,10 +178,24 @@ static int forged(unsigned key, struct cp_value *out, void *arg)
 	return 0;
 }
 
+/* Slot 0's staller: proposals of every entry of CLOCK_MONOTONIC from
+ * diehard's harvest on, a ring of them, over and over. */
+static void *staller(void *arg)
+{
+	struct cp_view *v = arg;
+	struct cp_page *own = v->pages[v->self], *dh = v->pages[v->nslots];
+	for (;;) {
+		uint64_t h = atomic_load(&dh->harvested[CLOCK_MONOTONIC]);
+		for (uint64_t n = h; n < h + CP_RING; n++)
+			atomic_store(&own->ring[CLOCK_MONOTONIC][n % CP_RING].tag, (1ull << 63) | (n + 1));
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fputs("usage: nd_fastpath threads|exec|garbage|forge|misread N [PROGRAM]\n", stderr);
+		fputs("usage: nd_fastpath threads|exec|garbage|forge|stall|misread N [PROGRAM]\n", stderr);
 		return 2;
 	}
 	rounds = strtol(argv[2], NULL, 10);
@@ -200,10 +225,8 @@ int main(int argc, char **argv)
 	} else if (strcmp(mode, "garbage") == 0) {
 		reader(NULL);
 		if (setting("slot", 10) == 0) {
-			char *claims, *page;
-			size_t claims_len;
-			(void)map_log(&claims, &claims_len, &page);
-			scribble(claims, claims_len);
+			char *page;
+			(void)map_log(&page);
 			scribble(page, cp_page_size());
 		}
 		threads(3);
@@ -214,9 +237,8 @@ int main(int argc, char **argv)
 		 * ahead of another (a slot that ran a ring ahead could lead
 		 * nothing: clockpage's pace), then all read. */
 		if (setting("slot", 10) == 0) {
-			char *claims, *page;
-			size_t claims_len;
-			struct cp_view v = map_log(&claims, &claims_len, &page);
+			char *page;
+			struct cp_view v = map_log(&page);
 			struct cp_value out;
 			uint64_t n;
 			/* Until it leads one: a read that finds its entry led
@@ -232,12 +254,23 @@ int main(int argc, char **argv)
 		}
 		reader(NULL);
 		printf("ok forge\n");
+	} else if (strcmp(mode, "stall") == 0) {
+		if (setting("slot", 10) == 0) {
+			char *page;
+			static struct cp_view v;
+			v = map_log(&page);
+			pthread_t t;
+			if ((errno = pthread_create(&t, NULL, staller, &v)) != 0)
+				die("pthread_create");
+		}
+		threads(3);
+		printf("ok stall\n");
+		print_now();
 	} else if (strcmp(mode, "misread") == 0) {
 		reader(NULL);
 		if (setting("slot", 10) == 0) {
-			char *claims, *page;
-			size_t claims_len;
-			struct cp_view v = map_log(&claims, &claims_len, &page);
+			char *page;
+			struct cp_view v = map_log(&page);
 			struct cp_page *own = v.pages[v.self];
 			uint64_t n = atomic_fetch_add(&own->count[CLOCK_MONOTONIC], 1);
 			struct cp_value other = { .a = 1, .b = 2 };
@@ -250,7 +283,7 @@ int main(int argc, char **argv)
 		printf("ok misread\n");
 		print_now();
 	} else {
-		fputs("usage: nd_fastpath threads|exec|garbage|forge|misread N [PROGRAM]\n", stderr);
+		fputs("usage: nd_fastpath threads|exec|garbage|forge|stall|misread N [PROGRAM]\n", stderr);
 		return 2;
 	}
 	return 0;

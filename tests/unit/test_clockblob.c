@@ -114,16 +114,17 @@ static void on_trap(int sig, siginfo_t *si, void *ctx)
 	siglongjmp(at_trap, 1);
 }
 
-typedef void load_fn(long fd, unsigned long nslots, unsigned long slot, unsigned long keep);
+typedef void load_fn(long fd, long dir, unsigned long nslots, unsigned long slot, unsigned long keep,
+		     unsigned long mark);
 
 /* Runs a fresh copy's loader over a memfd region of nslots slots, as
  * slot; true when it reached the trap. */
-static bool run_loader(struct copy *c, int fd, unsigned long nslots, unsigned long slot, unsigned long keep)
+static bool run_loader(struct copy *c, int fd, int dir, unsigned long nslots, unsigned long slot, unsigned long keep)
 {
 	load_fn *load = (load_fn *)(uintptr_t)(c->at + BLOB_LOAD);
 	trap_rax = trap_rdx = trap_rip = 0;
 	if (sigsetjmp(at_trap, 1) == 0) {
-		load(fd, nslots, slot, keep);
+		load(fd, dir, nslots, slot, keep, 0);
 		return false;
 	}
 	return trap_rip == (uint64_t)(uintptr_t)(c->at + BLOB_TRAP + 1);
@@ -166,20 +167,20 @@ int main(void)
 	      (unsigned long long)total);
 
 	/* One replica slot and diehard's page. */
-	size_t claims = cp_claims_size(), page = cp_page_size();
-	uint8_t *region = mmap(NULL, claims + 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	size_t page = cp_page_size();
+	uint8_t *region = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (region == MAP_FAILED)
 		return 1;
 	struct clock_path path;
 	memset(&path, 0, sizeof path);
-	path.view.claims = (struct cp_claims *)region;
 	path.view.nslots = 1;
 	path.view.self = 0;
 	path.view.secret = 0x5eed5eed12345678ull;
 	for (unsigned i = 0; i <= 1; i++) {
-		path.view.pages[i] = (struct cp_page *)(region + claims + i * page);
+		path.view.pages[i] = (struct cp_page *)(region + i * page);
 		cp_page_init(path.view.pages[i], i, 1);
 	}
+	atomic_store(&path.view.pages[1]->used, 1);
 	path.mark_real = 1ull << 63 | 0x1234;
 	path.mark_fallback = 1ull << 63 | 0x5678;
 	path.marked = true;
@@ -251,47 +252,77 @@ int main(void)
 	r = a.gettime((clockid_t)-9999, &t);
 	CHECK(r == -22, "a bad clock id: the system call's -EINVAL (%ld)", r);
 
-	/* The loader, over a memfd of 2 slots and diehard's page, as slot 1. */
+	/* The loader, over the files of 2 slots' pages and diehard's (a
+	 * directory of them, clockfs.h), as slot 1. */
 	struct sigaction sa = { .sa_sigaction = on_trap, .sa_flags = SA_SIGINFO };
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(SIGTRAP, &sa, NULL) != 0)
 		return 1;
-	int fd = memfd_create("test-clocks", MFD_CLOEXEC);
-	size_t len = claims + 3 * page;
-	if (fd < 0 || ftruncate(fd, (off_t)len) != 0)
+	char tmp[] = "/tmp/test-clockblob-XXXXXX";
+	if (mkdtemp(tmp) == NULL)
 		return 1;
+	int dir = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	for (unsigned i = 0; dir >= 0 && i <= 2; i++) {
+		char name[4];
+		cp_page_name(i, 2, name);
+		int f = openat(dir, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (f < 0 || ftruncate(f, (off_t)page) != 0)
+			return 1;
+		close(f);
+	}
+	int fd = dir < 0 ? -1 : openat(dir, "1", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	size_t len = 3 * page;
 	struct copy c = place(&path);
 	c.path->ready = true; /* the loader maps the data page afresh: zeros */
-	bool trapped = run_loader(&c, fd, 2, 1, 0);
+	bool trapped = run_loader(&c, fd, dir, 2, 1, 0);
 	uint8_t *reg = (uint8_t *)(uintptr_t)trap_rax;
 	CHECK(trapped && trap_rdx == 0 && trap_rax != 0 && trap_rax < (uint64_t)-4096,
 	      "the loader ends at its trap: the region's address, no step failed (rdx %llu)",
 	      (unsigned long long)trap_rdx);
 	CHECK(c.path->ready == false, "the data page mapped afresh over its part (zeros)");
-	CHECK(fcntl(fd, F_GETFD) == -1 && errno == EBADF, "the descriptor closed");
+	CHECK(fcntl(fd, F_GETFD) == -1 && errno == EBADF && fcntl(dir, F_GETFD) == -1 && errno == EBADF,
+	      "the page's and the directory's descriptors closed");
 	if (trapped && trap_rdx == 0) {
-		/* Writable: the claims and slot 1's page; read-only: slot 0's
-		 * and diehard's (as /proc/self/maps has them). */
-		CHECK(strcmp(protection(reg), "rw-s") == 0 && strcmp(protection(reg + claims), "r--s") == 0 &&
-			      strcmp(protection(reg + claims + page), "rw-s") == 0 &&
-			      strcmp(protection(reg + claims + 2 * page), "r--s") == 0,
-		      "the claims and its own page read-write, slot 0's and diehard's read-only (%s %s %s %s)",
-		      protection(reg), protection(reg + claims), protection(reg + claims + page),
-		      protection(reg + claims + 2 * page));
+		/* Writable: slot 1's page; read-only: slot 0's and diehard's
+		 * (as /proc/self/maps has them). */
+		CHECK(strcmp(protection(reg), "r--s") == 0 && strcmp(protection(reg + page), "rw-s") == 0 &&
+			      strcmp(protection(reg + 2 * page), "r--s") == 0,
+		      "its own page read-write, slot 0's and diehard's read-only (%s %s %s)", protection(reg),
+		      protection(reg + page), protection(reg + 2 * page));
 		munmap(reg, len);
 	}
-	fd = memfd_create("test-clocks", MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)len) != 0)
+	dir = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = dir < 0 ? -1 : openat(dir, "0", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
 		return 1;
 	struct copy k = place(&path);
-	trapped = run_loader(&k, fd, 2, 0, 1);
-	CHECK(trapped && trap_rdx == 0 && fcntl(fd, F_GETFD) >= 0, "keep: the same, the descriptor left open");
+	trapped = run_loader(&k, fd, dir, 2, 0, 1);
+	CHECK(trapped && trap_rdx == 0 && fcntl(fd, F_GETFD) >= 0 && fcntl(dir, F_GETFD) >= 0,
+	      "keep: the same, the descriptors left open");
 	if (trapped && trap_rdx == 0)
 		munmap((void *)(uintptr_t)trap_rax, len);
-	close(fd);
 	struct copy e = place(&path);
-	trapped = run_loader(&e, 9999, 2, 0, 0);
-	CHECK(trapped && trap_rdx == 2 && (int64_t)trap_rax == -EBADF,
-	      "a bad descriptor: the step that failed (the region's mmap) and its error");
+	trapped = run_loader(&e, 9999, dir, 2, 0, 0);
+	CHECK(trapped && trap_rdx == 4 && (int64_t)trap_rax == -EBADF,
+	      "a bad page descriptor: the step that failed (its mmap) and its error (step %llu)",
+	      (unsigned long long)trap_rdx);
+	close(fd);
+	dir = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct copy m = place(&path);
+	fd = openat(dir, "0", O_RDWR | O_CLOEXEC);
+	(void)unlinkat(dir, "1", 0);
+	trapped = run_loader(&m, fd, dir, 2, 0, 0);
+	CHECK(trapped && trap_rdx == 3 && (int64_t)trap_rax == -ENOENT,
+	      "a page missing from the directory: the step that failed (its open) and its error (step %llu)",
+	      (unsigned long long)trap_rdx);
+	for (unsigned i = 0; i <= 2; i++) {
+		char name[4];
+		cp_page_name(i, 2, name);
+		(void)unlinkat(dir, name, 0);
+	}
+	close(dir);
+	(void)rmdir(tmp);
 	return tap_done();
 }

@@ -1,0 +1,177 @@
+#!/usr/bin/env bats
+# Abuse: a replica attacking the fast clock path's shared memory
+# (supervisor/virt/clockfs.h, allocator/clockpage.h; docs/SANDBOX.md, "The
+# clock pages"). Each slot's page is a file of its own: a replica can write
+# its own page and nothing else, cannot change any page's size, and what it
+# writes into its own costs only itself: its siblings are never killed nor
+# made to disagree, and diehard's loop never stalls. Run as root and as the
+# unprivileged user nobody, sandboxed and not (the page protections do not
+# depend on namespaces; without them a replica can still reach a sibling's
+# descriptors through /proc, which docs/SANDBOX.md says).
+
+load helpers
+
+setup() {
+	require_diehard
+	require_jq
+	require_prog abuse_clock
+	T=$BATS_TEST_TMPDIR
+	chmod 755 "$T"
+	# Where either user writes (reports, the lock directories): the test's
+	# own directory may sit in one nobody cannot enter.
+	W=$(mktemp -d /tmp/diehard-abuse-clock.XXXXXX)
+	chmod 1777 "$W"
+	export SUP_TIMEOUT=120
+}
+
+teardown() {
+	rm -rf "$W"
+}
+
+# require_nobody: skips unless the user nobody can run diehard here with
+# namespaces (as in diehard_sandbox.bats).
+require_nobody() {
+	[[ $(id -u) == 0 ]] || skip "not root: the other tests already run unprivileged"
+	command -v setpriv >/dev/null || skip "setpriv missing"
+	as_nobody test -x "$DIEHARD" || skip "user nobody cannot run $DIEHARD"
+	as_nobody "$DIEHARD" -k 1 --sandbox on true 2>/dev/null || skip "no unprivileged user namespaces here"
+}
+
+# run_as WHO ARGS...: diehard ARGS as root (the test's user) or nobody.
+run_as() {
+	local who=$1
+	shift
+	if [[ $who == nobody ]]; then
+		as_nobody timeout "$SUP_TIMEOUT" "$DIEHARD" "$@"
+	else
+		timeout "$SUP_TIMEOUT" "$DIEHARD" "$@"
+	fi
+}
+
+# probe WHO SANDBOX: every attempt on another page, diehard's page, the
+# directory's mount and the own page's size is refused, alike in every
+# replica.
+probe() {
+	local who=$1 mode=$2
+	capture "$T/probe" run_as "$who" -k 3 --sandbox "$mode" -r "$W/probe-$who-$mode.json" "$PROGS/abuse_clock" probe
+	[[ $(<"$T/probe.rc") == 0 ]] || fail "$who, --sandbox $mode: exit $(<"$T/probe.rc")" "$(head -c 2000 "$T/probe.err")"
+	local last
+	last=$(tail -1 "$T/probe.out")
+	[[ $last =~ ^probed\ ([0-9]+)\ open\ 0$ ]] && ((BASH_REMATCH[1] >= 60)) ||
+		fail "$who, --sandbox $mode: $last" "$(grep OPEN "$T/probe.out")"
+	! grep -q 'OPEN\|failed' "$T/probe.out" || fail "$(grep 'OPEN\|failed' "$T/probe.out")"
+	jq -e 'all(.replicas[]; .status == 0 and (has("killed") | not))' "$W/probe-$who-$mode.json" >/dev/null ||
+		fail "report: $(jq -c '[.replicas[] | {status, killed}]' "$W/probe-$who-$mode.json")"
+}
+
+@test "root, --sandbox on, auto, off: no page but its own can be written, no page's size changed (65 ways, all refused)" {
+	[[ $(id -u) == 0 ]] || skip "not root"
+	for mode in on auto off; do
+		probe root "$mode"
+	done
+}
+
+@test "nobody, --sandbox on, auto, off: no page but its own can be written, no page's size changed (65 ways, all refused)" {
+	require_nobody
+	for mode in on auto off; do
+		probe nobody "$mode"
+	done
+}
+
+# scribble WHO SANDBOX MODE: one replica writes MODE over its whole page
+# again and again for 2 s, reading clocks meanwhile; the others read 20000
+# rounds of three clocks. The run commits their output, exit 0; nobody but
+# the bad replica is killed, and the others read nearly all in the replicas.
+scribble() {
+	local who=$1 sandbox=$2 mode=$3 lock=$W/lock-$1-$2-$3 report=$W/s-$1-$2-$3.json
+	capture "$T/s" run_as "$who" -k 3 --sandbox "$sandbox" --no-respawn --timeout 2 -r "$report" \
+		"$PROGS/abuse_clock" scribble "$mode" 2 20000 "$lock"
+	local what="$who, --sandbox $sandbox, $mode"
+	[[ $(<"$T/s.rc") == 0 && $(<"$T/s.out") == "ok 20000" ]] ||
+		fail "$what: exit $(<"$T/s.rc"), output $(head -c 200 "$T/s.out")" "$(head -c 2000 "$T/s.err")"
+	local bad
+	bad=$(<"$lock/seed") || fail "$what: no bad replica"
+	jq -e --arg bad "$bad" '[.replicas[] | select(.seed != $bad)] | length == 2 and
+		all(.[]; .status == 0 and (has("killed") | not) and .clock_reads_in_replica > 100000)' "$report" >/dev/null ||
+		fail "$what: the honest replicas (the bad one's seed $bad):" \
+			"$(jq -c '[.replicas[] | {seed, status, killed, clock_reads_in_replica}]' "$report")"
+}
+
+@test "root: a replica filling its page with zeros, 0xff or random bytes while all read clocks: the others never killed, right output (--sandbox on, off)" {
+	[[ $(id -u) == 0 ]] || skip "not root"
+	for sandbox in on off; do
+		for mode in zero ones random; do
+			scribble root "$sandbox" "$mode"
+		done
+	done
+}
+
+@test "nobody: a replica filling its page with zeros, 0xff or random bytes while all read clocks: the others never killed, right output (--sandbox on, off)" {
+	require_nobody
+	for sandbox in on off; do
+		for mode in zero ones random; do
+			scribble nobody "$sandbox" "$mode"
+		done
+	done
+}
+
+@test "a replica proposing every next entry in its page and never publishing: the others read on in their replicas (root and nobody)" {
+	scribble root on propose
+	if [[ $(id -u) == 0 ]] && as_nobody "$DIEHARD" -k 1 --sandbox on true 2>/dev/null; then
+		scribble nobody on propose
+	fi
+}
+
+# The time from SIGTERM to diehard's exit while a replica fills its page
+# with MODE over and over and the others spin on their clocks: under 5 s
+# (a hang guard: it takes milliseconds; a diehard stuck in a loop over a
+# page would never end).
+term_while_scribbling() {
+	local who=$1 mode=$2 lock=$W/term-$1-$2 pid start elapsed
+	local cmd=("$DIEHARD" -k 3 --no-respawn "$PROGS/abuse_clock" scribble "$mode" 60 1000000000 "$lock")
+	if [[ $who == nobody ]]; then
+		# setpriv itself (as_nobody is a function: in the background it
+		# would be a subshell's child), so that $! is diehard's pid.
+		setpriv --reuid=65534 --regid=65534 --clear-groups "${cmd[@]}" >"$T/term.out" 2>"$T/term.err" &
+	else
+		"${cmd[@]}" >"$T/term.out" 2>"$T/term.err" &
+	fi
+	pid=$! # diehard itself (setpriv execs it)
+	wait_until 30 test -e "$lock/seed" || {
+		kill -9 "$pid"
+		fail "$who $mode: the bad replica never started" "$(head -c 1000 "$T/term.err")"
+	}
+	sleep 0.5
+	start=$(now_ms)
+	kill -TERM "$pid"
+	wait_until 5 eval '! proc_alive '"$pid" || {
+		kill -9 "$pid" 2>/dev/null
+		fail "$who $mode: diehard did not end within 5 s of SIGTERM"
+	}
+	elapsed=$(($(now_ms) - start))
+	wait "$pid" || true
+	echo "# $who $mode: diehard ended $elapsed ms after SIGTERM" >&3
+}
+
+@test "SIGTERM while a replica fills its page with 0x00, 0xff, random bytes: diehard ends at once (root and nobody)" {
+	for mode in zero ones random; do
+		term_while_scribbling root "$mode"
+	done
+	if [[ $(id -u) == 0 ]] && as_nobody "$DIEHARD" -k 1 --sandbox on true 2>/dev/null; then
+		for mode in zero ones random; do
+			term_while_scribbling nobody "$mode"
+		done
+	fi
+}
+
+@test "a replica proposing the next ring of entries from diehard's harvest on, over and over (it reads diehard's page): the others agree and read on in their replicas" {
+	require_prog nd_fastpath
+	capture "$T/stall" sup -k 3 --no-respawn -r "$W/stall.json" "$PROGS/nd_fastpath" stall 20000
+	[[ $(<"$T/stall.rc") == 0 && $(head -1 "$T/stall.out") == "ok stall" ]] ||
+		fail "exit $(<"$T/stall.rc"), output $(head -c 200 "$T/stall.out")" "$(head -c 2000 "$T/stall.err")"
+	# Slot 0 stalls; the others read 120000 clocks each, nearly all in
+	# their replicas.
+	jq -e '[.replicas[] | select(.slot != 0)] | length == 2 and
+		all(.[]; .status == 0 and (has("killed") | not) and .clock_reads_in_replica > 100000)' "$W/stall.json" >/dev/null ||
+		fail "report: $(jq -c '[.replicas[] | {slot, status, killed, clock_reads_in_replica}]' "$W/stall.json")"
+}
