@@ -352,3 +352,41 @@ in_pane() {
 	done
 	((${#PROBLEMS[@]} == 0)) || fail "${PROBLEMS[@]}"
 }
+
+# owner WHO SANDBOX TARGET: tests/progs/abuse_owner against TARGET ("ppid":
+# its parent, diehard when unsandboxed; else a pid), as WHO: every attempt
+# refused (EPERM, none DONE), diehard lives and commits "done" from all.
+owner() {
+	local who=$1 sandbox=$2 target=$3 lock=$W/owner-$1-$2
+	local run=(timeout 60 "$DIEHARD" -k 3 --sandbox "$sandbox" sh -c 'exec "$0" "${1:-$PPID}" "$2"'
+		"$PROGS/abuse_owner" "$([[ $target == ppid ]] || echo "$target")" "$lock")
+	if [[ $who == nobody ]]; then
+		capture "$T/own" as_nobody "${run[@]}"
+	else
+		capture "$T/own" "${run[@]}"
+	fi
+	[[ $(<"$T/own.rc") == 0 && $(<"$T/own.out") == done ]] ||
+		fail "$who, --sandbox $sandbox: exit $(<"$T/own.rc"), output $(head -c 200 "$T/own.out")" "$(head -c 1000 "$T/own.err")"
+	[[ -s $lock/log ]] || fail "$who, --sandbox $sandbox: no attempt logged"
+	! grep -v ': EPERM$' "$lock/log" | grep -q . ||
+		fail "$who, --sandbox $sandbox: not refused:" "$(grep -v ': EPERM$' "$lock/log")"
+}
+
+@test "without namespaces a replica cannot have the kernel act on diehard (F_SETOWN/F_SETOWN_EX/F_SETSIG/FIOSETOWN with SIGKILL, prlimit RLIMIT_CPU, scheduling and priorities, PRIO_USER) nor use userfaultfd: EPERM, diehard lives and commits (root and nobody)" {
+	owner root off ppid
+	require_nobody
+	owner nobody off ppid
+}
+
+@test "userfaultfd (a page that would stall diehard's reads of the replica's memory) is refused sandboxed too (root and nobody)" {
+	# Sandboxed, the replica names only its own namespace's processes (the
+	# owner rows then do not reach diehard: pid 1 is its init); userfaultfd
+	# is refused all the same.
+	capture "$T/u" timeout 60 "$DIEHARD" -k 3 --sandbox on "$PROGS/abuse_owner" 1 "$W/uffd-root"
+	[[ $(<"$T/u.rc") == 0 ]] || fail "exit $(<"$T/u.rc")" "$(cat "$T/u.err")"
+	grep -qx 'userfaultfd: EPERM' "$W/uffd-root/log" || fail "log: $(cat "$W/uffd-root/log")"
+	require_nobody
+	capture "$T/u" as_nobody timeout 60 "$DIEHARD" -k 3 --sandbox on "$PROGS/abuse_owner" 1 "$W/uffd-nobody"
+	[[ $(<"$T/u.rc") == 0 ]] || fail "exit $(<"$T/u.rc")" "$(cat "$T/u.err")"
+	grep -qx 'userfaultfd: EPERM' "$W/uffd-nobody/log" || fail "log: $(cat "$W/uffd-nobody/log")"
+}

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -217,14 +218,32 @@ static void slot_open(struct notify *n, struct nslot *ns)
 	ns->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (ns->fd < 0)
 		fatal(EXIT_INTERNAL, "cannot make a replica's notify socket: %s", strerror(errno));
-	int on = 1;
+	int on = 1, len = 0, err = 0;
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int len = snprintf(a.sun_path, sizeof a.sun_path, "%s/%u.sock", dir, n->next_sock++);
-	if (len < 0 || (size_t)len >= sizeof a.sun_path)
-		fatal(EXIT_INTERNAL, "a notify socket's path is too long: %s/%u.sock", dir, n->next_sock - 1);
-	if (setsockopt(ns->fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0 ||
-	    bind(ns->fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)len + 1)) != 0)
-		fatal(EXIT_INTERNAL, "cannot bind a replica's notify socket %s: %s", a.sun_path, strerror(errno));
+	if (setsockopt(ns->fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0)
+		fatal(EXIT_INTERNAL, "cannot make a replica's notify socket: %s", strerror(errno));
+	/* A name no replica can guess ahead (the directory is the replicas'
+	 * user's, on the shared file system: one that bound the next names
+	 * itself would make every later bind fail), and on a name taken all
+	 * the same, another. */
+	for (unsigned tries = 0; tries < 64; tries++) {
+		uint64_t r;
+		if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+			r = (uint64_t)n->next_sock * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+		len = snprintf(a.sun_path, sizeof a.sun_path, "%s/%u-%016" PRIx64 ".sock", dir, n->next_sock++, r);
+		if (len < 0 || (size_t)len >= sizeof a.sun_path)
+			fatal(EXIT_INTERNAL, "a notify socket's path is too long: %s", a.sun_path);
+		if (bind(ns->fd, (struct sockaddr *)&a,
+			 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)len + 1)) == 0) {
+			err = 0;
+			break;
+		}
+		err = errno;
+		if (err != EADDRINUSE)
+			break;
+	}
+	if (err != 0)
+		fatal(EXIT_INTERNAL, "cannot bind a replica's notify socket %s: %s", a.sun_path, strerror(err));
 	if (!n->no_pidfd && !peer_pass_pidfd(ns->fd)) {
 		n->no_pidfd = true;
 		log_event("notify: no senders' pidfds from this kernel (SO_PASSPIDFD: %s; Linux 6.5): senders are "

@@ -1,6 +1,7 @@
 /* wire.c — see wire.h. */
 #include "wire.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,23 @@ Diehard__ControlRequest *wire_decode_request(const uint8_t *p, size_t n, char *w
 	return NULL;
 }
 
+/* Every replica's seed is what diehard sends: 32 lowercase hex digits
+ * (ctl.c prints it as it is; a process that took the socket's place could
+ * send a terminal's escape sequences there). */
+static bool seeds_sound(const Diehard__RunStatus *st)
+{
+	for (size_t i = 0; st != NULL && i < st->n_replicas; i++) {
+		const char *s = st->replicas[i]->seed;
+		size_t n = 0;
+		for (; s != NULL && s[n] != '\0'; n++)
+			if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+				return false;
+		if (n != 32)
+			return false;
+	}
+	return true;
+}
+
 Diehard__ControlResponse *wire_decode_response(const uint8_t *p, size_t n, char *why, size_t size)
 {
 	Diehard__ControlResponse *m = diehard__control_response__unpack(NULL, n, p);
@@ -69,6 +87,8 @@ Diehard__ControlResponse *wire_decode_response(const uint8_t *p, size_t n, char 
 		snprintf(why, size, "the server sent an empty response");
 	else if (m->what_case == DIEHARD__CONTROL_RESPONSE__WHAT_ERROR && m->error->message == NULL)
 		snprintf(why, size, "the server sent an error without a message");
+	else if (m->what_case == DIEHARD__CONTROL_RESPONSE__WHAT_STATUS && !seeds_sound(m->status))
+		snprintf(why, size, "the server sent a replica's seed that is not 32 hex digits");
 	else
 		return m;
 	diehard__control_response__free_unpacked(m, NULL);

@@ -4,14 +4,19 @@
  * the step's errno, said by diehard in one line):
  * 1. not root: a user and mount namespace of its own (the user mapped to
  *    itself), whose root may make a file system;
- * 2. a tmpfs, mounted nowhere (fsopen, fsmount): no namespace's mount
- *    table holds it, so nothing done in one (a replica's) reaches it;
- * 3. the pages' files, created and sized;
+ * 2. a tmpfs for the pages' directory, mounted nowhere (fsopen, fsmount):
+ *    no namespace's mount table holds it, so nothing done in one (a
+ *    replica's) reaches it;
+ * 3. each page a file on a tmpfs of its own, exactly a page in size (so
+ *    that a slot that grows its own file runs out of room in its own, not
+ *    in another's or the host's memory), bound over its name in the
+ *    directory (move_mount onto a mount in no namespace);
  * 4. Landlock: truncation denied to this process from now on, then each
  *    page opened again read-write: those descriptors carry no right to
  *    truncate, whoever holds them (skipped without Landlock ABI 3);
- * 5. a clone of the mount made read-only (mount_setattr), and its root
- *    opened: the pages' directory. A detached mount can be changed only
+ * 5. a clone of the directory and the pages bound in it, made read-only
+ *    whole (mount_setattr, AT_RECURSIVE), and its root opened: the pages'
+ *    directory. A detached mount can be changed only
  *    by a process in the mount namespace it came from (this child's,
  *    gone with it) or by one that holds the mount itself: the replicas
  *    get files and a directory on it, never the mount, so they can neither
@@ -47,7 +52,7 @@ static const char *const steps[] = {
 	"",
 	"cannot make a user and mount namespace",
 	"cannot make a tmpfs",
-	"cannot create the pages' files",
+	"cannot make the pages' file systems",
 	"cannot deny truncation (Landlock)",
 	"cannot open the pages again",
 	"cannot make a read-only mount of the pages",
@@ -143,34 +148,70 @@ static int send_fds(int sock, const int *fds, unsigned n, const struct report *r
 	return sendmsg(sock, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof *rep ? 0 : -1;
 }
 
+/* A tmpfs mounted nowhere, of size bytes (a string, "0": no limit) and
+ * the root's mode, or -1. */
+static int make_tmpfs(const char *size, const char *mode)
+{
+	int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC), mnt = -1;
+	if (fs >= 0 && syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "size", size, 0) == 0 &&
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", mode, 0) == 0 &&
+	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
+		mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	int saved = errno;
+	if (fs >= 0)
+		close(fs);
+	errno = saved;
+	return mnt;
+}
+
+/* Page i: its own tmpfs of exactly a page (a slot that grows its file,
+ * fallocate or a write past its end, runs out of room in its own, never in
+ * another's: a page written through its mapping gets its block when first
+ * touched, and one that could not would fault its writer), its file
+ * sized, bound over the name in the directory (dir: the directory's
+ * tmpfs, mounted nowhere as well). The page's mount fd, or -1 with errno.
+ * It stays open until the child exits: closing a detached mount unmounts
+ * it, which waits for an RCU grace period (a millisecond or more each,
+ * many times over a run's start), and diehard does not wait for the exit. */
+static int make_page(int dir, const char *name, size_t size)
+{
+	char bytes[24];
+	snprintf(bytes, sizeof bytes, "%zu", size);
+	int mnt = make_tmpfs(bytes, "0755");
+	if (mnt < 0)
+		return -1;
+	int f = openat(mnt, "page", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644), bind = -1;
+	if (f < 0 || ftruncate(f, (off_t)size) != 0)
+		return -1;
+	close(f);
+	f = openat(dir, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644); /* the mount point */
+	if (f < 0)
+		return -1;
+	close(f);
+	bind = (int)syscall(SYS_open_tree, mnt, "page", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (bind < 0 || syscall(SYS_move_mount, bind, "", dir, name, MOVE_MOUNT_F_EMPTY_PATH) != 0)
+		return -1;
+	return mnt;
+}
+
 /* The child: steps 1 to 6. Never returns. */
 static _Noreturn void make_pages(int sock, unsigned nslots, size_t size)
 {
 	struct report rep = { 0, 0, 0 };
-	int fds[CP_MAX_SLOTS + 2], fs = -1, mnt = -1, ro = -1;
+	int fds[CP_MAX_SLOTS + 2], dir = -1, ro = -1;
 	unsigned n = 0;
 	char name[4];
 	rep.step = 1;
 	if (geteuid() != 0 && own_namespaces() != 0)
 		goto fail;
 	rep.step = 2;
-	fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
-	/* No size limit: a slot that grows its own file (fallocate) uses its
-	 * own memory (its cgroup's), and leaves the others' pages room. */
-	if (fs < 0 || syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "size", "0", 0) != 0 ||
-	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", "0755", 0) != 0 ||
-	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0)
-		goto fail;
-	mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-	if (mnt < 0)
+	if ((dir = make_tmpfs("64k", "0755")) < 0)
 		goto fail;
 	rep.step = 3;
 	for (unsigned i = 0; i <= nslots; i++) {
 		cp_page_name(i, nslots, name);
-		int f = openat(mnt, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		if (f < 0 || ftruncate(f, (off_t)size) != 0)
+		if (make_page(dir, name, size) < 0)
 			goto fail;
-		close(f);
 	}
 	rep.step = 4;
 	rep.sized = landlock_abi() >= 3;
@@ -179,13 +220,15 @@ static _Noreturn void make_pages(int sock, unsigned nslots, size_t size)
 	rep.step = 5;
 	for (; n <= nslots; n++) {
 		cp_page_name(n, nslots, name);
-		if ((fds[n] = openat(mnt, name, O_RDWR | O_CLOEXEC)) < 0)
+		if ((fds[n] = openat(dir, name, O_RDWR | O_CLOEXEC)) < 0)
 			goto fail;
 	}
 	rep.step = 6;
-	ro = (int)syscall(SYS_open_tree, mnt, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	/* The directory with the pages bound in it, cloned whole and made
+	 * read-only whole. */
+	ro = (int)syscall(SYS_open_tree, dir, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
 	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
-	if (ro < 0 || syscall(SYS_mount_setattr, ro, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0 ||
+	if (ro < 0 || syscall(SYS_mount_setattr, ro, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0 ||
 	    (fds[n] = openat(ro, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		goto fail;
 	n++;
@@ -282,9 +325,12 @@ int clockfs_make(struct clockfs *fs, unsigned nslots, size_t size, const char **
 	struct report rep = { 7, fork_errno, 0 };
 	int r = pid < 0 ? -1 : receive(sv[0], fs, &rep);
 	close(sv[0]);
-	if (pid > 0)
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
+	/* Reaped later (supervisor.c's SIGCHLD: an unknown child is reaped
+	 * and forgotten), not waited for: its exit unmounts its mounts, each
+	 * after an RCU grace period, while diehard goes on; the pages live on
+	 * through the descriptors. A child that failed has sent its report and
+	 * is gone just the same. */
+	(void)pid;
 	if (r != 0) {
 		*why = rep.step > 0 && (size_t)rep.step < NSTEPS ? steps[rep.step] : steps[7];
 		errno = rep.err;

@@ -47,6 +47,8 @@
  * one is at most a ring ahead (entries a ring ahead are not claimed) plus
  * the slot's threads in flight. */
 #define FAR_AHEAD (4 * (uint64_t)CP_RING + 65536)
+/* A slot's threads in flight at once (each holds a read index). */
+#define AHEAD_SLACK 65536
 
 /* A wall clock's entry may be this far past diehard's now (it was stepped
  * back meanwhile) before it counts as forged. */
@@ -257,9 +259,29 @@ uint64_t fastclock_index(struct fastclock *F, unsigned i, unsigned key, const ui
 	return atomic_fetch_add(count, 1);
 }
 
-bool fastclock_too_far(const struct fastclock *F, unsigned key, uint64_t n)
+bool fastclock_too_far(const struct fastclock *F, unsigned i, unsigned key, uint64_t n)
 {
-	return n > fastclock_harvested(F, key) + FAR_AHEAD;
+	if (n > fastclock_harvested(F, key) + FAR_AHEAD)
+		return true;
+	/* Nor further ahead of the other slots that pace than a sound count
+	 * can be: a leader a ring past the slowest of them falls back, and
+	 * its slot's threads in flight add to that. The log's front alone is
+	 * no bound: a slot that asks for entries far ahead makes diehard
+	 * settle them, which moves the front, and asked again and again would
+	 * grow the log past --call-log, dropping what the others still need.
+	 * Measured from the others, what one slot makes diehard settle stays
+	 * within a ring and the slack of where they are. */
+	uint64_t pace = atomic_load(&dh_page(F)->pace) & ~atomic_load(&dh_page(F)->ignore), front = 0;
+	bool others = false;
+	for (unsigned j = 0; j < F->view.nslots; j++) {
+		uint64_t c = atomic_load(&F->view.pages[j]->count[key]);
+		if (j == i || !(pace >> j & 1) || c > fastclock_harvested(F, key) + FAR_AHEAD)
+			continue;
+		others = true;
+		if (c > front)
+			front = c;
+	}
+	return others && n > front + CP_RING + AHEAD_SLACK;
 }
 
 /* The caller's put, with the bounds checked on the way. */
@@ -387,7 +409,7 @@ void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key)
 	uint64_t front = fastclock_harvested(F, key);
 	for (unsigned j = 0; j < F->view.nslots; j++) {
 		uint64_t c = fastclock_count(F, j, key);
-		if (c > front && !fastclock_too_far(F, key, c))
+		if (c > front && !fastclock_too_far(F, j, key, c))
 			front = c;
 	}
 	/* A count the replica keeps changing (its own threads reading, or
@@ -395,7 +417,7 @@ void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key)
 	 * nothing in a page may keep diehard here. */
 	_Atomic uint64_t *count = &F->view.pages[i]->count[key];
 	uint64_t c = atomic_load(count);
-	for (unsigned tries = 0; tries < 64 && (c < front || fastclock_too_far(F, key, c)) &&
+	for (unsigned tries = 0; tries < 64 && (c < front || fastclock_too_far(F, i, key, c)) &&
 				 !atomic_compare_exchange_weak(count, &c, front);
 	     tries++)
 		;
@@ -485,7 +507,7 @@ void fastclock_settle_all(struct fastclock *F, fastclock_put_fn *put, void *arg)
 		uint64_t top = 0;
 		for (unsigned j = 0; j < F->view.nslots; j++) {
 			uint64_t c = fastclock_count(F, j, k);
-			if (c > top && !fastclock_too_far(F, k, c))
+			if (c > top && !fastclock_too_far(F, j, k, c))
 				top = c;
 		}
 		if (top > fastclock_harvested(F, k))

@@ -70,9 +70,10 @@ bool fastclock_asks(const struct fastclock *F, uint64_t arg);
  * next. */
 uint64_t fastclock_index(struct fastclock *F, unsigned i, unsigned key, const uint64_t *asked);
 
-/* Whether read index n of key is too far past the log to be a sound
- * count's (the slot's page is damaged): not settled, answered apart. */
-bool fastclock_too_far(const struct fastclock *F, unsigned key, uint64_t n);
+/* Whether slot i's read index n of key is too far past the log, or past
+ * the other pacing slots' counts, to be a sound count's (the slot's page is
+ * damaged, or it pushes the log on purpose): not settled, answered apart. */
+bool fastclock_too_far(const struct fastclock *F, unsigned i, unsigned key, uint64_t n);
 
 /* Entries of key below this are in the caller's log. */
 uint64_t fastclock_harvested(const struct fastclock *F, unsigned key);

@@ -8,10 +8,13 @@
 #include "filter.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <link.h>
 #include <linux/audit.h>
 #include <linux/seccomp.h>
+#include <linux/sockios.h>
+#include <linux/userfaultfd.h>
 #include <signal.h>
 #include <stddef.h>
 #include <seccomp.h>
@@ -19,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/resource.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -356,6 +360,16 @@ static int add_refusals(scmp_filter_ctx ctx, const struct filter_spec *spec)
 					SCMP_SYS(io_uring_register) };
 	for (size_t i = 0; rc == 0 && i < sizeof io_uring / sizeof io_uring[0]; i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), io_uring[i], 0);
+	/* userfaultfd: a page the replica registers and never fills blocks
+	 * whoever touches it, diehard's process_vm_readv of a notified call's
+	 * argument included, uninterruptibly (SIGTERM unanswered). Refused
+	 * as a kernel with unprivileged userfaultfd off refuses it, the
+	 * system call and /dev/userfaultfd's ioctl alike. */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(userfaultfd), 0);
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(ioctl), 1,
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, (scmp_datum_t)USERFAULTFD_IOC_NEW));
 	if (spec->sandboxed) {
 		if (rc == 0)
 			rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(ptrace), 1, PID_IS(1, 1));
@@ -392,6 +406,38 @@ static int add_refusals(scmp_filter_ctx ctx, const struct filter_spec *spec)
 		rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(rt_tgsigqueueinfo), 1, PID_IS(0, us));
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(pidfd_open), 1, PID_IS(0, us));
+	/* The kernel signals for the replica too: a descriptor's owner gets
+	 * SIGIO (or F_SETSIG's signal, SIGKILL included) when it is ready,
+	 * and that owner may be any process: diehard. Nor may the replica set
+	 * diehard's limits (RLIMIT_CPU of 1 s kills it, RLIMIT_NOFILE of 3
+	 * ends the run), its scheduling or priorities: every one of these names
+	 * diehard by pid, its group, or every process of the user. */
+	static const unsigned long owners[] = { F_SETOWN, F_SETOWN_EX, F_SETSIG };
+	for (size_t i = 0; rc == 0 && i < sizeof owners / sizeof owners[0]; i++)
+		rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(fcntl), 1,
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, (scmp_datum_t)owners[i]));
+	static const unsigned long owner_ioctls[] = { FIOSETOWN, SIOCSPGRP };
+	for (size_t i = 0; rc == 0 && i < sizeof owner_ioctls / sizeof owner_ioctls[0]; i++)
+		rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(ioctl), 1,
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, (scmp_datum_t)owner_ioctls[i]));
+	static const int by_pid[] = { SCMP_SYS(prlimit64), SCMP_SYS(sched_setaffinity), SCMP_SYS(sched_setscheduler),
+				      SCMP_SYS(sched_setparam), SCMP_SYS(sched_setattr) };
+	for (size_t i = 0; rc == 0 && i < sizeof by_pid / sizeof by_pid[0]; i++)
+		rc = seccomp_rule_add(ctx, eperm, by_pid[i], 1, PID_IS(0, us));
+	/* setpriority and ioprio_set name their target by (which, who):
+	 * diehard's pid, its group, or every process of a user. */
+	static const struct {
+		int nr;
+		unsigned process, group, user;
+	} prio[] = { { SCMP_SYS(setpriority), PRIO_PROCESS, PRIO_PGRP, PRIO_USER },
+		     { SCMP_SYS(ioprio_set), 1, 2, 3 } /* IOPRIO_WHO_PROCESS, _PGRP, _USER */ };
+	for (size_t i = 0; rc == 0 && i < sizeof prio / sizeof prio[0]; i++) {
+		rc = seccomp_rule_add(ctx, eperm, prio[i].nr, 2, PID_IS(0, prio[i].process), PID_IS(1, us));
+		if (rc == 0)
+			rc = seccomp_rule_add(ctx, eperm, prio[i].nr, 2, PID_IS(0, prio[i].group), PID_IS(1, group));
+		if (rc == 0)
+			rc = seccomp_rule_add(ctx, eperm, prio[i].nr, 1, PID_IS(0, prio[i].user));
+	}
 	return rc;
 }
 

@@ -502,7 +502,7 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 	}
 	vr->fast_notified++;
 	uint64_t n = fastclock_index(F, vr->index, fk, asked);
-	if (fastclock_too_far(F, fk, n)) {
+	if (fastclock_too_far(F, vr->index, fk, n)) {
 		/* A damaged count (the replica wrote over its own page): its
 		 * reads go the notify way from the front on. */
 		bool first = !(V->fast_damaged >> vr->index & 1);

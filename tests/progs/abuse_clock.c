@@ -9,11 +9,13 @@
  *       dir) or change any page's size; one line per attempt,
  *       "<what>: blocked (<errno>)" or "<what>: OPEN", then "probed N open M";
  *       exits 0.
- *   abuse_clock scribble MODE SECONDS READS LOCKDIR
+ *   abuse_clock scribble MODE PASSES READS LOCKDIR
  *       the replica that creates LOCKDIR first is the bad one (its
  *       DIEHARD_SEED goes to LOCKDIR/seed): it writes
  *       MODE (zero, ones, random, propose) over every byte of the one page it
- *       can write, over and over for SECONDS, while a thread of its own reads
+ *       can write, PASSES times over (a pass is a few milliseconds; not
+ *       timed by its own clock, which its damage may stop), while a thread
+ *       of its own reads
  *       clocks; every replica (the bad one too) has 3 threads read
  *       CLOCK_MONOTONIC, CLOCK_REALTIME and gettimeofday READS times each,
  *       checking the monotonic clock never steps back, then prints
@@ -122,7 +124,7 @@ static int probe(void)
 			continue;
 		}
 		struct stat a, b;
-		if (fstat(f, &a) == 0 && fstat((int)fd, &b) == 0 && a.st_ino == b.st_ino) {
+		if (fstat(f, &a) == 0 && fstat((int)fd, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
 			close(f); /* our own page: writable through fd, as it should be */
 			continue;
 		}
@@ -154,6 +156,10 @@ static int probe(void)
 	say("truncate its own page through /proc/self/fd", truncate("/proc/self/fd/1000", 4096) == 0);
 	int tr = open("/proc/self/fd/1000", O_RDWR | O_TRUNC);
 	say("open its own page with O_TRUNC", tr >= 0);
+	/* Memory: its page's file system holds a page and no more. */
+	struct stat own;
+	say("grow its own page by a gibibyte (fallocate)",
+	    fstat((int)fd, &own) == 0 && fallocate((int)fd, 0, own.st_size, 1L << 30) == 0);
 	printf("probed %d open %d\n", tried, opened);
 	return 0;
 }
@@ -213,7 +219,7 @@ static void damage(volatile uint64_t *p, size_t len, const char *mode)
 		p[i] = strcmp(mode, "zero") == 0 ? 0 : strcmp(mode, "ones") == 0 ? ~0ull : next_random();
 }
 
-static int scribble(const char *mode, double seconds, const char *lockdir)
+static int scribble(const char *mode, long passes, const char *lockdir)
 {
 	pthread_t t[3], b;
 	bool bad = mkdir(lockdir, 0700) == 0;
@@ -239,12 +245,8 @@ static int scribble(const char *mode, double seconds, const char *lockdir)
 			return 1;
 		}
 		pthread_create(&b, NULL, bad_reader, NULL);
-		struct timespec t0, now;
-		clock_gettime(CLOCK_MONOTONIC_RAW, &t0);
-		do {
+		for (long pass = 0; pass < passes; pass++)
 			damage(p, (size_t)st.st_size, mode);
-			clock_gettime(CLOCK_MONOTONIC_RAW, &now);
-		} while ((double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9 < seconds);
 		atomic_store(&stop, true);
 		pthread_join(b, NULL);
 	}
@@ -266,7 +268,7 @@ int main(int argc, char **argv)
 		return probe();
 	if (argc == 6 && strcmp(argv[1], "scribble") == 0) {
 		reads = strtol(argv[4], NULL, 10);
-		return scribble(argv[2], strtod(argv[3], NULL), argv[5]);
+		return scribble(argv[2], strtol(argv[3], NULL, 10), argv[5]);
 	}
 	if (argc == 3 && strcmp(argv[1], "read") == 0) {
 		struct timespec t0, now;
@@ -278,7 +280,7 @@ int main(int argc, char **argv)
 		printf("read\n");
 		return 0;
 	}
-	fputs("usage: abuse_clock probe | scribble zero|ones|random|propose SECONDS READS LOCKDIR | read SECONDS\n",
+	fputs("usage: abuse_clock probe | scribble zero|ones|random|propose PASSES READS LOCKDIR | read SECONDS\n",
 	      stderr);
 	return 2;
 }

@@ -22,6 +22,16 @@
  *                                CLOCK_MONOTONIC's entries in its own page,
  *                                as a leader does just before its real
  *                                read; every slot: N reads in 3 threads
+ *   nd_fastpath push N           every slot reads CLOCK_REALTIME N times,
+ *                                printing each second read's seconds; slot
+ *                                0, at its third read, sets its count for
+ *                                it near the log's front plus 4 rings and
+ *                                64 Ki (as far as the log's own bound lets
+ *                                a count go) and asks diehard for that
+ *                                entry with a raw system call, 40 times
+ *                                over: diehard must not settle (and log)
+ *                                that far past the others, whose entries
+ *                                the log's cap would then drop
  *   nd_fastpath misread N        N reads; then one more CLOCK_MONOTONIC
  *                                read, which slot 0 takes and marks done
  *                                with the term of another value than the
@@ -43,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -195,7 +206,7 @@ static void *staller(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fputs("usage: nd_fastpath threads|exec|garbage|forge|stall|misread N [PROGRAM]\n", stderr);
+		fputs("usage: nd_fastpath threads|exec|garbage|forge|stall|push|misread N [PROGRAM]\n", stderr);
 		return 2;
 	}
 	rounds = strtol(argv[2], NULL, 10);
@@ -266,6 +277,26 @@ int main(int argc, char **argv)
 		threads(3);
 		printf("ok stall\n");
 		print_now();
+	} else if (strcmp(mode, "push") == 0) {
+		struct cp_view v;
+		char *page;
+		bool pusher = setting("slot", 10) == 0;
+		if (pusher)
+			v = map_log(&page);
+		for (long i = 0; i < rounds; i++) {
+			struct timespec ts;
+			if (pusher && i == 3)
+				for (int r = 0; r < 40; r++) {
+					uint64_t h = atomic_load(&v.pages[v.nslots]->harvested[CLOCK_REALTIME]);
+					atomic_store(&v.pages[v.self]->count[CLOCK_REALTIME], h + 4 * CP_RING + 65536 - 16);
+					(void)syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts);
+				}
+			if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+				die("clock_gettime");
+			if (i % 2)
+				printf("%lld\n", (long long)ts.tv_sec);
+		}
+		printf("ok push\n");
 	} else if (strcmp(mode, "misread") == 0) {
 		reader(NULL);
 		if (setting("slot", 10) == 0) {
@@ -283,7 +314,7 @@ int main(int argc, char **argv)
 		printf("ok misread\n");
 		print_now();
 	} else {
-		fputs("usage: nd_fastpath threads|exec|garbage|forge|stall|misread N [PROGRAM]\n", stderr);
+		fputs("usage: nd_fastpath threads|exec|garbage|forge|stall|push|misread N [PROGRAM]\n", stderr);
 		return 2;
 	}
 	return 0;

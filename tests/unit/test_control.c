@@ -135,6 +135,23 @@ int main(void)
 		bad += decode_both(f + WIRE_HEADER, i) < 0;
 	CHECK(bad == 0, "every truncation of a status is refused with a reason or checked");
 	free(f);
+	/* A seed that is not 32 hex digits (a terminal's escape sequence sent
+	 * by whoever took the socket's place) is refused, not printed. */
+	static const char *const bad_seeds[] = { "\x1b[2J\x1b[Hforged seed, 32 chars long!!", "0123456789abcdef",
+						 "0123456789ABCDEF0123456789abcdef", "" };
+	bad = 0;
+	for (size_t i = 0; i < sizeof bad_seeds / sizeof bad_seeds[0]; i++) {
+		rs.seed = (char *)bad_seeds[i];
+		f = wire_pack(&resp.base, &n);
+		why[0] = '\0';
+		r = f ? wire_decode_response(f + WIRE_HEADER, n - WIRE_HEADER, why, sizeof why) : NULL;
+		bad += r != NULL || strstr(why, "seed") == NULL;
+		if (r != NULL)
+			diehard__control_response__free_unpacked(r, NULL);
+		free(f);
+	}
+	rs.seed = (char *)"0123456789abcdef0123456789abcdef";
+	CHECK(bad == 0, "a status whose seed is not 32 lowercase hex digits is refused (escape sequences never printed)");
 	static uint8_t big[70000];
 	ProtobufCBinaryData arg = { sizeof big, big };
 	st.n_command = 1;
