@@ -226,6 +226,10 @@ $(B)/tests/unit/test_dispute: tests/unit/test_dispute.c tests/unit/tap.h supervi
 $(B)/tests/unit/test_netaddr: tests/unit/test_netaddr.c tests/unit/tap.h supervisor/virt/netaddr.c supervisor/virt/netaddr.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/virt -o $@ $< supervisor/virt/netaddr.c
 
+# The cgroup files' parsers (supervisor/sandbox/caps.c reads with them).
+$(B)/tests/unit/test_cgpath: tests/unit/test_cgpath.c tests/unit/tap.h supervisor/sandbox/cgpath.c supervisor/sandbox/cgpath.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/sandbox -o $@ $< supervisor/sandbox/cgpath.c
+
 # The clock blob as diehard places it (the built blob, embedded).
 $(B)/tests/unit/test_clockblob: tests/unit/test_clockblob.c tests/unit/tap.h $(B)/clockblob.bin allocator/clockpage.c $(ALLOC_HDR) allocator/blob/clockblob.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Iallocator -DDIEHARD_CLOCKBLOB='"$(B)/clockblob.bin"' -o $@ $< allocator/clockpage.c

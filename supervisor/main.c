@@ -92,6 +92,12 @@ static const char usage[] =
 	"                        clock log in the replicas' memory; slower)\n"
 	"      --control PATH    serve diehard status and events on a unix socket at PATH\n"
 	"                        (mode 0600; default $RUNTIME_DIRECTORY/control if set)\n"
+	"      --max-tasks N     tasks (processes and threads) per replica, 2 to 4194304\n"
+	"                        (default 4096; 0 or off: none); a replica over it is\n"
+	"                        killed and replaced (docs/SANDBOX.md: caps)\n"
+	"      --max-memory BYTES  memory per replica, 16M to 64T (default: a (k+1)-th of\n"
+	"                        the RAM, or of diehard's cgroup limit; 0 or off: none);\n"
+	"                        a replica over it is killed and replaced\n"
 	"  -h, --help            this text\n"
 	"  -V, --version         the version\n";
 
@@ -171,6 +177,28 @@ static unsigned long long parse_size(const char *s, const char *what, const char
 		bad_usage(msg, s);
 	}
 	return v << shift;
+}
+
+/* --max-tasks: 0 (none), or 2 (the init and the program) to the kernel's
+ * most pids. */
+static uint64_t parse_cap_tasks(const char *s)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v == 1 || v > 4194304)
+		bad_usage("--max-tasks must be a number from 2 to 4194304, or 0 or off (none), not '%s'", s);
+	return v;
+}
+
+/* --max-memory: 0 (none), or 16M (the dynamic loader and this allocator
+ * start in less, little else does) to 64T. */
+static uint64_t parse_cap_memory(const char *s)
+{
+	uint64_t v = parse_size(s, "--max-memory", "bytes like 512M or 4G, or 0 or off (none)", 0, 64ULL << 40);
+	if (v != 0 && v < (16ULL << 20))
+		bad_usage("--max-memory must be at least 16M, or 0 or off (none), not '%s'", s);
+	return v;
 }
 
 /* A ring's size for a --window: a power of two of at least 64 KiB. */
@@ -303,7 +331,7 @@ int main(int argc, char **argv)
 	reserve_std_fds();
 	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_NO_FAST_CLOCKS, OPT_RESPAWNS, OPT_NO_RESPAWN,
 	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_NET, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL,
-	       OPT_CONN_LOG };
+	       OPT_CONN_LOG, OPT_MAX_TASKS, OPT_MAX_MEMORY };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
 		{ "report", required_argument, NULL, 'r' },   { "verbose", no_argument, NULL, 'v' },
@@ -311,6 +339,8 @@ int main(int argc, char **argv)
 		{ "window", required_argument, NULL, OPT_WINDOW }, { "help", no_argument, NULL, 'h' },
 		{ "input-log", required_argument, NULL, OPT_INPUT_LOG },
 		{ "conn-log", required_argument, NULL, OPT_CONN_LOG },
+		{ "max-tasks", required_argument, NULL, OPT_MAX_TASKS },
+		{ "max-memory", required_argument, NULL, OPT_MAX_MEMORY },
 		{ "no-virtualize", no_argument, NULL, OPT_NO_VIRTUALIZE },
 		{ "no-fast-clocks", no_argument, NULL, OPT_NO_FAST_CLOCKS },
 		{ "respawns", required_argument, NULL, OPT_RESPAWNS },
@@ -328,7 +358,7 @@ int main(int argc, char **argv)
 	struct options o = { .k = 3, .report_fd = -1, .idle_ms = 50, .straggler_ms = 10000, .stop_ms = 5000,
 			     .window = 1 << 20,
 			     .input_log = (size_t)64 << 20, .conn_log = (size_t)64 << 20, .virtualize = true, .fast_clocks = true, .respawns = 16, .respawn_rate = 30,
-			     .call_log = (size_t)512 << 10 };
+			     .call_log = (size_t)512 << 10, .max_tasks = CAPS_DEFAULT, .max_memory = CAPS_DEFAULT };
 	const char *allocator = NULL;
 	bool k_given = false, net_given = false;
 	int c;
@@ -380,6 +410,12 @@ int main(int argc, char **argv)
 			break;
 		case OPT_WINDOW:
 			o.window = ring_size(parse_size(optarg, "--window", "bytes like 1M or 65536", 1, 1ULL << 30));
+			break;
+		case OPT_MAX_TASKS:
+			o.max_tasks = strcmp(optarg, "off") == 0 ? 0 : parse_cap_tasks(optarg);
+			break;
+		case OPT_MAX_MEMORY:
+			o.max_memory = strcmp(optarg, "off") == 0 ? 0 : parse_cap_memory(optarg);
 			break;
 		case OPT_CONN_LOG:
 			o.conn_log = parse_size(optarg, "--conn-log", "bytes like 64M or 0 (none)", 0, 64ULL << 30);

@@ -139,6 +139,7 @@ static void emit(struct sup *S, struct stream *st, const unsigned char *p, size_
 			replicas_kill_all(S);
 			report_set_exit(S->report, 128 + SIGPIPE, "output closed");
 			report_write(S->report);
+			overcap_finish(S); /* no atexit runs: the replicas' cgroups go now */
 			signal(SIGPIPE, SIG_DFL);
 			raise(SIGPIPE);
 		}

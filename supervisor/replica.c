@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "exitcode.h"
 #include "fencelog.h"
 #include "filter.h"
@@ -190,6 +191,9 @@ void replica_kill(struct sup *S, struct replica *r, const char *why)
 {
 	if (!r->live && !r->joining)
 		return;
+	char over[128]; /* room in r->why for what replica_kill adds */
+	if (overcap_over(S, r, over, sizeof over))
+		why = over;
 	r->live = false;
 	r->joining = false;
 	r->killed = true;
@@ -205,6 +209,7 @@ void replica_kill(struct sup *S, struct replica *r, const char *why)
 			 (int)r->found_stopped_pid);
 	if (!r->exited)
 		replica_signal(r, SIGKILL);
+	overcap_killed(S, r);
 	log_event("kill replica %u (pid %d): %s", r->id, (int)r->pid, r->why);
 	if (S->notify != NULL)
 		notify_replica_gone(S->notify, r->index);
@@ -415,6 +420,7 @@ void replicas_reap(struct sup *S)
 					  cause ? " (" : "", cause ? cause : "", cause ? ")" : "");
 			else
 				log_event("replica %u (pid %d) exited with %d", r->id, (int)pid, WEXITSTATUS(wstatus));
+			overcap_reaped(S, r);
 			/* A SIGKILL we did not send most likely came from outside
 			 * (the OOM killer, a person): output.c does not let its
 			 * end of output count while other voters still run. */
@@ -458,7 +464,7 @@ static void slot_reset(struct sup *S, struct replica *r)
 	if (r->net_fd >= 0)
 		close(r->net_fd);
 	*r = (struct replica){ .index = i, .in_fd = -1, .status_fd = -1, .net_fd = -1, .out_fd = { -1, -1 },
-			       .replaces = -1 };
+			       .replaces = -1, .caps = r->caps /* overcap_prepare's */ };
 	for (int s = 0; s < NSTREAMS; s++) {
 		r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
 		r->ring[s]->head = r->ring[s]->tail = 0;
@@ -473,6 +479,7 @@ struct launch {
 	char **envp;
 	char *extra[64];   /* the variables of ci.h and notify.h, not owned */
 	struct spawn_request req;
+	struct caps_spawn caps;   /* its cgroup and rlimits (caps.h) */
 	struct spawn_pending sp;
 	struct spawn_result res;
 	pid_t pid;
@@ -516,6 +523,7 @@ static void launch(struct sup *S, unsigned i, struct launch *L, bool replacement
 	if (S->virt != NULL && r->used)
 		virt_detach(S->virt, i);
 	ci_retire(S, r);
+	overcap_prepare(S, r, &L->caps);
 	slot_reset(S, r);
 	seed_from_urandom(r->seed);
 	L->replacement = replacement;
@@ -529,7 +537,8 @@ static void launch(struct sup *S, unsigned i, struct launch *L, bool replacement
 					 .ns_flags = S->ns_flags, .init_path = S->o->init_path,
 					 .clock_fd = clock_fd, .clock_dir = clock_dir,
 					 .stop_before_exec = S->o->replay != NULL && S->o->replay->gdb,
-					 .npass = S->o->replay != NULL ? 0 : svcenv_get()->listen_fds };
+					 .npass = S->o->replay != NULL ? 0 : svcenv_get()->listen_fds,
+					 .caps = &L->caps };
 	L->pid = spawn_start(&L->req, &L->sp, &L->res);
 }
 
@@ -564,6 +573,7 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 {
 	struct replica *r = &S->r[i];
 	pid_t pid = finish(S, L);
+	caps_spawn_done(&L->caps);
 	struct spawn_result res = L->res;
 	int exec_errno = res.exec_errno, listener = res.listener;
 	int in[2] = { L->in[0], L->in[1] }, out[NSTREAMS][2] = { { L->out[0][0], L->out[0][1] },
@@ -572,6 +582,9 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 		int err = errno;
 		int code = exec_errno == ENOENT ? EXIT_NOT_FOUND : exec_errno ? EXIT_CANNOT_EXEC : EXIT_INTERNAL;
 		replicas_kill_all(S);
+		if (res.caps_errno != 0)
+			fatal(EXIT_INTERNAL, "cannot put replica %u under its caps (%s; %s): %s", S->next_id,
+			      caps_how(S->caps, CAPS_TASKS), caps_how(S->caps, CAPS_MEMORY), strerror(res.caps_errno));
 		if (res.ns_errno != 0)
 			fatal(EXIT_INTERNAL, "cannot make replica %u's namespaces (%s): %s (%s)", S->next_id,
 			      sandbox_describe(S->ns_flags), strerror(res.ns_errno),

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "exitcode.h"
 #include "clockfs.h"
 #include "filter.h"
@@ -159,7 +160,8 @@ struct child_msg {
 		      'N' namespaces refused, 'U' the program's user namespace
 		      refused (root's), 'T' its network namespace refused,
 		      'P' the init is up (nothing to do), 'C' the sandboxed
-		      program's credentials (its pid); to the init, on the gate:
+		      program's credentials (its pid), 'G' its caps could not
+		      be entered (caps.h); to the init, on the gate:
 		      'R' the program's namespaces are made (its network
 		      namespace's fd attached) */
 	int err;
@@ -353,6 +355,11 @@ static void program_namespaces(const struct spawn_request *r, int sock, int gate
 static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv, pid_t parent, int sock, int gate)
 {
 	int err;
+	/* Under its caps before anything else (sandboxed, the init was). */
+	if (r->caps != NULL && (err = caps_enter(r->caps, false, false)) != 0) {
+		child_send(sock, 'G', err, -1);
+		_exit(EXIT_INTERNAL);
+	}
 	/* Die with the supervisor: otherwise a replica outlives it, and its
 	 * virtualized system calls would fail forever. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
@@ -543,6 +550,12 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 				 int net_fd, unsigned long init_flags, uid_t uid, gid_t gid)
 {
 	int err;
+	/* Under its caps before anything else: the program and all it starts
+	 * inherit them. */
+	if (r->caps != NULL && (err = caps_enter(r->caps, true, (init_flags & CLONE_NEWUSER) != 0)) != 0) {
+		child_send(sock, 'G', err, -1);
+		_exit(EXIT_INTERNAL);
+	}
 	char refused = 'N';
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
 		err = errno;
@@ -572,6 +585,7 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	signal(SIGCHLD, SIG_DFL);
 	struct spawn_request prog = *r;
 	prog.fds[0] = 0, prog.fds[1] = 1, prog.fds[2] = 2;
+	prog.caps = NULL;
 	prog.clock_fd = keep[3];
 	prog.clock_dir = keep[4];
 	/* The gate: the program's word that its namespaces are made comes
@@ -733,7 +747,11 @@ pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struc
 	unsigned long init_flags = sandbox_init_flags(r->ns_flags);
 	if (sigprocmask(SIG_BLOCK, &all, &old) == 0) {
 		pid_t parent = getpid();
-		pid = r->ns_flags != 0 ? clone_fork(init_flags) : fork();
+		/* A cgroup v2 to start in: cloned straight into it (caps.h). */
+		if (r->caps != NULL && r->caps->cgroup_fd >= 0)
+			pid = caps_clone(r->caps, init_flags);
+		else
+			pid = r->ns_flags != 0 ? clone_fork(init_flags) : fork();
 		if (pid == 0) {
 			close(sock[0]);
 			if (r->ns_flags != 0) {
@@ -762,8 +780,10 @@ pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struc
 			close(status[0]);
 		if (net[0] >= 0)
 			close(net[0]);
-		/* The kernel refused the namespaces themselves. */
-		if (r->ns_flags != 0)
+		/* The kernel refused the namespaces themselves, or the cgroup. */
+		if (r->caps != NULL && r->caps->cgroup_fd >= 0 && caps_clone_refused(saved))
+			res->caps_errno = saved;
+		else if (r->ns_flags != 0)
 			res->ns_errno = saved;
 		errno = saved;
 		return -1;
@@ -801,6 +821,8 @@ pid_t spawn_finish(struct spawn_pending *sp, struct spawn_result *res)
 			res->ns_errno = failed = err ? err : EPROTO;
 			res->ns_refused = tag == 'U' ? CLONE_NEWUSER : tag == 'T' ? CLONE_NEWNET : 0;
 		}
+		else if (tag == 'G')
+			res->caps_errno = failed = err ? err : EIO;
 		else if (tag == 'F')
 			failed = err ? err : EINVAL;
 		else if (tag == 'S')

@@ -15,6 +15,8 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+struct caps_spawn;
+
 /* Finds cmd as execvp would. 0 and a malloc'ed *path, or the exit code to
  * give up with (127 not found, 126 not executable) with a message printed. */
 int spawn_resolve(const char *cmd, char **path);
@@ -40,11 +42,14 @@ struct spawn_request {
 					    are (socket activation: svcenv.h); with
 					    CLONE_NEWNET, a TCP listening one as a socket
 					    listening on its address in the replica's network */
+	struct caps_spawn *caps;         /* the replica's caps (caps.h): its cgroup,
+					    entered before anything runs, its rlimits; NULL */
 };
 
 struct spawn_result {
 	int exec_errno;  /* the exec failed with this (the child is reaped) */
 	int ns_errno;    /* the namespaces could not be made (the child is reaped) */
+	int caps_errno;  /* its caps could not be entered (the child is reaped) */
 	unsigned long ns_refused; /* with ns_errno: the one refused, CLONE_NEWUSER
 				     (root's, sandbox.h) or CLONE_NEWNET; 0: the
 				     replica's namespaces as a whole */

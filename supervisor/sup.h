@@ -67,6 +67,7 @@ struct replica {
 				      channel (factory.h) until net.c takes it over
 				      at its start; -1 otherwise */
 	pid_t program_pid;         /* sandboxed: its program (the init's child) */
+	struct caps_replica *caps; /* its cgroups (caps.h), until it ends; NULL */
 	int out_fd[NSTREAMS];      /* our ends of its stdout, stderr; -1 at EOF */
 	struct event *in_ev;
 	struct event *out_ev[NSTREAMS];
@@ -181,6 +182,8 @@ struct sup {
 	size_t nzombies, zombies_size;
 	struct control *control;   /* the control socket (services/control.h), or NULL */
 	struct net *net;           /* the TCP proxy (net/net.h); NULL unless --net private */
+	struct caps *caps;         /* the replicas' caps (caps.h, overcap.c) */
+	unsigned over_cap[2];      /* replicas killed over their task, memory cap */
 };
 
 /* supervisor.c */
@@ -246,6 +249,32 @@ void replace_check_joined(struct sup *S, struct replica *r);
 bool replace_replaying(const struct sup *S, const struct replica *r);
 void replace_zombie(struct sup *S, pid_t pid, unsigned id, int status_fd, double killed_at);
 bool replace_reap_zombie(struct sup *S, pid_t pid, int wstatus);
+
+/* overcap.c: the replicas' caps on tasks and memory (caps.h) */
+struct caps_spawn;
+/* The run's caps, chosen and said (-v, the report) before any replica. */
+void overcap_init(struct sup *S);
+/* r's cgroup (if any) and what its start needs, into sp; exits 125 when a
+ * cgroup cannot be made. The one its slot held before ends first. */
+void overcap_prepare(struct sup *S, struct replica *r, struct caps_spawn *sp);
+/* Whether r, being killed, went over a cap (then why, into why): that is
+ * why it dies, whatever else its end set off (its output cut short). It is
+ * counted; when as many as a quorum went over the same cap, the command
+ * needs more: the run ends (137, one line). */
+bool overcap_over(struct sup *S, struct replica *r, char *why, size_t size);
+/* The tick: a replica over a cap is killed like a crash (replica_kill,
+ * then replaced). */
+void overcap_tick(struct sup *S);
+/* r was reaped: over a cap (it is killed now, as above), and its cgroup
+ * removed. */
+void overcap_reaped(struct sup *S, struct replica *r);
+/* r is being killed: without an init of its own, every process in its
+ * cgroup is, whatever process group it is in. */
+void overcap_killed(struct sup *S, struct replica *r);
+/* The sandbox fell back (its user namespaces went): said if a cap changed. */
+void overcap_sandbox(struct sup *S);
+/* The end of the run: every cgroup emptied and removed. */
+void overcap_finish(struct sup *S);
 
 /* output.c */
 void output_digest_commit(struct sup *S, struct stream *st, const unsigned char *p, size_t n);

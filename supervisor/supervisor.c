@@ -291,6 +291,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct sup *S = arg;
+	overcap_tick(S);
 	double t = sup_now(), limit = S->o->straggler_ms / 1000.0;
 	if (S->last_tick != 0 && t - S->last_tick > TICK_GAP)
 		pause_clocks(S, t - S->last_tick - TICK_MS / 1000.0);
@@ -446,6 +447,7 @@ bool sup_sandbox_refused(struct sup *S, int err, unsigned long which)
 	S->net_private = false;
 	report_sandbox(S->report, "none", strerror(err));
 	build_filter(S);
+	overcap_sandbox(S);
 	return true;
 }
 
@@ -609,6 +611,7 @@ int supervisor_run(const struct options *o)
 			r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
 	}
 	S->control = control_open(S); /* before the first spawn: its events are in the history */
+	overcap_init(S);
 	replicas_start(S, S->k);
 
 	input_start(S);
@@ -633,8 +636,9 @@ int supervisor_run(const struct options *o)
 		ci_retire(S, &S->r[i]);
 	/* Whatever is left (replicas the vote did not wait for, killed ones
 	 * something keeps stopped) is killed and reaped: nothing of the run
-	 * outlives it. */
+	 * outlives it. Then their cgroups go. */
 	replicas_end(S);
+	overcap_finish(S);
 	for (unsigned i = 0; i < S->nslots; i++)
 		fencelog_collect(S->fencelog, i);
 	net_free(S->net);

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct options {
 	unsigned k;               /* replicas */
@@ -33,7 +34,12 @@ struct options {
 	const char *record_path;  /* --record FILE, or NULL */
 	const struct replay *replay; /* diehard replay (replay.h), or NULL */
 	const char *control_path; /* the control socket (control.h), or NULL */
+	uint64_t max_tasks;       /* per replica (caps.h); 0: none; CAPS_DEFAULT: overcap.c's */
+	uint64_t max_memory;      /* bytes per replica, likewise */
 };
+
+/* --max-tasks and --max-memory not given: overcap.c's defaults. */
+#define CAPS_DEFAULT UINT64_MAX
 
 /* Runs to completion; returns diehard's exit code. */
 int supervisor_run(const struct options *o);

@@ -11,7 +11,8 @@ load helpers
 # security --threshold); docs/SERVICES.md, "Hardening", has the numbers.
 exposure_of() {
 	case $1 in
-	diehard-example-echo@.service | diehard-micro-httpd@.service | diehard-example-filter.service) echo 12 ;;
+	diehard-example-echo@.service | diehard-micro-httpd@.service) echo 12 ;;
+	diehard-example-filter.service) echo 15 ;;
 	diehard-example-notify.service) echo 21 ;;
 	diehard@.service) echo 35 ;;
 	*) return 1 ;;
@@ -81,7 +82,8 @@ verify() {
 	for u in "$ROOT"/systemd/*.service; do
 		grep -qx 'KillMode=mixed' "$u" || fail "${u##*/}: no KillMode=mixed (the replicas would get SIGTERM twice)"
 		grep -qx 'CapabilityBoundingSet=' "$u" || fail "${u##*/}: capabilities not dropped"
-		grep -qx 'RestrictNamespaces=user pid mnt' "$u" || fail "${u##*/}: RestrictNamespaces must be 'user pid mnt'"
+		grep -Eqx 'RestrictNamespaces=user pid mnt( cgroup)?' "$u" ||
+			fail "${u##*/}: RestrictNamespaces must be 'user pid mnt' (and cgroup where delegated)"
 		! grep -Eq '^(ProtectKernelTunables|ProtectKernelLogs)=(yes|true|1)' "$u" ||
 			fail "${u##*/}: ProtectKernelTunables/ProtectKernelLogs break the replicas' /proc"
 		if grep -q '^SystemCallFilter=@' "$u"; then
@@ -90,6 +92,43 @@ verify() {
 		fi
 	done
 	grep -qx 'NotifyAccess=main' "$ROOT/systemd/diehard-example-notify.service" || fail "the notify example lacks NotifyAccess=main"
+}
+
+@test "every service unit caps the whole service (TasksMax=, MemoryMax=); a delegated one (pids and memory; never with ExecReload=) may write its subtree and allows cgroup namespaces, the others keep the cgroups read-only" {
+	local u n=0
+	for u in "$ROOT"/systemd/*.service; do
+		grep -Eqx 'TasksMax=[0-9]+' "$u" || fail "${u##*/}: no TasksMax= (a number)"
+		grep -Eqx 'MemoryMax=([0-9]+[KMG]?|[0-9]+%)' "$u" || fail "${u##*/}: no MemoryMax="
+		if grep -q '^Delegate=' "$u"; then
+			n=$((n + 1))
+			grep -qx 'Delegate=pids memory' "$u" || fail "${u##*/}: Delegate= must name pids and memory"
+			grep -qx 'ProtectControlGroups=no' "$u" ||
+				fail "${u##*/}: delegated, but ProtectControlGroups= keeps /sys/fs/cgroup read-only"
+			grep -qx 'RestrictNamespaces=user pid mnt cgroup' "$u" ||
+				fail "${u##*/}: delegated: each replica's cgroup namespace must be allowed"
+		else
+			grep -qx 'ProtectControlGroups=yes' "$u" || fail "${u##*/}: not delegated, so ProtectControlGroups=yes"
+			grep -qx 'RestrictNamespaces=user pid mnt' "$u" || fail "${u##*/}: not delegated: no cgroup namespaces"
+		fi
+	done
+	# The filter delegates; a unit with ExecReload= cannot (systemd < 254
+	# puts the reload command into the unit's own cgroup, which must stay
+	# empty once controllers are enabled below it).
+	grep -q '^Delegate=' "$ROOT/systemd/diehard-example-filter.service" || fail "the filter must delegate"
+	for u in "$ROOT"/systemd/*.service; do
+		! { grep -q '^Delegate=' "$u" && grep -q '^ExecReload=' "$u"; } || fail "${u##*/}: Delegate= with ExecReload="
+	done
+	((n >= 1)) || fail "no delegated unit"
+}
+
+@test "verify checks the caps: a misspelled TasksMax= or a MemoryMax= that is no size fails it" {
+	install_prefix
+	mkdir "$T/bad"
+	sed 's/^TasksMax=/TaskMax=/' "$UNITS_DIR/diehard@.service" >"$T/bad/diehard@.service"
+	! verify "$T/bad/diehard@.service" || fail "a misspelled TasksMax= passed verify"
+	grep -q TaskMax "$T/verify.log" || fail "verify did not name the misspelled key:" "$(cat "$T/verify.log")"
+	sed 's/^MemoryMax=.*/MemoryMax=lots/' "$UNITS_DIR/diehard-example-filter.service" >"$T/bad/diehard-example-filter.service"
+	! verify "$T/bad/diehard-example-filter.service" || fail "MemoryMax=lots passed verify"
 }
 
 @test "the man page renders without warnings and lexgrog finds its NAME line" {

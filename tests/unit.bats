@@ -81,6 +81,10 @@ run_unit() {
 	run_unit test_netaddr
 }
 
+@test "unit: cgroup files as text (a process's cgroup per hierarchy, mounts with escapes and subtrees, directories, counters; dot components, garbage, every truncation and flipped byte)" {
+	run_unit test_cgpath
+}
+
 @test "unit: which first bytes of a function run from a trampoline (the vDSO's prologues; rip-relative, memory, branches, cut short refused)" {
 	run_unit test_prologue
 }

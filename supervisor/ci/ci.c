@@ -264,10 +264,13 @@ void ci_retire(struct sup *S, struct replica *r)
 		snprintf(p->verdict, sizeof p->verdict, "still catching up at the end");
 	else
 		snprintf(p->verdict, sizeof p->verdict, "left the vote");
-	/* A straggler under --ci is a finding: a hang one heap causes;
-	 * not one something outside stopped (SIGSTOP). */
+	/* A straggler under --ci is a finding: a hang one heap causes; not
+	 * one something outside stopped (SIGSTOP). So is a replica over its
+	 * caps (overcap.c): a runaway one heap causes. */
 	if (S->o->ci && r->killed && strncmp(r->why, "straggler", 9) == 0 && r->found_stopped == NULL)
 		ci_divergence(S, (int)r->id, "time", 0, "", "");
+	if (S->o->ci && r->killed && strncmp(r->why, "over its ", 9) == 0)
+		ci_divergence(S, (int)r->id, "caps", 0, "", "");
 }
 
 /* ---- the recording ---- */
@@ -534,6 +537,15 @@ int ci_finish(struct sup *S, int code)
 		(void)unlink(C->procs[i].trace);
 	}
 	(void)rmdir(C->dir);
+	/* A majority over the same cap: the command needs more (overcap.c,
+	 * exit 137), which no heap explains: not findings. */
+	if (S->over_cap[0] >= voter_quorum(S->k, S->k) || S->over_cap[1] >= voter_quorum(S->k, S->k)) {
+		size_t kept = 0;
+		for (size_t i = 0; i < C->ndivs; i++)
+			if (strcmp(C->divs[i].stream, "caps") != 0)
+				C->divs[kept++] = C->divs[i];
+		C->ndivs = kept;
+	}
 	size_t nfence = fencelog_count(S->fencelog);
 	bool failed = C->ndivs > 0 || bad->nbad > 0 || nfence > 0 || code == EXIT_NO_QUORUM;
 	json_t *ci = json_pack("{s:b}", "failed", failed);
@@ -604,6 +616,9 @@ int ci_finish(struct sup *S, int code)
 		if (strcmp(d->stream, "time") == 0)
 			log_warn("replica %d was killed as a straggler: a heap-dependent hang (%s)", d->id,
 				 d->id >= 0 && (size_t)d->id < C->nprocs ? C->procs[d->id].verdict : "");
+		else if (strcmp(d->stream, "caps") == 0)
+			log_warn("replica %d was killed %s: a heap-dependent runaway", d->id,
+				 d->id >= 0 && (size_t)d->id < C->nprocs ? C->procs[d->id].verdict : "over its cap");
 		else if (d->id >= 0)
 			log_warn("replica %d (fill %s) wrote %s at %s byte %zu where the others wrote %s", d->id,
 				 (size_t)d->id < C->nprocs ? fill_kind(C->procs[d->id].fill) : "?",

@@ -207,6 +207,7 @@ int replay_main(int argc, char **argv, const char *init_path)
 			     .input_log = (size_t)64 << 20, .virtualize = rec->virtualize, .respawns = 0,
 			     .respawn_rate = 30, .call_log = (size_t)512 << 10,
 			     .sandbox = rec->sandboxed ? SANDBOX_ON : SANDBOX_OFF, .init_path = init_path,
-			     .argv = args, .path = cstr(&rec->path), .allocator = alloc, .record = true, .replay = &rp };
+			     .argv = args, .path = cstr(&rec->path), .allocator = alloc, .record = true, .replay = &rp,
+			     .max_tasks = CAPS_DEFAULT, .max_memory = CAPS_DEFAULT };
 	return supervisor_run(&o);
 }
