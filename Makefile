@@ -165,6 +165,10 @@ $(B)/tests/%: tests/progs/%.c | $(B)/tests
 $(B)/tests/nd_fastpath: tests/progs/nd_fastpath.c allocator/clockpage.c allocator/clockpage.h | $(B)/tests
 	$(CC) $(WARN) $(CFLAGS) -pthread -idirafter allocator -o $@ $< allocator/clockpage.c
 
+# abuse_clock writes over a page's counts: it needs the page's layout.
+$(B)/tests/abuse_clock: tests/progs/abuse_clock.c allocator/clockpage.h | $(B)/tests
+	$(CC) $(WARN) $(CFLAGS) -pthread -idirafter allocator -o $@ $<
+
 # The same, linked statically: a program without libdiehard.so, whose clock
 # reads go through the blob diehard grafts in (supervisor/virt/graft.h).
 $(B)/tests/static/nd_fastpath: tests/progs/nd_fastpath.c allocator/clockpage.c allocator/clockpage.h | $(B)/tests/static

@@ -99,7 +99,9 @@ void cp_page_forget(struct cp_page *p)
 	}
 }
 
-void cp_done(struct cp_page *p, unsigned key, uint64_t n, uint64_t term)
+/* Stores mark (read n's) over what position n of the marks holds, unless
+ * that is a later read's mark. */
+static void put_mark(struct cp_page *p, unsigned key, uint64_t n, uint64_t mark)
 {
 	_Atomic uint64_t *d = &p->done[key][n % CP_DONE];
 	uint64_t was = atomic_load_explicit(d, memory_order_relaxed);
@@ -111,16 +113,35 @@ void cp_done(struct cp_page *p, unsigned key, uint64_t n, uint64_t term)
 	 * the value (cp_read's consume), which diehard, taking an entry over,
 	 * looks for after its own mark. */
 	if (was == 0 || ahead == 0 || ahead >= 1u << 31 || ahead % CP_DONE != 0)
-		atomic_store_explicit(d, cp_mark(n, term), memory_order_seq_cst);
+		atomic_store_explicit(d, mark, memory_order_seq_cst);
 }
 
-/* The term of read n's mark: true and *term if the mark is n's (or a read
- * 2^32 later's, which only a slot whose count passed n + CP_DONE made: the
- * caller looks at the count after the marks, check_terms). */
+void cp_done(struct cp_page *p, unsigned key, uint64_t n, uint64_t term)
+{
+	put_mark(p, key, n, cp_mark(n, term));
+}
+
+/* Marks read n's value taken, not done (cp_mark_term): consume. */
+static void taken(struct cp_page *p, unsigned key, uint64_t n, uint64_t term)
+{
+	uint64_t half = (cp_mark_term(term) & ~(uint64_t)3) | CP_MARK_TAKEN;
+	put_mark(p, key, n, half << 32 | (uint32_t)(n + 1));
+}
+
+/* Whether mark m is read n's (or a read's 2^32 later), of either kind, for
+ * a value whose term (checksum) is term. */
+static bool mark_of(uint64_t m, uint64_t n, uint64_t term)
+{
+	return m != 0 && (uint32_t)m == (uint32_t)(n + 1) && (m >> 32 & ~(uint64_t)3) == (cp_mark_term(term) & ~(uint64_t)3);
+}
+
+/* The term of read n's mark: true and *term if the mark is n's done mark
+ * (or a read 2^32 later's, which only a slot whose count passed n + CP_DONE
+ * made: the caller looks at the count after the marks, check_terms). */
 static bool mark_term(const struct cp_page *p, unsigned key, uint64_t n, uint64_t *term)
 {
 	uint64_t m = atomic_load_explicit(&p->done[key][n % CP_DONE], memory_order_acquire);
-	if (m == 0 || (uint32_t)m != (uint32_t)(n + 1))
+	if (m == 0 || (uint32_t)m != (uint32_t)(n + 1) || (m >> 32 & 3) != CP_MARK_DONE)
 		return false;
 	*term = m >> 32;
 	return true;
@@ -139,7 +160,10 @@ uint64_t cp_floor(const struct cp_page *p, unsigned key, uint64_t floor, uint64_
 		  bool *unsure)
 {
 	uint64_t first = floor, term, add = 0;
-	while (floor < count && mark_term(p, key, floor, &term)) {
+	/* At most a ring of marks a call: a sound walk stops sooner (a read a
+	 * ring on writes over the mark it would need), and marks a replica
+	 * keeps writing just ahead of this walk must not hold diehard here. */
+	while (floor < count && floor - first < CP_DONE && mark_term(p, key, floor, &term)) {
 		add += term;
 		floor++;
 	}
@@ -484,9 +508,10 @@ static bool conflict(const struct cp_view *v, unsigned key, uint64_t n, const st
  *   proposal we could see: one whose page was damaged): of any two
  *   replicas that take a value of n this way, the later looks after the
  *   earlier's store, so they never take two values;
- * - our completion mark stored (our word that we took it), diehard's page:
- *   if diehard took n over, its value is the one (confirm); else diehard,
- *   taking n over later, finds our mark.
+ * - our mark stored (taken: our word that we took it, done only once
+ *   confirmed, so that diehard's log keeps n should we still ask for it),
+ *   diehard's page: if diehard took n over, its value is the one (confirm);
+ *   else diehard, taking n over later, finds our mark.
  * Anything amiss: ask diehard. 1 taken, -1 fall back. */
 static int consume(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, const struct cp_entry *src,
 		   struct cp_value *out, uint64_t *check)
@@ -503,7 +528,8 @@ static int consume(const struct cp_view *v, struct cp_page *own, unsigned key, u
 	 * after its mark (settle_one): this looks after our store. */
 	if (conflict(v, key, n, out))
 		return -1;
-	cp_done(own, key, n, *check);
+	/* Taken, not done: confirm may still send us to diehard for n. */
+	taken(own, key, n, *check);
 	return confirm(v, own, key, n, out, check);
 }
 
@@ -759,10 +785,8 @@ static void gather(const struct cp_view *v, unsigned key, uint64_t n, struct can
 			}
 		}
 		uint64_t m = atomic_load_explicit(&v->pages[j]->done[key][n % CP_DONE], memory_order_seq_cst);
-		if (m == 0 || (uint32_t)m != (uint32_t)(n + 1))
-			continue;
 		for (unsigned i = 0; i < cs->n; i++)
-			if (cp_mark_term(cs->c[i].check) == m >> 32) {
+			if (mark_of(m, n, cs->c[i].check)) {
 				cs->c[i].takers++;
 				break;
 			}
@@ -871,11 +895,13 @@ static void put_last(struct cp_view *v, unsigned key, uint64_t n, const struct c
 	put(key, n, x, by, arg);
 }
 
-uint64_t cp_harvest(struct cp_view *v, unsigned key, cp_put_fn *put, void *arg)
+uint64_t cp_harvest(struct cp_view *v, unsigned key, uint64_t limit, cp_put_fn *put, void *arg)
 {
 	_Atomic uint64_t *h = &v->pages[v->nslots]->harvested[key];
 	uint64_t from = atomic_load_explicit(h, memory_order_relaxed), n = from;
-	for (;; n++) {
+	if (limit > from + CP_RING)
+		limit = from + CP_RING;
+	for (; n < limit; n++) {
 		struct cp_value x;
 		unsigned by = v->nslots;
 		if (dh_state(v, key, n, &x) != 1) {

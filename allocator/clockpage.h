@@ -39,7 +39,8 @@
  *   its value is the one. Whichever order these happen in, every
  *   participant ends with the same value.
  * - Pace: a replica leads entry n only while n is within a ring of every
- *   pacing slot's count (diehard names them: live, not replaying), else it
+ *   pacing slot's count (diehard names them: live, not replaying, keeping
+ *   within a ring of its log or still reading), else it
  *   waits for them a little, then falls back: a replica that ran a ring
  *   ahead would overwrite entries the others have yet to read, and every
  *   read of theirs would then cost a round trip to diehard.
@@ -88,7 +89,7 @@
  * (low byte), so that a library and a diehard built with other layouts
  * (ring size, fields, what a word means) do not take each other's pages
  * (the library then leaves clocks to the notify path). */
-#define CP_LAYOUT 3 /* changed with any change of what the words mean */
+#define CP_LAYOUT 4 /* changed with any change of what the words mean */
 #define CP_MAGIC ((0x6368646c6f636b00ULL ^ (uint64_t)sizeof(struct cp_page) << 8) | CP_LAYOUT)
 
 /* A clock's value: seconds and nanoseconds (gettimeofday: microseconds in b,
@@ -139,8 +140,9 @@ struct cp_page {
 	/* Completion marks: done[k][n % CP_DONE] = cp_mark(n, term) once the
 	 * slot's read n of key k has its value (term: the value's, cp_sum_term),
 	 * whether the replica settled it or diehard answered it (cp_done). One
-	 * word, so a mark's index and term are read together. Diehard adds the
-	 * terms up as it passes the marks (cp_floor): the slot's sum, with no
+	 * word, so a mark's index and term are read together (and whether the
+	 * read is done or its value only taken: cp_mark_term). Diehard adds the
+	 * terms up as it passes the done marks (cp_floor): the slot's sum, with no
 	 * locked addition per read. A thread of the slot may be held up between
 	 * taking n and settling it while its siblings read on, a ring and
 	 * more: diehard keeps entries in its log from the slot's first read
@@ -250,15 +252,20 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
  * sum not trusted, cp_floor); garbage there does not. */
 void cp_done(struct cp_page *p, unsigned key, uint64_t n, uint64_t term);
 
-/* What a read's term (cp_sum_term) adds to its slot's sum: its high 31
- * bits, the lowest bit set (so that a mark is never 0). */
+/* A mark's upper half: the term's high 30 bits, then two flag bits: 01
+ * done (its term adds to the slot's sum), 10 taken (cp_read took the value
+ * and has yet to confirm it against diehard's page: diehard's settle counts
+ * the slot among the value's takers, but the read is not done: it may still
+ * ask diehard for the entry, whose log must then keep it). Never 0, so a
+ * mark is never a zero word. */
+#define CP_MARK_DONE 1u
+#define CP_MARK_TAKEN 2u
 static inline uint64_t cp_mark_term(uint64_t term)
 {
-	return (term >> 32) | 1;
+	return (term >> 32 & ~(uint64_t)3) | CP_MARK_DONE;
 }
 
-/* A completion mark: the low 32 bits of n + 1, and above them
- * cp_mark_term(term) (never 0: a zero word is no mark). */
+/* A done mark: the low 32 bits of n + 1, and above them cp_mark_term(term). */
 static inline uint64_t cp_mark(uint64_t n, uint64_t term)
 {
 	return cp_mark_term(term) << 32 | (uint32_t)(n + 1);
@@ -266,7 +273,8 @@ static inline uint64_t cp_mark(uint64_t n, uint64_t term)
 
 /* Diehard's side: the slot's first read of key not done, looking from
  * floor (the last answer) up to count (the slot's count): no thread of the
- * slot will ask diehard for an entry below it. Adds the terms of the marks
+ * slot will ask diehard for an entry below it (a call passes at most
+ * CP_DONE marks: the next goes on). Adds the terms of the marks
  * it passes to *sum; sets *unsure when one may have been a later read's
  * (the slot's count more than CP_DONE past the first, read after them). */
 uint64_t cp_floor(const struct cp_page *p, unsigned key, uint64_t floor, uint64_t count, uint64_t *sum,
@@ -285,9 +293,12 @@ uint64_t cp_sum_rest(const struct cp_page *p, unsigned key, uint64_t floor, uint
 typedef void cp_put_fn(unsigned key, uint64_t n, const struct cp_value *value, unsigned by, void *arg);
 
 /* Diehard's side: puts the entries of key published since the last
- * harvest, in order, stopping at the first not (yet) published; their
- * ring positions may then be reused. Returns the new harvested[key]. */
-uint64_t cp_harvest(struct cp_view *v, unsigned key, cp_put_fn *put, void *arg);
+ * harvest, in order, stopping at the first not (yet) published, or at
+ * entry limit, or a ring on (no sound leader leads further past the last
+ * harvest: entries a replica keeps publishing just ahead of the walk must
+ * not hold diehard here); their ring positions may then be reused.
+ * Returns the new harvested[key]. */
+uint64_t cp_harvest(struct cp_view *v, unsigned key, uint64_t limit, cp_put_fn *put, void *arg);
 
 /* Diehard's side: how long until its next harvest (microseconds), given
  * the last such delay, the entries its log gained over the last took_us

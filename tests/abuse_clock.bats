@@ -97,19 +97,19 @@ scribble() {
 			"$(jq -c '[.replicas[] | {seed, status, killed, clock_reads_in_replica}]' "$report")"
 }
 
-@test "root: a replica filling its page with zeros, 0xff or random bytes while all read clocks: the others never killed, right output (--sandbox on, off)" {
+@test "root: a replica filling its page with zeros, 0xff or random bytes, or its counts with huge numbers, while all read clocks: the others never killed, right output (--sandbox on, off)" {
 	[[ $(id -u) == 0 ]] || skip "not root"
 	for sandbox in on off; do
-		for mode in zero ones random; do
+		for mode in zero ones random counts; do
 			scribble root "$sandbox" "$mode"
 		done
 	done
 }
 
-@test "nobody: a replica filling its page with zeros, 0xff or random bytes while all read clocks: the others never killed, right output (--sandbox on, off)" {
+@test "nobody: a replica filling its page with zeros, 0xff or random bytes, or its counts with huge numbers, while all read clocks: the others never killed, right output (--sandbox on, off)" {
 	require_nobody
 	for sandbox in on off; do
-		for mode in zero ones random; do
+		for mode in zero ones random counts; do
 			scribble nobody "$sandbox" "$mode"
 		done
 	done
@@ -153,12 +153,12 @@ term_while_scribbling() {
 	echo "# $who $mode: diehard ended $elapsed ms after SIGTERM" >&3
 }
 
-@test "SIGTERM while a replica fills its page with 0x00, 0xff, random bytes: diehard ends at once (root and nobody)" {
-	for mode in zero ones random; do
+@test "SIGTERM while a replica fills its page with 0x00, 0xff, random bytes, or its counts with huge numbers: diehard ends at once (root and nobody)" {
+	for mode in zero ones random counts; do
 		term_while_scribbling root "$mode"
 	done
 	if [[ $(id -u) == 0 ]] && as_nobody "$DIEHARD" -k 1 --sandbox on true 2>/dev/null; then
-		for mode in zero ones random; do
+		for mode in zero ones random counts; do
 			term_while_scribbling nobody "$mode"
 		done
 	fi

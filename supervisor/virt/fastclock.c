@@ -60,6 +60,14 @@
  * its real clock read (clockpage.h). */
 #define STALLS 256
 
+/* A slot a ring behind the log stops pacing only once its counts have
+ * stood still this long: an honest replica held up (descheduled on a
+ * loaded machine, reading the log a round trip a read) moves on and keeps
+ * pacing, so the others wait for it rather than leave it behind for good;
+ * one that stopped reading, or zeroed its counts, no longer holds every
+ * leader back past this. */
+#define STILL_S 1.0
+
 struct fastclock {
 	struct clockfs fs; /* the pages' files */
 	char *base;
@@ -78,6 +86,9 @@ struct fastclock {
 	uint64_t paced_total;                  /* the log's length at the last harvest delay */
 	double paced_at;                       /* and sup_now() then (0: none yet) */
 	uint64_t delay_us;                     /* the delay it gave */
+	uint64_t moved[CP_MAX_SLOTS];          /* its counts' sum when last seen to change */
+	double moved_at[CP_MAX_SLOTS];         /* and when (fastclock_pace's now; 0: not yet) */
+	uint64_t joining;                      /* a bit per slot: a replacement, not yet paced */
 	char env[512];
 };
 
@@ -259,23 +270,34 @@ uint64_t fastclock_index(struct fastclock *F, unsigned i, unsigned key, const ui
 	return atomic_fetch_add(count, 1);
 }
 
+/* The slots whose counts bound another's: every slot that has had a
+ * process, pacing or not, but a damaged one (ignored) and a replacement
+ * still replaying towards the others (joining: far behind by design, it
+ * would make a sound leader look damaged). */
+static uint64_t others_seen(const struct fastclock *F)
+{
+	return atomic_load(&dh_page(F)->used) & ~atomic_load(&dh_page(F)->ignore) & ~F->joining;
+}
+
 bool fastclock_too_far(const struct fastclock *F, unsigned i, unsigned key, uint64_t n)
 {
 	if (n > fastclock_harvested(F, key) + FAR_AHEAD)
 		return true;
-	/* Nor further ahead of the other slots that pace than a sound count
-	 * can be: a leader a ring past the slowest of them falls back, and
-	 * its slot's threads in flight add to that. The log's front alone is
-	 * no bound: a slot that asks for entries far ahead makes diehard
-	 * settle them, which moves the front, and asked again and again would
-	 * grow the log past --call-log, dropping what the others still need.
-	 * Measured from the others, what one slot makes diehard settle stays
+	/* Nor further ahead of the furthest of the other slots than a sound
+	 * count can be: a leader a ring past the slowest pacing slot falls
+	 * back, and its slot's threads in flight add to that. The log's front
+	 * alone is no bound: a slot that asks for entries far ahead makes
+	 * diehard settle them, which moves the front, and asked again and
+	 * again would grow the log past --call-log, dropping what the others
+	 * still need. Measured from the others (others_seen: pacing or not, a
+	 * bound that held only while some slot paced would be gone just when
+	 * the others fell behind), what one slot makes diehard settle stays
 	 * within a ring and the slack of where they are. */
-	uint64_t pace = atomic_load(&dh_page(F)->pace) & ~atomic_load(&dh_page(F)->ignore), front = 0;
+	uint64_t seen = others_seen(F), front = 0;
 	bool others = false;
 	for (unsigned j = 0; j < F->view.nslots; j++) {
 		uint64_t c = atomic_load(&F->view.pages[j]->count[key]);
-		if (j == i || !(pace >> j & 1) || c > fastclock_harvested(F, key) + FAR_AHEAD)
+		if (j == i || !(seen >> j & 1) || c > fastclock_harvested(F, key) + FAR_AHEAD)
 			continue;
 		others = true;
 		if (c > front)
@@ -327,8 +349,39 @@ static int real_lead(unsigned key, struct cp_value *out, void *arg)
 
 int fastclock_settle(struct fastclock *F, unsigned key, uint64_t n, fastclock_put_fn *put, void *arg)
 {
+	/* Never a loop a page can lengthen: an index from a count far past
+	 * the log is refused (the caller answers that read with a real value). */
+	if (n > fastclock_harvested(F, key) + FAR_AHEAD)
+		return -1;
 	struct put_ctx c = { .F = F, .put = put, .arg = arg };
 	return cp_settle(&F->view, key, n, real_lead, put_checked, &c);
+}
+
+/* How far the log may take key's entries: no further past the second
+ * furthest count of the slots seen than a sound leader can be past the
+ * others (fastclock_too_far's bound: the furthest leads, the second is the
+ * furthest of its others). A slot that publishes far ahead of everyone
+ * would otherwise move the front, harvest after harvest, and grow the log
+ * past --call-log, dropping what the others still need. One slot alone:
+ * no bound but cp_harvest's ring. */
+static uint64_t harvest_limit(const struct fastclock *F, unsigned key)
+{
+	uint64_t seen = others_seen(F);
+	uint64_t top = 0, second = 0, far = fastclock_harvested(F, key) + FAR_AHEAD;
+	unsigned n = 0;
+	for (unsigned j = 0; j < F->view.nslots; j++) {
+		uint64_t c = atomic_load(&F->view.pages[j]->count[key]);
+		if (!(seen >> j & 1) || c > far)
+			continue;
+		n++;
+		if (c > top) {
+			second = top;
+			top = c;
+		} else if (c > second) {
+			second = c;
+		}
+	}
+	return n < 2 ? UINT64_MAX : second + CP_RING + AHEAD_SLACK;
 }
 
 void fastclock_harvest(struct fastclock *F, fastclock_put_fn *put, void *arg)
@@ -336,7 +389,7 @@ void fastclock_harvest(struct fastclock *F, fastclock_put_fn *put, void *arg)
 	struct put_ctx c = { .F = F, .put = put, .arg = arg };
 	for (unsigned k = 0; k < CP_KEYS; k++)
 		if (cp_served(k))
-			(void)cp_harvest(&F->view, k, put_checked, &c);
+			(void)cp_harvest(&F->view, k, harvest_limit(F, k), put_checked, &c);
 }
 
 uint64_t fastclock_harvest_delay(struct fastclock *F, double now)
@@ -399,6 +452,8 @@ void fastclock_reset(struct fastclock *F, unsigned i)
 	atomic_fetch_and(&dh_page(F)->off, ~(1ull << i));
 	atomic_fetch_and(&dh_page(F)->ignore, ~(1ull << i));
 	atomic_fetch_and(&dh_page(F)->pace, ~(1ull << i));
+	F->moved_at[i] = 0;
+	F->joining |= 1ull << i;
 }
 
 void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key)
@@ -452,21 +507,33 @@ uint64_t fastclock_floor(struct fastclock *F, unsigned i, unsigned key, uint64_t
 	return F->floor[i][key];
 }
 
-void fastclock_pace(struct fastclock *F, uint64_t live)
+void fastclock_pace(struct fastclock *F, uint64_t live, double now)
 {
 	uint64_t was = atomic_load(&dh_page(F)->pace), pace = 0;
 	for (unsigned i = 0; i < F->view.nslots; i++)
 		if ((live >> i & 1) && !fastclock_is_off(F, i)) {
 			/* A slot paces while it keeps within a ring of the log
-			 * in every key; a new one (a replacement, replaying)
-			 * joins once it is. One that falls further behind (held
-			 * up, or its count written over: a slot that zeroes its
-			 * page would otherwise hold every leader back) stops:
-			 * what it has yet to read is in the log. */
+			 * in every key, or keeps reading (STILL_S); a new one (a
+			 * replacement, replaying) joins once within a ring. One
+			 * that falls a ring behind and stands still stops: what
+			 * it has yet to read is in the log. */
 			bool up = true;
+			uint64_t moved = 0;
 			for (unsigned k = 0; k < CP_KEYS; k++)
-				if (cp_served(k) && fastclock_count(F, i, k) + CP_RING < fastclock_harvested(F, k))
-					up = false;
+				if (cp_served(k)) {
+					uint64_t c = fastclock_count(F, i, k);
+					moved += c;
+					if (c + CP_RING < fastclock_harvested(F, k))
+						up = false;
+				}
+			if (moved != F->moved[i] || F->moved_at[i] == 0) {
+				F->moved[i] = moved;
+				F->moved_at[i] = now;
+			}
+			if (up)
+				F->joining &= ~(1ull << i); /* caught up: its count bounds the others' */
+			else if ((was >> i & 1) && now - F->moved_at[i] < STILL_S)
+				up = true;
 			pace |= (uint64_t)up << i;
 		}
 	if (pace != was) /* its line holds the word every read loads (off) */

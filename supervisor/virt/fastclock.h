@@ -84,7 +84,8 @@ typedef void fastclock_put_fn(unsigned key, uint64_t n, const struct cp_value *v
 
 /* Settles every entry of key up to n (cp_settle; what diehard leads, it
  * reads from the real clock itself) and puts each: 0, or -1 when the real
- * clock could not be read. */
+ * clock could not be read or n is too far past the log to be a sound
+ * count's (nothing settled). */
 int fastclock_settle(struct fastclock *F, unsigned key, uint64_t n, fastclock_put_fn *put, void *arg);
 
 /* Puts every entry published since the last harvest, every key. */
@@ -133,8 +134,8 @@ uint64_t fastclock_floor(struct fastclock *F, unsigned i, unsigned key, uint64_t
 
 /* The slots that pace the others (clockpage.h): of live (a bit per
  * slot: in the vote, not exited), those the path is on for whose counts
- * keep up with the log. */
-void fastclock_pace(struct fastclock *F, uint64_t live);
+ * keep up with the log, or keep moving (now: seconds, any fixed origin). */
+void fastclock_pace(struct fastclock *F, uint64_t live, double now);
 
 /* Slot i makes every read the notify way from now on (a server's: its
  * wall clocks are matched per thread, virt.c). */

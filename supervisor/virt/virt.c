@@ -445,13 +445,13 @@ static void fast_kill_forged(struct virt *V)
 }
 
 /* Brings every published entry into the log and moves each live replica's
- * position there to what it has read (so entries everyone passed go), less
- * a ring: a read counted in the page may still be on its way here (a
- * fallback asking for its entry, behind its siblings' reads). */
+ * position there to its first read not done (so entries everyone passed
+ * go): a read counted in the page but not done may still be on its way
+ * here (a fallback asking for its entry, behind its siblings' reads). */
 static void fast_harvest(struct virt *V)
 {
 	fastclock_harvest(V->fast, fast_put, V);
-	fastclock_pace(V->fast, still_calling(V->S));
+	fastclock_pace(V->fast, still_calling(V->S), sup_now());
 	for (unsigned fk = 0; fk < CP_KEYS; fk++)
 		if (cp_served(fk))
 			for (unsigned i = 0; i < V->S->nslots; i++) {
@@ -478,6 +478,17 @@ static void on_harvest(evutil_socket_t fd, short what, void *arg)
 	struct timeval next = { .tv_sec = (time_t)(us / 1000000), .tv_usec = (suseconds_t)(us % 1000000) };
 	if (event_add(V->harvest_ev, &next) != 0)
 		fatal(EXIT_INTERNAL, "cannot create timers");
+}
+
+/* Slot i's next index of fk once its count is moved to the front. The
+ * count is read back from its page, which the replica may be writing over
+ * at that moment: a count still too far gets the front itself, so that
+ * nothing a page says sends diehard settling far past the log. */
+static uint64_t fast_from_front(struct fastclock *F, unsigned i, unsigned fk)
+{
+	fastclock_to_front(F, i, fk);
+	uint64_t n = fastclock_index(F, i, fk, NULL);
+	return fastclock_too_far(F, i, fk, n) ? fastclock_harvested(F, fk) : n;
 }
 
 /* A notified read of a fast-path key: the fallback of a replica's fast
@@ -509,9 +520,9 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 		V->fast_damaged |= 1ull << vr->index;
 		fastclock_ignore(F, vr->index);
 		for (unsigned k = 0; k < CP_KEYS; k++)
-			if (cp_served(k))
+			if (cp_served(k) && k != fk)
 				fastclock_to_front(F, vr->index, k);
-		n = fastclock_index(F, vr->index, fk, NULL);
+		n = fast_from_front(F, vr->index, fk);
 		if (first) {
 			/* A memory error of the replica's, however little of
 			 * what it read the damage changed: a divergence. */
@@ -547,9 +558,8 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 			fastclock_done(F, vr->index, fk, n, NULL);
 			return ND_LOST;
 		} else if (stale(vr, req, key, n, v)) {
-			fastclock_to_front(F, vr->index, fk);
 			V->clock_resyncs++;
-			n = fastclock_index(F, vr->index, fk, NULL);
+			n = fast_from_front(F, vr->index, fk);
 		}
 	}
 	if (n >= fastclock_harvested(F, fk)) {

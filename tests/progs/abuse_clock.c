@@ -14,8 +14,9 @@
  *       DIEHARD_SEED goes to LOCKDIR/seed): it writes
  *       MODE (zero, ones, random, propose) over every byte of the one page it
  *       can write, PASSES times over (a pass is a few milliseconds; not
- *       timed by its own clock, which its damage may stop), while a thread
- *       of its own reads
+ *       timed by its own clock, which its damage may stop); or, for MODE
+ *       counts, huge random numbers over its page's read counts only, as
+ *       long; while a thread of its own reads
  *       clocks; every replica (the bad one too) has 3 threads read
  *       CLOCK_MONOTONIC, CLOCK_REALTIME and gettimeofday READS times each,
  *       checking the monotonic clock never steps back, then prints
@@ -29,6 +30,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +42,8 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "clockpage.h"
 
 static long setting(const char *name)
 {
@@ -208,6 +212,16 @@ static uint64_t next_random(void)
 static void damage(volatile uint64_t *p, size_t len, const char *mode)
 {
 	size_t words = len / 8;
+	if (strcmp(mode, "counts") == 0) {
+		/* Only the counts, over and over: diehard, finding one far
+		 * past the log, moves it back and reads it again, while this
+		 * writes it over again. */
+		volatile uint64_t *count = p + offsetof(struct cp_page, count) / 8;
+		for (size_t i = 0; i < words / 4; i++)
+			for (unsigned k = 0; k < CP_KEYS; k++)
+				count[k] = next_random() | 1ull << 62;
+		return;
+	}
 	if (strcmp(mode, "propose") == 0) {
 		/* Every ring position proposed for the entries about to come:
 		 * a tag of 1 << 63 | n + 1 for n from 0 to a few rings. */
@@ -280,7 +294,7 @@ int main(int argc, char **argv)
 		printf("read\n");
 		return 0;
 	}
-	fputs("usage: abuse_clock probe | scribble zero|ones|random|propose PASSES READS LOCKDIR | read SECONDS\n",
+	fputs("usage: abuse_clock probe | scribble zero|ones|random|propose|counts PASSES READS LOCKDIR | read SECONDS\n",
 	      stderr);
 	return 2;
 }

@@ -214,9 +214,9 @@ int main(void)
 		if (i > 0 && got[i] < got[i - 1])
 			backwards++;
 		if (i % 1000 == 999)
-			(void)cp_harvest(&dh, CLOCK_MONOTONIC, put, NULL);
+			(void)cp_harvest(&dh, CLOCK_MONOTONIC, UINT64_MAX, put, NULL);
 	}
-	(void)cp_harvest(&dh, CLOCK_MONOTONIC, put, NULL);
+	(void)cp_harvest(&dh, CLOCK_MONOTONIC, UINT64_MAX, put, NULL);
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	CHECK(failed == 0 && backwards == 0 && got[0] >= ns(&t0) && got[READS - 1] <= ns(&t),
 	      "%d reads through two copies: real, monotonic (%d failed, %d went back)", READS, failed, backwards);

@@ -191,7 +191,7 @@ static void *harvester(void *arg)
 	while (atomic_load(&harvesting)) {
 		for (unsigned k = 0; k < NKEYS; k++) {
 			pthread_mutex_lock(&dh_lock);
-			(void)cp_harvest(&views[K], keys[k], put, NULL);
+			(void)cp_harvest(&views[K], keys[k], UINT64_MAX, put, NULL);
 			pthread_mutex_unlock(&dh_lock);
 		}
 		struct timespec ts = { 0, 200000 };
@@ -512,8 +512,8 @@ int main(void)
 	setup();
 	{
 		/* Terms whose marks add x (T), and what they add (W). */
-#define T(x) ((uint64_t)(x) << 33)
-#define W(x) (2 * (uint64_t)(x) + 1)
+#define T(x) ((uint64_t)(x) << 34)
+#define W(x) (4 * (uint64_t)(x) + 1)
 		uint64_t sum = 0, all = 0;
 		for (uint64_t i = 0; i < 10; i++)
 			all += W(100 + i);
@@ -583,6 +583,26 @@ int main(void)
 		CHECK(cp_floor(pages[0], 1, 0, 1, &s2, &unsure) == 1 && s2 == W(9) &&
 			      atomic_load(&pages[0]->done[2][0]) == 0 && atomic_load(&pages[0]->done[1][1]) == 0,
 		      "forgotten: the next process's read 0 is marked again");
+		/* A value taken and not yet confirmed (consume's mark, before its
+		 * look at diehard's page, which may still send the read to
+		 * diehard): not done, so the floor stays at it and diehard's log
+		 * keeps the entry; its term is not in the sum. */
+		uint64_t half = (cp_mark_term(T(12)) & ~(uint64_t)3) | CP_MARK_TAKEN;
+		atomic_store(&pages[0]->done[1][1], half << 32 | 2);
+		atomic_store(&pages[0]->count[1], 2);
+		s2 = 0;
+		unsure = false;
+		CHECK(cp_floor(pages[0], 1, 1, 2, &s2, &unsure) == 1 && s2 == 0 && !unsure,
+		      "a value taken, not yet confirmed: the floor stays at its read");
+		CHECK(cp_sum_rest(pages[0], 1, 1, 2, &unsure) == 0 && unsure,
+		      "nor is its term in the rest of the sum, which says so");
+		cp_done(pages[0], 1, 1, T(12));
+		s2 = 0;
+		unsure = false;
+		CHECK(cp_floor(pages[0], 1, 1, 2, &s2, &unsure) == 2 && s2 == W(12) && !unsure,
+		      "confirmed (marked done over it): the floor passes it, its term in");
+		atomic_store(&pages[0]->count[1], 0);
+		cp_page_forget(pages[0]);
 		/* cp_read marks what it settles, with its value's term. */
 		struct cp_value cv;
 		uint64_t cn;
@@ -593,6 +613,33 @@ int main(void)
 		      "a read led in the replica is marked done, with its value's term");
 #undef T
 #undef W
+	}
+	teardown();
+
+	/* Two values of one entry in the pages (one slot led without a
+	 * proposal the other saw): diehard settles the one a slot took, a
+	 * mark of a value taken and not yet confirmed counting as a taker. */
+	setup();
+	{
+		struct cp_value va = { .a = 10, .b = 1 }, vb = { .a = 20, .b = 2 }, got;
+		const struct cp_value *vals[2] = { &va, &vb };
+		for (unsigned j = 0; j < 2; j++) {
+			struct cp_entry *e = &pages[j]->ring[0][0];
+			atomic_store(&e->a, vals[j]->a);
+			atomic_store(&e->b, vals[j]->b);
+			atomic_store(&e->check, cp_sum_term(&views[K], 0, 0, vals[j]));
+			atomic_store(&e->tag, 1);
+			atomic_store(&pages[j]->count[0], 1);
+		}
+		uint64_t half = (cp_mark_term(cp_sum_term(&views[K], 0, 0, &vb)) & ~(uint64_t)3) | CP_MARK_TAKEN;
+		atomic_store(&pages[2]->done[0][0], half << 32 | 1);
+		atomic_store(&pages[2]->count[0], 1);
+		CHECK(cp_settle(&views[K], 0, 0, real, put, NULL) == 0 && logged_n[0] == 1 && logged[0][0].a == 20,
+		      "the value a slot took (not yet confirmed) is settled, not the lowest slot's (%ld)",
+		      (long)logged[0][0].a);
+		unsigned by;
+		CHECK(cp_published(&views[2], 0, 0, &got, &by) == 1 && by == K && got.a == 20,
+		      "and published in diehard's page");
 	}
 	teardown();
 
