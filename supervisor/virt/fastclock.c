@@ -89,6 +89,7 @@ struct fastclock {
 	uint64_t moved[CP_MAX_SLOTS];          /* its counts' sum when last seen to change */
 	double moved_at[CP_MAX_SLOTS];         /* and when (fastclock_pace's now; 0: not yet) */
 	uint64_t joining;                      /* a bit per slot: a replacement, not yet paced */
+	uint64_t margin;                       /* how far a count may pass the others' (too_far) */
 	char env[512];
 };
 
@@ -143,7 +144,7 @@ static struct cp_page *dh_page(const struct fastclock *F)
 	return F->view.pages[F->view.nslots];
 }
 
-struct fastclock *fastclock_new(unsigned nslots, const uint64_t images_key[2])
+struct fastclock *fastclock_new(unsigned nslots, const uint64_t images_key[2], uint64_t log_cap)
 {
 	if (nslots == 0 || nslots > CP_MAX_SLOTS) {
 		log_event("fast clock reads: not with %u replica slots (at most %u): every read is notified", nslots,
@@ -157,6 +158,7 @@ struct fastclock *fastclock_new(unsigned nslots, const uint64_t images_key[2])
 	if (getrandom(secrets, sizeof secrets, 0) != (ssize_t)sizeof secrets)
 		fatal(EXIT_INTERNAL, "cannot read the clock log's key: %s", strerror(errno));
 	F->view.secret = secrets[0];
+	F->margin = log_cap / 2 > CP_RING + AHEAD_SLACK ? log_cap / 2 : CP_RING + AHEAD_SLACK;
 	/* The top bit set: no pointer or small number a program passes by
 	 * chance equals a marker. */
 	F->mark_real = secrets[1] | 1ull << 63;
@@ -283,9 +285,12 @@ bool fastclock_too_far(const struct fastclock *F, unsigned i, unsigned key, uint
 {
 	if (n > fastclock_harvested(F, key) + FAR_AHEAD)
 		return true;
-	/* Nor further ahead of the furthest of the other slots than a sound
-	 * count can be: a leader a ring past the slowest pacing slot falls
-	 * back, and its slot's threads in flight add to that. The log's front
+	/* Nor further ahead of the furthest of the other slots than half the
+	 * log's cap (at least a ring and the slack of a slot's threads in
+	 * flight: a leader a ring past the slowest pacing slot falls back).
+	 * A sound replica may read more than its siblings (a thread polling
+	 * the clock while another works); one half a log ahead of all of them
+	 * would make the log drop what they still need. The log's front
 	 * alone is no bound: a slot that asks for entries far ahead makes
 	 * diehard settle them, which moves the front, and asked again and
 	 * again would grow the log past --call-log, dropping what the others
@@ -303,7 +308,7 @@ bool fastclock_too_far(const struct fastclock *F, unsigned i, unsigned key, uint
 		if (c > front)
 			front = c;
 	}
-	return others && n > front + CP_RING + AHEAD_SLACK;
+	return others && n > front + F->margin;
 }
 
 /* The caller's put, with the bounds checked on the way. */
@@ -358,8 +363,8 @@ int fastclock_settle(struct fastclock *F, unsigned key, uint64_t n, fastclock_pu
 }
 
 /* How far the log may take key's entries: no further past the second
- * furthest count of the slots seen than a sound leader can be past the
- * others (fastclock_too_far's bound: the furthest leads, the second is the
+ * furthest count of the slots seen than a count may be past the others
+ * (fastclock_too_far's bound: the furthest leads, the second is the
  * furthest of its others). A slot that publishes far ahead of everyone
  * would otherwise move the front, harvest after harvest, and grow the log
  * past --call-log, dropping what the others still need. One slot alone:
@@ -381,7 +386,7 @@ static uint64_t harvest_limit(const struct fastclock *F, unsigned key)
 			second = c;
 		}
 	}
-	return n < 2 ? UINT64_MAX : second + CP_RING + AHEAD_SLACK;
+	return n < 2 ? UINT64_MAX : second + F->margin;
 }
 
 void fastclock_harvest(struct fastclock *F, fastclock_put_fn *put, void *arg)

@@ -37,9 +37,11 @@ struct fastclock;
 #define FASTCLOCK_FD 1000
 #define FASTCLOCK_DIR_FD 1001
 
-/* For nslots replica slots. NULL (said with -v) when it cannot be set up:
- * every clock read then takes the notify path. */
-struct fastclock *fastclock_new(unsigned nslots, const uint64_t images_key[2]);
+/* For nslots replica slots, under a log of log_cap entries per clock (a
+ * count more than half of it past every other slot's is damage). NULL
+ * (said with -v) when it cannot be set up: every clock read then takes the
+ * notify path. */
+struct fastclock *fastclock_new(unsigned nslots, const uint64_t images_key[2], uint64_t log_cap);
 
 /* Slot i's page, read-write (close-on-exec here: spawn.c places a copy at
  * FASTCLOCK_FD in the replica; its header names the slot), the pages'
@@ -70,9 +72,10 @@ bool fastclock_asks(const struct fastclock *F, uint64_t arg);
  * next. */
 uint64_t fastclock_index(struct fastclock *F, unsigned i, unsigned key, const uint64_t *asked);
 
-/* Whether slot i's read index n of key is too far past the log, or past
- * the other pacing slots' counts, to be a sound count's (the slot's page is
- * damaged, or it pushes the log on purpose): not settled, answered apart. */
+/* Whether slot i's read index n of key is too far past the log, or more
+ * than half the log's cap past every other slot's count, to be a sound
+ * count's (the slot's page is damaged, or it pushes the log on purpose):
+ * not settled, answered apart. */
 bool fastclock_too_far(const struct fastclock *F, unsigned i, unsigned key, uint64_t n);
 
 /* Entries of key below this are in the caller's log. */

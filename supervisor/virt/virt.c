@@ -1329,7 +1329,7 @@ struct virt *virt_new(struct sup *S)
 	else if (S->o->fast_clocks && rp == NULL) {
 		uint64_t key[2];
 		images_key(V, key);
-		V->fast = fastclock_new(S->nslots, key);
+		V->fast = fastclock_new(S->nslots, key, S->o->call_log);
 	}
 	if (V->fast != NULL) {
 		vdso_jump_to(S->o->allocator);

@@ -502,6 +502,46 @@ int main(void)
 	      "a leader held up while diehard takes its entry over and its slot reads a ring on: its late publish "
 	      "changes no value (%d differ from diehard's log)", stale);
 
+	/* A harvest stops at its limit, and after a ring whatever is
+	 * published past it: one slot publishing ahead as fast as diehard
+	 * walks cannot keep it in the loop. */
+	setup();
+	{
+		unsigned fell_back = 0;
+		for (unsigned i = 0; i < 10; i++) {
+			struct cp_value val;
+			uint64_t n;
+			if (cp_read(&views[0], 1, real, NULL, &val, &n) == CP_FALLBACK) {
+				answer(0, 1, n, &val);
+				fell_back++;
+			}
+		}
+		uint64_t at4 = cp_harvest(&views[K], 1, 4, put, NULL);
+		uint64_t at10 = cp_harvest(&views[K], 1, UINT64_MAX, put, NULL);
+		CHECK(fell_back == 0 && at4 == 4 && at10 == 10 && logged_n[1] == 10,
+		      "a harvest stops at its limit (%lu), the next goes on (%lu)", (unsigned long)at4,
+		      (unsigned long)at10);
+		/* Entries a ring and more past the harvest, published as
+		 * replicas that write their rings at will could (a ring in
+		 * slot 0's, the rest in slot 1's): taken a ring at a time. */
+		for (uint64_t n = 10; n < 10 + CP_RING + 5; n++) {
+			struct cp_value val = { .a = (int64_t)(1ull << 40) + (int64_t)n };
+			struct cp_entry *e = &pages[n < 10 + CP_RING ? 0 : 1]->ring[1][n % CP_RING];
+			atomic_store(&e->a, val.a);
+			atomic_store(&e->b, 0);
+			atomic_store(&e->c, 0);
+			atomic_store(&e->d, 0);
+			atomic_store(&e->check, cp_sum_term(&views[0], 1, n, &val));
+			atomic_store(&e->tag, n + 1);
+		}
+		uint64_t ring = cp_harvest(&views[K], 1, UINT64_MAX, put, NULL);
+		uint64_t rest = cp_harvest(&views[K], 1, UINT64_MAX, put, NULL);
+		CHECK(ring == 10 + CP_RING && rest == 10 + CP_RING + 5 && out_of_order == 0,
+		      "entries published a ring and more ahead: a ring a harvest (%lu), then the rest (%lu)",
+		      (unsigned long)ring, (unsigned long)rest);
+	}
+	teardown();
+
 	/* Completion marks: the slot's first read not done is where diehard's
 	 * log must keep entries from; a read held up while its siblings read
 	 * on holds it there; a later read's mark at its position is not
