@@ -139,9 +139,9 @@ static unsigned parse_ms(const char *s, const char *what)
  * maximum with it, so what they offer is what the check accepts. */
 static void size_name(char *buf, size_t size, unsigned long long v)
 {
-	static const char suffix[] = "KMG";
+	static const char suffix[] = "KMGT";
 	int i = -1;
-	while (i < 2 && v != 0 && v % 1024 == 0) {
+	while (i < 3 && v != 0 && v % 1024 == 0) {
 		v /= 1024;
 		i++;
 	}
@@ -151,7 +151,7 @@ static void size_name(char *buf, size_t size, unsigned long long v)
 		snprintf(buf, size, "%llu%c", v, suffix[i]);
 }
 
-/* A number with an optional K, M or G (powers of 1024), from min to max:
+/* A number with an optional K, M, G or T (powers of 1024), from min to max:
  * --window and --input-log take bytes, --call-log entries. A bad value
  * gets one line offering the examples given and the maximum, each of
  * which this accepts. */
@@ -168,6 +168,8 @@ static unsigned long long parse_size(const char *s, const char *what, const char
 		shift = 20;
 	else if (*end == 'G' || *end == 'g')
 		shift = 30;
+	else if (*end == 'T' || *end == 't')
+		shift = 40;
 	if (shift)
 		end++;
 	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v > max >> shift || v << shift < min) {

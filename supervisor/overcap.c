@@ -37,21 +37,6 @@
 static const char *const kind_name[CAPS_KINDS] = { "task", "memory" };
 static const char *const option[CAPS_KINDS] = { "--max-tasks", "--max-memory" };
 
-/* "64M", "6G", or bytes, as the options take them. */
-static void size_text(char *buf, size_t size, uint64_t v)
-{
-	static const char suffix[] = "KMG";
-	int i = -1;
-	while (i < 2 && v != 0 && v % 1024 == 0) {
-		v /= 1024;
-		i++;
-	}
-	if (i < 0)
-		snprintf(buf, size, "%llu", (unsigned long long)v);
-	else
-		snprintf(buf, size, "%llu%c", (unsigned long long)v, suffix[i]);
-}
-
 /* A cap as people read it: "4096 tasks", "64M of memory". */
 static void cap_text(const struct sup *S, int k, char *buf, size_t size)
 {
@@ -61,7 +46,7 @@ static void cap_text(const struct sup *S, int k, char *buf, size_t size)
 		return;
 	}
 	char sz[32];
-	size_text(sz, sizeof sz, v);
+	caps_size_text(sz, sizeof sz, v);
 	snprintf(buf, size, "%s of memory", sz);
 }
 

@@ -3,6 +3,7 @@
  * caps_enter runs in a cloned copy of diehard: system calls only. */
 #include "caps.h"
 #include "cgpath.h"
+#include "sandbox.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -135,19 +136,6 @@ static ssize_t read_small(const char *path, char *buf, size_t size)
 	return n;
 }
 
-/* s into path in one write: 0, or an errno. */
-static int write_text(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno;
-	size_t n = strlen(s);
-	ssize_t w = write(fd, s, n);
-	int err = w == (ssize_t)n ? 0 : w < 0 ? errno : EIO;
-	close(fd);
-	return err;
-}
-
 /* dir/name into out; false when it does not fit. */
 static bool join(char *out, size_t size, const char *dir, const char *name)
 {
@@ -162,8 +150,7 @@ static bool replica_path(char *out, size_t size, const char *prefix, unsigned n,
 	return len > 0 && (size_t)len < size;
 }
 
-/* "64M", "6G", or bytes: the shortest exact name. */
-static void size_text(char *buf, size_t size, uint64_t v)
+void caps_size_text(char *buf, size_t size, uint64_t v)
 {
 	static const char suffix[] = "KMGT";
 	int i = -1;
@@ -345,12 +332,12 @@ static bool try_v2(struct caps *c, const char *name)
 			goto fail;
 		char leaf[PATH_MAX];
 		if (!join(leaf, sizeof leaf, run, "supervisor") || (mkdir(leaf, 0755) != 0 && errno != EEXIST) ||
-		    !join(path, sizeof path, leaf, "cgroup.procs") || write_text(path, mine) != 0)
+		    !join(path, sizeof path, leaf, "cgroup.procs") || sandbox_write_file(path, mine) != 0)
 			goto fail;
-		if (!join(path, sizeof path, base, "cgroup.subtree_control") || write_text(path, enable) != 0)
+		if (!join(path, sizeof path, base, "cgroup.subtree_control") || sandbox_write_file(path, enable) != 0)
 			return false; /* we stay in our leaf: harmless */
 	}
-	if (!join(path, sizeof path, run, "cgroup.subtree_control") || write_text(path, enable) != 0)
+	if (!join(path, sizeof path, run, "cgroup.subtree_control") || sandbox_write_file(path, enable) != 0)
 		goto fail;
 	if (!join(c->v2pre, sizeof c->v2pre - 16, run, "r") || !join(c->v2rel, sizeof c->v2rel - 16, runrel, "r")) {
 		c->v2pre[0] = c->v2rel[0] = '\0';
@@ -545,14 +532,14 @@ static int set_limit_v2(const struct caps *c, int k, const char *dir)
 	snprintf(value, sizeof value, "%llu", (unsigned long long)c->limit[k]);
 	if (!join(path, sizeof path, dir, k == CAPS_TASKS ? "pids.max" : "memory.max"))
 		return ENAMETOOLONG;
-	int err = write_text(path, value);
+	int err = sandbox_write_file(path, value);
 	if (err != 0 || k == CAPS_TASKS)
 		return err;
 	/* No swap beyond the cap (the file exists only with swap); the OOM
 	 * killer takes the replica whole. */
-	if (join(path, sizeof path, dir, "memory.swap.max") && (err = write_text(path, "0")) != 0 && err != ENOENT)
+	if (join(path, sizeof path, dir, "memory.swap.max") && (err = sandbox_write_file(path, "0")) != 0 && err != ENOENT)
 		return err;
-	if (join(path, sizeof path, dir, "memory.oom.group") && (err = write_text(path, "1")) != 0 && err != ENOENT)
+	if (join(path, sizeof path, dir, "memory.oom.group") && (err = sandbox_write_file(path, "1")) != 0 && err != ENOENT)
 		return err;
 	return 0;
 }
@@ -767,7 +754,7 @@ int caps_replica_over(struct caps_replica *cr, char *why, size_t size)
 		if (counter(v2 ? c->v2pre : c->v1pre[CAPS_MEMORY], cr->n, v2 ? "memory.events" : "memory.oom_control",
 			    "oom_kill", &v) &&
 		    v > 0) {
-			size_text(limit, sizeof limit, c->limit[CAPS_MEMORY]);
+			caps_size_text(limit, sizeof limit, c->limit[CAPS_MEMORY]);
 			snprintf(why, size, "over its memory cap (%s %s, cgroup %s): out of memory, the kernel killed %s",
 				 v2 ? "memory.max" : "memory.limit_in_bytes", limit, v2 ? "v2" : "v1",
 				 v2 ? "it" : "a process of it");
@@ -856,7 +843,7 @@ void caps_replica_kill(struct caps_replica *cr)
 	char dir[PATH_MAX], path[PATH_MAX], rel[PATH_MAX];
 	if (c->v2run[0] != '\0' && replica_path(dir, sizeof dir, c->v2pre, cr->n, NULL)) {
 		/* cgroup.kill (Linux 5.14) kills it whole, forks racing it too. */
-		if (join(path, sizeof path, dir, "cgroup.kill") && write_text(path, "1") == 0)
+		if (join(path, sizeof path, dir, "cgroup.kill") && sandbox_write_file(path, "1") == 0)
 			return;
 		if (replica_path(rel, sizeof rel, c->v2rel, cr->n, NULL))
 			kill_listed(dir, NULL, rel);

@@ -135,4 +135,8 @@ void caps_tick(struct caps *c);
  * the run's directories. NULL is fine. */
 void caps_free(struct caps *c);
 
+/* "64M", "6G", or bytes (as the options take them): the shortest exact
+ * name of v bytes, into buf. */
+void caps_size_text(char *buf, size_t size, uint64_t v);
+
 #endif

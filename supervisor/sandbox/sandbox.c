@@ -83,8 +83,7 @@ bool sandbox_program_user(unsigned long flags)
 	return (flags & CLONE_NEWUSER) && geteuid() == 0;
 }
 
-/* Writes s to path (a /proc file), all of it in one write. */
-static int write_file(const char *path, const char *s)
+int sandbox_write_file(const char *path, const char *s)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -184,12 +183,12 @@ int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid)
 		if (prctl(PR_SET_DUMPABLE, 1) != 0)
 			return errno;
 		format_map(map, uid);
-		err = write_file("/proc/self/uid_map", map);
+		err = sandbox_write_file("/proc/self/uid_map", map);
 		if (err == 0)
-			err = write_file("/proc/self/setgroups", "deny");
+			err = sandbox_write_file("/proc/self/setgroups", "deny");
 		format_map(map, gid);
 		if (err == 0)
-			err = write_file("/proc/self/gid_map", map);
+			err = sandbox_write_file("/proc/self/gid_map", map);
 		if (prctl(PR_SET_DUMPABLE, 0) != 0 && err == 0)
 			err = errno;
 		if (err != 0)
@@ -346,7 +345,7 @@ static int copy_map(pid_t prog, const char *kind)
 	if (!append_number(path, sizeof path, &p, (unsigned long)prog, '/'))
 		return E2BIG;
 	memcpy(path + p, kind[0] == 'u' ? "uid_map" : "gid_map", sizeof "uid_map");
-	return write_file(path, out);
+	return sandbox_write_file(path, out);
 }
 
 int sandbox_map_program(pid_t prog)

@@ -130,4 +130,9 @@ bool sandbox_pidns(pid_t pid, struct stat *ns);
 /* Whether pid lives in the pid namespace ns. */
 bool sandbox_in_pidns(pid_t pid, const struct stat *ns);
 
+/* Writes s to path (a /proc or cgroup file), all of it in one write: 0, or
+ * an errno (EIO for a short write). Only system calls: safe in a cloned
+ * child. */
+int sandbox_write_file(const char *path, const char *s);
+
 #endif
