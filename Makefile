@@ -277,9 +277,10 @@ $(B) $(B)/proto $(B)/tests $(B)/tests/static $(B)/tests/unit $(B)/bench:
 
 # The README's test command. prove gives CI its closing line; --failures
 # and --comments print a failing test's reason (and the tests' measured
-# notes), which plain prove hides.
+# notes), which plain prove hides; --timer, how long each file took (the
+# suite must stay under 30 minutes).
 check: all
-	prove --failures --comments --exec 'bats --tap' tests/*.bats
+	prove --timer --failures --comments --exec 'bats --tap' tests/*.bats
 
 bench: all
 	bash bench/run
