@@ -718,6 +718,16 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 			wait_a_little(spin);
 			continue;
 		}
+		/* Nobody holds n, after our proposal: n may also be gone
+		 * from every page because it was led and harvested, and its
+		 * positions reused since (held up before our proposal, we saw
+		 * none of it). Whoever reused a position saw diehard's
+		 * harvested past n, and we saw that reuse: so do we now. The
+		 * log has n: ask diehard, never lead a second value of it. */
+		if (atomic_load_explicit(&dh->harvested[key], memory_order_seq_cst) > n) {
+			atomic_store_explicit(tag, was, memory_order_seq_cst);
+			break;
+		}
 		if (real(key, out, arg) != 0) {
 			atomic_store_explicit(tag, was, memory_order_seq_cst);
 			break; /* proposed, never published: diehard leads it */

@@ -428,7 +428,7 @@ memory_hog_rlimit() {
 	local args v
 	for args in "--max-tasks 1" "--max-tasks -1" "--max-tasks x" "--max-tasks 4194305" "--max-tasks 3x" "--max-tasks" \
 		"--max-memory 1M" "--max-memory 15M" "--max-memory x" "--max-memory 64G0" "--max-memory 65537G" \
-		"--max-memory -1" "--max-memory 1T" "--max-memory"; do
+		"--max-memory -1" "--max-memory 65T" "--max-memory 1P" "--max-memory"; do
 		# shellcheck disable=SC2086
 		capture "$T/bad" "$DIEHARD" $args true
 		[[ $(<"$T/bad.rc") == 125 ]] || fail "$args: exit $(<"$T/bad.rc"), expected 125" "$(cat "$T/bad.err")"
