@@ -60,12 +60,12 @@
  * its real clock read (clockpage.h). */
 #define STALLS 256
 
-/* A slot a ring behind the log stops pacing only once its counts have
- * stood still this long: an honest replica held up (descheduled on a
- * loaded machine, reading the log a round trip a read) moves on and keeps
- * pacing, so the others wait for it rather than leave it behind for good;
- * one that stopped reading, or zeroed its counts, no longer holds every
- * leader back past this. */
+/* A slot a ring behind the log in a clock stops pacing only once its
+ * count of that clock has stood still this long: an honest replica held up
+ * (descheduled on a loaded machine, reading the log a round trip a read)
+ * moves on and keeps pacing, so the others wait for it rather than leave
+ * it behind for good; one that stopped reading that clock, or zeroed its
+ * count, no longer holds every leader back past this. */
 #define STILL_S 1.0
 
 struct fastclock {
@@ -86,9 +86,10 @@ struct fastclock {
 	uint64_t paced_total;                  /* the log's length at the last harvest delay */
 	double paced_at;                       /* and sup_now() then (0: none yet) */
 	uint64_t delay_us;                     /* the delay it gave */
-	uint64_t moved[CP_MAX_SLOTS];          /* its counts' sum when last seen to change */
-	double moved_at[CP_MAX_SLOTS];         /* and when (fastclock_pace's now; 0: not yet) */
-	uint64_t joining;                      /* a bit per slot: a replacement, not yet paced */
+	uint64_t moved[CP_MAX_SLOTS][CP_KEYS]; /* its count when last seen to change */
+	double moved_at[CP_MAX_SLOTS][CP_KEYS];/* and when (fastclock_pace's now; 0: not yet) */
+	uint64_t joining;                      /* a bit per slot: a new process, not yet paced */
+	uint64_t live;                         /* a bit per slot: its process lives (fastclock_pace) */
 	uint64_t margin;                       /* how far a count may pass the others' (too_far) */
 	char env[512];
 };
@@ -219,6 +220,11 @@ int fastclock_dir(const struct fastclock *F)
 
 void fastclock_use(struct fastclock *F, unsigned i)
 {
+	/* Joining until within a ring of the log (fastclock_pace): a first
+	 * process at the start is at once; one that takes a spare slot later
+	 * replays from the start, far behind by design. */
+	F->joining |= 1ull << i;
+	F->live |= 1ull << i;
 	atomic_fetch_or(&dh_page(F)->used, 1ull << i);
 }
 
@@ -272,13 +278,32 @@ uint64_t fastclock_index(struct fastclock *F, unsigned i, unsigned key, const ui
 	return atomic_fetch_add(count, 1);
 }
 
-/* The slots whose counts bound another's: every slot that has had a
- * process, pacing or not, but a damaged one (ignored) and a replacement
- * still replaying towards the others (joining: far behind by design, it
- * would make a sound leader look damaged). */
+/* The slots whose counts bound another's: every slot whose process lives,
+ * pacing or not, but a damaged one (ignored) and a replacement still
+ * replaying towards the others (joining: far behind by design, it would
+ * make a sound leader look damaged). A slot whose process exited or was
+ * killed needs nothing more from the log: its count, frozen, bounds no one. */
 static uint64_t others_seen(const struct fastclock *F)
 {
-	return atomic_load(&dh_page(F)->used) & ~atomic_load(&dh_page(F)->ignore) & ~F->joining;
+	return atomic_load(&dh_page(F)->used) & F->live & ~atomic_load(&dh_page(F)->ignore) & ~F->joining;
+}
+
+/* The furthest count of key among the slots that bound slot i (i itself
+ * aside; counts too far past the log, damaged, aside): false if none. */
+static bool others_front(const struct fastclock *F, unsigned i, unsigned key, uint64_t *front)
+{
+	uint64_t seen = others_seen(F), far = fastclock_harvested(F, key) + FAR_AHEAD;
+	bool others = false;
+	*front = 0;
+	for (unsigned j = 0; j < F->view.nslots; j++) {
+		uint64_t c = atomic_load(&F->view.pages[j]->count[key]);
+		if (j == i || !(seen >> j & 1) || c > far)
+			continue;
+		others = true;
+		if (c > *front)
+			*front = c;
+	}
+	return others;
 }
 
 bool fastclock_too_far(const struct fastclock *F, unsigned i, unsigned key, uint64_t n)
@@ -296,19 +321,16 @@ bool fastclock_too_far(const struct fastclock *F, unsigned i, unsigned key, uint
 	 * again would grow the log past --call-log, dropping what the others
 	 * still need. Measured from the others (others_seen: pacing or not, a
 	 * bound that held only while some slot paced would be gone just when
-	 * the others fell behind), what one slot makes diehard settle stays
-	 * within a ring and the slack of where they are. */
-	uint64_t seen = others_seen(F), front = 0;
-	bool others = false;
-	for (unsigned j = 0; j < F->view.nslots; j++) {
-		uint64_t c = atomic_load(&F->view.pages[j]->count[key]);
-		if (j == i || !(seen >> j & 1) || c > fastclock_harvested(F, key) + FAR_AHEAD)
-			continue;
-		others = true;
-		if (c > front)
-			front = c;
-	}
-	return others && n > front + F->margin;
+	 * the others fell behind). What diehard settles for it stays closer
+	 * still (fastclock_beyond). */
+	uint64_t front;
+	return others_front(F, i, key, &front) && n > front + F->margin;
+}
+
+bool fastclock_beyond(const struct fastclock *F, unsigned i, unsigned key, uint64_t n)
+{
+	uint64_t front;
+	return others_front(F, i, key, &front) && n > front + CP_RING + AHEAD_SLACK;
 }
 
 /* The caller's put, with the bounds checked on the way. */
@@ -363,8 +385,8 @@ int fastclock_settle(struct fastclock *F, unsigned key, uint64_t n, fastclock_pu
 }
 
 /* How far the log may take key's entries: no further past the second
- * furthest count of the slots seen than a count may be past the others
- * (fastclock_too_far's bound: the furthest leads, the second is the
+ * furthest count of the slots seen than diehard settles past the others
+ * (fastclock_beyond's bound: the furthest leads, the second is the
  * furthest of its others). A slot that publishes far ahead of everyone
  * would otherwise move the front, harvest after harvest, and grow the log
  * past --call-log, dropping what the others still need. One slot alone:
@@ -386,7 +408,7 @@ static uint64_t harvest_limit(const struct fastclock *F, unsigned key)
 			second = c;
 		}
 	}
-	return n < 2 ? UINT64_MAX : second + F->margin;
+	return n < 2 ? UINT64_MAX : second + CP_RING + AHEAD_SLACK;
 }
 
 void fastclock_harvest(struct fastclock *F, fastclock_put_fn *put, void *arg)
@@ -457,7 +479,8 @@ void fastclock_reset(struct fastclock *F, unsigned i)
 	atomic_fetch_and(&dh_page(F)->off, ~(1ull << i));
 	atomic_fetch_and(&dh_page(F)->ignore, ~(1ull << i));
 	atomic_fetch_and(&dh_page(F)->pace, ~(1ull << i));
-	F->moved_at[i] = 0;
+	for (unsigned k = 0; k < CP_KEYS; k++)
+		F->moved_at[i][k] = 0;
 	F->joining |= 1ull << i;
 }
 
@@ -515,30 +538,34 @@ uint64_t fastclock_floor(struct fastclock *F, unsigned i, unsigned key, uint64_t
 void fastclock_pace(struct fastclock *F, uint64_t live, double now)
 {
 	uint64_t was = atomic_load(&dh_page(F)->pace), pace = 0;
+	F->live = live;
 	for (unsigned i = 0; i < F->view.nslots; i++)
 		if ((live >> i & 1) && !fastclock_is_off(F, i)) {
-			/* A slot paces while it keeps within a ring of the log
-			 * in every key, or keeps reading (STILL_S); a new one (a
-			 * replacement, replaying) joins once within a ring. One
-			 * that falls a ring behind and stands still stops: what
-			 * it has yet to read is in the log. */
-			bool up = true;
-			uint64_t moved = 0;
-			for (unsigned k = 0; k < CP_KEYS; k++)
-				if (cp_served(k)) {
-					uint64_t c = fastclock_count(F, i, k);
-					moved += c;
-					if (c + CP_RING < fastclock_harvested(F, k))
+			/* A slot paces while, in every key, it keeps within a
+			 * ring of the log or keeps reading that key (STILL_S);
+			 * a new one (a replacement, replaying) joins once within
+			 * a ring in every key. One a ring behind in a key whose
+			 * count stood still stops: what it has yet to read is
+			 * in the log. */
+			bool within = true, up = was >> i & 1;
+			for (unsigned k = 0; k < CP_KEYS; k++) {
+				if (!cp_served(k))
+					continue;
+				uint64_t c = fastclock_count(F, i, k);
+				if (c != F->moved[i][k] || F->moved_at[i][k] == 0) {
+					F->moved[i][k] = c;
+					F->moved_at[i][k] = now;
+				}
+				if (c + CP_RING < fastclock_harvested(F, k)) {
+					within = false;
+					if (now - F->moved_at[i][k] >= STILL_S)
 						up = false;
 				}
-			if (moved != F->moved[i] || F->moved_at[i] == 0) {
-				F->moved[i] = moved;
-				F->moved_at[i] = now;
 			}
-			if (up)
-				F->joining &= ~(1ull << i); /* caught up: its count bounds the others' */
-			else if ((was >> i & 1) && now - F->moved_at[i] < STILL_S)
+			if (within) {
 				up = true;
+				F->joining &= ~(1ull << i); /* caught up: its count bounds the others' */
+			}
 			pace |= (uint64_t)up << i;
 		}
 	if (pace != was) /* its line holds the word every read loads (off) */

@@ -78,6 +78,13 @@ uint64_t fastclock_index(struct fastclock *F, unsigned i, unsigned key, const ui
  * not settled, answered apart. */
 bool fastclock_too_far(const struct fastclock *F, unsigned i, unsigned key, uint64_t n);
 
+/* Whether read index n of slot i is more than a ring and a slot's threads
+ * in flight past every other live slot's count: sound (a thread polling
+ * the clock reads more than its siblings) but not settled into the log,
+ * whose front would move away from what the others still need; the
+ * caller answers it with a real value of its own. */
+bool fastclock_beyond(const struct fastclock *F, unsigned i, unsigned key, uint64_t n);
+
 /* Entries of key below this are in the caller's log. */
 uint64_t fastclock_harvested(const struct fastclock *F, unsigned key);
 

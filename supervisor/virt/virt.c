@@ -562,6 +562,14 @@ static int take_fast(struct vreplica *vr, const struct seccomp_notif *req, uint3
 			n = fast_from_front(F, vr->index, fk);
 		}
 	}
+	if (n >= fastclock_harvested(F, fk) && fastclock_beyond(F, vr->index, fk, n)) {
+		/* Far ahead of its siblings (a thread of it polling the clock):
+		 * a real value of its own, outside the log and its sum. */
+		real(req, v);
+		*index = n;
+		fastclock_done(F, vr->index, fk, n, NULL);
+		return ND_LOST;
+	}
 	if (n >= fastclock_harvested(F, fk)) {
 		outcome = ND_LEAD;
 		if (fastclock_settle(F, fk, n, fast_put, V) != 0 || !ndlog_value(V->log, key, n, v)) {
