@@ -28,15 +28,6 @@ teardown() {
 	rm -rf "$W"
 }
 
-# require_nobody: skips unless the user nobody can run diehard here with
-# namespaces (as in diehard_sandbox.bats).
-require_nobody() {
-	[[ $(id -u) == 0 ]] || skip "not root: the other tests already run unprivileged"
-	command -v setpriv >/dev/null || skip "setpriv missing"
-	as_nobody test -x "$DIEHARD" || skip "user nobody cannot run $DIEHARD"
-	as_nobody "$DIEHARD" -k 1 --sandbox on true 2>/dev/null || skip "no unprivileged user namespaces here"
-}
-
 # run_as WHO ARGS...: diehard ARGS as root (the test's user) or nobody.
 run_as() {
 	local who=$1

@@ -36,15 +36,6 @@ teardown() {
 	rm -rf "$W"
 }
 
-# require_nobody: skips the test unless the unprivileged user can run the
-# build tree in namespaces of its own.
-require_nobody() {
-	[[ $(id -u) == 0 ]] || skip "not root: the other tests already run unprivileged"
-	command -v setpriv >/dev/null || skip "no setpriv"
-	as_nobody test -x "$DIEHARD" || skip "user nobody cannot run $DIEHARD"
-	as_nobody "$DIEHARD" -k 1 --sandbox on true 2>/dev/null || skip "no unprivileged user namespaces here"
-}
-
 # require_user USER: root (the tests' own user) or nobody.
 require_user() {
 	if [[ $1 == nobody ]]; then

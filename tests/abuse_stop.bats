@@ -43,15 +43,6 @@ teardown() {
 	rm -rf "$W"
 }
 
-# require_nobody: skips unless the unprivileged user can run diehard
-# sandboxed (unprivileged user namespaces).
-require_nobody() {
-	[[ $(id -u) == 0 ]] || skip "not root: the other tests already run unprivileged"
-	command -v setpriv >/dev/null || skip "no setpriv"
-	as_nobody test -x "$DIEHARD" || skip "user nobody cannot run $DIEHARD"
-	as_nobody "$DIEHARD" -k 1 --sandbox on true 2>/dev/null || skip "no unprivileged user namespaces here"
-}
-
 # as ROLE CMD...: CMD as root, or as nobody.
 as() {
 	local role=$1

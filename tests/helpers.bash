@@ -374,3 +374,13 @@ expect_error() {
 as_nobody() {
 	setpriv --reuid=65534 --regid=65534 --clear-groups "$@"
 }
+
+# require_nobody: skips the test unless the unprivileged user can run
+# diehard from the build tree sandboxed (unprivileged user namespaces).
+# (diehard_sandbox.bats and net.bats have their own, which do more.)
+require_nobody() {
+	[[ $(id -u) == 0 ]] || skip "not root: the other tests already run unprivileged"
+	command -v setpriv >/dev/null || skip "no setpriv"
+	as_nobody test -x "$DIEHARD" || skip "user nobody cannot run $DIEHARD"
+	as_nobody "$DIEHARD" -k 1 --sandbox on true 2>/dev/null || skip "no unprivileged user namespaces here"
+}
