@@ -70,6 +70,30 @@ threads_runs() {
 	grafted "$T/t1.json" 0
 }
 
+# Four runs at once, each of three replicas of six readers, on however few
+# CPUs: readers are held up at every step, the load of their own making.
+# A reader held up before its proposal once led an entry already led,
+# harvested and written over (two values of one entry: sums that differ,
+# or CLOCK_MONOTONIC going back in a thread).
+@test "four runs at once, dynamic and static, four times over: every replica agreed on every clock entry, none went back" {
+	local round p prog pids
+	for round in 1 2 3 4; do
+		pids=()
+		for p in 1 2 3 4; do
+			prog=$FP
+			((p % 2)) || prog=$FPS
+			sup -k 3 -r "$T/c$round.$p.json" "$prog" threads 20000 >"$T/c$round.$p.out" 2>"$T/c$round.$p.err" &
+			pids+=($!)
+		done
+		for p in 1 2 3 4; do
+			wait "${pids[p - 1]}" || fail "round $round, run $p exited $?" "$(head -c 2000 "$T/c$round.$p.err")"
+			jq -e '.call_divergences == [] and .divergences == [] and all(.replicas[]; .status == 0 and (has("killed") | not))' \
+				"$T/c$round.$p.json" >/dev/null ||
+				fail "round $round, run $p:" "$(jq -c '[.call_divergences, [.replicas[] | {status, killed}]]' "$T/c$round.$p.json")"
+		done
+	done
+}
+
 @test "static: threads and a forked child read both clocks at once through the grafted blob: agreed, monotonic, real (3 runs)" {
 	threads_runs "$FPS" 3
 	grafted "$T/t1.json" 1
