@@ -25,14 +25,14 @@ teardown() {
 }
 
 # who_can USER: skips unless USER (root or nobody) can run the build tree
-# here; root runs everything as it is.
+# here (require_nobody); sets who_cmd, the prefix that runs a command as
+# USER (root runs everything as it is).
 who_can() {
+	who_cmd=()
 	[[ $1 == root ]] && { [[ $(id -u) == 0 ]] || skip "not root"; return 0; }
-	[[ $(id -u) == 0 ]] || skip "not root: cannot become nobody"
-	command -v setpriv >/dev/null || skip "no setpriv"
-	as_nobody test -x "$DIEHARD" || skip "user nobody cannot run $DIEHARD"
-	as_nobody "$DIEHARD" -k 1 --sandbox on true 2>/dev/null || skip "no unprivileged user namespaces here"
+	require_nobody
 	chmod 777 "$T"
+	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 }
 
 # as USER CMD...: CMD as root (as it is) or as nobody.
@@ -100,32 +100,26 @@ process group: its own'
 }
 
 @test "terminal, root, --sandbox on: no /dev/tty, no controlling terminal, a session of its own, diehard's pty not there by name" {
-	who_cmd=()
 	tty_row root on
 }
 
 @test "terminal, root, --sandbox auto: no /dev/tty, no controlling terminal, a session of its own, diehard's pty not there by name" {
-	who_cmd=()
 	tty_row root auto
 }
 
 @test "terminal, root, --sandbox off: no /dev/tty, no controlling terminal, a session of its own (the pty opens by name: no namespace)" {
-	who_cmd=()
 	tty_row root off
 }
 
 @test "terminal, nobody, --sandbox on: no /dev/tty, no controlling terminal, a session of its own, diehard's pty not there by name" {
-	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 	tty_row nobody on
 }
 
 @test "terminal, nobody, --sandbox auto: no /dev/tty, no controlling terminal, a session of its own, diehard's pty not there by name" {
-	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 	tty_row nobody auto
 }
 
 @test "terminal, nobody, --sandbox off: no /dev/tty, no controlling terminal, a session of its own, diehard's pty refused" {
-	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 	tty_row nobody off
 }
 
@@ -146,32 +140,26 @@ signal_row() {
 }
 
 @test "signals, root, --sandbox on: kill of diehard's process group from inside reaches nothing" {
-	who_cmd=()
 	signal_row root on
 }
 
 @test "signals, root, --sandbox auto: kill of diehard's process group from inside reaches nothing" {
-	who_cmd=()
 	signal_row root auto
 }
 
 @test "signals, root, --sandbox off: kill of diehard's process group from inside is refused" {
-	who_cmd=()
 	signal_row root off
 }
 
 @test "signals, nobody, --sandbox on: kill of diehard's process group from inside reaches nothing" {
-	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 	signal_row nobody on
 }
 
 @test "signals, nobody, --sandbox auto: kill of diehard's process group from inside reaches nothing" {
-	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 	signal_row nobody auto
 }
 
 @test "signals, nobody, --sandbox off: kill of diehard's process group from inside is refused" {
-	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 	signal_row nobody off
 }
 
@@ -205,25 +193,21 @@ proc_row() {
 
 @test "/proc, root, --sandbox on: umount /proc and umount -l fail (locked), no new proc, no host process, diehard's stdout out of reach" {
 	require_jq
-	who_cmd=()
 	proc_row root on
 }
 
 @test "/proc, root, --sandbox auto: umount /proc and umount -l fail (locked), no new proc, no host process, diehard's stdout out of reach" {
 	require_jq
-	who_cmd=()
 	proc_row root auto
 }
 
 @test "/proc, nobody, --sandbox on: umount /proc fails, no new proc, no host process, diehard's stdout out of reach" {
 	require_jq
-	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 	proc_row nobody on
 }
 
 @test "/proc, nobody, --sandbox auto: umount /proc fails, no new proc, no host process, diehard's stdout out of reach" {
 	require_jq
-	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 	proc_row nobody auto
 }
 
@@ -281,22 +265,18 @@ ipc_row() {
 }
 
 @test "SysV IPC and message queues, root, --sandbox on: the host's are not seen, each replica's are its own, none reaches the host" {
-	who_cmd=()
 	ipc_row root on
 }
 
 @test "SysV IPC and message queues, root, --sandbox auto: the host's are not seen, each replica's are its own, none reaches the host" {
-	who_cmd=()
 	ipc_row root auto
 }
 
 @test "SysV IPC and message queues, nobody, --sandbox on: the host's are not seen, each replica's are its own, none reaches the host" {
-	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 	ipc_row nobody on
 }
 
 @test "SysV IPC and message queues, nobody, --sandbox auto: the host's are not seen, each replica's are its own, none reaches the host" {
-	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 	ipc_row nobody auto
 }
 
@@ -315,22 +295,18 @@ shm_row() {
 }
 
 @test "/dev/shm, root, --sandbox on: the host's files are not seen, a replica's reach neither the host nor its siblings; 1777, nosuid, nodev" {
-	who_cmd=()
 	shm_row root on
 }
 
 @test "/dev/shm, root, --sandbox auto: the host's files are not seen, a replica's reach neither the host nor its siblings; 1777, nosuid, nodev" {
-	who_cmd=()
 	shm_row root auto
 }
 
 @test "/dev/shm, nobody, --sandbox on: the host's files are not seen, a replica's reach neither the host nor its siblings; 1777, nosuid, nodev" {
-	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 	shm_row nobody on
 }
 
 @test "/dev/shm, nobody, --sandbox auto: the host's files are not seen, a replica's reach neither the host nor its siblings; 1777, nosuid, nodev" {
-	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 	shm_row nobody auto
 }
 
@@ -366,21 +342,17 @@ job_row() {
 }
 
 @test "signals, root, --sandbox on: a signal diehard forwards reaches each replica's whole job, in its own session" {
-	who_cmd=()
 	job_row root on
 }
 
 @test "signals, root, --sandbox off: a signal diehard forwards reaches each replica's whole job, in its own session" {
-	who_cmd=()
 	job_row root off
 }
 
 @test "signals, nobody, --sandbox auto: a signal diehard forwards reaches each replica's whole job, in its own session" {
-	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 	job_row nobody auto
 }
 
 @test "signals, nobody, --sandbox off: a signal diehard forwards reaches each replica's whole job, in its own session" {
-	who_cmd=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 	job_row nobody off
 }
