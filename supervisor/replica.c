@@ -31,6 +31,7 @@
 #include "notify.h"
 #include "sandbox.h"
 #include "spawn.h"
+#include "remote.h"
 #include "replay.h"
 #include "sup.h"
 #include "svcenv.h"
@@ -118,20 +119,9 @@ void replica_signal(struct replica *r, int sig)
  * or 0 when it cannot be read. */
 static char proc_state(pid_t pid)
 {
-	char path[64], buf[256];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* "PID (COMM) S ...": COMM may hold anything, but no more than 16
-	 * bytes, so the last ')' in the first 256 is its end. */
-	const char *p = strrchr(buf, ')');
-	return p != NULL && p[1] == ' ' ? p[2] : 0;
+	char state;
+	pid_t ppid;
+	return remote_stat(pid, &state, &ppid) ? state : 0;
 }
 
 /* Appends the children of pid (of each of its threads) to list[n..max). */

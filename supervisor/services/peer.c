@@ -19,6 +19,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "remote.h"
 #include "sup.h"
 
 #ifndef SO_PASSPIDFD
@@ -72,25 +73,11 @@ static enum life life_of(int pidfd)
 	return p.revents & POLLIN ? EXITED : ALIVE;
 }
 
-/* /proc/PID/stat's parent: comm may hold anything, the last ')' ends it. */
+/* pid's parent, from /proc/PID/stat (remote_stat). */
 static bool stat_parent(pid_t pid, pid_t *ppid)
 {
-	char path[32], buf[512];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	char *close_paren = strrchr(buf, ')');
-	int p;
-	if (close_paren == NULL || sscanf(close_paren + 1, " %*c %d", &p) != 1 || p < 0)
-		return false;
-	*ppid = p;
-	return true;
+	char state;
+	return remote_stat(pid, &state, ppid);
 }
 
 enum { GONE = -1, UNSEEN = 0, SEEN = 1 };

@@ -74,6 +74,30 @@ int remote_status(pid_t tid, char *buf, size_t size)
 	return 0;
 }
 
+bool remote_stat(pid_t pid, char *state, pid_t *ppid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	/* "PID (COMM) S PPID ...": COMM may hold anything, but no more than
+	 * 16 bytes, so the last ')' in the first 512 is its end. */
+	const char *end = strrchr(buf, ')');
+	char s;
+	int p;
+	if (end == NULL || sscanf(end + 1, " %c %d", &s, &p) != 2 || p < 0)
+		return false;
+	*state = s;
+	*ppid = p;
+	return true;
+}
+
 /* Thread tid's thread group, from /proc/TID/status (its name, escaped
  * there, cannot hold a line of its own). -1 with errno. */
 pid_t remote_thread_group(pid_t tid)

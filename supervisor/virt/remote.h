@@ -5,6 +5,7 @@
 #ifndef DIEHARD_REMOTE_H
 #define DIEHARD_REMOTE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -35,5 +36,9 @@ int remote_status(pid_t tid, char *buf, size_t size);
 /* Thread tid's thread group (its process), from /proc/TID/status; -1
  * with errno. */
 pid_t remote_thread_group(pid_t tid);
+
+/* pid's state letter ('T': stopped by a signal) and parent, from
+ * /proc/PID/stat: true, or false when it cannot be read (gone). */
+bool remote_stat(pid_t pid, char *state, pid_t *ppid);
 
 #endif
