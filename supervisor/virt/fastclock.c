@@ -289,8 +289,9 @@ static uint64_t others_seen(const struct fastclock *F)
 }
 
 /* The furthest count of key among the slots that bound slot i (i itself
- * aside; counts too far past the log, damaged, aside): false if none. */
-static bool others_front(const struct fastclock *F, unsigned i, unsigned key, uint64_t *front)
+ * aside, none when i is nslots; counts too far past the log, damaged,
+ * aside), and whose it is (*at): false if none. */
+static bool others_front_at(const struct fastclock *F, unsigned i, unsigned key, uint64_t *front, unsigned *at)
 {
 	uint64_t seen = others_seen(F), far = fastclock_harvested(F, key) + FAR_AHEAD;
 	bool others = false;
@@ -299,11 +300,19 @@ static bool others_front(const struct fastclock *F, unsigned i, unsigned key, ui
 		uint64_t c = atomic_load(&F->view.pages[j]->count[key]);
 		if (j == i || !(seen >> j & 1) || c > far)
 			continue;
-		others = true;
-		if (c > *front)
+		if (!others || c > *front) {
 			*front = c;
+			*at = j;
+		}
+		others = true;
 	}
 	return others;
+}
+
+static bool others_front(const struct fastclock *F, unsigned i, unsigned key, uint64_t *front)
+{
+	unsigned at;
+	return others_front_at(F, i, key, front, &at);
 }
 
 bool fastclock_too_far(const struct fastclock *F, unsigned i, unsigned key, uint64_t n)
@@ -393,22 +402,11 @@ int fastclock_settle(struct fastclock *F, unsigned key, uint64_t n, fastclock_pu
  * no bound but cp_harvest's ring. */
 static uint64_t harvest_limit(const struct fastclock *F, unsigned key)
 {
-	uint64_t seen = others_seen(F);
-	uint64_t top = 0, second = 0, far = fastclock_harvested(F, key) + FAR_AHEAD;
-	unsigned n = 0;
-	for (unsigned j = 0; j < F->view.nslots; j++) {
-		uint64_t c = atomic_load(&F->view.pages[j]->count[key]);
-		if (!(seen >> j & 1) || c > far)
-			continue;
-		n++;
-		if (c > top) {
-			second = top;
-			top = c;
-		} else if (c > second) {
-			second = c;
-		}
-	}
-	return n < 2 ? UINT64_MAX : second + CP_RING + AHEAD_SLACK;
+	uint64_t top, second;
+	unsigned at;
+	if (!others_front_at(F, F->view.nslots, key, &top, &at) || !others_front(F, at, key, &second))
+		return UINT64_MAX;
+	return second + CP_RING + AHEAD_SLACK;
 }
 
 void fastclock_harvest(struct fastclock *F, fastclock_put_fn *put, void *arg)
