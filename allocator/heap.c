@@ -18,16 +18,63 @@ static size_t bitmap_bytes(size_t slots)
 	return (slots + 63) / 64 * sizeof(bitmap_word);
 }
 
-/* Reserved bitmap of a class, with an uncommitted page each side as guard. */
+/* Groups of c in `slots` slots (the last one counted if partial). */
+static size_t groups_of(const struct heap_class *c, size_t slots)
+{
+	return (slots + ((size_t)1 << c->group_shift) - 1) >> c->group_shift;
+}
+
+static size_t room_bytes(const struct heap_class *c, size_t slots)
+{
+	return bitmap_bytes(groups_of(c, slots));
+}
+
+static size_t used_bytes(const struct heap_class *c, size_t slots)
+{
+	return groups_of(c, slots) * sizeof(uint16_t);
+}
+
+/* Reserved metadata of a class: the slots' bitmap, the groups' room bits
+ * and counts, with an uncommitted page each side as guard. */
 static size_t bitmap_reservation(const struct heap_class *c)
 {
-	return os_align_up(bitmap_bytes(c->max_slots), os_page_size()) + 2 * os_page_size();
+	size_t page = os_page_size();
+	return os_align_up(bitmap_bytes(c->max_slots), page) + os_align_up(room_bytes(c, c->max_slots), page) +
+	       os_align_up(used_bytes(c, c->max_slots), page) + 2 * page;
+}
+
+/* The most bytes a group spans, where M allows (set_group). */
+#define GROUP_BYTES ((size_t)64 << 10)
+
+/* c's groups (heap.h): a bitmap word's 64 slots, fewer for slots over
+ * 1 KiB so that a group spans at most GROUP_BYTES (but at least 2 slots),
+ * and then twice as many until the cap, slots / M rounded down, is exact
+ * or at least 16: rounding then costs at most a sixteenth of the bound,
+ * and a cap is never 0. Groups are what top grows and shrinks by, so a
+ * group is never cut by top, and their size is also the step in which a
+ * class of large slots grows. */
+static void set_group(const struct heap *h, struct heap_class *c)
+{
+	unsigned gs = 6;
+	while (gs > 1 && (size_t)1 << (gs + c->shift) > GROUP_BYTES)
+		gs--;
+	for (;; gs++) {
+		size_t slots = (size_t)1 << gs, cap = slots * M_ONE / h->m_fixed;
+		if (cap >= 1 && (cap >= 16 || slots * M_ONE % h->m_fixed == 0)) {
+			c->group_shift = gs;
+			c->group_cap = (unsigned)cap;
+			return;
+		}
+	}
 }
 
 static void release_regions(struct heap *h)
 {
-	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++)
+	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++) {
 		h->parts[pi].bits = NULL;
+		h->parts[pi].room = NULL;
+		h->parts[pi].used = NULL;
+	}
 	if (h->bits_lo != NULL)
 		(void)os_release(h->bits_lo, h->bits_span);
 	h->bits_lo = NULL;
@@ -74,6 +121,7 @@ static bool reserve_regions(struct heap *h, unsigned rs, const uint64_t seed[2])
 		c->shift = sizeclass_shift(pi / HEAP_STRIPES);
 		c->base = (char *)lo + ((size_t)pi << h->part_shift);
 		c->max_slots = (region >> HEAP_STRIPE_SHIFT) >> c->shift;
+		set_group(h, c);
 		bits_span += bitmap_reservation(c);
 	}
 	char *bits = os_reserve(bits_span, os_page_size());
@@ -85,7 +133,10 @@ static bool reserve_regions(struct heap *h, unsigned rs, const uint64_t seed[2])
 	h->bits_span = bits_span;
 	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++) {
 		struct heap_class *c = &h->parts[pi];
-		c->bits = (bitmap_word *)(bits + os_page_size());
+		size_t page = os_page_size();
+		c->bits = (bitmap_word *)(bits + page);
+		c->room = (uint64_t *)((char *)c->bits + os_align_up(bitmap_bytes(c->max_slots), page));
+		c->used = (uint16_t *)((char *)c->room + os_align_up(room_bytes(c, c->max_slots), page));
 		bits += bitmap_reservation(c);
 	}
 	return true;
@@ -112,6 +163,10 @@ struct heap *heap_create(const struct config *cfg, unsigned region_shift_max)
 		}
 		rs--;
 	}
+	/* A window holds whole groups. */
+	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++)
+		if (h->window != 0 && h->window < (size_t)1 << h->parts[pi].group_shift)
+			h->window = (size_t)1 << h->parts[pi].group_shift;
 	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++)
 		pthread_mutex_init(&h->parts[pi].lock, NULL);
 	return h;
@@ -123,9 +178,23 @@ void heap_destroy(struct heap *h)
 	os_unmap_guarded(h, sizeof *h);
 }
 
-static size_t limit_of(const struct heap *h, size_t top)
+/* The most live slots of [0, top), or of a window of top slots (whole
+ * groups): the sum of its groups' caps, at most top / M. */
+static size_t limit_of(const struct heap_class *c, size_t top)
 {
-	return top * M_ONE / h->m_fixed;
+	return (top >> c->group_shift) * c->group_cap;
+}
+
+/* The fewest whole groups' slots whose limit_of is at least n. */
+static size_t slots_for(const struct heap_class *c, size_t n)
+{
+	return ((n + c->group_cap - 1) / c->group_cap) << c->group_shift;
+}
+
+/* n rounded up to c's whole groups. */
+static size_t whole_groups(const struct heap_class *c, size_t n)
+{
+	return groups_of(c, n) << c->group_shift;
 }
 
 /* Transparent huge pages: random placement costs a TLB miss per object
@@ -179,6 +248,18 @@ static bool commit_slots(struct heap_class *c, size_t slots)
 		if (os_commit((char *)c->bits + c->bits_committed, bneed - c->bits_committed) != 0)
 			return false;
 		c->bits_committed = bneed;
+	}
+	size_t rneed = os_align_up(room_bytes(c, slots), os_page_size());
+	if (rneed > c->room_committed) {
+		if (os_commit((char *)c->room + c->room_committed, rneed - c->room_committed) != 0)
+			return false;
+		c->room_committed = rneed;
+	}
+	size_t uneed = os_align_up(used_bytes(c, slots), os_page_size());
+	if (uneed > c->used_committed) {
+		if (os_commit((char *)c->used + c->used_committed, uneed - c->used_committed) != 0)
+			return false;
+		c->used_committed = uneed;
 	}
 	return true;
 }
@@ -238,14 +319,49 @@ static size_t count_between(const struct heap_class *c, size_t from, size_t to)
 	return total;
 }
 
-/* Sets c's placement bound to top and counts the survivors above it. With
- * the lock. */
-static void set_top(struct heap *h, struct heap_class *c, size_t top)
+/* Sets group g's room bit: whether it is under its cap. */
+static inline void room_set(struct heap_class *c, size_t g, bool room)
 {
+	uint64_t m = (uint64_t)1 << (g & 63);
+	c->room[g >> 6] = room ? c->room[g >> 6] | m : c->room[g >> 6] & ~m;
+}
+
+/* Counts group g afresh and sets its room bit (none at or above top).
+ * With the lock. */
+static void room_update(struct heap_class *c, size_t g, size_t top)
+{
+	size_t first = g << c->group_shift;
+	if (first >= top) {
+		room_set(c, g, false);
+		return;
+	}
+	size_t used = count_between(c, first, first + ((size_t)1 << c->group_shift));
+	c->used[g] = (uint16_t)used;
+	room_set(c, g, used < c->group_cap);
+}
+
+/* n more slots of group g (below top) claimed. With the lock. */
+static inline void group_claimed(struct heap_class *c, size_t g, unsigned n)
+{
+	c->used[g] = (uint16_t)(c->used[g] + n);
+	if (c->used[g] >= c->group_cap)
+		room_set(c, g, false);
+}
+
+/* Sets c's placement bound to top, counts the survivors above it, and
+ * brings the room bits of the groups between the old bound and the new one
+ * up to date. With the lock. */
+static void set_top(struct heap_class *c, size_t top)
+{
+	size_t old = c->top;
 	c->top = top;
-	atomic_store_explicit(&c->limit, limit_of(h, top), memory_order_relaxed);
+	atomic_store_explicit(&c->limit, limit_of(c, top), memory_order_relaxed);
 	c->above = c->above_mark =
 		count_between(c, top, atomic_load_explicit(&c->capacity, memory_order_relaxed));
+	size_t lo = (old < top ? old : top) >> c->group_shift;
+	size_t hi = groups_of(c, old > top ? old : top);
+	for (size_t g = lo; g < hi; g++)
+		room_update(c, g, top);
 }
 
 /* With fill on, makes the free units touching slots [from, to) random
@@ -266,16 +382,18 @@ static bool grow_locked(struct heap *h, struct heap_class *c, size_t n, struct r
 	size_t cap = atomic_load_explicit(&c->capacity, memory_order_relaxed), top = c->top;
 	size_t size = (size_t)1 << c->shift;
 	/* The fewest slots that keep n objects at most 1/M full... */
-	size_t want = (n * h->m_fixed + M_ONE - 1) / M_ONE;
+	size_t want = slots_for(c, n);
 	/* ...but grow by at least a sixteenth, so growth is amortised, and
 	 * start from at least a page or eight slots. Small steps keep the heap
 	 * close to M times the live data (resident size is what the benchmarks
-	 * found tight); each step costs one or two mprotect calls. */
+	 * found tight); each step costs one or two mprotect calls. In whole
+	 * groups (heap.h). */
 	size_t floor = top + top / 16;
 	size_t initial = os_page_size() / size > 8 ? os_page_size() / size : 8;
 	size_t new_top = want > floor ? want : floor;
 	if (new_top < initial)
 		new_top = initial;
+	new_top = whole_groups(c, new_top);
 	if (new_top > c->max_slots)
 		new_top = c->max_slots;
 	if (new_top <= top)
@@ -290,15 +408,16 @@ static bool grow_locked(struct heap *h, struct heap_class *c, size_t n, struct r
 	}
 	if (h->fill && top < cap)
 		refill_free(c, top, new_top < cap ? new_top : cap, r);
-	set_top(h, c, new_top);
+	set_top(c, new_top);
 	return true;
 }
 
-/* The least top a stripe is lowered to: a commit granule's worth of slots. */
+/* The least top a stripe is lowered to: a commit granule's worth of slots
+ * (at least 8), in whole groups. */
 static size_t least_top(const struct heap_class *c)
 {
 	size_t least = COMMIT_GRANULE >> c->shift;
-	return least > 8 ? least : 8;
+	return whole_groups(c, least > 8 ? least : 8);
 }
 
 /* Release passes between two looks at a stripe's placement bound. */
@@ -307,27 +426,27 @@ static size_t least_top(const struct heap_class *c)
 /* Lowers c's placement bound to 2 x peak x M, peak being the most it held
  * over the last period (below a quarter of its limit), and drops the pages
  * above it whose slots are all free. With the lock. */
-static void lower_top(struct heap *h, struct heap_class *c, size_t peak)
+static void lower_top(struct heap_class *c, size_t peak)
 {
-	size_t top = c->top, new_top = (2 * peak * h->m_fixed + M_ONE - 1) / M_ONE;
+	size_t top = c->top, new_top = slots_for(c, 2 * peak);
 	if (new_top < least_top(c))
 		new_top = least_top(c);
 	if (new_top >= top)
 		return;
-	set_top(h, c, new_top);
+	set_top(c, new_top);
 	purge_free(c, new_top, atomic_load_explicit(&c->capacity, memory_order_relaxed));
 }
 
 /* After a release pass: every SHRINK_PERIOD passes, whether the stripe
  * stayed small enough all along to lower its bound, and the pages above
  * the bound that frees since the last look left empty. With the lock. */
-static void look_back(struct heap *h, struct heap_class *c)
+static void look_back(struct heap_class *c)
 {
 	if (++c->passes < SHRINK_PERIOD)
 		return;
 	size_t live = live_of(c), top = c->top;
 	if (c->peak < limit_of_part(c) / 4 && top > least_top(c))
-		lower_top(h, c, c->peak);
+		lower_top(c, c->peak);
 	/* Pages above top go once the survivors there halved since the last
 	 * drop: a walk per halving, not per emptied page. */
 	if (c->top == top && c->above < c->above_mark && c->above <= c->above_mark / 2) {
@@ -339,10 +458,10 @@ static void look_back(struct heap *h, struct heap_class *c)
 }
 
 /* How many more claims the window (front < cap) takes within its 1/M. */
-static size_t window_room(const struct heap *h, const struct heap_class *c, size_t cap, size_t w)
+static size_t window_room(const struct heap_class *c, size_t cap, size_t w)
 {
 	size_t n = cap - c->front < w ? cap - c->front : w;
-	size_t most = n * M_ONE / h->m_fixed;
+	size_t most = limit_of(c, n); /* whole groups: front and cap are */
 	return c->wlive < most ? most - c->wlive : 0;
 }
 
@@ -355,14 +474,14 @@ static size_t window_room(const struct heap *h, const struct heap_class *c, size
  * heap took 88% of a run that glibc did in a fifteenth of the time.) False
  * when none has room (live is near the class limit and rounding left every
  * window just full): the caller then places uniformly. */
-static bool window_find(const struct heap *h, struct heap_class *c, size_t cap, size_t w)
+static bool window_find(struct heap_class *c, size_t cap, size_t w)
 {
-	if (c->front < cap && window_room(h, c, cap, w) >= 1)
+	if (c->front < cap && window_room(c, cap, w) >= 1)
 		return true;
 	size_t windows = (cap + w - 1) / w;
 	size_t live = live_of(c), limit = limit_of_part(c);
 	size_t spare = limit > live ? (limit - live) / windows / 2 : 0;
-	size_t slack = w * M_ONE / h->m_fixed / 8;
+	size_t slack = limit_of(c, w) / 8;
 	if (slack > spare)
 		slack = spare;
 	for (size_t tries = 0; tries < 2 * windows; tries++) {
@@ -370,7 +489,7 @@ static bool window_find(const struct heap *h, struct heap_class *c, size_t cap, 
 		if (c->front >= cap)
 			c->front = 0;
 		c->wlive = count_between(c, c->front, c->front + w);
-		if (window_room(h, c, cap, w) >= (tries < windows && slack > 1 ? slack : 1))
+		if (window_room(c, cap, w) >= (tries < windows && slack > 1 ? slack : 1))
 			return true;
 	}
 	return false;
@@ -410,6 +529,7 @@ static unsigned claim_word(struct heap *h, struct heap_class *c, size_t cap, siz
 		need -= n;
 	}
 	atomic_store_explicit(&c->bits[wi], word | take, memory_order_relaxed);
+	group_claimed(c, wi >> (c->group_shift - 6), want);
 	live_add(c, want);
 	if (first - c->front < h->window)
 		c->wlive += want;
@@ -429,39 +549,168 @@ static unsigned claim_word(struct heap *h, struct heap_class *c, size_t cap, siz
 	return got;
 }
 
-/* Claims k free slots at random in [from, from + n), which has room for
- * them (at most 1/M full after), into out: the scattered placement, and
- * the rest of a batch when clustered placement finds no word. Rejection
- * sampling without a branch on the outcome: a probe of a taken slot stores
- * the word unchanged and does not advance, so the loop's only branch (are
- * we done) is predictable; on random bits a per-probe branch mispredicted
- * about once per slot. With the lock. */
-static unsigned claim_scattered(struct heap *h, struct heap_class *c, size_t from, size_t n, struct rng *r,
+/* The r-th (from 0) set bit of x, r < bits set. */
+static inline unsigned select_bit(uint64_t x, unsigned r)
+{
+	unsigned pos = 0;
+	for (unsigned half = 32; half != 0; half >>= 1) {
+		uint64_t low = x & (((uint64_t)1 << half) - 1);
+		unsigned n = bitmap_count(low), up = r >= n;
+		pos += up * half;
+		r -= up * n;
+		x = up ? x >> half : low;
+	}
+	return pos;
+}
+
+/* Room bits set in [from, to). */
+static size_t room_between(const uint64_t *room, size_t from, size_t to)
+{
+	size_t total = 0;
+	for (size_t i = from; i < to;) {
+		size_t lo = i & 63, hi = to - (i - lo) < 64 ? to - (i - lo) : 64;
+		uint64_t mask = (hi == 64 ? ~(uint64_t)0 : ((uint64_t)1 << hi) - 1) & (~(uint64_t)0 << lo);
+		total += bitmap_count(room[i >> 6] & mask);
+		i += hi - lo;
+	}
+	return total;
+}
+
+/* A group of [g0, g1) with room, uniformly; there is one. Within one room
+ * word (a window of at most 64 groups: the default) by drawing six random
+ * bits at a time until one names a group with room, or, when fewer than
+ * eight have room, by selecting a random one of them; else by drawing
+ * groups until one has room, and after 64 misses by counting
+ * (DIEHARD_WINDOW=all over a large stripe just grown). */
+static size_t pick_group(const uint64_t *room, size_t g0, size_t g1, struct rng *r)
+{
+	size_t n = g1 - g0;
+	if ((g0 & 63) + n <= 64) {
+		uint64_t m = room[g0 >> 6] >> (g0 & 63);
+		if (n < 64)
+			m &= ((uint64_t)1 << n) - 1;
+		unsigned have = bitmap_count(m);
+		if (have < 8)
+			return g0 + select_bit(m, (unsigned)rng_below(r, have));
+		for (;;)
+			for (uint64_t x = rng_next(r), j = 0; j < 10; j++, x >>= 6)
+				if (m >> (x & 63) & 1)
+					return g0 + (x & 63);
+	}
+	for (unsigned tries = 0; tries < 64; tries++) {
+		size_t g = g0 + (size_t)rng_below(r, n);
+		if (room[g >> 6] >> (g & 63) & 1)
+			return g;
+	}
+	size_t want = (size_t)rng_below(r, room_between(room, g0, g1));
+	for (size_t g = g0;; g = (g | 63) + 1) {
+		size_t in = room_between(room, g, (g | 63) + 1 < g1 ? (g | 63) + 1 : g1);
+		if (want < in) {
+			uint64_t m = room[g >> 6] >> (g & 63);
+			return g + select_bit(m, (unsigned)want);
+		}
+		want -= in;
+	}
+}
+
+/* The rest of claim_scattered's batch, once uniform probes of the range
+ * missed CLAIM_PROBES times in a row (most of its groups full: the stripe
+ * is at its bound, or just grew): each slot drawn as a group among those
+ * with room, then a slot of it, until a free one below top is met. Within
+ * one room word (the default window) the groups with room are listed once,
+ * and a group leaves the list when it fills. Returns how many it claimed:
+ * k, as the range has room for them. */
+static unsigned claim_rest(struct heap_class *c, size_t from, size_t n, struct rng *r,
+			   void **out, unsigned k)
+{
+	unsigned gs = c->group_shift, got = 0;
+	size_t g0 = from >> gs, g1 = groups_of(c, from + n), span = (size_t)1 << gs;
+	if ((g0 & 63) + (g1 - g0) > 64) {
+		while (got < k) {
+			size_t g = pick_group(c->room, g0, g1, r);
+			size_t i = (g << gs) + (rng_next(r) & (span - 1));
+			if (!bitmap_try_set(c->bits, i))
+				continue;
+			out[got++] = c->base + (i << c->shift);
+			group_claimed(c, g, 1);
+		}
+		return got;
+	}
+	uint64_t m = c->room[g0 >> 6] >> (g0 & 63);
+	if (g1 - g0 < 64)
+		m &= ((uint64_t)1 << (g1 - g0)) - 1;
+	unsigned char list[64];
+	unsigned have = 0;
+	for (; m != 0; m &= m - 1)
+		list[have++] = (unsigned char)__builtin_ctzll(m);
+	while (got < k && have > 0) {
+		/* One random word: the slot from its low bits, the group
+		 * (multiply-shift, as rng_below) from the rest. */
+		uint64_t x = rng_next(r);
+		unsigned j = (unsigned)(((x >> 16) * have) >> 48);
+		size_t g = g0 + list[j], i = (g << gs) + (x & (span - 1) & 0xffff);
+		if (!bitmap_try_set(c->bits, i))
+			continue;
+		out[got++] = c->base + (i << c->shift);
+		group_claimed(c, g, 1);
+		if (c->used[g] >= c->group_cap)
+			list[j] = list[--have];
+	}
+	return got;
+}
+
+/* Uniform probes before a claim draws from the groups with room only. */
+#define CLAIM_PROBES 4u
+
+/* Claims k free slots in [from, from + n) (below top, group-aligned, with
+ * room for k within the groups' caps), each uniformly at random among the
+ * free slots of the groups below their cap: the scattered placement, and
+ * the rest of a batch when clustered placement finds no word.
+ *
+ * A probe draws a slot of the range uniformly and takes it if it is free
+ * and its group has room; after CLAIM_PROBES misses in a row (most groups
+ * full) the rest of the batch is drawn group first (claim_rest). Both are
+ * rejection sampling from a uniform proposal over a superset of the
+ * eligible slots, so either way the slot taken is uniform among them. A
+ * group that reaches its cap loses its room bit.
+ *
+ * Without a branch on the outcome: a probe that misses stores the words
+ * unchanged and does not advance, so the loop's only branches (are we
+ * done, too many misses) are predictable; on random bits a per-probe
+ * branch mispredicted about once per slot. With the lock. */
+static unsigned claim_scattered(struct heap_class *c, size_t from, size_t n, struct rng *r,
 				void **out, unsigned k)
 {
-	/* The generator, the bitmap and the stripe's fields in locals: the
-	 * stores to the bitmap and to out could alias them, and the compiler
+	/* The generator, the bitmaps and the stripe's fields in locals: the
+	 * stores to the bitmaps and to out could alias them, and the compiler
 	 * would otherwise reload and store them on every probe. */
 	struct rng g = *r;
 	bitmap_word *bits = c->bits;
+	uint64_t *room = c->room;
+	uint16_t *used = c->used;
 	char *base = c->base;
-	unsigned shift = c->shift;
-	size_t front = c->front, w = h->window;
-	unsigned got = 0;
-	size_t inside = 0;
+	unsigned shift = c->shift, gs = c->group_shift, gcap = c->group_cap;
+	unsigned got = 0, misses = 0;
 	while (got < k) {
-		size_t i = from + (size_t)rng_below(&g, n);
+		if (__builtin_expect(misses == CLAIM_PROBES, 0)) {
+			got += claim_rest(c, from, n, &g, out + got, k - got);
+			break;
+		}
+		size_t i = from + (size_t)rng_below(&g, n), gi = i >> gs;
+		uint64_t rw = room[gi >> 6];
 		bitmap_word *wp = &bits[i >> 6];
-		uint64_t m = (uint64_t)1 << (i & 63), word = atomic_load_explicit(wp, memory_order_relaxed);
-		unsigned fresh = (word & m) == 0;
-		atomic_store_explicit(wp, word | m, memory_order_relaxed);
+		uint64_t word = atomic_load_explicit(wp, memory_order_relaxed);
+		unsigned fresh = (unsigned)(~word >> (i & 63) & rw >> (gi & 63) & 1);
+		atomic_store_explicit(wp, word | (uint64_t)fresh << (i & 63), memory_order_relaxed);
 		out[got] = base + (i << shift);
 		got += fresh;
-		inside += fresh & (i - front < w);
+		unsigned u = used[gi] + fresh;
+		used[gi] = (uint16_t)u;
+		room[gi >> 6] = rw & ~((uint64_t)(u >= gcap) << (gi & 63));
+		misses = (misses + 1) & -(unsigned)!fresh;
 	}
 	*r = g;
 	live_add(c, got);
-	c->wlive += inside;
 	return got;
 }
 
@@ -488,6 +737,15 @@ static unsigned claim_cluster(struct heap *h, struct heap_class *c, size_t cap, 
 	return 0;
 }
 
+/* How many of the n slots at out lie in c's window (w slots). */
+static size_t in_window(const struct heap_class *c, void *const *out, unsigned n, size_t w)
+{
+	size_t inside = 0;
+	for (unsigned j = 0; j < n; j++)
+		inside += ((size_t)((char *)out[j] - c->base) >> c->shift) - c->front < w;
+	return inside;
+}
+
 /* heap_claim in one stripe, growing it if allowed and needed. */
 static unsigned claim_part(struct heap *h, struct heap_class *c, struct rng *r, void **out, unsigned k, bool grow)
 {
@@ -499,23 +757,25 @@ static unsigned claim_part(struct heap *h, struct heap_class *c, struct rng *r, 
 		(void)grow_locked(h, c, live + k, r); /* may fall short: claim what fits */
 	size_t cap = c->top; /* placement stays below the bound */
 	size_t limit = limit_of_part(c), w = h->window;
-	bool clustered = h->clustered;
+	bool clustered = h->clustered && c->group_shift >= 6; /* groups of whole words */
 	while (got < k && (live = live_of(c)) < limit) {
 		size_t from = 0, n = cap;
 		unsigned most = k - got;
 		if (limit - live < most)
 			most = (unsigned)(limit - live);
-		if (w != 0 && w < cap && window_find(h, c, cap, w)) {
+		if (w != 0 && w < cap && window_find(c, cap, w)) {
 			from = c->front;
 			n = cap - from < w ? cap - from : w;
-			size_t room = window_room(h, c, cap, w); /* >= 1: window_find */
+			size_t room = window_room(c, cap, w); /* >= 1: window_find */
 			if (room < most)
 				most = (unsigned)room;
 		}
 		unsigned n_got = clustered ? claim_cluster(h, c, cap, from, n, r, out + got, most) : 0;
 		if (n_got == 0) {
 			clustered = false; /* no word found: the rest of the batch scattered */
-			n_got = claim_scattered(h, c, from, n, r, out + got, most);
+			n_got = claim_scattered(c, from, n, r, out + got, most);
+			if (w != 0)
+				c->wlive += in_window(c, out + got, n_got, w);
 		}
 		got += n_got;
 	}
@@ -602,8 +862,10 @@ unsigned heap_release(struct heap *h, unsigned ci, void *const *ptrs, unsigned n
 			/* The stripe's fields in locals (the bitmap stores could
 			 * alias them); a slot already clear changes nothing. */
 			bitmap_word *bits = c->bits;
+			uint64_t *room = c->room;
+			uint16_t *used = c->used;
 			char *base = c->base;
-			unsigned shift = c->shift;
+			unsigned shift = c->shift, gs = c->group_shift;
 			size_t front = c->front, top = c->top, cleared = 0, inside = 0, above = 0;
 			for (unsigned j = first; j < m; j++) {
 				void *p = ptrs[k + j];
@@ -611,7 +873,13 @@ unsigned heap_release(struct heap *h, unsigned ci, void *const *ptrs, unsigned n
 					continue;
 				done |= (uint64_t)1 << j;
 				size_t i = (size_t)((char *)p - base) >> shift;
-				size_t was = bitmap_clear(bits, i);
+				size_t was = bitmap_clear(bits, i), gi = i >> gs;
+				/* A group below top counts it, and has room
+				 * now (a group above top is counted afresh
+				 * when top rises over it). */
+				unsigned below = (unsigned)was & (i < top);
+				used[gi] = (uint16_t)(used[gi] - below);
+				room[gi >> 6] |= (uint64_t)below << (gi & 63);
 				cleared += was;
 				inside += was & (i - front < w);
 				above += was & (i >= top);
@@ -620,7 +888,7 @@ unsigned heap_release(struct heap *h, unsigned ci, void *const *ptrs, unsigned n
 			live_add(c, (size_t)0 - cleared);
 			c->wlive -= inside;
 			c->above -= above;
-			look_back(h, c);
+			look_back(c);
 			pthread_mutex_unlock(&c->lock);
 		}
 	}

@@ -6,17 +6,35 @@
  *   pointer is its offset >> region_shift; its slot is offset >> class shift.
  * - A class has `capacity` usable slots, of which it places below `top`
  *   (see below: top == capacity until a stripe gives memory back). It may
- *   hold at most `limit` = top / M live objects; reaching the limit raises
- *   top, and capacity with it (commit more of the reserved region), rather
- *   than failing, up to the region's end.
- * - Allocation probes uniformly random slots of the class's placement window
- *   until it claims a free bit. The window is W = DIEHARD_WINDOW slots (4096
- *   by default), W-aligned, and holds at most W / M claimed slots, so the
- *   expected number of probes is at most M / (M - 1), as in the paper. When
- *   it is that full, the window moves on to the next W slots (cyclically
- *   over [0, capacity), skipping windows as full), and the class grows only
- *   when the whole class is 1/M full, as before. With W >= capacity (small
- *   classes, or DIEHARD_WINDOW=all) this is the paper's uniform placement.
+ *   hold at most `limit` (about top / M) live objects; reaching the limit
+ *   raises top, and capacity with it (commit more of the reserved region),
+ *   rather than failing, up to the region's end.
+ * - The 1/M bound holds for every group of 64 slots (a bitmap word; more
+ *   where M > 4, so that a group's cap stays at least 16), not only for the
+ *   class as a whole: a group holds at most its cap, floor(64 / M) (the
+ *   group top cuts: floor(its slots below top / M)), and limit is the sum
+ *   of the caps. Why: the paper's odds (an overflow into the next slot
+ *   meets free space with probability 1 - 1/M) assume the objects spread
+ *   evenly, as they do over its fixed heap. A heap that grows does not
+ *   spread them so by itself: draws uniform over [0, top) after each 1/16
+ *   growth keep landing in the older slots too, and those ended up to 0.93
+ *   full while the newest stood empty (the slot after an object was taken
+ *   1.3 times as often as the density says: bench/odds). With the caps a
+ *   class just grown fills its new groups first, and stays even.
+ * - Allocation draws uniformly among the free slots of the groups below
+ *   their cap, in the class's placement window: probes of uniformly random
+ *   slots of the window until one is free in a group with room (expected
+ *   probes at most about M / (M - 1) while most groups have room), and once
+ *   few have (the stripe at its bound, or just grown), group first: a
+ *   random group with room (a bit per group), a random slot of it. Either
+ *   way a rejection sampler over a superset, so exactly uniform. The window
+ *   is W = DIEHARD_WINDOW slots (4096 by default), W-aligned, whole groups,
+ *   and holds at most the sum of its groups' caps. When it is that full,
+ *   the window moves on to the next W slots (cyclically over [0, capacity),
+ *   skipping windows as full), and the class grows only when the whole
+ *   class is at its limit, as before. With W >= capacity (small classes,
+ *   or DIEHARD_WINDOW=all) this is the paper's uniform placement, with the
+ *   groups' caps.
  * - What the window trades: objects allocated close in time land close in
  *   memory (one L2-sized stretch of 4096 slots instead of the whole class),
  *   which saves a cache and TLB miss per object on pointer-chasing code. Each
@@ -96,8 +114,12 @@
  *   string_churn's do, keep theirs.)
  *
  * Invariants (per stripe, under its lock): bits set == live <= limit ==
- * top / M < top <= capacity; capacity only grows; memory of slots below
- * capacity is committed (pages above top may be purged: they read as
+ * sum of the caps of the groups below top <= top / M < top <= capacity;
+ * a group wholly below top holds at most its cap, and used[g] counts it
+ * (plus group_cap - cap for the group top cuts, which may be over its cap
+ * after top came down); room bit g == (g below top && used[g] <
+ * group_cap); capacity only grows; memory of slots below capacity is
+ * committed (pages above top may be purged: they read as
  * zeros), and the bitmap words covering them too; wlive == bits set in
  * [front, front + W); no bit at or beyond capacity is set; claims set bits
  * below top only.
@@ -127,7 +149,13 @@ struct heap_class {
 	_Atomic size_t capacity;
 	char *base;
 	bitmap_word *bits;
+	/* Per group below top (under the lock): room, a bit set iff it is
+	 * under its cap; used, its live slots. */
+	uint64_t *room;
+	uint16_t *used;
 	unsigned shift;
+	unsigned group_shift; /* a group: 1 << group_shift slots (see above) */
+	unsigned group_cap;   /* the most live slots a group holds */
 	size_t max_slots;
 	/* Under the lock, on lines of their own: a claim or release on another
 	 * core must not invalidate the line every free reads. */
@@ -145,6 +173,8 @@ struct heap_class {
 	size_t wlive; /* claimed slots inside it */
 	size_t committed;      /* bytes of the region made accessible */
 	size_t bits_committed; /* bytes of the bitmap made accessible */
+	size_t room_committed; /* bytes of the room bitmap made accessible */
+	size_t used_committed; /* bytes of the group counts made accessible */
 	/* Statistics, with stats on. */
 	_Atomic size_t allocations;
 	_Atomic size_t frees;

@@ -29,6 +29,10 @@ run_unit() {
 	run_unit test_heap
 }
 
+@test "unit: placement's odds against the paper's (neighbours, evenness, reuse, seeds, Theorems 1 and 2)" {
+	run_unit test_odds
+}
+
 @test "unit: large objects (guards, alignment, table, quarantine, resize)" {
 	run_unit test_large
 }
