@@ -21,6 +21,14 @@
  *   full while the newest stood empty (the slot after an object was taken
  *   1.3 times as often as the density says: bench/odds). With the caps a
  *   class just grown fills its new groups first, and stays even.
+ * - Headroom (heap.c): a stripe grows once a claim would leave it less
+ *   room than 1/32 of its limit (and at least 8 groups' caps, up to 32 KiB
+ *   of objects), not only at its limit. At the limit every group is full
+ *   and the next allocations all go to the few groups growth adds: each
+ *   object then lies beside ones allocated a few calls before or after it,
+ *   in every replica alike, and two replicas' overflows corrupt the same
+ *   object (a wrong commit under diehard -k 3). With room spread over most
+ *   groups, a group fills over a longer stretch of allocations.
  * - Allocation draws uniformly among the free slots of the groups below
  *   their cap, in the class's placement window: probes of uniformly random
  *   slots of the window until one is free in a group with room (expected
@@ -222,6 +230,10 @@ void heap_destroy(struct heap *h);
  * batch, as a rule: this is what keeps atomic instructions off the
  * per-allocation path. */
 unsigned heap_claim(struct heap *h, unsigned ci, struct rng *r, void **out, unsigned k);
+
+/* The room a stripe keeps: it grows once a claim would leave it less
+ * (heap.c, "Headroom"). A hint read without the lock. */
+size_t heap_headroom(const struct heap_class *c);
 
 /* Releases n slots of class ci, each already checked by heap_check, to the
  * stripes they came from (one lock round trip per stripe met); a slot whose
