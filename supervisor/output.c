@@ -590,6 +590,40 @@ static bool views_nested(const struct voter_view *v, unsigned n)
 	return true;
 }
 
+/* Whether two live views agree as far as both have spoken: neither has a
+ * different byte where both wrote one, nor ended where the other goes on. */
+static bool views_agree(const struct voter_view *a, const struct voter_view *b)
+{
+	size_t m = a->len < b->len ? a->len : b->len;
+	if (m > 0 && memcmp(a->data, b->data, m) != 0)
+		return false;
+	return !(a->eof && b->len > a->len) && !(b->eof && a->len > b->len);
+}
+
+/* The live voters that agree with the fewest others (slot bits): in a tie
+ * with every slot taken, one of them leaves the vote to make room for the
+ * next tie-breaker (replace_wait). With k = 3 and no majority possible,
+ * that is every voter: no two agree. */
+static uint64_t weakest(const struct voter_view *v, unsigned n)
+{
+	unsigned fewest = ~0u;
+	uint64_t mask = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (!v[i].live)
+			continue;
+		unsigned mates = 0;
+		for (unsigned j = 0; j < n; j++)
+			mates += j != i && v[j].live && views_agree(&v[i], &v[j]);
+		if (mates < fewest) {
+			fewest = mates;
+			mask = 0;
+		}
+		if (mates == fewest)
+			mask |= (uint64_t)1 << i;
+	}
+	return mask;
+}
+
 /* Asked to stop (diehard forwarded SIGTERM or SIGINT), the replicas end
  * their output where the signal found each of them, so past some point no
  * quorum agrees any more: st ends at what was agreed, and what fewer than
@@ -625,7 +659,7 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 				stop_end(S, st);
 				break;
 			}
-			if (replace_wait(S, "too few replicas left"))
+			if (replace_wait(S, "too few replicas left", 0))
 				break;
 			struct voter_result none = { 0 };
 			stop_no_quorum(S, st, &none, "too few replicas left");
@@ -655,7 +689,7 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 		voter_decide(v, S->nslots, quorum, CHUNK, VOTER_CHUNKS, &res);
 		bool undecided = res.commit == 0 && !res.ended && res.diverged == 0;
 		if (undecided && (mode == VOTER_PREFIX || contradicted_end(v, S->nslots))) {
-			if (res.no_quorum && S->k >= 3 && replace_wait(S, "no majority"))
+			if (res.no_quorum && S->k >= 3 && replace_wait(S, "no majority", weakest(v, S->nslots)))
 				break;
 			voter_decide(v, S->nslots, quorum, CHUNK, VOTER_PREFIX, &res);
 			/* The replicas that share this prefix part ways right after
@@ -672,7 +706,7 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 				char why[64];
 				snprintf(why, sizeof why, "no majority on %s at byte %zu", st->name,
 					 st->committed + res.commit);
-				if (replace_wait(S, why))
+				if (replace_wait(S, why, weakest(v, S->nslots)))
 					break;
 				/* No tie-breaker can come: no majority past here. */
 				struct voter_result at = { .no_quorum = true, .diff_offset = res.commit };
@@ -699,7 +733,7 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 			/* k = 2 detects only: any disagreement stops the run. */
 			char why[64];
 			snprintf(why, sizeof why, "no majority on %s at byte %zu", st->name, st->committed + res.diff_offset);
-			if (S->k >= 3 && replace_wait(S, why))
+			if (S->k >= 3 && replace_wait(S, why, weakest(v, S->nslots)))
 				break;
 			stop_no_quorum(S, st, &res, "the replicas disagree");
 			return;

@@ -13,7 +13,17 @@
  * The same machinery breaks ties: when the voters disagree and no majority
  * can form (k >= 3), replace_wait starts one more replica in a spare slot
  * (at most one catching up at a time) until a quorum of k agrees; the
- * losers are then killed and replaced like any other.
+ * losers are then killed and replaced like any other. Once every slot holds
+ * a voter and still no quorum agrees, the voter that has been in the vote the
+ * longest among those that agree with the fewest others (with k = 3: with
+ * none) leaves it (evict), so that the next tie-breaker has a slot: the tie
+ * goes on while --respawns lasts. The oldest, because it has been compared
+ * with the most replicas and matched none: had it been right, any right one
+ * among them would have agreed with it, so it is the least likely to be
+ * right (keeping the newest instead can keep a panel of wrong replicas that
+ * turns every right newcomer away). Leaving changes no quorum: it takes a
+ * voter out of 2k, and a commit still needs a majority of k agreeing.
+ * Not under --ci: any divergence fails that run already.
  *
  * Bounds: --respawns replacements in the run, --respawn-rate in any minute
  * (a token bucket: a replacement past the rate waits for its turn); and the
@@ -69,9 +79,12 @@ static bool stopping(const struct sup *S)
 	return S->stopping || S->stop_ev != NULL;
 }
 
+/* While the rate bound defers replacements, the tick alone tries again:
+ * a pass asked for by each vote that waits for a tie-breaker would run
+ * the loop flat out (a pass ends with a vote that asks for the next). */
 void replace_request(struct sup *S)
 {
-	if (S->o->respawns > 0 && S->respawn_ev != NULL && !stopping(S))
+	if (S->o->respawns > 0 && S->respawn_ev != NULL && !stopping(S) && !S->deferred)
 		event_active(S->respawn_ev, EV_TIMEOUT, 0);
 }
 
@@ -179,8 +192,10 @@ void replace_maintain(struct sup *S)
 	for (;;) {
 		unsigned in_vote = count_sound(S) + count_joining(S);
 		bool extra = S->want_extra && count_joining(S) == 0;
-		if (in_vote >= S->k && !extra)
+		if (in_vote >= S->k && !extra) {
+			S->deferred = false; /* nothing is held back */
 			return;
+		}
 		char why[160];
 		if (!replace_replayable(S, why, sizeof why)) {
 			refuse(S, why);
@@ -194,9 +209,12 @@ void replace_maintain(struct sup *S)
 			return;
 		}
 		if (!take_token(S)) {
-			log_event("replacement deferred: --respawn-rate %u a minute reached", S->o->respawn_rate);
+			if (!S->deferred)
+				log_event("replacement deferred: --respawn-rate %u a minute reached", S->o->respawn_rate);
+			S->deferred = true;
 			return; /* the tick tries again */
 		}
+		S->deferred = false;
 		/* Whom it replaces: a replica killed, or dead of a SIGKILL from
 		 * outside, that has no replacement yet; else it breaks a tie. */
 		struct replica *old = NULL;
@@ -211,8 +229,13 @@ void replace_maintain(struct sup *S)
 		else if (old != NULL)
 			snprintf(cause, sizeof cause, "replaces replica %u (killed by a SIGKILL from outside diehard)",
 				 old->id);
+		else if (S->tie_left > 0)
+			snprintf(cause, sizeof cause,
+				 "breaks a tie: no majority among the replicas in the vote (in the slot replica %d left)",
+				 S->tie_left - 1);
 		else
 			snprintf(cause, sizeof cause, "breaks a tie: no majority among the replicas in the vote");
+		S->tie_left = 0;
 		if (old != NULL)
 			old->replaced = true;
 		if (extra)
@@ -223,10 +246,40 @@ void replace_maintain(struct sup *S)
 	}
 }
 
+/* Every slot holds a voter and no quorum can form: of the voters in
+ * `weakest` (those that agree with the fewest others), the one that has
+ * been in the vote the longest (started first: compared with the most
+ * replicas, matched by none) leaves it, so that the next tie-breaker has a
+ * slot. Killed like a divergent replica, but not replaced: the tie-breaker
+ * that takes its slot is one. NULL when there is none to take out. */
+static struct replica *evict(struct sup *S, uint64_t weakest, const char *why)
+{
+	struct replica *out = NULL;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct replica *r = &S->r[i];
+		if (!(weakest & ((uint64_t)1 << i)) || !r->live || r->joining || r->sigkilled)
+			continue;
+		if (out == NULL || r->spawn_time < out->spawn_time || (r->spawn_time == out->spawn_time && r->id < out->id))
+			out = r;
+	}
+	if (out == NULL)
+		return NULL;
+	log_event("tie (%s) with every slot taken: replica %u, which agrees with no more replicas than any other and "
+		  "has been in the vote the longest, leaves it for the next tie-breaker", why, out->id);
+	out->replaced = true; /* the tie-breaker takes its slot; nothing replaces it */
+	S->tie_left = (int)out->id + 1;
+	S->tie_evictions++;
+	replica_kill(S, out, "left the vote in a tie: it agreed with no more replicas than any other, had voted the "
+			     "longest, and every slot was taken");
+	return out;
+}
+
 /* A vote cannot be decided with the voters there are. Whether it should
  * wait for a replica that is catching up or about to be started (true), or
- * give up (false: nothing more can be done). */
-bool replace_wait(struct sup *S, const char *why)
+ * give up (false: nothing more can be done). weakest: the voters that agree
+ * with the fewest others (slot bits), of which one may leave the vote to
+ * make room (0: none may). */
+bool replace_wait(struct sup *S, const char *why, uint64_t weakest)
 {
 	if (stopping(S) || S->k < 2)
 		return false;
@@ -237,7 +290,9 @@ bool replace_wait(struct sup *S, const char *why)
 		refuse(S, no);
 		return false;
 	}
-	if (sup_live_count(S) >= S->k && free_slot(S) < 0) {
+	/* Under --ci any divergence fails the run already: a longer tie would
+	 * only run the test again for the same verdict. */
+	if (sup_live_count(S) >= S->k && free_slot(S) < 0 && (S->o->ci || evict(S, weakest, why) == NULL)) {
 		refuse(S, "every spare slot holds a replica that is still in the vote");
 		return false;
 	}

@@ -156,7 +156,8 @@ void report_caught_up(struct report *rp, unsigned id, double t, double seconds, 
 
 void report_respawns(struct report *rp, unsigned limit, unsigned rate)
 {
-	set(rp->root, "respawns", json_pack("{s:i,s:i,s:i}", "limit", limit, "rate_per_minute", rate, "used", 0));
+	set(rp->root, "respawns", json_pack("{s:i,s:i,s:i,s:i}", "limit", limit, "rate_per_minute", rate, "used", 0,
+					    "left_in_ties", 0));
 }
 
 void report_respawn_refused(struct report *rp, const char *why)
@@ -173,12 +174,14 @@ void report_log_memory(struct report *rp, uint64_t entries, size_t bytes, bool c
 					    (json_int_t)skipped_sleeps));
 }
 
-void report_end(struct report *rp, unsigned live, unsigned respawns)
+void report_end(struct report *rp, unsigned live, unsigned respawns, unsigned left_in_ties)
 {
 	set(rp->root, "live_at_end", json_integer(live));
 	json_t *r = json_object_get(rp->root, "respawns");
-	if (r != NULL)
+	if (r != NULL) {
 		set(r, "used", json_integer(respawns));
+		set(r, "left_in_ties", json_integer(left_in_ties));
+	}
 }
 
 void report_input(struct report *rp, size_t n)

@@ -176,7 +176,11 @@ struct sup {
 	unsigned respawns;         /* replacements started */
 	double tokens;             /* the rate bound's bucket */
 	double tokens_at;
+	bool deferred;             /* the rate bound holds a replacement back: the tick retries */
 	bool want_extra;           /* a tie: one more voter is wanted */
+	int tie_left;              /* id + 1 of the voter that left the vote in a tie to
+				      make room for the next tie-breaker; 0: none */
+	unsigned tie_evictions;    /* voters that left the vote so */
 	char refused[160];         /* why replacement is impossible, once said */
 	struct zombie *zombies;
 	size_t nzombies, zombies_size;
@@ -243,7 +247,11 @@ void input_on_stdin(evutil_socket_t fd, short what, void *arg);
 void replace_init(struct sup *S);
 void replace_request(struct sup *S);
 void replace_maintain(struct sup *S);
-bool replace_wait(struct sup *S, const char *why);
+/* No quorum can form among the voters: true to wait for a tie-breaker
+ * (started here, or catching up), false when none can come. weakest: the
+ * voters (slot bits) that agree with the fewest others; with every slot
+ * taken the oldest of them leaves the vote to make room (0: none may). */
+bool replace_wait(struct sup *S, const char *why, uint64_t weakest);
 bool replace_replayable(struct sup *S, char *why, size_t size);
 void replace_check_joined(struct sup *S, struct replica *r);
 bool replace_replaying(const struct sup *S, const struct replica *r);

@@ -102,6 +102,29 @@ static bool status_votes(const struct sup *S, const struct replica *r, unsigned 
 	return live == unready;
 }
 
+/* The voters whose exit status the fewest others share (slot bits): in a
+ * tie with every slot taken, one of them leaves the vote (replace_wait). */
+static uint64_t status_weakest(const struct sup *S, unsigned unready)
+{
+	unsigned fewest = ~0u;
+	uint64_t mask = 0;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		if (!status_votes(S, &S->r[i], unready))
+			continue;
+		unsigned mates = 0;
+		for (unsigned j = 0; j < S->nslots; j++)
+			mates += j != i && status_votes(S, &S->r[j], unready) &&
+				 replica_status(S->r[j].wstatus) == replica_status(S->r[i].wstatus);
+		if (mates < fewest) {
+			fewest = mates;
+			mask = 0;
+		}
+		if (mates == fewest)
+			mask |= (uint64_t)1 << i;
+	}
+	return mask;
+}
+
 /* Whether every voter is reaped with no pipe open. Replicas out of the
  * vote are not waited for: a killed one may be kept stopped by whoever
  * stopped it (its end comes with the run's: replicas_end), and
@@ -200,7 +223,7 @@ void sup_check_done(struct sup *S)
 		sup_finish(S, code);
 		return;
 	}
-	if (S->k >= 3 && n > 0 && replace_wait(S, "no majority on the exit status"))
+	if (S->k >= 3 && n > 0 && replace_wait(S, "no majority on the exit status", status_weakest(S, unready)))
 		return;
 	char list[256];
 	size_t o = 0;
@@ -631,7 +654,7 @@ int supervisor_run(const struct options *o)
 	}
 	if (S->notify != NULL)
 		notify_finish(S->notify);
-	report_end(S->report, sup_live_count(S), S->respawns);
+	report_end(S->report, sup_live_count(S), S->respawns, S->tie_evictions);
 	for (unsigned i = 0; i < S->nslots; i++)
 		ci_retire(S, &S->r[i]);
 	/* Whatever is left (replicas the vote did not wait for, killed ones

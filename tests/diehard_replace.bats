@@ -76,45 +76,57 @@ live_pids() {
 	grep -q 'caught up after [0-9.]* s' "$T/run.err" || fail "no -v line for a catch-up"
 }
 
+# hang_run I: one run of sup_hang under diehard, judged; counts into right,
+# all_spun and spun_logs (the caller's locals).
+hang_run() {
+	local i=$1 t0 rc
+	t0=$(now_ms)
+	capture "$T/run$i" timeout 15 "$DIEHARD" -v -k 3 --timeout 0.5 -r "$T/r$i.json" "$PROGS/sup_hang" 3
+	rc=$(<"$T/run$i.rc")
+	if [[ $rc == 124 ]]; then
+		# All three spinning (one run in 64) looks like a long
+		# computation: nothing to vote against, the paper's admitted
+		# hang. Any other hang is a bug.
+		! grep -q 'exited with' "$T/run$i.err" ||
+			fail "run $i hung after a replica finished (killed by the test's timeout after 15 s)" "$(cat "$T/run$i.err")"
+		# Every replica got as far as the loop: the lines before
+		# it were agreed and committed. Less is a hang elsewhere.
+		same_bytes <(printf 'line 0\nline 1\nline 2\n') "$T/run$i.out" \
+			"run $i hung before its replicas reached the loop: $(cat "$T/run$i.err")"
+		all_spun=$((all_spun + 1))
+		spun_logs+="run $i: $(tr '\n' ' ' <"$T/run$i.err")"$'\n'
+		return 0
+	fi
+	if [[ $rc == 0 ]]; then
+		same_bytes "$T/right" "$T/run$i.out" "run $i: exit 0 must come with the right output"
+		right=$((right + 1))
+	else
+		[[ $rc == 123 ]] || fail "run $i exited $rc" "$(cat "$T/run$i.err")"
+		is_prefix "$T/run$i.out" "$T/right" || fail "run $i wrote a wrong answer" "$(cat "$T/run$i.out")"
+	fi
+	# (respawns + 1) x timeout, plus start-up slack.
+	(($(now_ms) - t0 < 17 * 500 + 5000)) || fail "run $i took $(($(now_ms) - t0)) ms"
+}
+
 @test "a program that spins forever on one heap layout in four: the right output in every run, or 123 in bounded time, never a hang" {
 	require_prog sup_hang
 	local right=0 runs=20 all_spun=0 spun_logs=
 	printf 'line 0\nline 1\nline 2\nanswer 42\n' >"$T/right"
 	for i in $(seq "$runs"); do
-		local t0
-		t0=$(now_ms)
-		capture "$T/run$i" timeout 15 "$DIEHARD" -v -k 3 --timeout 0.5 -r "$T/r$i.json" "$PROGS/sup_hang" 3
-		local rc
-		rc=$(<"$T/run$i.rc")
-		if [[ $rc == 124 ]]; then
-			# All three spinning (one run in 64) looks like a long
-			# computation: nothing to vote against, the paper's admitted
-			# hang. Any other hang is a bug.
-			! grep -q 'exited with' "$T/run$i.err" ||
-				fail "run $i hung after a replica finished (killed by the test's timeout after 15 s)" "$(cat "$T/run$i.err")"
-			# Every replica got as far as the loop: the lines before
-			# it were agreed and committed. Less is a hang elsewhere.
-			same_bytes <(printf 'line 0\nline 1\nline 2\n') "$T/run$i.out" \
-				"run $i hung before its replicas reached the loop: $(cat "$T/run$i.err")"
-			all_spun=$((all_spun + 1))
-			spun_logs+="run $i: $(tr '\n' ' ' <"$T/run$i.err")"$'\n'
-			continue
-		fi
-		if [[ $rc == 0 ]]; then
-			same_bytes "$T/right" "$T/run$i.out" "run $i: exit 0 must come with the right output"
-			right=$((right + 1))
-		else
-			[[ $rc == 123 ]] || fail "run $i exited $rc" "$(cat "$T/run$i.err")"
-			is_prefix "$T/run$i.out" "$T/right" || fail "run $i wrote a wrong answer" "$(cat "$T/run$i.out")"
-		fi
-		# (respawns + 1) x timeout, plus start-up slack.
-		(($(now_ms) - t0 < 17 * 500 + 5000)) || fail "run $i took $(($(now_ms) - t0)) ms"
+		hang_run "$i"
 	done
 	((all_spun <= 2)) || fail "$all_spun of $runs runs had every replica spinning: expected one in 64" "$spun_logs"
 	((right >= runs - all_spun - 1)) || fail "only $right of $runs runs gave the right answer"
-	# Spinning replicas were found: some run replaced a straggler.
-	cat "$T"/r*.json | jq -s -e '[.[].replacements[] | select(.why | test("straggler"))] | length > 0' >/dev/null ||
-		fail "no run replaced a straggler (1 in 4 replicas spins: the test did not test)"
+	# Spinning replicas were found: some run replaced a straggler. That
+	# takes two of a run's three spinning (one run in six or seven), so
+	# 20 runs miss it one time in 30: then more runs, up to 60 in all
+	# (one time in 25,000), each judged alike.
+	local i=$runs
+	until cat "$T"/r*.json | jq -s -e '[.[].replacements[] | select(.why | test("straggler"))] | length > 0' >/dev/null; do
+		((i < 60)) || fail "no run of $i replaced a straggler (1 in 4 replicas spins: the test did not test)"
+		i=$((i + 1))
+		hang_run "$i"
+	done
 }
 
 @test "--respawns 0: a spinning replica is still killed once another finished, but not replaced" {
@@ -180,9 +192,26 @@ live_pids() {
 		        os.kill(os.getpid(), 9)
 		    except FileExistsError:
 		        pass
-		time.sleep(0.5)
+		# The first two here wait for the third (the replacement, as a
+		# rule): a byte each from the FIFO, which the third writes
+		# (opened for reading and writing: no open waits, no read sees
+		# an end). No clock, so no timing: the replacement always
+		# catches up before the others end.
+		i = 0
+		while True:
+		    try:
+		        os.mkdir(sys.argv[1] + "/arrived%d" % i)
+		        break
+		    except FileExistsError:
+		        i += 1
+		fd = os.open(sys.argv[1] + "/gate", os.O_RDWR)
+		if i < 2:
+		    os.read(fd, 1)
+		else:
+		    os.write(fd, b"xx")
 		print("done", time.time())
 	EOF
+	mkfifo "$T/gate"
 	capture "$T/run" sup -v -k 3 -r "$T/r.json" env -u PYTHONHASHSEED python3 "$T/nd.py" "$T"
 	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
 	[[ $(grep -c . "$T/run.out") == 5 ]] || fail "output:" "$(cat "$T/run.out")"
@@ -226,17 +255,96 @@ live_pids() {
 		"$T/r.json" >/dev/null || fail "report:" "$(jq -c '{replacements, divergences}' "$T/r.json")"
 }
 
-@test "every replica disagreeing (an uninitialized read): tie-breakers are bounded, then no majority (123)" {
+@test "every replica disagreeing (an uninitialized read): tie-breakers are bounded by --respawns, then no majority (123)" {
 	require_prog sup_uninit
 	local t0
 	t0=$(now_ms)
 	capture "$T/run" sup -v -k 3 -r "$T/r.json" "$PROGS/sup_uninit" bug
 	[[ $(<"$T/run.rc") == 123 ]] || fail "exit $(<"$T/run.rc"), expected 123" "$(cat "$T/run.err")"
-	# k=3 has three spare slots for tie-breakers: at most 3 are started.
-	jq -e '(.replacements | length) >= 1 and (.replacements | length) <= 3 and .no_quorum.stream == "stdout"
-		and (.respawns.refused | length) > 0' "$T/r.json" >/dev/null ||
+	[[ ! -s $T/run.out ]] || fail "no majority, yet stdout was written:" "$(cat "$T/run.out")"
+	# k=3 has three spare slots for tie-breakers; then the oldest voter
+	# leaves the vote for each next one, until the 16 respawns are used.
+	jq -e '(.replacements | length) == 16 and .respawns.used == 16 and .respawns.left_in_ties == 13
+		and all(.replacements[]; has("replaces") | not) and .no_quorum.stream == "stdout"
+		and (.respawns.refused | test("respawn bound"))' "$T/r.json" >/dev/null ||
 		fail "report:" "$(jq -c '{replacements: (.replacements | length), respawns, no_quorum}' "$T/r.json")"
-	(($(now_ms) - t0 < 20000)) || fail "took $(($(now_ms) - t0)) ms"
+	(($(now_ms) - t0 < 60000)) || fail "took $(($(now_ms) - t0)) ms: 19 runs of a small program"
+}
+
+# tie_script N: a command whose first N processes (in the order they start,
+# replacements included: each takes the next free lock directory) each
+# write "wrong I", and every later one "right". Tie-breakers start one at a
+# time, each once the one before has spoken, so which process writes what
+# does not depend on timing.
+TIE_SCRIPT='i=0; while ! mkdir "$1/l$i" 2>/dev/null; do i=$((i + 1)); done
+	if [ "$i" -lt "$2" ]; then echo "wrong $i"; else echo right; fi'
+
+@test "a tie with every slot taken goes on: the oldest voter leaves the vote for the next tie-breaker, until two agree" {
+	# Processes 0-6 all disagree: 3 replicas and 3 tie-breakers fill the
+	# 6 slots; then replicas 0, 1, 2 leave in turn for tie-breakers 6, 7,
+	# 8, and 7 and 8 agree.
+	capture "$T/run" sup -v -k 3 -r "$T/r.json" sh -c "$TIE_SCRIPT" sh "$T" 7
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc"), expected 0" "$(cat "$T/run.err")"
+	[[ $(<"$T/run.out") == right ]] || fail "stdout: $(cat "$T/run.out")" "$(cat "$T/run.err")"
+	jq -e '.respawns.left_in_ties == 3 and
+		([.replicas[] | select(.killed != null and (.killed | startswith("left the vote in a tie"))) | .index]
+			| sort) == [0, 1, 2] and
+		([.replacements[] | select(has("replaces") | not)] | length) == 6 and
+		([.replacements[] | select(.why | test("in the slot replica [0-2] left"))] | length) == 3 and
+		([.divergences[] | select(.stream == "stdout")] | length) == 4 and .exit_code == 0' "$T/r.json" >/dev/null ||
+		fail "report:" "$(jq -c '{respawns, replicas: [.replicas[] | {index, slot, killed}],
+			why: [.replacements[].why], divergences: [.divergences[] | .replica]}' "$T/r.json")"
+	grep -q 'tie (no majority on stdout at byte [0-9]*) with every slot taken: replica [0-2], which agrees' "$T/run.err" ||
+		fail "no -v line for a voter leaving the vote:" "$(cat "$T/run.err")"
+	grep -q 'kill replica [0-2] (pid [0-9]*): left the vote in a tie' "$T/run.err" ||
+		fail "no -v kill line for a voter leaving the vote:" "$(cat "$T/run.err")"
+	# The same disagreement with fewer respawns than it takes: no
+	# majority, nothing written, the bound said.
+	rm -rf "$T"/l*
+	capture "$T/run5" sup -k 3 --respawns 5 -r "$T/r5.json" sh -c "$TIE_SCRIPT" sh "$T" 7
+	[[ $(<"$T/run5.rc") == 123 ]] || fail "--respawns 5: exit $(<"$T/run5.rc"), expected 123" "$(cat "$T/run5.err")"
+	[[ ! -s $T/run5.out ]] || fail "--respawns 5: stdout written: $(cat "$T/run5.out")"
+	jq -e '.respawns.used == 5 and .respawns.left_in_ties == 2 and (.respawns.refused | test("respawn bound"))
+		and .no_quorum.stream == "stdout"' "$T/r5.json" >/dev/null ||
+		fail "--respawns 5: report:" "$(jq -c '{respawns, no_quorum}' "$T/r5.json")"
+	# And without leaving, as before: with --respawns 0 no tie-breaker at all.
+	rm -rf "$T"/l*
+	capture "$T/run0" sup -k 3 --respawns 0 sh -c "$TIE_SCRIPT" sh "$T" 7
+	[[ $(<"$T/run0.rc") == 123 ]] || fail "--respawns 0: exit $(<"$T/run0.rc"), expected 123"
+}
+
+@test "a tie on the exit status with every slot taken goes on the same way: the status of the two that agree" {
+	# Processes 0-6 exit 1-7, every later one 0.
+	capture "$T/run" sup -k 3 -r "$T/r.json" sh -c '
+		i=0; while ! mkdir "$1/l$i" 2>/dev/null; do i=$((i + 1)); done
+		if [ "$i" -lt 7 ]; then exit $((i + 1)); fi
+		exit 0' sh "$T"
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc"), expected 0" "$(cat "$T/run.err")"
+	jq -e '.respawns.left_in_ties == 3 and
+		([.replicas[] | select(.killed != null and (.killed | startswith("left the vote in a tie"))) | .index]
+			| sort) == [0, 1, 2] and
+		([.divergences[] | select(.stream == "status")] | length) == 4 and .exit_code == 0' "$T/r.json" >/dev/null ||
+		fail "report:" "$(jq -c '{respawns, replicas: [.replicas[] | {index, status, killed}], divergences}' "$T/r.json")"
+}
+
+@test "k=5: in a tie with every slot taken, a voter that agrees with another stays; one that agrees with none leaves" {
+	# Processes 0-9 fill the 10 slots: 0-3 write "wrong 0".."wrong 3",
+	# 4-9 write "pair 0", "pair 0", "pair 1", "pair 1", ... : pairs, no
+	# three alike (the quorum of 5). The loners 0-3 leave first, oldest
+	# first, although the pairs' members are older than the newest loners.
+	capture "$T/run" sup -v -k 5 -r "$T/r.json" sh -c '
+		i=0; while ! mkdir "$1/l$i" 2>/dev/null; do i=$((i + 1)); done
+		if [ "$i" -lt 4 ]; then echo "wrong $i"
+		elif [ "$i" -lt 10 ]; then echo "pair $(( (i - 4) / 2 ))"
+		else echo right; fi' sh "$T"
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc"), expected 0" "$(cat "$T/run.err")"
+	[[ $(<"$T/run.out") == right ]] || fail "stdout: $(cat "$T/run.out")" "$(cat "$T/run.err")"
+	# Processes 10, 11, 12 write "right": they take the slots of three of the
+	# loners, and agree as a quorum of three.
+	jq -e '.respawns.left_in_ties == 3 and
+		all(.replicas[] | select(.killed != null and (.killed | startswith("left the vote in a tie"))); .index < 4)' \
+		"$T/r.json" >/dev/null ||
+		fail "report:" "$(jq -c '{respawns, replicas: [.replicas[] | {index, killed}]}' "$T/r.json")"
 }
 
 @test "a replacement checks output older than the history ring by digest: caught up past a 64K window" {
