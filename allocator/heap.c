@@ -24,23 +24,18 @@ static size_t groups_of(const struct heap_class *c, size_t slots)
 	return (slots + ((size_t)1 << c->group_shift) - 1) >> c->group_shift;
 }
 
-static size_t room_bytes(const struct heap_class *c, size_t slots)
-{
-	return bitmap_bytes(groups_of(c, slots));
-}
-
 static size_t used_bytes(const struct heap_class *c, size_t slots)
 {
 	return groups_of(c, slots) * sizeof(uint16_t);
 }
 
-/* Reserved metadata of a class: the slots' bitmap, the groups' room bits
- * and counts, with an uncommitted page each side as guard. */
+/* Reserved metadata of a class: the slots' bitmap and the groups' counts,
+ * with an uncommitted page each side as guard. */
 static size_t bitmap_reservation(const struct heap_class *c)
 {
 	size_t page = os_page_size();
-	return os_align_up(bitmap_bytes(c->max_slots), page) + os_align_up(room_bytes(c, c->max_slots), page) +
-	       os_align_up(used_bytes(c, c->max_slots), page) + 2 * page;
+	return os_align_up(bitmap_bytes(c->max_slots), page) + os_align_up(used_bytes(c, c->max_slots), page) +
+	       2 * page;
 }
 
 /* The most bytes a group spans, where M allows (set_group). */
@@ -72,7 +67,6 @@ static void release_regions(struct heap *h)
 {
 	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++) {
 		h->parts[pi].bits = NULL;
-		h->parts[pi].room = NULL;
 		h->parts[pi].used = NULL;
 	}
 	if (h->bits_lo != NULL)
@@ -135,8 +129,7 @@ static bool reserve_regions(struct heap *h, unsigned rs, const uint64_t seed[2])
 		struct heap_class *c = &h->parts[pi];
 		size_t page = os_page_size();
 		c->bits = (bitmap_word *)(bits + page);
-		c->room = (uint64_t *)((char *)c->bits + os_align_up(bitmap_bytes(c->max_slots), page));
-		c->used = (uint16_t *)((char *)c->room + os_align_up(room_bytes(c, c->max_slots), page));
+		c->used = (uint16_t *)((char *)c->bits + os_align_up(bitmap_bytes(c->max_slots), page));
 		bits += bitmap_reservation(c);
 	}
 	return true;
@@ -249,12 +242,6 @@ static bool commit_slots(struct heap_class *c, size_t slots)
 			return false;
 		c->bits_committed = bneed;
 	}
-	size_t rneed = os_align_up(room_bytes(c, slots), os_page_size());
-	if (rneed > c->room_committed) {
-		if (os_commit((char *)c->room + c->room_committed, rneed - c->room_committed) != 0)
-			return false;
-		c->room_committed = rneed;
-	}
 	size_t uneed = os_align_up(used_bytes(c, slots), os_page_size());
 	if (uneed > c->used_committed) {
 		if (os_commit((char *)c->used + c->used_committed, uneed - c->used_committed) != 0)
@@ -319,38 +306,22 @@ static size_t count_between(const struct heap_class *c, size_t from, size_t to)
 	return total;
 }
 
-/* Sets group g's room bit: whether it is under its cap. */
-static inline void room_set(struct heap_class *c, size_t g, bool room)
-{
-	uint64_t m = (uint64_t)1 << (g & 63);
-	c->room[g >> 6] = room ? c->room[g >> 6] | m : c->room[g >> 6] & ~m;
-}
-
-/* Counts group g afresh and sets its room bit (none at or above top).
- * With the lock. */
-static void room_update(struct heap_class *c, size_t g, size_t top)
+/* Counts group g (below top) afresh. With the lock. */
+static void group_count(struct heap_class *c, size_t g)
 {
 	size_t first = g << c->group_shift;
-	if (first >= top) {
-		room_set(c, g, false);
-		return;
-	}
-	size_t used = count_between(c, first, first + ((size_t)1 << c->group_shift));
-	c->used[g] = (uint16_t)used;
-	room_set(c, g, used < c->group_cap);
+	c->used[g] = (uint16_t)count_between(c, first, first + ((size_t)1 << c->group_shift));
 }
 
-/* n more slots of group g (below top) claimed. With the lock. */
-static inline void group_claimed(struct heap_class *c, size_t g, unsigned n)
+/* Whether group g is under its cap. */
+static inline bool group_open(const struct heap_class *c, size_t g)
 {
-	c->used[g] = (uint16_t)(c->used[g] + n);
-	if (c->used[g] >= c->group_cap)
-		room_set(c, g, false);
+	return c->used[g] < c->group_cap;
 }
 
 /* Sets c's placement bound to top, counts the survivors above it, and
- * brings the room bits of the groups between the old bound and the new one
- * up to date. With the lock. */
+ * counts the groups top rises over afresh (survivors of a lowering may lie
+ * there). With the lock. */
 static void set_top(struct heap_class *c, size_t top)
 {
 	size_t old = c->top;
@@ -358,10 +329,8 @@ static void set_top(struct heap_class *c, size_t top)
 	atomic_store_explicit(&c->limit, limit_of(c, top), memory_order_relaxed);
 	c->above = c->above_mark =
 		count_between(c, top, atomic_load_explicit(&c->capacity, memory_order_relaxed));
-	size_t lo = (old < top ? old : top) >> c->group_shift;
-	size_t hi = groups_of(c, old > top ? old : top);
-	for (size_t g = lo; g < hi; g++)
-		room_update(c, g, top);
+	for (size_t g = old >> c->group_shift; g < top >> c->group_shift; g++)
+		group_count(c, g);
 }
 
 /* With fill on, makes the free units touching slots [from, to) random
@@ -529,7 +498,7 @@ static unsigned claim_word(struct heap *h, struct heap_class *c, size_t cap, siz
 		need -= n;
 	}
 	atomic_store_explicit(&c->bits[wi], word | take, memory_order_relaxed);
-	group_claimed(c, wi >> (c->group_shift - 6), want);
+	c->used[wi >> (c->group_shift - 6)] += (uint16_t)want;
 	live_add(c, want);
 	if (first - c->front < h->window)
 		c->wlive += want;
@@ -549,100 +518,53 @@ static unsigned claim_word(struct heap *h, struct heap_class *c, size_t cap, siz
 	return got;
 }
 
-/* The r-th (from 0) set bit of x, r < bits set. */
-static inline unsigned select_bit(uint64_t x, unsigned r)
-{
-	unsigned pos = 0;
-	for (unsigned half = 32; half != 0; half >>= 1) {
-		uint64_t low = x & (((uint64_t)1 << half) - 1);
-		unsigned n = bitmap_count(low), up = r >= n;
-		pos += up * half;
-		r -= up * n;
-		x = up ? x >> half : low;
-	}
-	return pos;
-}
-
-/* Room bits set in [from, to). */
-static size_t room_between(const uint64_t *room, size_t from, size_t to)
-{
-	size_t total = 0;
-	for (size_t i = from; i < to;) {
-		size_t lo = i & 63, hi = to - (i - lo) < 64 ? to - (i - lo) : 64;
-		uint64_t mask = (hi == 64 ? ~(uint64_t)0 : ((uint64_t)1 << hi) - 1) & (~(uint64_t)0 << lo);
-		total += bitmap_count(room[i >> 6] & mask);
-		i += hi - lo;
-	}
-	return total;
-}
-
-/* A group of [g0, g1) with room, uniformly; there is one. Within one room
- * word (a window of at most 64 groups: the default) by drawing six random
- * bits at a time until one names a group with room, or, when fewer than
- * eight have room, by selecting a random one of them; else by drawing
- * groups until one has room, and after 64 misses by counting
- * (DIEHARD_WINDOW=all over a large stripe just grown). */
-static size_t pick_group(const uint64_t *room, size_t g0, size_t g1, struct rng *r)
+/* A group of [g0, g1) under its cap, uniformly; there is one. For ranges
+ * of more than 64 groups (DIEHARD_WINDOW=all over a large stripe): groups
+ * drawn until one is open, and after 64 misses by counting them. */
+static size_t pick_open(const struct heap_class *c, size_t g0, size_t g1, struct rng *r)
 {
 	size_t n = g1 - g0;
-	if ((g0 & 63) + n <= 64) {
-		uint64_t m = room[g0 >> 6] >> (g0 & 63);
-		if (n < 64)
-			m &= ((uint64_t)1 << n) - 1;
-		unsigned have = bitmap_count(m);
-		if (have < 8)
-			return g0 + select_bit(m, (unsigned)rng_below(r, have));
-		for (;;)
-			for (uint64_t x = rng_next(r), j = 0; j < 10; j++, x >>= 6)
-				if (m >> (x & 63) & 1)
-					return g0 + (x & 63);
-	}
 	for (unsigned tries = 0; tries < 64; tries++) {
 		size_t g = g0 + (size_t)rng_below(r, n);
-		if (room[g >> 6] >> (g & 63) & 1)
+		if (group_open(c, g))
 			return g;
 	}
-	size_t want = (size_t)rng_below(r, room_between(room, g0, g1));
-	for (size_t g = g0;; g = (g | 63) + 1) {
-		size_t in = room_between(room, g, (g | 63) + 1 < g1 ? (g | 63) + 1 : g1);
-		if (want < in) {
-			uint64_t m = room[g >> 6] >> (g & 63);
-			return g + select_bit(m, (unsigned)want);
-		}
-		want -= in;
-	}
+	size_t open = 0;
+	for (size_t g = g0; g < g1; g++)
+		open += group_open(c, g);
+	size_t want = (size_t)rng_below(r, open);
+	for (size_t g = g0;; g++)
+		if (group_open(c, g) && want-- == 0)
+			return g;
 }
 
 /* The rest of claim_scattered's batch, once uniform probes of the range
  * missed CLAIM_PROBES times in a row (most of its groups full: the stripe
  * is at its bound, or just grew): each slot drawn as a group among those
- * with room, then a slot of it, until a free one below top is met. Within
- * one room word (the default window) the groups with room are listed once,
- * and a group leaves the list when it fills. Returns how many it claimed:
- * k, as the range has room for them. */
-static unsigned claim_rest(struct heap_class *c, size_t from, size_t n, struct rng *r,
-			   void **out, unsigned k)
+ * under their cap, then a slot of it, until a free one is met. Within a
+ * window of at most 64 groups (the default) the open groups are listed
+ * once, and a group leaves the list when it fills. Returns how many it
+ * claimed: k, as the range has room for them. */
+static unsigned claim_rest(struct heap_class *c, size_t from, size_t n, struct rng *r, void **out, unsigned k)
 {
 	unsigned gs = c->group_shift, got = 0;
 	size_t g0 = from >> gs, g1 = groups_of(c, from + n), span = (size_t)1 << gs;
-	if ((g0 & 63) + (g1 - g0) > 64) {
+	if (g1 - g0 > 64) {
 		while (got < k) {
-			size_t g = pick_group(c->room, g0, g1, r);
+			size_t g = pick_open(c, g0, g1, r);
 			size_t i = (g << gs) + (rng_next(r) & (span - 1));
 			if (!bitmap_try_set(c->bits, i))
 				continue;
 			out[got++] = c->base + (i << c->shift);
-			group_claimed(c, g, 1);
+			c->used[g]++;
 		}
 		return got;
 	}
-	uint64_t m = c->room[g0 >> 6] >> (g0 & 63);
-	if (g1 - g0 < 64)
-		m &= ((uint64_t)1 << (g1 - g0)) - 1;
 	unsigned char list[64];
 	unsigned have = 0;
-	for (; m != 0; m &= m - 1)
-		list[have++] = (unsigned char)__builtin_ctzll(m);
+	for (size_t g = g0; g < g1; g++)
+		if (group_open(c, g))
+			list[have++] = (unsigned char)(g - g0);
 	while (got < k && have > 0) {
 		/* One random word: the slot from its low bits, the group
 		 * (multiply-shift, as rng_below) from the rest. */
@@ -652,8 +574,7 @@ static unsigned claim_rest(struct heap_class *c, size_t from, size_t n, struct r
 		if (!bitmap_try_set(c->bits, i))
 			continue;
 		out[got++] = c->base + (i << c->shift);
-		group_claimed(c, g, 1);
-		if (c->used[g] >= c->group_cap)
+		if (++c->used[g] >= c->group_cap)
 			list[j] = list[--have];
 	}
 	return got;
@@ -672,7 +593,7 @@ static unsigned claim_rest(struct heap_class *c, size_t from, size_t n, struct r
  * full) the rest of the batch is drawn group first (claim_rest). Both are
  * rejection sampling from a uniform proposal over a superset of the
  * eligible slots, so either way the slot taken is uniform among them. A
- * group that reaches its cap loses its room bit.
+ * group's count reaching its cap closes it.
  *
  * Without a branch on the outcome: a probe that misses stores the words
  * unchanged and does not advance, so the loop's only branches (are we
@@ -686,7 +607,6 @@ static unsigned claim_scattered(struct heap_class *c, size_t from, size_t n, str
 	 * would otherwise reload and store them on every probe. */
 	struct rng g = *r;
 	bitmap_word *bits = c->bits;
-	uint64_t *room = c->room;
 	uint16_t *used = c->used;
 	char *base = c->base;
 	unsigned shift = c->shift, gs = c->group_shift, gcap = c->group_cap;
@@ -697,16 +617,14 @@ static unsigned claim_scattered(struct heap_class *c, size_t from, size_t n, str
 			break;
 		}
 		size_t i = from + (size_t)rng_below(&g, n), gi = i >> gs;
-		uint64_t rw = room[gi >> 6];
 		bitmap_word *wp = &bits[i >> 6];
 		uint64_t word = atomic_load_explicit(wp, memory_order_relaxed);
-		unsigned fresh = (unsigned)(~word >> (i & 63) & rw >> (gi & 63) & 1);
+		unsigned u = used[gi];
+		unsigned fresh = (unsigned)(~word >> (i & 63) & 1) & (u < gcap);
 		atomic_store_explicit(wp, word | (uint64_t)fresh << (i & 63), memory_order_relaxed);
 		out[got] = base + (i << shift);
 		got += fresh;
-		unsigned u = used[gi] + fresh;
-		used[gi] = (uint16_t)u;
-		room[gi >> 6] = rw & ~((uint64_t)(u >= gcap) << (gi & 63));
+		used[gi] = (uint16_t)(u + fresh);
 		misses = (misses + 1) & -(unsigned)!fresh;
 	}
 	*r = g;
@@ -806,8 +724,8 @@ static unsigned claim_part(struct heap *h, struct heap_class *c, struct rng *r, 
 		if (n_got == 0) {
 			clustered = false; /* no word found: the rest of the batch scattered */
 			n_got = claim_scattered(c, from, n, r, out + got, most);
-			if (w != 0)
-				c->wlive += in_window(c, out + got, n_got, w);
+			if (w != 0) /* the window itself, as a rule */
+				c->wlive += from == c->front && n <= w ? n_got : in_window(c, out + got, n_got, w);
 		}
 		got += n_got;
 	}
@@ -894,7 +812,6 @@ unsigned heap_release(struct heap *h, unsigned ci, void *const *ptrs, unsigned n
 			/* The stripe's fields in locals (the bitmap stores could
 			 * alias them); a slot already clear changes nothing. */
 			bitmap_word *bits = c->bits;
-			uint64_t *room = c->room;
 			uint16_t *used = c->used;
 			char *base = c->base;
 			unsigned shift = c->shift, gs = c->group_shift;
@@ -905,16 +822,13 @@ unsigned heap_release(struct heap *h, unsigned ci, void *const *ptrs, unsigned n
 					continue;
 				done |= (uint64_t)1 << j;
 				size_t i = (size_t)((char *)p - base) >> shift;
-				size_t was = bitmap_clear(bits, i), gi = i >> gs;
-				/* A group below top counts it, and has room
-				 * now (a group above top is counted afresh
-				 * when top rises over it). */
-				unsigned below = (unsigned)was & (i < top);
-				used[gi] = (uint16_t)(used[gi] - below);
-				room[gi >> 6] |= (uint64_t)below << (gi & 63);
+				size_t was = bitmap_clear(bits, i), up = was & (i >= top);
+				/* A group below top counts it (a group above
+				 * top is counted afresh when top rises over it). */
+				used[i >> gs] = (uint16_t)(used[i >> gs] - (was - up));
 				cleared += was;
 				inside += was & (i - front < w);
-				above += was & (i >= top);
+				above += up;
 				doubles += 1 - (unsigned)was;
 			}
 			live_add(c, (size_t)0 - cleared);

@@ -34,7 +34,7 @@
  *   slots of the window until one is free in a group with room (expected
  *   probes at most about M / (M - 1) while most groups have room), and once
  *   few have (the stripe at its bound, or just grown), group first: a
- *   random group with room (a bit per group), a random slot of it. Either
+ *   random group with room (a count per group), a random slot of it. Either
  *   way a rejection sampler over a superset, so exactly uniform. The window
  *   is W = DIEHARD_WINDOW slots (4096 by default), W-aligned, whole groups,
  *   and holds at most the sum of its groups' caps. When it is that full,
@@ -122,15 +122,12 @@
  *   string_churn's do, keep theirs.)
  *
  * Invariants (per stripe, under its lock): bits set == live <= limit ==
- * sum of the caps of the groups below top <= top / M < top <= capacity;
- * a group wholly below top holds at most its cap, and used[g] counts it
- * (plus group_cap - cap for the group top cuts, which may be over its cap
- * after top came down); room bit g == (g below top && used[g] <
- * group_cap); capacity only grows; memory of slots below capacity is
- * committed (pages above top may be purged: they read as
- * zeros), and the bitmap words covering them too; wlive == bits set in
- * [front, front + W); no bit at or beyond capacity is set; claims set bits
- * below top only.
+ * (top / group slots) x group_cap <= top / M < top <= capacity; top is a
+ * whole number of groups; a group below top holds at most group_cap, and
+ * used[g] counts it; capacity only grows; memory of slots below capacity is committed (pages above top may
+ * be purged: they read as zeros), and the bitmap words covering them too;
+ * wlive == bits set in [front, front + W); no bit at or beyond capacity is
+ * set; claims set bits below top only.
  *
  * No global state: tests create heaps with their own settings.
  */
@@ -157,10 +154,7 @@ struct heap_class {
 	_Atomic size_t capacity;
 	char *base;
 	bitmap_word *bits;
-	/* Per group below top (under the lock): room, a bit set iff it is
-	 * under its cap; used, its live slots. */
-	uint64_t *room;
-	uint16_t *used;
+	uint16_t *used; /* per group below top, its live slots (under the lock) */
 	unsigned shift;
 	unsigned group_shift; /* a group: 1 << group_shift slots (see above) */
 	unsigned group_cap;   /* the most live slots a group holds */
@@ -181,7 +175,6 @@ struct heap_class {
 	size_t wlive; /* claimed slots inside it */
 	size_t committed;      /* bytes of the region made accessible */
 	size_t bits_committed; /* bytes of the bitmap made accessible */
-	size_t room_committed; /* bytes of the room bitmap made accessible */
 	size_t used_committed; /* bytes of the group counts made accessible */
 	/* Statistics, with stats on. */
 	_Atomic size_t allocations;
