@@ -600,28 +600,22 @@ static bool views_agree(const struct voter_view *a, const struct voter_view *b)
 	return !(a->eof && b->len > a->len) && !(b->eof && a->len > b->len);
 }
 
+static bool views_agree_at(const void *ctx, unsigned i, unsigned j)
+{
+	const struct voter_view *v = ctx;
+	return views_agree(&v[i], &v[j]);
+}
+
 /* The live voters that agree with the fewest others (slot bits): in a tie
  * with every slot taken, one of them leaves the vote to make room for the
  * next tie-breaker (replace_wait). With k = 3 and no majority possible,
  * that is every voter: no two agree. */
 static uint64_t weakest(const struct voter_view *v, unsigned n)
 {
-	unsigned fewest = ~0u;
-	uint64_t mask = 0;
-	for (unsigned i = 0; i < n; i++) {
-		if (!v[i].live)
-			continue;
-		unsigned mates = 0;
-		for (unsigned j = 0; j < n; j++)
-			mates += j != i && v[j].live && views_agree(&v[i], &v[j]);
-		if (mates < fewest) {
-			fewest = mates;
-			mask = 0;
-		}
-		if (mates == fewest)
-			mask |= (uint64_t)1 << i;
-	}
-	return mask;
+	uint64_t live = 0;
+	for (unsigned i = 0; i < n; i++)
+		live |= (uint64_t)v[i].live << i;
+	return replace_loners(live, n, views_agree_at, v);
 }
 
 /* Asked to stop (diehard forwarded SIGTERM or SIGINT), the replicas end

@@ -274,6 +274,27 @@ static struct replica *evict(struct sup *S, uint64_t weakest, const char *why)
 	return out;
 }
 
+uint64_t replace_loners(uint64_t voters, unsigned n, bool (*agree)(const void *ctx, unsigned i, unsigned j),
+			const void *ctx)
+{
+	unsigned fewest = ~0u;
+	uint64_t mask = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (!(voters >> i & 1))
+			continue;
+		unsigned mates = 0;
+		for (unsigned j = 0; j < n; j++)
+			mates += j != i && (voters >> j & 1) && agree(ctx, i, j);
+		if (mates < fewest) {
+			fewest = mates;
+			mask = 0;
+		}
+		if (mates == fewest)
+			mask |= (uint64_t)1 << i;
+	}
+	return mask;
+}
+
 /* A vote cannot be decided with the voters there are. Whether it should
  * wait for a replica that is catching up or about to be started (true), or
  * give up (false: nothing more can be done). weakest: the voters that agree

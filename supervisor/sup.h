@@ -252,6 +252,10 @@ void replace_maintain(struct sup *S);
  * voters (slot bits) that agree with the fewest others; with every slot
  * taken the oldest of them leaves the vote to make room (0: none may). */
 bool replace_wait(struct sup *S, const char *why, uint64_t weakest);
+/* Of the voters (slot bits, n slots), those that agree (agree(ctx, i, j))
+ * with the fewest others: the ones a tie may make leave (replace_wait). */
+uint64_t replace_loners(uint64_t voters, unsigned n, bool (*agree)(const void *ctx, unsigned i, unsigned j),
+			const void *ctx);
 bool replace_replayable(struct sup *S, char *why, size_t size);
 void replace_check_joined(struct sup *S, struct replica *r);
 bool replace_replaying(const struct sup *S, const struct replica *r);

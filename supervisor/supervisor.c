@@ -102,27 +102,20 @@ static bool status_votes(const struct sup *S, const struct replica *r, unsigned 
 	return live == unready;
 }
 
+static bool same_status(const void *ctx, unsigned i, unsigned j)
+{
+	const struct sup *S = ctx;
+	return replica_status(S->r[i].wstatus) == replica_status(S->r[j].wstatus);
+}
+
 /* The voters whose exit status the fewest others share (slot bits): in a
  * tie with every slot taken, one of them leaves the vote (replace_wait). */
 static uint64_t status_weakest(const struct sup *S, unsigned unready)
 {
-	unsigned fewest = ~0u;
-	uint64_t mask = 0;
-	for (unsigned i = 0; i < S->nslots; i++) {
-		if (!status_votes(S, &S->r[i], unready))
-			continue;
-		unsigned mates = 0;
-		for (unsigned j = 0; j < S->nslots; j++)
-			mates += j != i && status_votes(S, &S->r[j], unready) &&
-				 replica_status(S->r[j].wstatus) == replica_status(S->r[i].wstatus);
-		if (mates < fewest) {
-			fewest = mates;
-			mask = 0;
-		}
-		if (mates == fewest)
-			mask |= (uint64_t)1 << i;
-	}
-	return mask;
+	uint64_t voters = 0;
+	for (unsigned i = 0; i < S->nslots; i++)
+		voters |= (uint64_t)status_votes(S, &S->r[i], unready) << i;
+	return replace_loners(voters, S->nslots, same_status, S);
 }
 
 /* Whether every voter is reaped with no pipe open. Replicas out of the

@@ -56,26 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned long number(const char *s, const char *what, unsigned long min, unsigned long max)
-{
-	char *end;
-	errno = 0;
-	unsigned long v = strtoul(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < min || v > max) {
-		fprintf(stderr, "plant_dangling: %s must be a number from %lu to %lu, not '%s'\n", what, min, max, s);
-		exit(2);
-	}
-	return v;
-}
-
-/* Byte j of object i: a function of (i, j) alone (splitmix64's finalizer). */
-static unsigned char pattern(uint64_t i, uint64_t j)
-{
-	uint64_t z = (i << 32 ^ j) + 0x9e3779b97f4a7c15ULL;
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return (unsigned char)(z ^ (z >> 31));
-}
+#include "plant.h"
 
 static void *xmalloc(size_t n)
 {
@@ -99,10 +80,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: plant_dangling [-r] [N [SIZE [A [F]]]]\n");
 		return 2;
 	}
-	size_t n = a < argc ? number(argv[a++], "N", 1, 10000000) : 1000;
-	size_t size = a < argc ? number(argv[a++], "SIZE", 1, 1 << 16) : 32;
-	size_t more = a < argc ? number(argv[a++], "A", 0, 10000000) : 100;
-	size_t frees = a < argc ? number(argv[a++], "F", 0, 10000000) : 0;
+	size_t n = a < argc ? plant_number("plant_dangling", argv[a++], "N", 1, 10000000) : 1000;
+	size_t size = a < argc ? plant_number("plant_dangling", argv[a++], "SIZE", 1, 1 << 16) : 32;
+	size_t more = a < argc ? plant_number("plant_dangling", argv[a++], "A", 0, 10000000) : 100;
+	size_t frees = a < argc ? plant_number("plant_dangling", argv[a++], "F", 0, 10000000) : 0;
 	if (frees > n - 1 - n / 2) {
 		fprintf(stderr, "plant_dangling: F must be at most N - 1 - N/2 (%zu)\n", n - 1 - n / 2);
 		return 2;
@@ -116,7 +97,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < n; i++) {
 		obj[i] = xmalloc(size);
 		for (size_t j = 0; j < size; j++)
-			obj[i][j] = pattern(i, j);
+			obj[i][j] = plant_pattern(i, j);
 	}
 	size_t victim = n / 2;
 	unsigned char *stale = obj[victim];
@@ -133,7 +114,7 @@ int main(int argc, char **argv)
 	for (size_t i = n; i < n + more; i++) {
 		obj[i] = xmalloc(size);
 		for (size_t j = 0; j < size; j++)
-			obj[i][j] = pattern(i, j);
+			obj[i][j] = plant_pattern(i, j);
 	}
 
 	if (report) {
@@ -154,7 +135,7 @@ int main(int argc, char **argv)
 	bool intact = true;
 	for (size_t j = 0; j < size; j++) {
 		unsigned char c = s[j];
-		intact &= c == pattern(victim, j);
+		intact &= c == plant_pattern(victim, j);
 		h ^= c;
 		h *= 0x100000001b3ULL;
 	}

@@ -49,26 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned long number(const char *s, const char *what, unsigned long min, unsigned long max)
-{
-	char *end;
-	errno = 0;
-	unsigned long v = strtoul(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < min || v > max) {
-		fprintf(stderr, "plant_overflow: %s must be a number from %lu to %lu, not '%s'\n", what, min, max, s);
-		exit(2);
-	}
-	return v;
-}
-
-/* Byte j of object i: a function of (i, j) alone (splitmix64's finalizer). */
-static unsigned char pattern(uint64_t i, uint64_t j)
-{
-	uint64_t z = (i << 32 ^ j) + 0x9e3779b97f4a7c15ULL;
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return (unsigned char)(z ^ (z >> 31));
-}
+#include "plant.h"
 
 int main(int argc, char **argv)
 {
@@ -82,9 +63,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: plant_overflow [-r] [N [SIZE [OVER]]]\n");
 		return 2;
 	}
-	size_t n = a < argc ? number(argv[a++], "N", 1, 10000000) : 1000;
-	size_t size = a < argc ? number(argv[a++], "SIZE", 1, 1 << 20) : 32;
-	size_t over = a < argc ? number(argv[a++], "OVER", 0, 1 << 20) : 32;
+	size_t n = a < argc ? plant_number("plant_overflow", argv[a++], "N", 1, 10000000) : 1000;
+	size_t size = a < argc ? plant_number("plant_overflow", argv[a++], "SIZE", 1, 1 << 20) : 32;
+	size_t over = a < argc ? plant_number("plant_overflow", argv[a++], "OVER", 0, 1 << 20) : 32;
 
 	unsigned char **obj = calloc(n, sizeof *obj);
 	if (obj == NULL) {
@@ -98,7 +79,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		for (size_t j = 0; j < size; j++)
-			obj[i][j] = pattern(i, j);
+			obj[i][j] = plant_pattern(i, j);
 	}
 	size_t victim = n / 2;
 
