@@ -4,9 +4,11 @@
 #define PLANT_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* s as a number from min to max, or a one-line error naming prog and what,
  * and exit 2. */
@@ -21,6 +23,20 @@ static inline unsigned long plant_number(const char *prog, const char *s, const 
 		exit(2);
 	}
 	return v;
+}
+
+/* The arguments' [-r] (*report), then at most `most` numbers: returns the
+ * index of the first number; prints usage and exits 2 on anything else. */
+static inline int plant_options(int argc, char **argv, int most, const char *usage, bool *report)
+{
+	int a = 1;
+	*report = a < argc && strcmp(argv[a], "-r") == 0;
+	a += *report;
+	if (argc - a > most || (a < argc && argv[a][0] == '-')) {
+		fprintf(stderr, "usage: %s\n", usage);
+		exit(2);
+	}
+	return a;
 }
 
 /* Byte j of object i: a function of (i, j) alone (splitmix64's finalizer). */

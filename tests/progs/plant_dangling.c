@@ -70,16 +70,8 @@ static void *xmalloc(size_t n)
 
 int main(int argc, char **argv)
 {
-	int a = 1;
-	bool report = false;
-	if (a < argc && strcmp(argv[a], "-r") == 0) {
-		report = true;
-		a++;
-	}
-	if (argc - a > 4 || (a < argc && argv[a][0] == '-')) {
-		fprintf(stderr, "usage: plant_dangling [-r] [N [SIZE [A [F]]]]\n");
-		return 2;
-	}
+	bool report;
+	int a = plant_options(argc, argv, 4, "plant_dangling [-r] [N [SIZE [A [F]]]]", &report);
 	size_t n = a < argc ? plant_number("plant_dangling", argv[a++], "N", 1, 10000000) : 1000;
 	size_t size = a < argc ? plant_number("plant_dangling", argv[a++], "SIZE", 1, 1 << 16) : 32;
 	size_t more = a < argc ? plant_number("plant_dangling", argv[a++], "A", 0, 10000000) : 100;

@@ -53,16 +53,8 @@
 
 int main(int argc, char **argv)
 {
-	int a = 1;
-	bool report = false;
-	if (a < argc && strcmp(argv[a], "-r") == 0) {
-		report = true;
-		a++;
-	}
-	if (argc - a > 3 || (a < argc && argv[a][0] == '-')) {
-		fprintf(stderr, "usage: plant_overflow [-r] [N [SIZE [OVER]]]\n");
-		return 2;
-	}
+	bool report;
+	int a = plant_options(argc, argv, 3, "plant_overflow [-r] [N [SIZE [OVER]]]", &report);
 	size_t n = a < argc ? plant_number("plant_overflow", argv[a++], "N", 1, 10000000) : 1000;
 	size_t size = a < argc ? plant_number("plant_overflow", argv[a++], "SIZE", 1, 1 << 20) : 32;
 	size_t over = a < argc ? plant_number("plant_overflow", argv[a++], "OVER", 0, 1 << 20) : 32;

@@ -10,14 +10,6 @@
 static struct heap *h;
 
 
-static struct rng rng_with(uint64_t seed)
-{
-	struct rng r;
-	const uint64_t s[2] = { seed, 0 };
-	rng_derive(&r, s, 0);
-	return r;
-}
-
 static void test_batches(void)
 {
 	struct rng r = rng_with(1);

@@ -20,14 +20,6 @@ static struct config config_with(unsigned m_fixed, bool fill, uint64_t seed)
 	return c;
 }
 
-static struct rng rng_with(uint64_t seed)
-{
-	struct rng r;
-	const uint64_t s[2] = { seed, 0 };
-	rng_derive(&r, s, 0);
-	return r;
-}
-
 static void test_sizeclasses(void)
 {
 	CHECK(sizeclass_of(0) == 0 && sizeclass_of(1) == 0 && sizeclass_of(16) == 0, "1..16 bytes: class 0");

@@ -85,6 +85,7 @@
 
 #include "bitmap.h"
 #include "heap.h"
+#include "live.h"
 #include "sizeclass.h"
 #include "tap.h"
 
@@ -96,14 +97,6 @@ static struct config config_with(unsigned m_fixed, unsigned window_shift, uint64
 	struct config c = { .seed = { seed, 0 }, .seed_given = true, .m_fixed = m_fixed,
 			    .window_shift = window_shift, .safe_strings = true };
 	return c;
-}
-
-static struct rng rng_with(uint64_t seed)
-{
-	struct rng r;
-	const uint64_t s[2] = { seed, 0 };
-	rng_derive(&r, s, 0);
-	return r;
 }
 
 /* No libm in the unit tests' link: a square root by Newton's method. */
