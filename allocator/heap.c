@@ -44,20 +44,27 @@ static size_t bitmap_reservation(const struct heap_class *c)
 /* c's groups (heap.h): a bitmap word's 64 slots, fewer for slots over
  * 1 KiB so that a group spans at most GROUP_BYTES (but at least 2 slots),
  * and then twice as many until the cap, slots / M rounded down, is exact
- * or at least 16: rounding then costs at most a sixteenth of the bound,
- * and a cap is never 0. Groups are what top grows and shrinks by, so a
- * group is never cut by top, and their size is also the step in which a
- * class of large slots grows. */
+ * or rounding costs at most a sixteenth of the bound (an eighth in a
+ * group of 4 x GROUP_BYTES or more: a 64 KiB class at M = 3 holds 5 in
+ * 16, and grows by 1 MiB, not by 4 MiB). Never more than the stripe's slots (a small reservation, a large
+ * M), where a cap of 1 is the least. Groups are what top grows and shrinks
+ * by, so a group is never cut by top, and their size is also the step in
+ * which a class of large slots grows. */
 static void set_group(const struct heap *h, struct heap_class *c)
 {
-	unsigned gs = 6;
+	unsigned gs = 6, most = (unsigned)__builtin_ctzll(c->max_slots); /* a power of two */
 	while (gs > 1 && (size_t)1 << (gs + c->shift) > GROUP_BYTES)
 		gs--;
+	if (gs > most)
+		gs = most;
 	for (;; gs++) {
 		size_t slots = (size_t)1 << gs, cap = slots * M_ONE / h->m_fixed;
-		if (cap >= 1 && (cap >= 16 || slots * M_ONE % h->m_fixed == 0)) {
+		/* What rounding down loses, in 1/16ths of the bound, at most. */
+		size_t ideal = slots * M_ONE, lost = ideal - cap * h->m_fixed;
+		bool big = slots << c->shift >= 4 * GROUP_BYTES;
+		if ((cap >= 1 && 16 * lost <= (big ? 2 : 1) * ideal) || gs >= most) {
 			c->group_shift = gs;
-			c->group_cap = (unsigned)cap;
+			c->group_cap = cap > 0 ? (unsigned)cap : 1;
 			return;
 		}
 	}
@@ -389,6 +396,21 @@ static size_t least_top(const struct heap_class *c)
 	return whole_groups(c, least > 8 ? least : 8);
 }
 
+/* The headroom (see heap_headroom): 1/GROW_SLACK of the limit, and at
+ * least ROOM_GROUPS groups' caps or ROOM_BYTES of objects, whichever is
+ * less. */
+#define GROW_SLACK 32u
+#define ROOM_GROUPS 8u
+#define ROOM_BYTES ((size_t)32 << 10)
+/* The most a claim asks for at once (a thread cache's batch). */
+#define CLAIM_BATCH 32u
+
+static size_t room_floor(const struct heap_class *c)
+{
+	size_t least = (size_t)ROOM_GROUPS * c->group_cap, most = ROOM_BYTES >> c->shift;
+	return least < most ? least : most;
+}
+
 /* Release passes between two looks at a stripe's placement bound. */
 #define SHRINK_PERIOD 256u
 
@@ -397,7 +419,9 @@ static size_t least_top(const struct heap_class *c)
  * above it whose slots are all free. With the lock. */
 static void lower_top(struct heap_class *c, size_t peak)
 {
-	size_t top = c->top, new_top = slots_for(c, 2 * peak);
+	/* Room for the headroom's floor and a batch besides, or the next
+	 * claim would grow it back at once. */
+	size_t top = c->top, new_top = slots_for(c, 2 * peak + room_floor(c) + CLAIM_BATCH);
 	if (new_top < least_top(c))
 		new_top = least_top(c);
 	if (new_top >= top)
@@ -479,6 +503,12 @@ static unsigned claim_word(struct heap *h, struct heap_class *c, size_t cap, siz
 	if (used >= most)
 		return 0;
 	unsigned want = most - used < k ? most - used : k;
+	/* A group of several words: within its own cap too. */
+	size_t g = wi >> (c->group_shift - 6);
+	if (c->used[g] >= c->group_cap)
+		return 0;
+	if (want > c->group_cap - c->used[g])
+		want = c->group_cap - c->used[g];
 	/* A random subset of the free slots: each random mask keeps every
 	 * candidate with odds 1/2, and is thinned by further masks while it
 	 * holds more than are still wanted. No bit is favoured (they are all
@@ -498,7 +528,7 @@ static unsigned claim_word(struct heap *h, struct heap_class *c, size_t cap, siz
 		need -= n;
 	}
 	atomic_store_explicit(&c->bits[wi], word | take, memory_order_relaxed);
-	c->used[wi >> (c->group_shift - 6)] += (uint16_t)want;
+	c->used[g] += (uint16_t)want;
 	live_add(c, want);
 	if (first - c->front < h->window)
 		c->wlive += want;
@@ -532,6 +562,8 @@ static size_t pick_open(const struct heap_class *c, size_t g0, size_t g1, struct
 	size_t open = 0;
 	for (size_t g = g0; g < g1; g++)
 		open += group_open(c, g);
+	if (open == 0)
+		return SIZE_MAX; /* cannot be while the range has room */
 	size_t want = (size_t)rng_below(r, open);
 	for (size_t g = g0;; g++)
 		if (group_open(c, g) && want-- == 0)
@@ -552,6 +584,8 @@ static unsigned claim_rest(struct heap_class *c, size_t from, size_t n, struct r
 	if (g1 - g0 > 64) {
 		while (got < k) {
 			size_t g = pick_open(c, g0, g1, r);
+			if (g == SIZE_MAX)
+				break;
 			size_t i = (g << gs) + (rng_next(r) & (span - 1));
 			if (!bitmap_try_set(c->bits, i))
 				continue;
@@ -681,16 +715,10 @@ static size_t in_window(const struct heap_class *c, void *const *out, unsigned n
  * the neighbour taken in 65% of heaps instead of 47%). The cost: a stripe
  * holds up to 1/32 less per byte, and a small one up to ROOM_BYTES x M of
  * slots more. */
-#define GROW_SLACK 32u
-#define ROOM_GROUPS 8u
-#define ROOM_BYTES ((size_t)32 << 10)
 
 size_t heap_headroom(const struct heap_class *c)
 {
-	size_t least = (size_t)ROOM_GROUPS * c->group_cap, most = ROOM_BYTES >> c->shift;
-	if (least > most)
-		least = most;
-	size_t rel = atomic_load_explicit(&c->limit, memory_order_relaxed) / GROW_SLACK;
+	size_t least = room_floor(c), rel = atomic_load_explicit(&c->limit, memory_order_relaxed) / GROW_SLACK;
 	return rel > least ? rel : least;
 }
 
@@ -727,6 +755,8 @@ static unsigned claim_part(struct heap *h, struct heap_class *c, struct rng *r, 
 			if (w != 0) /* the window itself, as a rule */
 				c->wlive += from == c->front && n <= w ? n_got : in_window(c, out + got, n_got, w);
 		}
+		if (n_got == 0)
+			break; /* no open group where the counts said room: cannot be */
 		got += n_got;
 	}
 	if (live_of(c) > c->peak)

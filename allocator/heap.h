@@ -9,11 +9,11 @@
  *   hold at most `limit` (about top / M) live objects; reaching the limit
  *   raises top, and capacity with it (commit more of the reserved region),
  *   rather than failing, up to the region's end.
- * - The 1/M bound holds for every group of 64 slots (a bitmap word; more
- *   where M > 4, so that a group's cap stays at least 16), not only for the
- *   class as a whole: a group holds at most its cap, floor(64 / M) (the
- *   group top cuts: floor(its slots below top / M)), and limit is the sum
- *   of the caps. Why: the paper's odds (an overflow into the next slot
+ * - The 1/M bound holds for every group of 64 slots (a bitmap word; fewer
+ *   for slots over 1 KiB, more where M > 4 so that a cap stays at least 16:
+ *   heap.c's set_group), not only for the class as a whole: a group holds
+ *   at most its cap, floor(its slots / M), top moves in whole groups, and
+ *   limit is the sum of the caps. Why: the paper's odds (an overflow into the next slot
  *   meets free space with probability 1 - 1/M) assume the objects spread
  *   evenly, as they do over its fixed heap. A heap that grows does not
  *   spread them so by itself: draws uniform over [0, top) after each 1/16
