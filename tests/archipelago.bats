@@ -64,7 +64,18 @@ arch() {
 }
 
 @test "a real program runs in Archipelago mode with a small hot space; a malformed value is refused in one line" {
-	python_json py DIEHARD_ARCHIPELAGO=256
+	# awk keeps 5000 strings in an array and walks it: many small objects
+	# and far more than the hot space. (python3 made tens of thousands at
+	# start-up, each an mprotect: minutes on a VM where those are dear.)
+	local want got
+	seq 1 5000 | awk '{ print ($1 * 7919) % 5003, $1 }' >"$BATS_TEST_TMPDIR/in"
+	local prog='{ a[$1] = $2 } END { n = 0; s = 0; for (k in a) { n++; s += a[k] } print n, s }'
+	want=$(plain awk "$prog" "$BATS_TEST_TMPDIR/in")
+	got=$(dh DIEHARD_ARCHIPELAGO=256 DIEHARD_STATS=1 awk "$prog" "$BATS_TEST_TMPDIR/in" 2>"$BATS_TEST_TMPDIR/awk.err") ||
+		fail "awk in Archipelago mode failed" "$(cat "$BATS_TEST_TMPDIR/awk.err")"
+	[[ $got == "$want" ]] || fail "awk in Archipelago mode: '$got', not '$want'"
+	grep -Eq 'arch_objects=[1-9][0-9]{3,}' "$BATS_TEST_TMPDIR/awk.err" ||
+		fail "too few objects went through Archipelago" "$(grep stats "$BATS_TEST_TMPDIR/awk.err")"
 	capture "$BATS_TEST_TMPDIR/bad" dh DIEHARD_ARCHIPELAGO=8 DIEHARD_STATS=1 "$PROGS/arch_check" dangling
 	[[ $(grep -c "^diehard: DIEHARD_ARCHIPELAGO='8' is not " "$BATS_TEST_TMPDIR/bad.err") == 1 ]] ||
 		fail "one line for a hot space below 16:" "$(cat "$BATS_TEST_TMPDIR/bad.err")"

@@ -35,27 +35,37 @@ live_pids() {
 }
 
 @test "a producer whose replicas are killed from outside every 200 ms: exact output, k live at the end (or one still catching up, reported), every replacement reported" {
-	local lines=${REPLACE_LINES:-1200}
+	# 400 lines: 5 s where a sleep's fork and exec cost 2 ms, 21 s where
+	# they cost 50 (a slow VM: the guard is raised for it).
+	local lines=${REPLACE_LINES:-400} SUP_TIMEOUT=180
 	cat >"$T/prod.sh" <<-'EOF'
 		i=0
 		while [ "$i" -lt "$1" ]; do echo "line $i of the producer"; i=$((i + 1)); sleep 0.01; done
 	EOF
 	bash "$T/prod.sh" "$lines" >"$T/plain"
 	start_bg "$T/run" sup -v -k 3 --respawns 1000 --respawn-rate 1000 -r "$T/r.json" bash "$T/prod.sh" "$lines"
-	local dh=$BG_PID kills=0 t_end=$((SECONDS + ${REPLACE_SECONDS:-12}))
+	local dh=$BG_PID kills=0 t_end=$((SECONDS + ${REPLACE_SECONDS:-20}))
 	sleep 0.3
 	while ((SECONDS < t_end)) && proc_alive "$dh"; do
-		local victim
-		victim=$(live_pids "^bash $T/prod.sh" | shuf -n 1)
-		if [[ -n $victim ]] && kill -KILL "$victim" 2>/dev/null; then
-			kills=$((kills + 1))
+		local victim spawned caught
+		# Every 200 ms, but not while a replacement still catches up:
+		# where one takes seconds to (a slow machine), kills at a fixed
+		# pace would only ever kill replacements, and the run would
+		# never end.
+		spawned=$(grep -c ': replaces replica ' "$T/run.err" || true)
+		caught=$(grep -c ' caught up after ' "$T/run.err" || true)
+		if ((caught >= spawned)); then
+			victim=$(live_pids "^bash $T/prod.sh" | shuf -n 1)
+			if [[ -n $victim ]] && kill -KILL "$victim" 2>/dev/null; then
+				kills=$((kills + 1))
+			fi
 		fi
 		sleep 0.2
 	done
 	await_exit "$dh" 240
 	[[ $BG_RC == 0 ]] || fail "exit $BG_RC, expected 0" "$(tail -20 "$T/run.err")"
 	same_bytes "$T/plain" "$T/run.out" "the producer's output with replicas killed every 200 ms"
-	((kills >= 20)) || fail "only $kills replicas were killed: the test did not test"
+	((kills >= 5)) || fail "only $kills replicas were killed: the test did not test"
 	# Every replica killed from outside was replaced (a kill may also hit a
 	# replacement, or land on a process as it exits).
 	jq -e --argjson kills "$kills" '
