@@ -169,6 +169,9 @@ rows() {
 	for row in "${UNSANDBOXED[@]}" "${IO_URING[@]}"; do
 		what=${row%% *}
 		for entry in native i386 x32; do
+			# No i386 entry: int $0x80 faults, and a child the attack
+			# made would be left holding the output.
+			[[ $entry == i386 ]] && ! i386_entry && continue
 			case $what in
 			tiocsti) out=$(timeout 60 "$PROGS/abuse_entry" "$entry" tiocsti own) || true ;;
 			io_uring_*) out=$(timeout 60 "$PROGS/abuse_entry" "$entry" "$what" self) || true ;;
@@ -177,7 +180,6 @@ rows() {
 			if [[ $entry == x32 ]] && grep -q ': error ENOSYS$' <<<"$out"; then
 				continue # a kernel without CONFIG_X86_X32_ABI: every x32 call is ENOSYS
 			fi
-			[[ $entry == i386 ]] && ! i386_entry && continue # no i386 entry: int $0x80 faults
 			case $what in
 			tiocsti) [[ $out == *": returned 0"$'\n'*": pushed 1" ]] ;;
 			kill | tkill | tgkill | rt_sigqueueinfo | rt_tgsigqueueinfo | pidfd_send_signal)
