@@ -116,7 +116,7 @@ check_row() {
 	fi
 	[[ $log == "$label: trying" ]] || problem "$label: the call returned" "$details"
 	if [[ $entry == i386 ]] && ! i386_entry; then
-		jq -e '[.replicas[] | select(.signal == 11)] | length == 1 and
+		jq -e '([.replicas[] | select(.signal == 11)] | length == 1) and
 			all(.replicas[] | select(.signal != 11); has("signal") | not)' "$RUN.json" >/dev/null ||
 			problem "$label: no i386 entry here, yet the attacker did not die of SIGSEGV alone" \
 				"$(jq -c '[.replicas[] | {status, signal, killed}]' "$RUN.json")"
