@@ -64,7 +64,7 @@ PROTO_HDR  := $(PROTO_SRC:.c=.h)
 SUP_SRC    := $(sort $(filter-out supervisor/sandbox/init.c supervisor/ci/symbolize_tool.c,$(wildcard supervisor/*.c supervisor/*/*.c))) voter/voter.c allocator/clockpage.c allocator/envkeep.c $(PROTO_SRC)
 SUP_HDR    := $(wildcard supervisor/*.h supervisor/*/*.h) voter/voter.h allocator/clockpage.h allocator/clockpath.h allocator/blob/clockblob.h allocator/envkeep.h $(PROTO_HDR)
 # Each concern's folder is on the include path: modules include by name.
-SUP_INC    := -Isupervisor -Isupervisor/virt -Isupervisor/sandbox -Isupervisor/ci -Isupervisor/services -Isupervisor/net -Ivoter -I$(B)/proto -idirafter allocator
+SUP_INC    := -Isupervisor -Isupervisor/files -Isupervisor/virt -Isupervisor/sandbox -Isupervisor/ci -Isupervisor/services -Isupervisor/net -Ivoter -I$(B)/proto -idirafter allocator
 
 PROG_SRC  := $(wildcard tests/progs/*.c)
 # Programs using critical memory (<diehard/critical.h>), linked with

@@ -5,6 +5,7 @@
 
 #define EXIT_CI_RECORDING 121 /* --ci: the recording asked for (--record) could not be written */
 #define EXIT_NO_QUORUM 123 /* the replicas disagree and no majority exists */
+#define EXIT_FILES_FAILED 124 /* the agreed files could not all be committed (each path said) */
 #define EXIT_CI_FAILED 122 /* --ci: a divergence or a bad free was found */
 #define EXIT_INTERNAL 125  /* bad usage or diehard's own failure */
 #define EXIT_CANNOT_EXEC 126 /* the command exists but cannot be run */

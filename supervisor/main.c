@@ -19,6 +19,7 @@
 #include "log.h"
 #include "net.h"
 #include "replay.h"
+#include "files.h"
 #include "sandbox.h"
 #include "spawn.h"
 #include "supervisor.h"
@@ -41,8 +42,8 @@ static const char usage[] =
 	"       diehard status|events [--control PATH] ...   (diehard status --help)\n"
 	"Runs COMMAND as k replicas on differently seeded randomized heaps; only output\n"
 	"a majority agrees on is written. Exit status: the majority's; 123 no majority;\n"
-	"125 diehard's own error; 126 command not executable; 127 command not found;\n"
-	"122 --ci found a memory error.\n"
+	"124 agreed files that could not be committed; 125 diehard's own error; 126\n"
+	"command not executable; 127 command not found; 122 --ci found a memory error.\n"
 	"\n"
 	"  -k, --replicas N      replicas (1-64; default 3; 1 runs on the randomized heap\n"
 	"                        only, 2 detects without masking)\n"
@@ -86,6 +87,11 @@ static const char usage[] =
 	"                        their ports without colliding, diehard proxies clients to\n"
 	"                        them: docs/SANDBOX.md); host: the replicas share diehard's\n"
 	"                        network (as with --sandbox off or --no-virtualize)\n"
+	"      --files MODE      private (default): each sandboxed replica writes into\n"
+	"                        copy-on-write views of its own; the changes a majority\n"
+	"                        agrees on (with its exit status) are committed once at\n"
+	"                        the end, each file atomically (docs/FILES.md); shared:\n"
+	"                        the replicas write the real files, each of them\n"
 	"      --no-virtualize   let each replica read its own clocks and random bytes\n"
 	"                        (by default they all see the same: docs/NONDETERMINISM.md)\n"
 	"      --no-fast-clocks  every virtualized clock read asks diehard (no shared\n"
@@ -332,7 +338,7 @@ int main(int argc, char **argv)
 {
 	reserve_std_fds();
 	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_NO_FAST_CLOCKS, OPT_RESPAWNS, OPT_NO_RESPAWN,
-	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_NET, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL,
+	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_NET, OPT_FILES, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL,
 	       OPT_CONN_LOG, OPT_MAX_TASKS, OPT_MAX_MEMORY };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
@@ -351,6 +357,7 @@ int main(int argc, char **argv)
 		{ "call-log", required_argument, NULL, OPT_CALL_LOG },
 		{ "sandbox", required_argument, NULL, OPT_SANDBOX },
 		{ "net", required_argument, NULL, OPT_NET },
+		{ "files", required_argument, NULL, OPT_FILES },
 		{ "ci", no_argument, NULL, OPT_CI },
 		{ "record", required_argument, NULL, OPT_RECORD },
 		{ "stop-timeout", required_argument, NULL, OPT_STOP_TIMEOUT },
@@ -447,6 +454,15 @@ int main(int argc, char **argv)
 				o.sandbox = SANDBOX_OFF;
 			else
 				bad_usage("--sandbox must be auto, on or off, not '%s'", optarg);
+			break;
+		case OPT_FILES:
+			if (strcmp(optarg, "private") == 0)
+				o.files = FILES_PRIVATE;
+			else if (strcmp(optarg, "shared") == 0)
+				o.files = FILES_SHARED;
+			else
+				bad_usage("--files must be private or shared, not '%s'", optarg);
+			o.files_given = true;
 			break;
 		case OPT_NET:
 			if (strcmp(optarg, "private") == 0)

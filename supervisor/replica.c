@@ -25,6 +25,7 @@
 #include "caps.h"
 #include "exitcode.h"
 #include "fencelog.h"
+#include "files.h"
 #include "filter.h"
 #include "log.h"
 #include "net.h"
@@ -404,6 +405,8 @@ void replicas_reap(struct sup *S)
 			if (!r->killed)
 				report_input_fed(S->report, r->id, r->in_off);
 			fencelog_collect(S->fencelog, i);
+			if (!r->killed)
+				files_ended(S, r);
 			const char *cause = replica_signal_cause(S, r->id, wstatus);
 			if (WIFSIGNALED(wstatus))
 				log_event("replica %u (pid %d) killed by signal %d%s%s%s", r->id, (int)pid, WTERMSIG(wstatus),
@@ -453,6 +456,7 @@ static void slot_reset(struct sup *S, struct replica *r)
 	unsigned i = r->index;
 	if (r->net_fd >= 0)
 		close(r->net_fd);
+	files_release(r);
 	*r = (struct replica){ .index = i, .in_fd = -1, .status_fd = -1, .net_fd = -1, .out_fd = { -1, -1 },
 			       .replaces = -1, .caps = r->caps /* overcap_prepare's */ };
 	for (int s = 0; s < NSTREAMS; s++) {
@@ -479,15 +483,17 @@ struct launch {
 
 /* The replica's own variables: --ci's (ci.h), the service's (notify.h:
  * its notify socket, made here, its watchdog, its sockets), fence
- * mode's log (fencelog.h) and the fast clock path's (virt.h). */
+ * mode's log (fencelog.h), the fast clock path's (virt.h) and the file
+ * views' (files.h). */
 static char *const *extra_env(struct sup *S, struct launch *L, struct replica *r, bool sandboxed)
 {
-	char *const *lists[4] = { ci_setup(S, r, L->replacement, sandboxed),
+	char *const *lists[5] = { ci_setup(S, r, L->replacement, sandboxed),
 				  S->notify != NULL ? notify_replica_env(S->notify, r->index) : NULL,
 				  fencelog_env(S->fencelog, r->index),
-				  S->virt != NULL ? virt_replica_env(S->virt, r->index) : NULL };
+				  S->virt != NULL ? virt_replica_env(S->virt, r->index) : NULL,
+				  files_env(S) };
 	size_t n = 0;
-	for (int l = 0; l < 4; l++)
+	for (int l = 0; l < 5; l++)
 		for (size_t i = 0; lists[l] != NULL && lists[l][i] != NULL; i++) {
 			if (n + 1 >= sizeof L->extra / sizeof L->extra[0])
 				fatal(EXIT_INTERNAL, "too many variables for a replica");
@@ -528,7 +534,7 @@ static void launch(struct sup *S, unsigned i, struct launch *L, bool replacement
 					 .clock_fd = clock_fd, .clock_dir = clock_dir,
 					 .stop_before_exec = S->o->replay != NULL && S->o->replay->gdb,
 					 .npass = S->o->replay != NULL ? 0 : svcenv_get()->listen_fds,
-					 .caps = &L->caps };
+					 .caps = &L->caps, .views = files_plan(S) };
 	L->pid = spawn_start(&L->req, &L->sp, &L->res);
 }
 
@@ -551,6 +557,14 @@ static pid_t finish(struct sup *S, struct launch *L)
 		spawn_environment_free(L->envp);
 		L->envp = spawn_environment(S->o->allocator, r->seed, r->fill, extra_env(S, L, r, S->ns_flags != 0));
 		L->req.envp = L->envp;
+		pid = spawn_replica(&L->req, &L->res);
+	}
+	/* Views refused: shared from now on (said once), or the end. */
+	if (pid < 0 && L->res.views_errno != 0 && L->req.views != NULL) {
+		if (!files_refused(S, L->res.views_errno))
+			fatal(EXIT_INTERNAL, "cannot give replica %u views of its own files: %s (--files shared lets the "
+					     "replicas share the file system)", S->next_id, strerror(L->res.views_errno));
+		L->req.views = NULL;
 		pid = spawn_replica(&L->req, &L->res);
 	}
 	spawn_environment_free(L->envp);
@@ -603,6 +617,7 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 	r->id = S->next_id++;
 	r->replaces = replaces;
 	r->spawn_time = sup_now() - S->t_start;
+	files_started(S, r, res.views_fd);
 	if (S->virt != NULL)
 		virt_attach(S->virt, i, listener);
 	close(in[0]);

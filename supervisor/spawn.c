@@ -28,6 +28,7 @@
 #include "log.h"
 #include "peer.h"
 #include "sandbox.h"
+#include "view.h"
 
 extern char **environ;
 
@@ -98,7 +99,7 @@ static char *format_var(const char *name, const char *value)
 static bool ours(const char *e)
 {
 	static const char *const names[] = { "DIEHARD_SEED=", "DIEHARD_FILL=", "DIEHARD_PIDKEY=", "DIEHARD_TRACE=",
-					     "DIEHARD_TRACE_AT=", "DIEHARD_FLIP=", "DIEHARD_FENCE_LOG=", "DIEHARD_CLOCKS=" };
+					     "DIEHARD_TRACE_AT=", "DIEHARD_FLIP=", "DIEHARD_FENCE_LOG=", "DIEHARD_CLOCKS=", "DIEHARD_VIEWDEVS=" };
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (strncmp(e, names[i], strlen(names[i])) == 0)
 			return true;
@@ -161,8 +162,9 @@ struct child_msg {
 		      refused (root's), 'T' its network namespace refused,
 		      'P' the init is up (nothing to do), 'C' the sandboxed
 		      program's credentials (its pid), 'G' its caps could not
-		      be entered (caps.h); to the init, on the gate:
-		      'R' the program's namespaces are made (its network
+		      be entered (caps.h), 'V' the file views are made (the
+		      staging tmpfs's fd attached: files/view.h), 'W' they
+		      could not be; to the init, on the gate: 'R' the program's namespaces are made (its network
 		      namespace's fd attached) */
 	int err;
 };
@@ -435,6 +437,8 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 	}
 	wait_gate(gate);
 	own_pid_vars(r->envp);
+	if (r->views != NULL)
+		view_fill_env(r->envp);
 	/* With the marker: the replica's environment preloads libdiehard
 	 * (exec.c's check, which this process does not run). */
 	syscall(SYS_execve, r->path, r->argv, r->envp, r->exec_mark);
@@ -565,7 +569,23 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	 * (it died before the line above) fails, and we go. */
 	if (!child_send(sock, 'P', 0, -1))
 		_exit(EXIT_INTERNAL);
-	if ((err = own_session()) != 0 || (err = sandbox_enter(init_flags, uid, gid)) != 0 ||
+	if ((err = own_session()) != 0 || (err = sandbox_enter(init_flags, uid, gid)) != 0)
+		goto fail;
+	/* The file views (as root, a new root), then the private /dev on
+	 * top of whichever tree is ours, then the kernel's knobs read-only. */
+	if (r->views != NULL) {
+		int staging;
+		const char *step;
+		if ((err = view_enter(r->views, &staging, &step)) != 0) {
+			refused = 'W';
+			goto fail;
+		}
+		bool sent = child_send(sock, 'V', 0, staging);
+		close(staging);
+		if (!sent)
+			_exit(EXIT_INTERNAL);
+	}
+	if ((err = sandbox_enter_dev(init_flags)) != 0 ||
 	    (sandbox_program_user(r->ns_flags) && (err = sandbox_guard_kernel()) != 0))
 		goto fail;
 	/* The program's 0-2 pass through us; nothing else of diehard's does. */
@@ -703,7 +723,8 @@ static void close_pair(int p[2])
 
 pid_t spawn_start(const struct spawn_request *r, struct spawn_pending *sp, struct spawn_result *res)
 {
-	*res = (struct spawn_result){ .listener = -1, .status_fd = -1, .net_fd = -1, .program_pidfd = -1 };
+	*res = (struct spawn_result){ .listener = -1, .status_fd = -1, .net_fd = -1, .program_pidfd = -1,
+				      .views_fd = -1 };
 	*sp = (struct spawn_pending){ .pid = -1, .sock = -1, .status_fd = -1, .net_fd = -1 };
 	int sock[2] = { -1, -1 }, status[2] = { -1, -1 }, net[2] = { -1, -1 };
 	int on = 1;
@@ -823,6 +844,13 @@ pid_t spawn_finish(struct spawn_pending *sp, struct spawn_result *res)
 		}
 		else if (tag == 'G')
 			res->caps_errno = failed = err ? err : EIO;
+		else if (tag == 'W')
+			res->views_errno = failed = err ? err : EIO;
+		else if (tag == 'V' && res->views_fd < 0) {
+			/* parent_receive put its fd where a listener goes. */
+			res->views_fd = res->listener;
+			res->listener = -1;
+		}
 		else if (tag == 'F')
 			failed = err ? err : EINVAL;
 		else if (tag == 'S')
@@ -838,6 +866,9 @@ pid_t spawn_finish(struct spawn_pending *sp, struct spawn_result *res)
 		if (res->program_pidfd >= 0)
 			close(res->program_pidfd);
 		res->program_pidfd = -1;
+		if (res->views_fd >= 0)
+			close(res->views_fd);
+		res->views_fd = -1;
 		/* Without its listener the program may have exec'ed: its
 		 * first notified call would wait for us forever. */
 		(void)kill(pid, SIGKILL);

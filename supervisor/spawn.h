@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 struct caps_spawn;
+struct view_plan;
 
 /* Finds cmd as execvp would. 0 and a malloc'ed *path, or the exit code to
  * give up with (127 not found, 126 not executable) with a message printed. */
@@ -44,6 +45,8 @@ struct spawn_request {
 					    listening on its address in the replica's network */
 	struct caps_spawn *caps;         /* the replica's caps (caps.h): its cgroup,
 					    entered before anything runs, its rlimits; NULL */
+	const struct view_plan *views;   /* sandboxed: the file views its init makes
+					    (files/view.h); NULL: the real file system */
 };
 
 struct spawn_result {
@@ -61,6 +64,8 @@ struct spawn_result {
 			      (SO_PASSPIDFD, Linux 6.5; else -1), the caller's */
 	int net_fd;      /* CLONE_NEWNET: our end of its init's socket channel
 			    (factory.h, SOCK_SEQPACKET, close-on-exec); else -1 */
+	int views_fd;    /* with views: the staging tmpfs (view.h), the caller's; else -1 */
+	int views_errno; /* the views could not be made (the child is reaped) */
 };
 
 /* Builds a replica's environment: ours, with LD_PRELOAD (allocator first),

@@ -106,6 +106,9 @@ struct replica {
 	size_t input_seen;         /* its in_off then: reading any restarts the clock */
 	double last_output;        /* when it last wrote to stdout or stderr */
 	double end_time;
+	struct changes *changes;   /* its views' changes (files.h); NULL: no views */
+	bool changes_read;         /* read once it ended */
+	bool changes_bad;          /* could not be read: it agrees with nobody */
 };
 
 struct stream {
@@ -188,6 +191,8 @@ struct sup {
 	struct net *net;           /* the TCP proxy (net/net.h); NULL unless --net private */
 	struct caps *caps;         /* the replicas' caps (caps.h, overcap.c) */
 	unsigned over_cap[2];      /* replicas killed over their task, memory cap */
+	struct files *files;       /* the file views (files/files.h) */
+	int files_winner;          /* slot + 1 whose changes the agreed status carries; 0: none */
 };
 
 /* supervisor.c */

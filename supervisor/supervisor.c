@@ -31,6 +31,7 @@
 
 #include "control.h"
 #include "exitcode.h"
+#include "files.h"
 #include "fencelog.h"
 #include "filter.h"
 #include "log.h"
@@ -102,10 +103,18 @@ static bool status_votes(const struct sup *S, const struct replica *r, unsigned 
 	return live == unready;
 }
 
+/* Two voters' results agree: the same exit status and the same changes
+ * to their files (files.h). */
+static bool same_result(const struct sup *S, const struct replica *a, const struct replica *b)
+{
+	(void)S;
+	return replica_status(a->wstatus) == replica_status(b->wstatus) && files_agree(a, b);
+}
+
 static bool same_status(const void *ctx, unsigned i, unsigned j)
 {
 	const struct sup *S = ctx;
-	return replica_status(S->r[i].wstatus) == replica_status(S->r[j].wstatus);
+	return same_result(S, &S->r[i], &S->r[j]);
 }
 
 /* The voters whose exit status the fewest others share (slot bits): in a
@@ -134,9 +143,10 @@ static bool voters_done(const struct sup *S)
 	return true;
 }
 
-/* The voters' exit statuses (codes[0..*n)), and the one a quorum of them
- * agrees on (true, *code), the most common if several could. */
-static bool status_quorum(const struct sup *S, int *code, int *codes, unsigned *n)
+/* The voters' results (exit status and files: same_result), their slots
+ * in slots[0..*n), and the one a quorum of them agrees on (true, *code and
+ * *winner, a slot that holds it), the most common if several could. */
+static bool status_quorum(const struct sup *S, int *code, unsigned *winner, unsigned *slots, unsigned *n)
 {
 	unsigned unready = 0;
 	*n = 0;
@@ -144,21 +154,23 @@ static bool status_quorum(const struct sup *S, int *code, int *codes, unsigned *
 		unready += S->r[i].live && S->r[i].stop_unready;
 	for (unsigned i = 0; i < S->nslots; i++)
 		if (status_votes(S, &S->r[i], unready))
-			codes[(*n)++] = replica_status(S->r[i].wstatus);
+			slots[(*n)++] = i;
 	unsigned quorum = sup_quorum(S);
 	int best = -1;
 	unsigned best_same = 0;
 	for (unsigned i = 0; i < *n; i++) {
 		unsigned same = 0;
 		for (unsigned j = 0; j < *n; j++)
-			same += codes[j] == codes[i];
+			same += same_result(S, &S->r[slots[j]], &S->r[slots[i]]);
 		if (same >= quorum && same > best_same) {
 			best = (int)i;
 			best_same = same;
 		}
 	}
-	if (best >= 0)
-		*code = codes[best];
+	if (best >= 0) {
+		*winner = slots[best];
+		*code = replica_status(S->r[*winner].wstatus);
+	}
 	return best >= 0;
 }
 
@@ -169,9 +181,9 @@ bool sup_vote_over(const struct sup *S)
 	for (int s = 0; s < NSTREAMS; s++)
 		if (!S->s[s].ended)
 			return false;
-	int code, codes[VOTER_MAX];
-	unsigned n;
-	return status_quorum(S, &code, codes, &n);
+	int code;
+	unsigned n, winner, slots[VOTER_MAX];
+	return status_quorum(S, &code, &winner, slots, &n);
 }
 
 /* Everything is over when every voter is reaped with no pipe open, the
@@ -192,13 +204,20 @@ void sup_check_done(struct sup *S)
 		if (!S->s[s].ended)
 			return; /* a replacement is to break a tie */
 	/* The exit status, voted among the replicas still in the vote. */
-	int codes[VOTER_MAX], code;
-	unsigned n, unready = 0;
+	int code;
+	unsigned n, winner, slots[VOTER_MAX], unready = 0;
 	for (unsigned i = 0; i < S->nslots; i++)
 		unready += S->r[i].live && S->r[i].stop_unready;
-	if (status_quorum(S, &code, codes, &n)) {
+	if (status_quorum(S, &code, &winner, slots, &n)) {
+		S->files_winner = (int)winner + 1;
 		for (unsigned j = 0; j < S->nslots; j++) {
 			struct replica *r = &S->r[j];
+			if (status_votes(S, r, unready) && replica_status(r->wstatus) == code &&
+			    !files_agree(r, &S->r[winner])) {
+				files_divergence(S, r, &S->r[winner]);
+				r->live = false;
+				continue;
+			}
 			if (status_votes(S, r, unready) && replica_status(r->wstatus) != code) {
 				char why[96];
 				snprintf(why, sizeof why, "exit status %d differs from the majority's %d",
@@ -216,8 +235,16 @@ void sup_check_done(struct sup *S)
 		sup_finish(S, code);
 		return;
 	}
-	if (S->k >= 3 && n > 0 && replace_wait(S, "no majority on the exit status", status_weakest(S, unready)))
+	if (S->k >= 3 && n > 0 && replace_wait(S, "no majority on the exit status and files", status_weakest(S, unready)))
 		return;
+	/* Where the statuses alone would agree, the files are what split them. */
+	for (unsigned i = 0; i + 1 < n; i++)
+		for (unsigned j = i + 1; j < n; j++)
+			if (replica_status(S->r[slots[i]].wstatus) == replica_status(S->r[slots[j]].wstatus) &&
+			    !files_agree(&S->r[slots[i]], &S->r[slots[j]])) {
+				files_divergence(S, &S->r[slots[j]], &S->r[slots[i]]);
+				i = j = n;
+			}
 	char list[256];
 	size_t o = 0;
 	list[0] = '\0';
@@ -619,6 +646,7 @@ int supervisor_run(const struct options *o)
 	if (o->replay == NULL)
 		S->notify = notify_new(S);
 	S->net = net_new(S);
+	files_init(S);
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
 		*r = (struct replica){ .index = i, .in_fd = -1, .status_fd = -1, .net_fd = -1, .out_fd = { -1, -1 },
@@ -662,6 +690,12 @@ int supervisor_run(const struct options *o)
 	if (S->virt != NULL)
 		virt_finish(S->virt);
 	S->exit_code = ci_finish(S, S->exit_code);
+	/* The files last: a replay --ci's search started saw the run's
+	 * starting state, as every replica did. */
+	if (S->files_winner > 0 && !files_commit(S, &S->r[S->files_winner - 1]) && S->exit_code == 0)
+		S->exit_code = EXIT_FILES_FAILED;
+	for (unsigned i = 0; i < S->nslots; i++)
+		files_release(&S->r[i]);
 	report_set_exit(S->report, S->exit_code, NULL);
 	report_input_log(S->report, inputlog_bytes(S->inlog), inputlog_retained_from(S->inlog),
 			 inputlog_complete(S->inlog) || (S->inlog != NULL && inputlog_bytes(S->inlog) == 0));

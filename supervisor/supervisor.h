@@ -36,6 +36,8 @@ struct options {
 	const char *control_path; /* the control socket (control.h), or NULL */
 	uint64_t max_tasks;       /* per replica (caps.h); 0: none; CAPS_DEFAULT: overcap.c's */
 	uint64_t max_memory;      /* bytes per replica, likewise */
+	int files;                /* enum files_mode (files.h) */
+	bool files_given;         /* --files was given */
 };
 
 /* --max-tasks and --max-memory not given: overcap.c's defaults. */

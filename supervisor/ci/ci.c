@@ -1,4 +1,5 @@
 /* ci.c — see ci.h. */
+#include "files.h"
 #include "ci.h"
 
 #include <errno.h>
@@ -114,6 +115,21 @@ struct ci *ci_new(struct sup *S)
 		if (mkdtemp(C->dir) == NULL)
 			fatal(EXIT_INTERNAL, "cannot make a directory for the replicas' traces in %s: %s",
 			      tmp && tmp[0] == '/' ? tmp : "/tmp", strerror(errno));
+		files_keep(C->dir);
+	}
+	/* A replay's trace file (--trace) is written by its replica. */
+	if (o->replay != NULL && o->replay->trace != NULL) {
+		char *dir = strdup(o->replay->trace);
+		if (dir == NULL)
+			fatal(EXIT_INTERNAL, "out of memory");
+		char *slash = strrchr(dir, '/');
+		if (slash == NULL)
+			files_keep(".");
+		else {
+			slash[slash == dir] = '\0';
+			files_keep(dir);
+		}
+		free(dir);
 	}
 	return C;
 }

@@ -1,4 +1,5 @@
 /* fencelog.c — see fencelog.h; the reports' parser is fenceparse.c. */
+#include "files.h"
 #include "fencelog.h"
 
 #include <errno.h>
@@ -87,6 +88,7 @@ struct fencelog *fencelog_new(struct report *rp)
 	if (mkdtemp(F->dir) == NULL)
 		fatal(EXIT_INTERNAL, "cannot make a directory for the replicas' fence reports (%s): %s", F->dir,
 		      strerror(errno));
+	files_keep(F->dir);
 	F->owner = getpid();
 	cleanup_of = F;
 	if (atexit(at_exit) != 0)

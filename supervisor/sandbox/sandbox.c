@@ -202,6 +202,11 @@ int sandbox_enter(unsigned long flags, uid_t uid, gid_t gid)
 		return errno;
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		return errno;
+	return 0;
+}
+
+int sandbox_enter_dev(unsigned long flags)
+{
 	return private_dev(flags & CLONE_NEWIPC);
 }
 

@@ -29,7 +29,8 @@
  *   interfaces), whose descriptor it hands the init, which joins it to make
  *   diehard's sockets there (factory.h).
  *
- * The file system stays shared. The init forwards the signals diehard
+ * The file system is viewed (files/view.h: each replica writes into
+ * copy-on-write views of its own, unless --files shared). The init forwards the signals diehard
  * sends it (and only those: a signal from inside the replica is dropped),
  * reaps orphans, makes TCP sockets in the replica's network for diehard on
  * request (factory.h), and when the program ends it hands diehard the
@@ -66,9 +67,12 @@ bool sandbox_program_user(unsigned long flags);
 
 /* In the cloned init (cloned with sandbox_init_flags), before anything
  * else: maps the user (when a user namespace was made) and gives the
- * mount namespace its own /proc, /dev/shm, /dev/mqueue and /dev/pts. 0, or
- * an errno. Async-signal-safe. */
+ * mount namespace its own /proc. 0, or an errno. Async-signal-safe. */
 int sandbox_enter(unsigned long init_flags, uid_t uid, gid_t gid);
+
+/* Next (after the file views, files/view.h, which rebuild the tree as
+ * root): its own /dev/shm, /dev/mqueue and /dev/pts. 0, or an errno. */
+int sandbox_enter_dev(unsigned long init_flags);
 
 /* In the init, after sandbox_enter, when the program makes its user
  * namespace (root): the kernel's settings that uid 0 may write by file

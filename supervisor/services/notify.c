@@ -23,6 +23,7 @@
  * pidfs gives each one an inode of its own). Anything else (a sibling, a
  * sender already reaped, one that cannot be told) is dropped and counted
  * (the report's notify_dropped; an event at most once a second). */
+#include "files.h"
 #include "notify.h"
 
 #include <dirent.h>
@@ -132,8 +133,10 @@ static void dir_make(void)
 			size_t n = i == 2 ? strcspn(c, ":") : strlen(c);
 			if (c[0] == '/' && n + sizeof tail <= sizeof D.path) {
 				snprintf(D.path, sizeof D.path, "%.*s/diehard-notify-XXXXXX", (int)n, c);
-				if (mkdtemp(D.path) != NULL)
+				if (mkdtemp(D.path) != NULL) {
+					files_keep(D.path);
 					return;
+				}
 				if (t < sizeof tried)
 					t += (size_t)snprintf(tried + t, sizeof tried - t, "%s%.*s: %s", t ? ", " : "", (int)n,
 							      c, strerror(errno));

@@ -1,0 +1,460 @@
+/* changes.c — see changes.h. Runs in diehard, after a replica ended: its
+ * staging tmpfs is reached only through the descriptor its init sent, and
+ * nothing in it runs any more, so the walk reads a still tree.
+ *
+ * Invariant of a list: entries in walk order (view by view, each
+ * directory's names sorted, a directory before its contents); the real
+ * path of each is its view's target joined with its path in the upper
+ * layer. */
+#include "changes.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define READ_CHUNK (1u << 20)
+
+static char *dup_or_die(const char *s)
+{
+	char *d = strdup(s);
+	if (d == NULL)
+		fatal(125, "out of memory");
+	return d;
+}
+
+static void *grow(void *p, size_t *cap, size_t n, size_t size)
+{
+	if (n < *cap)
+		return p;
+	size_t c = *cap ? *cap * 2 : 64;
+	void *q = realloc(p, c * size);
+	if (q == NULL)
+		fatal(125, "out of memory");
+	*cap = c;
+	return q;
+}
+
+struct changes *changes_open(int root)
+{
+	struct changes *ch = calloc(1, sizeof *ch);
+	if (ch == NULL)
+		return NULL;
+	ch->root = root;
+	int fd = openat(root, "manifest", O_RDONLY | O_CLOEXEC);
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (f == NULL) {
+		int err = errno;
+		if (fd >= 0)
+			close(fd);
+		free(ch);
+		errno = err;
+		return NULL;
+	}
+	char *line = NULL;
+	size_t cap = 0, tcap = 0, ucap = 0;
+	ssize_t len;
+	while ((len = getline(&line, &cap, f)) > 0) {
+		if (line[len - 1] == '\n')
+			line[--len] = '\0';
+		char *tab = strchr(line, '\t');
+		if (tab == NULL)
+			continue;
+		*tab = '\0';
+		if (line[0] == 'v') {
+			unsigned long n = strtoul(line + 1, NULL, 10);
+			if (n != ch->ntargets)
+				continue; /* views are numbered in order */
+			ch->targets = grow(ch->targets, &tcap, ch->ntargets, sizeof *ch->targets);
+			ch->targets[ch->ntargets++] = dup_or_die(tab + 1);
+		} else if (line[0] == '-') {
+			char *tab2 = strchr(tab + 1, '\t');
+			if (tab2 == NULL)
+				continue;
+			ch->un = grow(ch->un, &ucap, ch->nun, sizeof *ch->un);
+			ch->un[ch->nun++] = (struct unviewed){ dup_or_die(tab2 + 1), atoi(tab + 1) };
+		}
+	}
+	free(line);
+	fclose(f);
+	return ch;
+}
+
+void changes_free(struct changes *ch)
+{
+	if (ch == NULL)
+		return;
+	for (size_t i = 0; i < ch->n; i++) {
+		free(ch->c[i].path);
+		free(ch->c[i].upper);
+		free(ch->c[i].link);
+	}
+	free(ch->c);
+	for (size_t i = 0; i < ch->ntargets; i++)
+		free(ch->targets[i]);
+	free(ch->targets);
+	for (size_t i = 0; i < ch->nun; i++)
+		free(ch->un[i].path);
+	free(ch->un);
+	if (ch->root >= 0)
+		close(ch->root);
+	free(ch);
+}
+
+/* a + "/" + b, malloc'ed ("/" + b when a is "/"). */
+static char *path_join(const char *a, const char *b)
+{
+	char *p;
+	if (asprintf(&p, "%s%s%s", strcmp(a, "/") == 0 ? "" : a, "/", b) < 0)
+		fatal(125, "out of memory");
+	return p;
+}
+
+/* Opens a file of the upper layer for reading. Unprivileged, a mode
+ * without the owner's read bit keeps diehard (its owner) out: granted for
+ * the moment and put back. */
+static int open_upper(int dir, const char *name, mode_t mode, int flags)
+{
+	int fd = openat(dir, name, flags | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0 || errno != EACCES)
+		return fd;
+	if (fchmodat(dir, name, mode | 0500, 0) != 0)
+		return -1;
+	fd = openat(dir, name, flags | O_CLOEXEC | O_NOFOLLOW);
+	int err = errno;
+	(void)fchmodat(dir, name, mode, 0);
+	errno = err;
+	return fd;
+}
+
+/* The keyed digest of fd's bytes. 0, or an errno. */
+static int digest_fd(int fd, const struct digest_key *key, uint8_t out[DIGEST_BYTES], char *buf)
+{
+	struct digest d;
+	digest_init(&d, key);
+	for (;;) {
+		ssize_t r = read(fd, buf, READ_CHUNK);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return errno;
+		if (r == 0)
+			break;
+		digest_update(&d, buf, (size_t)r);
+	}
+	digest_final(&d, out);
+	return 0;
+}
+
+struct walk {
+	struct changes *ch;
+	const struct digest_key *key;
+	char *buf;
+	const char *where;
+	char *where_buf;
+};
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Whether the upper directory (dir, name) is opaque. */
+static bool opaque(int dir, const char *name)
+{
+	char proc[64], v[4];
+	int fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	bool yes = (getxattr(proc, "trusted.overlay.opaque", v, sizeof v) == 1 && v[0] == 'y') ||
+		   (getxattr(proc, "user.overlay.opaque", v, sizeof v) == 1 && v[0] == 'y');
+	close(fd);
+	return yes;
+}
+
+/* Whether the real file (st of the upper version) is the same as it: a
+ * copy-up of something unchanged. */
+static bool unchanged(struct walk *w, const struct change *c, const struct stat *up)
+{
+	struct stat real;
+	if (lstat(c->path, &real) != 0 || (real.st_mode & S_IFMT) != (up->st_mode & S_IFMT) ||
+	    (real.st_mode & 07777) != (up->st_mode & 07777) || real.st_uid != up->st_uid || real.st_gid != up->st_gid)
+		return false;
+	if (S_ISDIR(up->st_mode))
+		return true;
+	if (S_ISLNK(up->st_mode)) {
+		char t[4096];
+		ssize_t n = readlink(c->path, t, sizeof t - 1);
+		if (n < 0)
+			return false;
+		t[n] = '\0';
+		return strcmp(t, c->link) == 0;
+	}
+	if (!S_ISREG(up->st_mode) || real.st_size != up->st_size)
+		return false;
+	int fd = open(c->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return false;
+	uint8_t dg[DIGEST_BYTES];
+	int err = digest_fd(fd, w->key, dg, w->buf);
+	close(fd);
+	return err == 0 && memcmp(dg, c->digest, DIGEST_BYTES) == 0;
+}
+
+static int walk_dir(struct walk *w, int dir, const char *real, const char *upper, bool below_opaque);
+
+/* One name of an upper directory. */
+static int walk_entry(struct walk *w, int dir, const char *name, const char *real, const char *upper,
+		      bool below_opaque)
+{
+	struct stat st;
+	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return errno;
+	struct change c = { .path = path_join(real, name), .upper = path_join(upper, name), .mode = st.st_mode & 07777,
+			    .uid = st.st_uid, .gid = st.st_gid, .atime = st.st_atim, .mtime = st.st_mtim };
+	int err = 0;
+	bool keep = true;
+	switch (st.st_mode & S_IFMT) {
+	case S_IFCHR:
+		if (major(st.st_rdev) == 0 && minor(st.st_rdev) == 0) {
+			c.kind = CHANGE_GONE;
+			c.mode = 0;
+			c.uid = 0;
+			c.gid = 0;
+			break;
+		}
+		/* fall through */
+	case S_IFBLK:
+		c.kind = CHANGE_NODE;
+		c.rdev = st.st_rdev;
+		c.mode |= st.st_mode & S_IFMT;
+		break;
+	case S_IFIFO:
+		c.kind = CHANGE_FIFO;
+		break;
+	case S_IFSOCK:
+		keep = false; /* a bound socket's name: nothing to commit */
+		break;
+	case S_IFLNK: {
+		char t[4096];
+		ssize_t n = readlinkat(dir, name, t, sizeof t - 1);
+		if (n < 0) {
+			err = errno;
+			break;
+		}
+		t[n] = '\0';
+		c.kind = CHANGE_LINK;
+		c.link = dup_or_die(t);
+		keep = below_opaque || !unchanged(w, &c, &st);
+		break;
+	}
+	case S_IFREG: {
+		c.kind = CHANGE_FILE;
+		c.size = st.st_size;
+		int fd = open_upper(dir, name, c.mode, O_RDONLY);
+		if (fd < 0) {
+			err = errno;
+			break;
+		}
+		err = digest_fd(fd, w->key, c.digest, w->buf);
+		close(fd);
+		if (err == 0)
+			keep = below_opaque || !unchanged(w, &c, &st);
+		break;
+	}
+	case S_IFDIR: {
+		bool op = below_opaque || opaque(dir, name);
+		c.kind = op && !below_opaque ? CHANGE_OPAQUE : CHANGE_DIR;
+		keep = below_opaque || c.kind == CHANGE_OPAQUE || !unchanged(w, &c, &st);
+		if (keep) {
+			w->ch->c = grow(w->ch->c, &w->ch->cap, w->ch->n, sizeof *w->ch->c);
+			w->ch->c[w->ch->n++] = c;
+		}
+		int sub = open_upper(dir, name, c.mode, O_RDONLY | O_DIRECTORY);
+		if (sub < 0)
+			err = errno;
+		else
+			err = walk_dir(w, sub, c.path, c.upper, op);
+		if (err != 0 && w->where == NULL) {
+			free(w->where_buf);
+			w->where = w->where_buf = dup_or_die(c.path);
+		}
+		if (!keep) {
+			free(c.path);
+			free(c.upper);
+		}
+		return err;
+	}
+	default:
+		keep = false;
+	}
+	if (err != 0 && w->where == NULL) {
+		free(w->where_buf);
+		w->where = w->where_buf = dup_or_die(c.path);
+	}
+	if (err == 0 && keep) {
+		w->ch->c = grow(w->ch->c, &w->ch->cap, w->ch->n, sizeof *w->ch->c);
+		w->ch->c[w->ch->n++] = c;
+	} else {
+		free(c.path);
+		free(c.upper);
+		free(c.link);
+	}
+	return err;
+}
+
+/* Walks directory fd (taken), whose real path is real. */
+static int walk_dir(struct walk *w, int fd, const char *real, const char *upper, bool below_opaque)
+{
+	DIR *d = fdopendir(fd);
+	if (d == NULL) {
+		int err = errno;
+		close(fd);
+		return err;
+	}
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *e;
+	errno = 0;
+	while ((e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		names = grow(names, &cap, n, sizeof *names);
+		names[n++] = dup_or_die(e->d_name);
+	}
+	int err = errno;
+	if (n > 1)
+		qsort(names, n, sizeof *names, by_name);
+	for (size_t i = 0; i < n && err == 0; i++)
+		err = walk_entry(w, dirfd(d), names[i], real, upper, below_opaque);
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	closedir(d);
+	return err;
+}
+
+int changes_scan(struct changes *ch, const struct digest_key *key, const char **where)
+{
+	struct walk w = { .ch = ch, .key = key, .buf = malloc(READ_CHUNK) };
+	if (w.buf == NULL)
+		fatal(125, "out of memory");
+	int err = 0;
+	for (size_t v = 0; v < ch->ntargets && err == 0; v++) {
+		char upper[32];
+		snprintf(upper, sizeof upper, "v%zu/u", v);
+		int fd = openat(ch->root, upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0) {
+			err = errno;
+			w.where = ch->targets[v];
+			break;
+		}
+		err = walk_dir(&w, fd, ch->targets[v], upper, false);
+	}
+	free(w.buf);
+	static char last[4096];
+	if (err != 0 && where != NULL) {
+		snprintf(last, sizeof last, "%s", w.where != NULL ? w.where : "?");
+		*where = last;
+	}
+	free(w.where_buf);
+	return err;
+}
+
+static bool same_entry(const struct change *a, const struct change *b)
+{
+	return a->kind == b->kind && strcmp(a->path, b->path) == 0 && a->mode == b->mode && a->uid == b->uid &&
+	       a->gid == b->gid && a->size == b->size && a->rdev == b->rdev &&
+	       memcmp(a->digest, b->digest, DIGEST_BYTES) == 0 &&
+	       (a->link == NULL) == (b->link == NULL) && (a->link == NULL || strcmp(a->link, b->link) == 0);
+}
+
+bool changes_same(const struct changes *a, const struct changes *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++)
+		if (!same_entry(&a->c[i], &b->c[i]))
+			return false;
+	return true;
+}
+
+static const struct change *find(const struct changes *ch, const char *path)
+{
+	for (size_t i = 0; i < ch->n; i++)
+		if (strcmp(ch->c[i].path, path) == 0)
+			return &ch->c[i];
+	return NULL;
+}
+
+/* The first byte where two upper files differ (their common length when
+ * one is a prefix of the other). */
+static off_t first_byte(const struct changes *a, const struct change *ca, const struct changes *b,
+			const struct change *cb)
+{
+	int fa = openat(a->root, ca->upper, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fb = openat(b->root, cb->upper, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	off_t off = 0;
+	char x[65536], y[65536];
+	while (fa >= 0 && fb >= 0) {
+		ssize_t na = read(fa, x, sizeof x), nb = read(fb, y, sizeof y);
+		if (na <= 0 || nb <= 0)
+			break;
+		ssize_t m = na < nb ? na : nb, i = 0;
+		while (i < m && x[i] == y[i])
+			i++;
+		off += i;
+		if (i < m || na != nb)
+			break;
+	}
+	if (fa >= 0)
+		close(fa);
+	if (fb >= 0)
+		close(fb);
+	return off;
+}
+
+bool changes_diff(const struct changes *a, const struct changes *b, const char **path, off_t *offset,
+		  const char **what)
+{
+	*offset = 0;
+	size_t n = a->n > b->n ? a->n : b->n;
+	for (size_t i = 0; i < n; i++) {
+		const struct change *ca = i < a->n ? &a->c[i] : NULL, *cb = i < b->n ? &b->c[i] : NULL;
+		if (ca != NULL && cb != NULL && same_entry(ca, cb))
+			continue;
+		/* The first entry that differs: is it in the other list at all? */
+		const struct change *x = ca != NULL ? ca : cb;
+		const struct change *other = ca != NULL ? find(b, ca->path) : find(a, cb->path);
+		*path = x->path;
+		if (other == NULL) {
+			*what = ca != NULL ? "extra" : "missing";
+			return true;
+		}
+		const struct change *pa = ca != NULL ? ca : other, *pb = ca != NULL ? other : cb;
+		if (pa->kind != pb->kind)
+			*what = "type";
+		else if (pa->mode != pb->mode)
+			*what = "mode";
+		else if (pa->uid != pb->uid || pa->gid != pb->gid)
+			*what = "owner";
+		else if (pa->kind == CHANGE_LINK)
+			*what = "link";
+		else {
+			*what = "bytes";
+			if (pa->kind == CHANGE_FILE)
+				*offset = first_byte(a, pa, b, pb);
+		}
+		return true;
+	}
+	return false;
+}

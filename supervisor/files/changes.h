@@ -1,0 +1,84 @@
+/* changes.h — what one replica changed in its views (view.h), read from
+ * its staging tmpfs once it has ended.
+ *
+ * An overlay's upper layer holds every file the replica made or changed
+ * (whole: copy-up copies the file), every directory it made or changed
+ * (an opaque one, xattr overlay.opaque=y, replaces the one below), and
+ * a whiteout (a 0/0 character device) for every name it removed. The
+ * walk turns that into a list of changes in a fixed order (each view,
+ * then names sorted, parents before children), dropping what a copy-up
+ * brought up unchanged (same type, bytes, mode and owner as the real
+ * file below). Contents are compared by a keyed digest (digest.h), so a
+ * list holds no file bytes; modification times are kept, not compared
+ * (replicas write at different instants), and committed from the winner.
+ *
+ * Two replicas agree on their files when their lists are equal entry by
+ * entry. */
+#ifndef DIEHARD_CHANGES_H
+#define DIEHARD_CHANGES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "digest.h"
+
+enum change_kind {
+	CHANGE_FILE,   /* a regular file, new or changed */
+	CHANGE_DIR,    /* a directory, new or with a new mode or owner */
+	CHANGE_OPAQUE, /* a directory that replaces the one below, contents and all */
+	CHANGE_LINK,   /* a symbolic link */
+	CHANGE_GONE,   /* removed (a whiteout) */
+	CHANGE_FIFO,   /* a named pipe */
+	CHANGE_NODE,   /* a device node (committed as root only) */
+};
+
+struct change {
+	char *path;  /* the real path */
+	char *upper; /* where its new version is, relative to the staging root */
+	enum change_kind kind;
+	mode_t mode; /* permission bits (07777) */
+	uid_t uid;
+	gid_t gid;
+	off_t size;
+	dev_t rdev;
+	uint8_t digest[DIGEST_BYTES]; /* a file's bytes */
+	char *link;                   /* a link's target */
+	struct timespec atime, mtime;
+};
+
+/* What a replica could not view (the manifest's "-" lines). */
+struct unviewed {
+	char *path;
+	int err; /* EBUSY: a mount beneath it */
+};
+
+struct changes {
+	struct change *c;
+	size_t n, cap;
+	char **targets; /* each view's real directory, by number */
+	size_t ntargets;
+	struct unviewed *un;
+	size_t nun;
+	int root; /* the staging tmpfs (owned) */
+};
+
+/* Reads the manifest of the staging tmpfs at fd root (taken: closed by
+ * changes_free). NULL with errno on failure. */
+struct changes *changes_open(int root);
+/* Walks the upper layers into the list. 0, or an errno with *where the
+ * path that failed. */
+int changes_scan(struct changes *ch, const struct digest_key *key, const char **where);
+void changes_free(struct changes *ch);
+
+/* Whether a and b hold the same changes. */
+bool changes_same(const struct changes *a, const struct changes *b);
+/* Where a and b first differ: the real path and, for a file in both, the
+ * first byte that differs (else 0); *what says how ("bytes", "missing",
+ * "extra", "mode", "type", "owner", "link"). false when they agree. */
+bool changes_diff(const struct changes *a, const struct changes *b, const char **path, off_t *offset,
+		  const char **what);
+
+#endif

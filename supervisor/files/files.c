@@ -1,0 +1,247 @@
+/* files.c — see files.h: the supervisor's side of the file views. */
+#include "files.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "changes.h"
+#include "commit.h"
+#include "exitcode.h"
+#include "log.h"
+#include "report.h"
+#include "sandbox.h"
+#include "sup.h"
+#include "supervisor.h"
+#include "view.h"
+
+#include "ci.h"
+
+struct files {
+	bool private;          /* views are made */
+	struct view_plan plan;
+	char *cwd;
+	bool said_unviewed;
+	json_t *rep;           /* the report's "files" object */
+};
+
+static char *keep_dirs[VIEW_KEEP_MAX];
+static unsigned nkeep;
+
+void files_keep(const char *dir)
+{
+	if (dir == NULL || nkeep == VIEW_KEEP_MAX)
+		return;
+	char *d = realpath(dir, NULL);
+	if (d != NULL)
+		keep_dirs[nkeep++] = d;
+}
+
+static json_t *must(json_t *j)
+{
+	if (j == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	return j;
+}
+
+/* dir added to the plan's directories once, resolved (a symlinked $HOME
+ * is viewed where it really is). */
+static void add_dir(struct view_plan *p, unsigned *n, const char *dir)
+{
+	if (dir == NULL || dir[0] != '/' || *n + 1 >= VIEW_MAX)
+		return;
+	char *real = realpath(dir, NULL);
+	if (real == NULL)
+		return;
+	for (unsigned i = 0; i < *n; i++)
+		if (strcmp(p->dirs[i], real) == 0) {
+			free(real);
+			return;
+		}
+	p->dirs[(*n)++] = real;
+}
+
+void files_init(struct sup *S)
+{
+	struct files *F = calloc(1, sizeof *F);
+	if (F == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	S->files = F;
+	F->rep = must(json_object());
+	report_attach(S->report, "files", F->rep);
+	bool mount_ns = (S->ns_flags & CLONE_NEWNS) != 0;
+	F->private = S->o->files == FILES_PRIVATE && mount_ns;
+	const char *why = S->o->files == FILES_SHARED ? "--files shared" : !mount_ns ? "no mount namespace" : NULL;
+	json_object_set_new(F->rep, "mode", must(json_string(F->private ? "private" : "shared")));
+	if (why != NULL)
+		json_object_set_new(F->rep, "why_shared", must(json_string(why)));
+	if (!F->private) {
+		if (S->o->files_given && S->o->files == FILES_PRIVATE)
+			log_warn("files are shared by the replicas: %s (--sandbox off, or the kernel refused the namespaces)",
+				 why);
+		return;
+	}
+	F->cwd = getcwd(NULL, 0);
+	F->plan.cwd = F->cwd;
+	F->plan.whole = !(sandbox_init_flags(S->ns_flags) & CLONE_NEWUSER);
+	unsigned n = 0;
+	add_dir(&F->plan, &n, F->cwd);
+	add_dir(&F->plan, &n, getenv("HOME"));
+	add_dir(&F->plan, &n, getenv("TMPDIR"));
+	add_dir(&F->plan, &n, "/tmp");
+	add_dir(&F->plan, &n, "/var/tmp");
+	add_dir(&F->plan, &n, getenv("XDG_RUNTIME_DIR"));
+	add_dir(&F->plan, &n, getenv("STATE_DIRECTORY"));
+	add_dir(&F->plan, &n, getenv("CACHE_DIRECTORY"));
+	add_dir(&F->plan, &n, getenv("LOGS_DIRECTORY"));
+	F->plan.dirs[n] = NULL;
+	json_object_set_new(F->rep, "views", must(json_string(F->plan.whole ? "the whole tree" : "directories")));
+}
+
+const struct view_plan *files_plan(struct sup *S)
+{
+	struct files *F = S->files;
+	if (F == NULL || !F->private || !(S->ns_flags & CLONE_NEWNS))
+		return NULL;
+	/* diehard's directories made since (the notify sockets' comes with
+	 * the first replica's environment). */
+	for (unsigned i = 0; i < nkeep; i++)
+		F->plan.keep[i] = keep_dirs[i];
+	F->plan.keep[nkeep] = NULL;
+	return &F->plan;
+}
+
+char *const *files_env(struct sup *S)
+{
+	static char var[sizeof VIEW_DEVS_VAR + VIEW_DEVS_BYTES];
+	static char *list[2] = { var, NULL };
+	if (files_plan(S) == NULL)
+		return NULL;
+	if (var[0] == '\0') {
+		memcpy(var, VIEW_DEVS_VAR "=", sizeof VIEW_DEVS_VAR);
+		memset(var + sizeof VIEW_DEVS_VAR, '-', VIEW_DEVS_BYTES - 1);
+	}
+	return list;
+}
+
+bool files_refused(struct sup *S, int err)
+{
+	struct files *F = S->files;
+	if (S->o->files_given && S->o->files == FILES_PRIVATE)
+		return false;
+	log_warn("cannot give the replicas views of their own files (%s): they share the file system, and what they "
+		 "write happens once per replica (--files shared: this without the warning)", strerror(err));
+	F->private = false;
+	json_object_set_new(F->rep, "mode", must(json_string("shared")));
+	json_object_set_new(F->rep, "why_shared", must(json_string(strerror(err))));
+	return true;
+}
+
+static const char *unviewed_why(int err)
+{
+	return err == EBUSY ? "mounts beneath it" : err == EINVAL ? "its path has ',', ':' or '\\' in it" : strerror(err);
+}
+
+void files_started(struct sup *S, struct replica *r, int fd)
+{
+	struct files *F = S->files;
+	files_release(r);
+	if (fd < 0)
+		return;
+	r->changes = changes_open(fd);
+	if (r->changes == NULL) {
+		log_warn("cannot read replica %u's view manifest: %s", r->id, strerror(errno));
+		close(fd);
+		return;
+	}
+	if (F->said_unviewed)
+		return;
+	F->said_unviewed = true;
+	json_t *views = must(json_array()), *un = must(json_array());
+	for (size_t i = 0; i < r->changes->ntargets; i++)
+		json_array_append_new(views, must(json_string(r->changes->targets[i])));
+	json_object_set_new(F->rep, "viewed", views);
+	for (size_t i = 0; i < r->changes->nun; i++) {
+		const struct unviewed *u = &r->changes->un[i];
+		log_warn("no view of %s for the replicas (%s): %s", u->path, unviewed_why(u->err),
+			 F->plan.whole ? "shared by them" : "read-only in them");
+		json_array_append_new(un, json_pack("{s:s,s:s}", "path", u->path, "why", unviewed_why(u->err)));
+	}
+	json_object_set_new(F->rep, "unviewed", un);
+}
+
+void files_ended(struct sup *S, struct replica *r)
+{
+	if (r->changes == NULL || r->changes_read)
+		return;
+	const char *where = NULL;
+	int err = changes_scan(r->changes, &S->dkey, &where);
+	r->changes_read = true;
+	if (err != 0) {
+		/* Unreadable: it agrees with nobody. */
+		log_warn("cannot read replica %u's changes at %s: %s", r->id, where != NULL ? where : "?", strerror(err));
+		r->changes_bad = true;
+	}
+	log_event("replica %u changed %zu paths", r->id, r->changes->n);
+}
+
+void files_release(struct replica *r)
+{
+	changes_free(r->changes);
+	r->changes = NULL;
+	r->changes_read = false;
+	r->changes_bad = false;
+}
+
+bool files_agree(const struct replica *a, const struct replica *b)
+{
+	if (a->changes == NULL || b->changes == NULL)
+		return a->changes == NULL && b->changes == NULL;
+	if (a->changes_bad || b->changes_bad)
+		return false;
+	return changes_same(a->changes, b->changes);
+}
+
+void files_divergence(struct sup *S, struct replica *r, const struct replica *maj)
+{
+	const char *path = "?", *what = "unreadable";
+	off_t off = 0;
+	if (r->changes != NULL && maj->changes != NULL && !r->changes_bad)
+		(void)changes_diff(r->changes, maj->changes, &path, &off, &what);
+	log_event("divergence: replica %u's files differ from the majority's at %s (%s, byte %lld)", r->id, path, what,
+		  (long long)off);
+	json_t *list = json_object_get(S->files->rep, "divergences");
+	if (list == NULL) {
+		list = must(json_array());
+		json_object_set_new(S->files->rep, "divergences", list);
+	}
+	json_array_append_new(list, json_pack("{s:i,s:s,s:s,s:I}", "replica", (int)r->id, "path", path, "what", what,
+					       "offset", (json_int_t)off));
+	char mine[64];
+	snprintf(mine, sizeof mine, "%s", what);
+	ci_divergence(S, (int)r->id, "files", (size_t)off, mine, path);
+}
+
+bool files_commit(struct sup *S, const struct replica *winner)
+{
+	struct files *F = S->files;
+	if (F == NULL || winner == NULL || winner->changes == NULL || S->o->replay != NULL)
+		return true;
+	struct commit_result res;
+	commit_apply(winner->changes, &res);
+	json_t *list = must(json_array());
+	const size_t max_listed = 1000;
+	for (size_t i = 0; i < winner->changes->n && i < max_listed; i++)
+		json_array_append_new(list, must(json_string(winner->changes->c[i].path)));
+	json_object_set_new(F->rep, "committed",
+			    json_pack("{s:i,s:I,s:I,s:I,s:I,s:I,s:o}", "from_replica", (int)winner->id, "written",
+				      (json_int_t)res.written, "directories", (json_int_t)res.dirs, "removed",
+				      (json_int_t)res.removed, "failed", (json_int_t)res.failed, "bytes",
+				      (json_int_t)res.bytes, "paths", list));
+	log_event("files committed from replica %u: %zu written, %zu directories, %zu removed, %zu failed",
+		  winner->id, res.written, res.dirs, res.removed, res.failed);
+	return res.failed == 0;
+}

@@ -1,0 +1,61 @@
+/* files.h — every file effect once: the replicas' file systems as an
+ * effect voted and committed like their output.
+ *
+ * With --files private (the default) each sandboxed replica writes into
+ * views of its own (view.h); when it ends, its changes are read
+ * (changes.h) and become part of its result: two replicas agree only if
+ * their exit statuses and their changes do (supervisor.c's status vote),
+ * so a replica that wrote a wrong file is outvoted like one that printed
+ * a wrong line, and the report names the path and the byte. The winner's
+ * changes are then committed to the real file system once (commit.h),
+ * before diehard exits; a replay (diehard replay) commits nothing.
+ *
+ * With --files shared, or without a mount namespace (--sandbox off, or
+ * the kernel refused it), the replicas share the real file system, as
+ * before this module: said in the report (and in a line when --files
+ * private was asked for). */
+#ifndef DIEHARD_FILES_H
+#define DIEHARD_FILES_H
+
+#include <stdbool.h>
+
+struct sup;
+struct replica;
+struct view_plan;
+
+enum files_mode {
+	FILES_PRIVATE,
+	FILES_SHARED,
+};
+
+/* diehard's own directory dir, which replicas write by path (traces, fence
+ * logs, notify sockets): seen as the real one through every view. Called
+ * before the first replica starts. */
+void files_keep(const char *dir);
+
+/* The run's state, made once the sandbox is decided (S->ns_flags). */
+void files_init(struct sup *S);
+/* The views a new replica's init makes (spawn.h), or NULL: shared. */
+const struct view_plan *files_plan(struct sup *S);
+/* The variables a replica with views gets (its init fills them in:
+ * view.h's VIEW_DEVS_VAR), or NULL. */
+char *const *files_env(struct sup *S);
+/* The kernel refused a replica's views (err): the rest of the run shares
+ * the file system, said once. false when --files private was asked for
+ * explicitly (the run cannot go on). */
+bool files_refused(struct sup *S, int err);
+/* Replica r started with its staging tmpfs at fd (-1: no views). */
+void files_started(struct sup *S, struct replica *r, int fd);
+/* r ended: its changes are read. */
+void files_ended(struct sup *S, struct replica *r);
+/* r's slot is reused or the run ends: its views go. */
+void files_release(struct replica *r);
+/* Whether a and b, both ended, agree on their files. */
+bool files_agree(const struct replica *a, const struct replica *b);
+/* r's files differ from the majority's (maj): reported, with the path. */
+void files_divergence(struct sup *S, struct replica *r, const struct replica *maj);
+/* Commits winner's changes (the run's exit status was agreed with them).
+ * false when a path could not be committed (said). */
+bool files_commit(struct sup *S, const struct replica *winner);
+
+#endif

@@ -1,0 +1,64 @@
+/* view.h — each replica's own view of the file system (the init's side).
+ *
+ * In a sandboxed replica's init, between its /proc and its private /dev
+ * (spawn.c), the directories a replica may write become copy-on-write
+ * overlays whose upper layers live in a tmpfs of the replica's own (the
+ * staging tmpfs): what the program writes lands there, the real file
+ * system stays as it was when the run started, and diehard, which gets
+ * the staging tmpfs's descriptor, compares and commits the replicas'
+ * changes at the end (changes.h, commit.h).
+ *
+ * - As root, the whole tree: a new root is built in the staging tmpfs, an
+ *   overlay of every writable disk file system (ext4, xfs, tmpfs...; /
+ *   first), every other visible mount bound as it is (/proc, /sys, /dev,
+ *   read-only ones), then pivot_root into it. The staging tmpfs stays
+ *   behind with the old root, detached: the program cannot reach it.
+ * - Unprivileged (in a user namespace of the user's): overlays can only be
+ *   made over directories with no mounts beneath them, so the listed
+ *   directories (cwd, $HOME, $TMPDIR, /tmp, /var/tmp, $XDG_RUNTIME_DIR)
+ *   get one each, in place, and every other writable disk mount is made
+ *   read-only: a write outside the views fails (EROFS) rather than reach
+ *   the host unvoted. The staging tmpfs is unmounted (detached) once the
+ *   overlays hold it.
+ * - diehard's own directories that replicas write by path (kept: --ci's
+ *   traces, fence logs, the notify sockets' directory) are bound over the
+ *   view as the real ones.
+ *
+ * The staging tmpfs holds, at its root, `manifest`: one line per view,
+ * "v<N>\t<target>\n" (upper layer v<N>/u), then one per directory that
+ * could have none, "-\t<errno>\t<target>\n". Written here before the
+ * program runs, unreachable by it, so diehard trusts it.
+ *
+ * Async-signal-safe: runs in a clone of diehard, no allocation (a buffer
+ * mmap'ed for /proc/self/mountinfo), no stdio. */
+#ifndef DIEHARD_VIEW_H
+#define DIEHARD_VIEW_H
+
+#include <stdbool.h>
+
+#define VIEW_MAX 32     /* views per replica */
+#define VIEW_DEVS_VAR "DIEHARD_VIEWDEVS"
+#define VIEW_DEVS_BYTES 3584 /* its value's room: (3 * VIEW_MAX + 1) pairs */
+#define VIEW_DEV_BASE 0xd1e00ull /* canonical devices: makedev(0, BASE + 4 * view (+1: its lower
+				    layer's files, +2: its upper layer's)), the staging tmpfs's BASE - 1 */
+#define VIEW_KEEP_MAX 8 /* diehard's own directories bound through */
+
+struct view_plan {
+	bool whole;                     /* root: the whole tree (else the dirs) */
+	const char *dirs[VIEW_MAX];     /* unprivileged: directories to view, NULL-ended */
+	const char *keep[VIEW_KEEP_MAX + 1]; /* real directories bound over the views, NULL-ended */
+	const char *cwd;                /* diehard's working directory: the program's, re-entered */
+};
+
+/* In the init, in its own mount namespace (slave of the host's, its /proc
+ * mounted): makes the views. *staging: an O_RDONLY descriptor of the
+ * staging tmpfs's root (the caller's, to pass to diehard). 0, or an errno
+ * (*step then names what failed, for the message). */
+int view_enter(const struct view_plan *p, int *staging, const char **step);
+
+/* In the program, forked by that init, before exec: the placeholder value
+ * of VIEW_DEVS_VAR in envp (files.h) becomes the views' devices and the
+ * numbers libdiehard shows for them (allocator/viewstat.h). */
+void view_fill_env(char **envp);
+
+#endif
