@@ -46,10 +46,13 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/uio.h>
+#include <utime.h>
 #include <unistd.h>
 
 #include "clocks.h"
+#include "viewstat.h"
 #include "exec.h"
 #include "archipelago.h"
 
@@ -68,6 +71,7 @@ extern int __connect(int, const struct sockaddr *, socklen_t);
 extern int __poll(struct pollfd *, nfds_t, int);
 extern int __open64(const char *, int, ...);
 extern int __fstat64(int, struct stat *);
+
 extern FILE *_IO_fopen(const char *, const char *);
 extern FILE *_IO_fdopen(int, const char *);
 
@@ -287,31 +291,137 @@ EXPORT DIR *opendir(const char *path)
 	return d;
 }
 
+/* A result on a file view shows what every replica sees (viewstat.h):
+ * the file at (dir, path, flags), or the descriptor dir when path is NULL. */
+static inline int fixed(int rc, struct stat *st, int dir, const char *path, int flags)
+{
+	if (__builtin_expect(viewstat_on, 0) && rc == 0)
+		viewstat_fix(st, dir, path, flags);
+	return rc;
+}
+
 EXPORT int stat(const char *restrict path, struct stat *restrict st)
 {
 	str(path);
 	buf(st, sizeof *st);
-	return (int)syscall(SYS_newfstatat, AT_FDCWD, path, st, 0);
+	return fixed((int)syscall(SYS_newfstatat, AT_FDCWD, path, st, 0), st, AT_FDCWD, path, 0);
 }
 
 EXPORT int lstat(const char *restrict path, struct stat *restrict st)
 {
 	str(path);
 	buf(st, sizeof *st);
-	return (int)syscall(SYS_newfstatat, AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW);
+	return fixed((int)syscall(SYS_newfstatat, AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW), st, AT_FDCWD, path,
+		     AT_SYMLINK_NOFOLLOW);
 }
 
 EXPORT int fstatat(int dir, const char *restrict path, struct stat *restrict st, int flags)
 {
 	str(path);
 	buf(st, sizeof *st);
-	return (int)syscall(SYS_newfstatat, dir, path, st, flags);
+	return fixed((int)syscall(SYS_newfstatat, dir, path, st, flags), st, dir, path, flags);
 }
 
 EXPORT int fstat(int fd, struct stat *st)
 {
 	buf(st, sizeof *st);
-	return __fstat64(fd, st);
+	return fixed(__fstat64(fd, st), st, fd, NULL, 0);
+}
+
+/* The ...64 names: struct stat64 is struct stat on x86-64. */
+EXPORT int stat64(const char *restrict path, struct stat64 *restrict st)
+{
+	return stat(path, (struct stat *)st);
+}
+
+EXPORT int lstat64(const char *restrict path, struct stat64 *restrict st)
+{
+	return lstat(path, (struct stat *)st);
+}
+
+EXPORT int fstatat64(int dir, const char *restrict path, struct stat64 *restrict st, int flags)
+{
+	return fstatat(dir, path, (struct stat *)st, flags);
+}
+
+EXPORT int fstat64(int fd, struct stat64 *st)
+{
+	return fstat(fd, (struct stat *)st);
+}
+
+/* glibc's older entry points (programs built before 2.33 call these);
+ * on x86-64 the kernel's struct stat is the program's, whatever ver. */
+EXPORT int __xstat(int ver, const char *path, struct stat *st)
+{
+	(void)ver;
+	return stat(path, st);
+}
+
+EXPORT int __lxstat(int ver, const char *path, struct stat *st)
+{
+	(void)ver;
+	return lstat(path, st);
+}
+
+EXPORT int __fxstat(int ver, int fd, struct stat *st)
+{
+	(void)ver;
+	return fstat(fd, st);
+}
+
+EXPORT int __fxstatat(int ver, int dir, const char *path, struct stat *st, int flags)
+{
+	(void)ver;
+	return fstatat(dir, path, st, flags);
+}
+
+int __xstat64(int, const char *, struct stat *) SAME_AS(__xstat);
+int __lxstat64(int, const char *, struct stat *) SAME_AS(__lxstat);
+int __fxstat64(int, int, struct stat *) SAME_AS(__fxstat);
+int __fxstatat64(int, int, const char *, struct stat *, int) SAME_AS(__fxstatat);
+
+EXPORT int statx(int dir, const char *restrict path, int flags, unsigned mask, struct statx *restrict stx)
+{
+	str(path);
+	buf(stx, sizeof *stx);
+	int rc = (int)syscall(SYS_statx, dir, path, flags, mask, stx);
+	if (__builtin_expect(viewstat_on, 0) && rc == 0)
+		viewstat_fix_statx(stx, dir, path, flags);
+	return rc;
+}
+
+EXPORT int utimensat(int dir, const char *path, const struct timespec times[2], int flags)
+{
+	struct timespec out[2];
+	str(path);
+	return (int)syscall(SYS_utimensat, dir, path, viewstat_times(times, out), flags);
+}
+
+EXPORT int futimens(int fd, const struct timespec times[2])
+{
+	struct timespec out[2];
+	return (int)syscall(SYS_utimensat, fd, NULL, viewstat_times(times, out), 0);
+}
+
+EXPORT int utimes(const char *path, const struct timeval tv[2])
+{
+	struct timespec ts[2], out[2];
+	if (tv != NULL)
+		for (int i = 0; i < 2; i++)
+			ts[i] = (struct timespec){ tv[i].tv_sec, tv[i].tv_usec * 1000 };
+	str(path);
+	return (int)syscall(SYS_utimensat, AT_FDCWD, path, viewstat_times(tv != NULL ? ts : NULL, out), 0);
+}
+
+EXPORT int utime(const char *path, const struct utimbuf *b)
+{
+	struct timespec ts[2], out[2];
+	if (b != NULL) {
+		ts[0] = (struct timespec){ b->actime, 0 };
+		ts[1] = (struct timespec){ b->modtime, 0 };
+	}
+	str(path);
+	return (int)syscall(SYS_utimensat, AT_FDCWD, path, viewstat_times(b != NULL ? ts : NULL, out), 0);
 }
 
 EXPORT int access(const char *path, int how)

@@ -24,6 +24,7 @@
 #include "archipelago.h"
 #include "cache.h"
 #include "clocks.h"
+#include "viewstat.h"
 #include "corrupt.h"
 #include "fence.h"
 #include "exec.h"
@@ -136,6 +137,7 @@ bool diehard_start(void)
 			corrupt_start(corrupt, diehard.heap);
 		keyed_start();
 		clocks_start();
+		viewstat_start();
 		if (diehard.cfg.fence.on && !fence_start(&diehard.cfg.fence)) {
 			struct msg m = { .len = 0 };
 			msg_str(&m, "diehard: fence: cannot reserve the fence region or install its handler; fence mode is off");
