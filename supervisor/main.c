@@ -92,6 +92,9 @@ static const char usage[] =
 	"                        agrees on (with its exit status) are committed once at\n"
 	"                        the end, each file atomically (docs/FILES.md); shared:\n"
 	"                        the replicas write the real files, each of them\n"
+	"      --share DIR       with --files private, DIR (and what is in it) is the real\n"
+	"                        directory in every replica, not viewed: each replica\n"
+	"                        writes it (locks, FIFOs, sockets shared with the world)\n"
 	"      --no-virtualize   let each replica read its own clocks and random bytes\n"
 	"                        (by default they all see the same: docs/NONDETERMINISM.md)\n"
 	"      --no-fast-clocks  every virtualized clock read asks diehard (no shared\n"
@@ -338,7 +341,7 @@ int main(int argc, char **argv)
 {
 	reserve_std_fds();
 	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_NO_FAST_CLOCKS, OPT_RESPAWNS, OPT_NO_RESPAWN,
-	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_NET, OPT_FILES, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL,
+	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_NET, OPT_FILES, OPT_SHARE, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL,
 	       OPT_CONN_LOG, OPT_MAX_TASKS, OPT_MAX_MEMORY };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
@@ -358,6 +361,7 @@ int main(int argc, char **argv)
 		{ "sandbox", required_argument, NULL, OPT_SANDBOX },
 		{ "net", required_argument, NULL, OPT_NET },
 		{ "files", required_argument, NULL, OPT_FILES },
+		{ "share", required_argument, NULL, OPT_SHARE },
 		{ "ci", no_argument, NULL, OPT_CI },
 		{ "record", required_argument, NULL, OPT_RECORD },
 		{ "stop-timeout", required_argument, NULL, OPT_STOP_TIMEOUT },
@@ -464,6 +468,15 @@ int main(int argc, char **argv)
 				bad_usage("--files must be private or shared, not '%s'", optarg);
 			o.files_given = true;
 			break;
+		case OPT_SHARE: {
+			struct stat st;
+			if (stat(optarg, &st) != 0 || !S_ISDIR(st.st_mode))
+				bad_usage("--share needs an existing directory, not '%s'", optarg);
+			if (o.nshare == sizeof o.share / sizeof o.share[0])
+				bad_usage("--share: at most 8 directories ('%s' is one more)", optarg);
+			o.share[o.nshare++] = optarg;
+			break;
+		}
 		case OPT_NET:
 			if (strcmp(optarg, "private") == 0)
 				o.net = NET_PRIVATE;

@@ -238,13 +238,23 @@ void sup_check_done(struct sup *S)
 	if (S->k >= 3 && n > 0 && replace_wait(S, "no majority on the exit status and files", status_weakest(S, unready)))
 		return;
 	/* Where the statuses alone would agree, the files are what split them. */
+	bool files_split = false, statuses_split = false;
 	for (unsigned i = 0; i + 1 < n; i++)
-		for (unsigned j = i + 1; j < n; j++)
-			if (replica_status(S->r[slots[i]].wstatus) == replica_status(S->r[slots[j]].wstatus) &&
-			    !files_agree(&S->r[slots[i]], &S->r[slots[j]])) {
+		for (unsigned j = i + 1; j < n; j++) {
+			bool same = replica_status(S->r[slots[i]].wstatus) == replica_status(S->r[slots[j]].wstatus);
+			statuses_split |= !same;
+			if (same && !files_split && !files_agree(&S->r[slots[i]], &S->r[slots[j]])) {
 				files_divergence(S, &S->r[slots[j]], &S->r[slots[i]]);
-				i = j = n;
+				files_split = true;
 			}
+		}
+	if (files_split && !statuses_split) {
+		log_warn("no majority on the files the replicas wrote (their exit status, %d, agrees): nothing is committed",
+			 replica_status(S->r[slots[0]].wstatus));
+		report_no_quorum(S->report, "files", 0, "the files written disagree", "");
+		sup_finish(S, EXIT_NO_QUORUM);
+		return;
+	}
 	char list[256];
 	size_t o = 0;
 	list[0] = '\0';

@@ -38,6 +38,8 @@ struct options {
 	uint64_t max_memory;      /* bytes per replica, likewise */
 	int files;                /* enum files_mode (files.h) */
 	bool files_given;         /* --files was given */
+	const char *share[8];     /* --share DIR: real in every replica (files.h) */
+	unsigned nshare;
 };
 
 /* --max-tasks and --max-memory not given: overcap.c's defaults. */

@@ -33,9 +33,9 @@ run_as() {
 	local who=$1
 	shift
 	if [[ $who == nobody ]]; then
-		as_nobody timeout "$SUP_TIMEOUT" "$DIEHARD" "$@"
+		as_nobody timeout "$SUP_TIMEOUT" "$DIEHARD" --share "$W" "$@"
 	else
-		timeout "$SUP_TIMEOUT" "$DIEHARD" "$@"
+		timeout "$SUP_TIMEOUT" "$DIEHARD" --share "$W" "$@"
 	fi
 }
 
@@ -119,7 +119,7 @@ scribble() {
 # page would never end).
 term_while_scribbling() {
 	local who=$1 mode=$2 lock=$W/term-$1-$2 pid start elapsed
-	local cmd=("$DIEHARD" -k 3 --no-respawn "$PROGS/abuse_clock" scribble "$mode" 1000000000 1000000000 "$lock")
+	local cmd=("$DIEHARD" --share "$W" -k 3 --no-respawn "$PROGS/abuse_clock" scribble "$mode" 1000000000 1000000000 "$lock")
 	if [[ $who == nobody ]]; then
 		# setpriv itself (as_nobody is a function: in the background it
 		# would be a subshell's child), so that $! is diehard's pid.

@@ -76,7 +76,7 @@ attack() {
 		pre+=(unshare -Ur sh -c 'echo 0 >/proc/sys/user/max_pid_namespaces && exec "$@"' sh)
 		sandbox=(--sandbox auto)
 	fi
-	capture "$RUN" "${pre[@]}" timeout 60 "$DIEHARD" -v -k 3 "${sandbox[@]}" ${EXTRA[@]+"${EXTRA[@]}"} -r "$RUN.json" \
+	capture "$RUN" "${pre[@]}" timeout 60 "$DIEHARD" --share "$W" -v -k 3 "${sandbox[@]}" ${EXTRA[@]+"${EXTRA[@]}"} -r "$RUN.json" \
 		"$PROGS/abuse_entry" --lock "$RUN.lock" --log "$RUN.log" "$entry" "$what" "$target"
 }
 
@@ -276,7 +276,7 @@ hello32() {
 refused_32() {
 	local pre=()
 	[[ $1 == nobody ]] && pre=(as_nobody)
-	capture "$T/run" "${pre[@]}" timeout 60 "$DIEHARD" -k 3 "$2"
+	capture "$T/run" "${pre[@]}" timeout 60 "$DIEHARD" --share "$W" -k 3 "$2"
 	[[ $(<"$T/run.rc") == 126 && ! -s $T/run.out ]] ||
 		problem "$1 $2: exit $(<"$T/run.rc") (126 expected), stdout '$(cat "$T/run.out")'" "$(cat "$T/run.err")"
 	[[ $(cat "$T/run.err") == "$3" ]] || problem "$1 $2: stderr:" "$(cat "$T/run.err")" "expected:" "$3"
@@ -308,7 +308,7 @@ refused_32() {
 			pre=(as_nobody)
 		fi
 		for mode in on off; do
-			capture "$T/run" "${pre[@]}" timeout 60 "$DIEHARD" -k 3 --sandbox "$mode" -r "$W/r.json" \
+			capture "$T/run" "${pre[@]}" timeout 60 "$DIEHARD" --share "$W" -k 3 --sandbox "$mode" -r "$W/r.json" \
 				sh -c '"$0" 2>/dev/null; echo "status $?"' "$W/hello32"
 			[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == "status 159" ]] ||
 				problem "$user $mode: exit $(<"$T/run.rc"), stdout '$(cat "$T/run.out")' (status 159: SIGSYS)" "$(cat "$T/run.err")"
@@ -378,7 +378,7 @@ in_pane() {
 # refused (EPERM, none DONE), diehard lives and commits "done" from all.
 owner() {
 	local who=$1 sandbox=$2 target=$3 lock=$W/owner-$1-$2
-	local run=(timeout 60 "$DIEHARD" -k 3 --sandbox "$sandbox" sh -c 'exec "$0" "${1:-$PPID}" "$2"'
+	local run=(timeout 60 "$DIEHARD" --share "$W" -k 3 --sandbox "$sandbox" sh -c 'exec "$0" "${1:-$PPID}" "$2"'
 		"$PROGS/abuse_owner" "$([[ $target == ppid ]] || echo "$target")" "$lock")
 	if [[ $who == nobody ]]; then
 		capture "$T/own" as_nobody "${run[@]}"
@@ -402,11 +402,11 @@ owner() {
 	# Sandboxed, the replica names only its own namespace's processes (the
 	# owner rows then do not reach diehard: pid 1 is its init); userfaultfd
 	# is refused all the same.
-	capture "$T/u" timeout 60 "$DIEHARD" -k 3 --sandbox on "$PROGS/abuse_owner" 1 "$W/uffd-root"
+	capture "$T/u" timeout 60 "$DIEHARD" --share "$W" -k 3 --sandbox on "$PROGS/abuse_owner" 1 "$W/uffd-root"
 	[[ $(<"$T/u.rc") == 0 ]] || fail "exit $(<"$T/u.rc")" "$(cat "$T/u.err")"
 	grep -qx 'userfaultfd: EPERM' "$W/uffd-root/log" || fail "log: $(cat "$W/uffd-root/log")"
 	require_nobody
-	capture "$T/u" as_nobody timeout 60 "$DIEHARD" -k 3 --sandbox on "$PROGS/abuse_owner" 1 "$W/uffd-nobody"
+	capture "$T/u" as_nobody timeout 60 "$DIEHARD" --share "$W" -k 3 --sandbox on "$PROGS/abuse_owner" 1 "$W/uffd-nobody"
 	[[ $(<"$T/u.rc") == 0 ]] || fail "exit $(<"$T/u.rc")" "$(cat "$T/u.err")"
 	grep -qx 'userfaultfd: EPERM' "$W/uffd-nobody/log" || fail "log: $(cat "$W/uffd-nobody/log")"
 }

@@ -48,7 +48,7 @@ dh_bg() {
 	local out=$1
 	shift
 	rm -f "$W/dh.pid"
-	start_bg "$out" "${RUNNER[@]}" timeout "$SUP_TIMEOUT" sh -c 'echo $$ >"$0"; exec "$@"' "$W/dh.pid" "$DIEHARD" "$@"
+	start_bg "$out" "${RUNNER[@]}" timeout "$SUP_TIMEOUT" sh -c 'echo $$ >"$0"; exec "$@"' "$W/dh.pid" "$DIEHARD" --share "$W" "$@"
 	wait_until 10 test -s "$W/dh.pid" || fail "diehard did not start"
 	DH_PID=$(<"$W/dh.pid")
 }
@@ -69,7 +69,7 @@ runner_for() {
 # require_cgroup_caps: as root, the caps here are cgroups (v1 or v2): the
 # pids and memory controllers are there to write to.
 require_cgroup_caps() {
-	"$DIEHARD" -k 1 -r "$T/probe.json" true >/dev/null 2>&1 || fail "diehard -k 1 true failed"
+	"$DIEHARD" --share "$W" -k 1 -r "$T/probe.json" true >/dev/null 2>&1 || fail "diehard -k 1 true failed"
 	jq -e '.caps.tasks.mechanism | test("^cgroup v[12]$")' "$T/probe.json" >/dev/null &&
 		jq -e '.caps.memory.mechanism | test("^cgroup v[12]$")' "$T/probe.json" >/dev/null ||
 		skip "no writable cgroup for the caps here: $(jq -c .caps "$T/probe.json")"
@@ -79,7 +79,7 @@ require_cgroup_caps() {
 # user namespaces.
 require_userns_for() {
 	[[ $1 == off ]] && return 0
-	as_nobody "$DIEHARD" -k 1 --sandbox on true 2>/dev/null || skip "no unprivileged user namespaces here"
+	as_nobody "$DIEHARD" --share "$W" -k 1 --sandbox on true 2>/dev/null || skip "no unprivileged user namespaces here"
 }
 
 # cgroup_dirs PID: the cgroup directories diehard PID made (none once it
@@ -200,7 +200,7 @@ fork_bomb_nproc() {
 
 @test "nobody, --sandbox off: no task cap (RLIMIT_NPROC would count every process of the user): said always when asked for, in the report, and nothing is limited" {
 	runner_for nobody
-	capture "$T/run" "${RUNNER[@]}" timeout 60 "$DIEHARD" -k 3 --sandbox off --max-tasks 64 -r "$W/r.json" "$B" tasks 100 "$W"
+	capture "$T/run" "${RUNNER[@]}" timeout 60 "$DIEHARD" --share "$W" -k 3 --sandbox off --max-tasks 64 -r "$W/r.json" "$B" tasks 100 "$W"
 	cp "$W/r.json" "$T/r.json"
 	[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == "started 100" ]] ||
 		fail "exit $(<"$T/run.rc"), output '$(cat "$T/run.out")'" "$(cat "$T/run.err")"
@@ -210,7 +210,7 @@ fork_bomb_nproc() {
 	jq -e '.caps.tasks.mechanism == "none" and .caps.tasks.limit == 64 and (.caps.tasks.how | test("every process of the user"))
 		and .caps.memory.mechanism == "rlimit"' "$T/r.json" >/dev/null || fail "report: $(jq -c .caps "$T/r.json")"
 	# The default (not asked for): said with -v only.
-	capture "$T/dflt" "${RUNNER[@]}" timeout 60 "$DIEHARD" -k 1 --sandbox off true
+	capture "$T/dflt" "${RUNNER[@]}" timeout 60 "$DIEHARD" --share "$W" -k 1 --sandbox off true
 	[[ $(<"$T/dflt.rc") == 0 && ! -s $T/dflt.err ]] || fail "the default cap warned:" "$(cat "$T/dflt.err")"
 }
 
@@ -299,14 +299,14 @@ memory_hog_rlimit() {
 	require_userns_for on
 	local sb
 	for sb in on off; do
-		capture "$T/m" as_nobody timeout 60 "$DIEHARD" -k 3 --sandbox "$sb" --max-memory 64M -r "$W/m.json" "$B" memory 400 "$W"
+		capture "$T/m" as_nobody timeout 60 "$DIEHARD" --share "$W" -k 3 --sandbox "$sb" --max-memory 64M -r "$W/m.json" "$B" memory 400 "$W"
 		cp "$W/m.json" "$T/m.json"
 		[[ $(<"$T/m.rc") == 1 && ! -s $T/m.out && $(<"$T/m.err") == "abuse_bomb: out of memory" ]] ||
 			fail "memory, --sandbox $sb: exit $(<"$T/m.rc")" "$(cat "$T/m.out" "$T/m.err")"
 		jq -e '.exit_code == 1 and all(.replicas[]; .status == 1 and (has("killed") | not))' "$T/m.json" >/dev/null ||
 			fail "memory, --sandbox $sb: report: $(jq -c '[.replicas[] | {status, killed}]' "$T/m.json")"
 	done
-	capture "$T/t" as_nobody timeout 60 "$DIEHARD" -k 3 --sandbox on --max-tasks 64 "$B" tasks 200 "$W"
+	capture "$T/t" as_nobody timeout 60 "$DIEHARD" --share "$W" -k 3 --sandbox on --max-tasks 64 "$B" tasks 200 "$W"
 	[[ $(<"$T/t.rc") == 1 && ! -s $T/t.out && $(<"$T/t.err") == "abuse_bomb: fork: Resource temporarily unavailable" ]] ||
 		fail "tasks: exit $(<"$T/t.rc")" "$(cat "$T/t.out" "$T/t.err")"
 }
@@ -407,18 +407,18 @@ memory_hog_rlimit() {
 	for who in root nobody; do
 		[[ $who == nobody && $(id -u) != 0 ]] && continue
 		runner_for "$who"
-		capture "$T/py" "${RUNNER[@]}" timeout 60 "$DIEHARD" -k 3 "$py" -c 'import json; d = {str(i): [i] * 5 for i in range(100000)}; print(len(json.dumps(d)))'
+		capture "$T/py" "${RUNNER[@]}" timeout 60 "$DIEHARD" --share "$W" -k 3 "$py" -c 'import json; d = {str(i): [i] * 5 for i in range(100000)}; print(len(json.dumps(d)))'
 		[[ $(<"$T/py.rc") == 0 && $(<"$T/py.out") == "$("$py" -c 'import json; d = {str(i): [i] * 5 for i in range(100000)}; print(len(json.dumps(d)))')" ]] ||
 			fail "$who: python3: exit $(<"$T/py.rc")" "$(cat "$T/py.err")"
-		capture "$T/sort" "${RUNNER[@]}" timeout 60 "$DIEHARD" -k 3 sort -n "$W/in"
+		capture "$T/sort" "${RUNNER[@]}" timeout 60 "$DIEHARD" --share "$W" -k 3 sort -n "$W/in"
 		[[ $(<"$T/sort.rc") == 0 ]] && same_bytes <(seq 1 100000) "$T/sort.out" "$who: sort" ||
 			fail "$who: sort: exit $(<"$T/sort.rc")" "$(cat "$T/sort.err")"
 		if command -v java >/dev/null; then
-			capture "$T/java" "${RUNNER[@]}" timeout 120 "$DIEHARD" -k 3 java -XX:-UsePerfData -version
+			capture "$T/java" "${RUNNER[@]}" timeout 120 "$DIEHARD" --share "$W" -k 3 java -XX:-UsePerfData -version
 			[[ $(<"$T/java.rc") == 0 ]] && grep -q 'version' "$T/java.err" || fail "$who: java: exit $(<"$T/java.rc")" "$(cat "$T/java.err")"
 		fi
 		if [[ -x $PROGS/go/goclock ]]; then
-			capture "$T/go" "${RUNNER[@]}" timeout 60 "$DIEHARD" -k 3 "$PROGS/go/goclock" 2 100
+			capture "$T/go" "${RUNNER[@]}" timeout 60 "$DIEHARD" --share "$W" -k 3 "$PROGS/go/goclock" 2 100
 			[[ $(<"$T/go.rc") == 0 && -s $T/go.out ]] || fail "$who: goclock: exit $(<"$T/go.rc")" "$(cat "$T/go.err")"
 		fi
 	done
@@ -444,7 +444,7 @@ memory_hog_rlimit() {
 				fail "$args $v (offered by '$(cat "$T/bad.err")') refused: exit $(<"$T/ok.rc")" "$(cat "$T/ok.err")"
 		done
 	done
-	diehard_help=$("$DIEHARD" --help)
+	diehard_help=$("$DIEHARD" --share "$W" --help)
 	[[ $diehard_help == *--max-tasks* && $diehard_help == *--max-memory* ]] || fail "--help does not name them"
 }
 
@@ -470,7 +470,7 @@ memory_hog_rlimit() {
 @test "--ci: a replica over its cap is a finding (exit 122, one line naming it); a command over the cap in every replica is not (137)" {
 	runner_for root
 	require_cgroup_caps
-	capture "$T/one" sh -c 'cd "$1" && shift && exec "$@"' sh "$W" timeout 120 "$DIEHARD" --ci -k 3 --max-tasks 64 -r "$T/one.json" \
+	capture "$T/one" sh -c 'cd "$1" && shift && exec "$@"' sh "$W" timeout 120 "$DIEHARD" --share "$W" --ci -k 3 --max-tasks 64 -r "$T/one.json" \
 		sh -c 'if mkdir "$1/lock" 2>/dev/null; then exec "$2" fork "$1"; fi; echo ok' sh "$W" "$B"
 	[[ $(<"$T/one.rc") == 122 && $(<"$T/one.out") == ok ]] || fail "exit $(<"$T/one.rc")" "$(cat "$T/one.err")"
 	grep -Eq '^diehard: replica [0-9]+ was killed over its task cap \(pids\.max 64, cgroup v[12]\): [0-9]+ forks? refused: a heap-dependent runaway$' "$T/one.err" ||
@@ -478,7 +478,7 @@ memory_hog_rlimit() {
 	jq -e '.ci.failed and (.ci.findings | map(select(.stream == "caps")) | length == 1)' "$T/one.json" >/dev/null ||
 		fail "report: $(jq -c .ci.findings "$T/one.json")"
 	validate_report "$T/one.json"
-	capture "$T/all" sh -c 'cd "$1" && shift && exec "$@"' sh "$W" timeout 120 "$DIEHARD" --ci -k 3 --max-tasks 64 -r "$T/all.json" "$B" tasks 200 "$W"
+	capture "$T/all" sh -c 'cd "$1" && shift && exec "$@"' sh "$W" timeout 120 "$DIEHARD" --share "$W" --ci -k 3 --max-tasks 64 -r "$T/all.json" "$B" tasks 200 "$W"
 	[[ $(<"$T/all.rc") == 137 ]] || fail "exit $(<"$T/all.rc")" "$(cat "$T/all.err")"
 	jq -e '(.ci.failed | not) and .ci.findings == []' "$T/all.json" >/dev/null || fail "report: $(jq -c .ci "$T/all.json")"
 }
@@ -488,7 +488,7 @@ memory_hog_rlimit() {
 	require_cgroup_caps
 	# The inner diehard is pid 2 of the replica's pid namespace: cgroups of
 	# its would be named diehard-NS-2-rN.
-	capture "$T/run" sup -k 1 "$DIEHARD" -k 1 --no-virtualize -r "$W/inner.json" sh -c \
+	capture "$T/run" sup -k 1 "$DIEHARD" --share "$W" -k 1 --no-virtualize -r "$W/inner.json" sh -c \
 		'find /sys/fs/cgroup -maxdepth 7 -type d -name "diehard-*-2-r[0-9]*"; echo done'
 	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
 	[[ $(<"$T/run.out") == done ]] || fail "cgroups of the inner run:" "$(cat "$T/run.out")"

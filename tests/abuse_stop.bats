@@ -62,7 +62,7 @@ start() {
 	local role=$1 sb=$2 script=$3
 	shift 3
 	rm -f "$W/ctl" "$W/r.json" "$W/out" "$W/err"
-	as "$role" timeout 60 "$DIEHARD" -k 3 --timeout 1 --sandbox "$sb" --control "$W/ctl" -r "$W/r.json" "$@" \
+	as "$role" timeout 60 "$DIEHARD" --share "$W" -k 3 --timeout 1 --sandbox "$sb" --control "$W/ctl" -r "$W/r.json" "$@" \
 		sh -c "$script" "$MARK" "$W" </dev/null >"$W/out" 2>"$W/err" 3>&- &
 	BG+=("$!")
 	RUN=$!
@@ -355,7 +355,7 @@ stop_server() {
 	local role=$1 sb=$2 port pids program init n dh
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 	rm -f "$W/ctl" "$W/r.json"
-	as "$role" timeout 60 "$DIEHARD" -k 3 --timeout 1 --sandbox "$sb" --control "$W/ctl" -r "$W/r.json" -- \
+	as "$role" timeout 60 "$DIEHARD" --share "$W" -k 3 --timeout 1 --sandbox "$sb" --control "$W/ctl" -r "$W/r.json" -- \
 		"$PROGS/line_server" "$port" </dev/null >"$W/out" 2>"$W/err" 3>&- &
 	BG+=("$!")
 	RUN=$!

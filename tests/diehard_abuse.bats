@@ -27,7 +27,7 @@ setup() {
 @test "more random devices kept open than diehard's fds allow: EMFILE at the same open in every replica, said once" {
 	require_prog abuse_urandom
 	# A limit of 600 fds leaves each replica a few dozen pipes of diehard's.
-	capture "$T/run" bash -c 'ulimit -n 600 && exec "$@"' sh timeout 60 "$DIEHARD" -k 3 -r "$T/r.json" \
+	capture "$T/run" bash -c 'ulimit -n 600 && exec "$@"' sh timeout 60 "$DIEHARD" --share "$T" -k 3 -r "$T/r.json" \
 		"$PROGS/abuse_urandom" 500
 	[[ $(<"$T/run.rc") == 1 ]] || fail "exit $(<"$T/run.rc"), expected 1 (the program's own, all alike)" "$(cat "$T/run.err")"
 	[[ $(grep -c 'random devices open: further opens fail with EMFILE' "$T/run.err") == 1 ]] ||
@@ -41,7 +41,7 @@ setup() {
 	head -c 20000000 /dev/urandom >"$T/in"
 	local start elapsed
 	start=$(now_ms)
-	capture "$T/run" sh -c 'exec "$@" <"$0"' "$T/in" timeout 60 "$DIEHARD" -k 3 --timeout 1 -r "$T/r.json" sh -c '
+	capture "$T/run" sh -c 'exec "$@" <"$0"' "$T/in" timeout 60 "$DIEHARD" --share "$T" -k 3 --timeout 1 -r "$T/r.json" sh -c '
 		if mkdir "$1/lock" 2>/dev/null; then head -c 65536 >/dev/null; exec sleep 60; fi
 		exec wc -c' sh "$T"
 	elapsed=$(($(now_ms) - start))
@@ -55,7 +55,7 @@ setup() {
 
 @test "replicas that all read slowly (pauses shorter than --timeout) are not stragglers" {
 	head -c 3000000 /dev/urandom >"$T/in"
-	capture "$T/run" sh -c 'exec "$@" <"$0"' "$T/in" timeout 60 "$DIEHARD" -k 3 --timeout 1 -r "$T/r.json" sh -c '
+	capture "$T/run" sh -c 'exec "$@" <"$0"' "$T/in" timeout 60 "$DIEHARD" --share "$T" -k 3 --timeout 1 -r "$T/r.json" sh -c '
 		n=0
 		while [ "$(dd bs=128k count=1 iflag=fullblock 2>/dev/null | wc -c)" -gt 0 ]; do sleep 0.2; n=$((n + 1)); done
 		echo "$n"'

@@ -91,7 +91,7 @@ live_pids() {
 hang_run() {
 	local i=$1 t0 rc
 	t0=$(now_ms)
-	capture "$T/run$i" timeout 15 "$DIEHARD" -v -k 3 --timeout 0.5 -r "$T/r$i.json" "$PROGS/sup_hang" 3
+	capture "$T/run$i" timeout 15 "$DIEHARD" --share "$T" -v -k 3 --timeout 0.5 -r "$T/r$i.json" "$PROGS/sup_hang" 3
 	rc=$(<"$T/run$i.rc")
 	if [[ $rc == 124 ]]; then
 		# All three spinning (one run in 64) looks like a long
@@ -144,7 +144,7 @@ hang_run() {
 	# Find a run where some replica spins: about 58% of runs have one.
 	local found=0
 	for i in $(seq 30); do
-		capture "$T/run" timeout 10 "$DIEHARD" -v -k 3 --respawns 0 --timeout 0.5 -r "$T/r.json" "$PROGS/sup_hang" 1
+		capture "$T/run" timeout 10 "$DIEHARD" --share "$T" -v -k 3 --respawns 0 --timeout 0.5 -r "$T/r.json" "$PROGS/sup_hang" 1
 		if [[ $(<"$T/run.rc") == 124 ]]; then
 			# All three spinning (one run in 64): nothing finished, so
 			# nothing is a straggler (as in the test above). A hang
@@ -392,7 +392,7 @@ TIE_SCRIPT='i=0; while ! mkdir "$1/l$i" 2>/dev/null; do i=$((i + 1)); done
 
 @test "a log that lost its start refuses replacement with a clear line; the run goes on with fewer replicas" {
 	# 6.9 MB of input against a 1K input log: the log's front is released.
-	capture "$T/run" sh -c 'seq 1000000 | "$0" -v -k 3 --input-log 1K -r "$1/r.json" sh -c "
+	capture "$T/run" sh -c 'seq 1000000 | "$0" --share "$1" -v -k 3 --input-log 1K -r "$1/r.json" sh -c "
 		cat >/dev/null
 		if mkdir \"$1/lock\" 2>/dev/null; then kill -KILL \$\$; fi
 		sleep 0.5; echo done"' "$DIEHARD" "$T"
@@ -407,7 +407,7 @@ TIE_SCRIPT='i=0; while ! mkdir "$1/l$i" 2>/dev/null; do i=$((i + 1)); done
 
 @test "a replacement replays the whole input from byte 0 and catches up" {
 	seq 200000 >"$T/in"
-	capture "$T/run" sh -c 'exec "$0" -v -k 3 -r "$1/r.json" sh -c "
+	capture "$T/run" sh -c 'exec "$0" --share "$1" -v -k 3 -r "$1/r.json" sh -c "
 		head -c 600000
 		if mkdir \"$1/lock\" 2>/dev/null; then kill -KILL \$\$; fi
 		sleep 0.5
@@ -421,7 +421,7 @@ TIE_SCRIPT='i=0; while ! mkdir "$1/l$i" 2>/dev/null; do i=$((i + 1)); done
 @test "interactive bc with a replica killed between two lines still answers" {
 	require_cmd bc
 	mkfifo "$T/in"
-	"$DIEHARD" -k 3 -v -r "$T/r.json" bc -q <"$T/in" >"$T/out" 2>"$T/err" &
+	"$DIEHARD" --share "$T" -k 3 -v -r "$T/r.json" bc -q <"$T/in" >"$T/out" 2>"$T/err" &
 	local dh=$!
 	exec 7>"$T/in"
 	echo '1+1' >&7
@@ -456,6 +456,6 @@ TIE_SCRIPT='i=0; while ! mkdir "$1/l$i" 2>/dev/null; do i=$((i + 1)); done
 		[[ $(wc -l <"$T/bad.err") == 1 ]] || fail "$args: not one line:" "$(cat "$T/bad.err")"
 		grep -q '^diehard: ' "$T/bad.err" || fail "$args:" "$(cat "$T/bad.err")"
 	done
-	capture "$T/ok" "$DIEHARD" --no-respawn --respawn-rate 5 --call-log 1K --input-log 2G -k 3 echo hi
+	capture "$T/ok" "$DIEHARD" --share "$T" --no-respawn --respawn-rate 5 --call-log 1K --input-log 2G -k 3 echo hi
 	[[ $(<"$T/ok.rc") == 0 && $(<"$T/ok.out") == hi ]] || fail "valid options refused:" "$(cat "$T/ok.err")"
 }

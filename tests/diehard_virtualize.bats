@@ -226,7 +226,7 @@ print(time.process_time())'
 	# seeds its string hashes from getrandom.
 	local i
 	for i in $(seq 20); do
-		capture "$T/set" env -u PYTHONHASHSEED timeout "$SUP_TIMEOUT" "$DIEHARD" -k 3 \
+		capture "$T/set" env -u PYTHONHASHSEED timeout "$SUP_TIMEOUT" "$DIEHARD" --share "$T" -k 3 \
 			"$PYTHON" -c 'print({"a","b","c","d","e","f"})'
 		[[ $(<"$T/set.rc") == 0 ]] || fail "run $i: exit $(<"$T/set.rc")" "$(head -c 2000 "$T/set.err")"
 		[[ $(<"$T/set.out") =~ ^\{(\'[a-f]\',\ ){5}\'[a-f]\'\}$ ]] || fail "run $i: stdout $(cat "$T/set.out")"
@@ -235,7 +235,7 @@ print(time.process_time())'
 	# (nearly always) there is no majority.  This shows the loop above can fail.
 	local split=0
 	for i in $(seq 5); do
-		capture "$T/novirt" env -u PYTHONHASHSEED timeout "$SUP_TIMEOUT" "$DIEHARD" -k 3 --no-virtualize \
+		capture "$T/novirt" env -u PYTHONHASHSEED timeout "$SUP_TIMEOUT" "$DIEHARD" --share "$T" -k 3 --no-virtualize \
 			"$PYTHON" -c 'print({"a","b","c","d","e","f"})'
 		[[ $(<"$T/novirt.rc") == 123 ]] && split=$((split + 1))
 	done

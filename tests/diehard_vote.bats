@@ -180,7 +180,7 @@ check_odd_replica() {
 	local SUP_TIMEOUT=20 # ~2 s here
 	"$PROGS/sup_gen" 5M 11 >"$T/in"
 	capture "$T/run" sh -c 'exec "$@" <"$0"' "$T/in" \
-		timeout "$SUP_TIMEOUT" "$DIEHARD" -v -k 3 --timeout 1 -r "$T/r.json" sh -c '
+		timeout "$SUP_TIMEOUT" "$DIEHARD" --share "$T" -v -k 3 --timeout 1 -r "$T/r.json" sh -c '
 			if mkdir "$1/lock" 2>/dev/null; then echo $DIEHARD_SEED >"$1/lock/pid"; exec sleep 60; fi
 			exec cat' sh "$T"
 	[[ $(<"$T/run.rc") == 0 ]] ||
@@ -254,7 +254,7 @@ check_odd_replica() {
 @test "the report: valid JSON with the command, distinct 32-hex-digit seeds, pids, statuses, byte counts" {
 	printf 'hello\n' >"$T/in"
 	capture "$T/run" sh -c 'exec "$@" <"$0"' "$T/in" \
-		timeout "$SUP_TIMEOUT" "$DIEHARD" -v -k 3 -r "$T/r.json" sh -c 'cat; exec "$0" 10000 3' "$PROGS/sup_gen"
+		timeout "$SUP_TIMEOUT" "$DIEHARD" --share "$T" -v -k 3 -r "$T/r.json" sh -c 'cat; exec "$0" 10000 3' "$PROGS/sup_gen"
 	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
 	local size
 	size=$(wc -c <"$T/run.out")
@@ -290,7 +290,7 @@ check_odd_replica() {
 
 @test "the replica runs on the randomized heap with the seed the report names, and random fill" {
 	# (dash leaves with _exit, skipping the statistics: exec a program that does not.)
-	capture "$T/run" env DIEHARD_STATS=1 timeout "$SUP_TIMEOUT" "$DIEHARD" -k 1 -r "$T/r.json" sh -c \
+	capture "$T/run" env DIEHARD_STATS=1 timeout "$SUP_TIMEOUT" "$DIEHARD" --share "$T" -k 1 -r "$T/r.json" sh -c \
 		'printf "%s\n" "$DIEHARD_SEED" "$DIEHARD_FILL" "$LD_PRELOAD"; exec "$0"' /bin/true
 	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
 	local seed

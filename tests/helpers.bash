@@ -263,8 +263,16 @@ pgid() {
 # sup ARGS...: build/diehard ARGS under a hang guard of SUP_TIMEOUT seconds.
 # SUP_FLAGS (an array): options every run of the test file gets first
 # (tests/diehard_virtualize_notify.bats: the notify path for clocks).
+# The test's own directory is --share'd with the replicas (SUP_SHARE names
+# another, or none when empty: tests/files.bats), so that its lock
+# directories ("the first replica to make $T/lock misbehaves"), FIFOs and
+# marks are the real ones in every replica, as before the file views.
 sup() {
-	timeout "$SUP_TIMEOUT" "$DIEHARD" ${SUP_FLAGS[@]+"${SUP_FLAGS[@]}"} "$@"
+	local pre=() share=${SUP_SHARE-$BATS_TEST_TMPDIR}
+	if [[ -n $share && ${1-} != replay && ${1-} != status && ${1-} != events ]]; then
+		pre=(--share "$share")
+	fi
+	timeout "$SUP_TIMEOUT" "$DIEHARD" ${pre[@]+"${pre[@]}"} ${SUP_FLAGS[@]+"${SUP_FLAGS[@]}"} "$@"
 }
 
 # proc_alive PID: PID is a live process (a zombie is not).

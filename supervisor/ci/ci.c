@@ -56,7 +56,7 @@ struct divergence {
 	int id;
 	char stream[8];
 	size_t offset;
-	char mine[40], theirs[40];
+	char mine[40], theirs[512]; /* theirs: a path for stream "files" */
 };
 
 struct slot_env {
@@ -622,7 +622,11 @@ int ci_finish(struct sup *S, int code)
 				      (json_int_t)d->offset);
 		if (d->id >= 0)
 			json_object_set_new(f, "replica", json_integer(d->id));
-		if (d->mine[0] || d->theirs[0]) {
+		bool files = strcmp(d->stream, "files") == 0; /* mine: how, theirs: the path (files.h) */
+		if (files) {
+			json_object_set_new(f, "path", stack_jstr(d->theirs));
+			json_object_set_new(f, "what", stack_jstr(d->mine));
+		} else if (d->mine[0] || d->theirs[0]) {
 			json_object_set_new(f, "replica_hex", stack_jstr(d->mine));
 			json_object_set_new(f, "majority_hex", stack_jstr(d->theirs));
 		}
@@ -635,6 +639,11 @@ int ci_finish(struct sup *S, int code)
 		else if (strcmp(d->stream, "caps") == 0)
 			log_warn("replica %d was killed %s: a heap-dependent runaway", d->id,
 				 d->id >= 0 && (size_t)d->id < C->nprocs ? C->procs[d->id].verdict : "over its cap");
+		else if (files)
+			log_warn("replica %d (fill %s) left %s different from the others' (%s, byte %zu): a file written "
+				 "from uninitialized or corrupted memory", d->id,
+				 d->id >= 0 && (size_t)d->id < C->nprocs ? fill_kind(C->procs[d->id].fill) : "?", d->theirs,
+				 d->mine, d->offset);
 		else if (d->id >= 0)
 			log_warn("replica %d (fill %s) wrote %s at %s byte %zu where the others wrote %s", d->id,
 				 (size_t)d->id < C->nprocs ? fill_kind(C->procs[d->id].fill) : "?",

@@ -84,6 +84,12 @@ void files_init(struct sup *S)
 				 why);
 		return;
 	}
+	json_t *shared = must(json_array());
+	for (unsigned i = 0; i < S->o->nshare; i++) {
+		files_keep(S->o->share[i]);
+		json_array_append_new(shared, must(json_string(S->o->share[i])));
+	}
+	json_object_set_new(F->rep, "shared", shared);
 	F->cwd = getcwd(NULL, 0);
 	F->plan.cwd = F->cwd;
 	F->plan.whole = !(sandbox_init_flags(S->ns_flags) & CLONE_NEWUSER);

@@ -29,8 +29,8 @@ enum files_mode {
 };
 
 /* diehard's own directory dir, which replicas write by path (traces, fence
- * logs, notify sockets): seen as the real one through every view. Called
- * before the first replica starts. */
+ * logs, notify sockets), or one of --share's: seen as the real one through
+ * every view. Called before the first replica starts. */
 void files_keep(const char *dir);
 
 /* The run's state, made once the sandbox is decided (S->ns_flags). */

@@ -41,7 +41,7 @@
 #define VIEW_DEVS_BYTES 3584 /* its value's room: (3 * VIEW_MAX + 1) pairs */
 #define VIEW_DEV_BASE 0xd1e00ull /* canonical devices: makedev(0, BASE + 4 * view (+1: its lower
 				    layer's files, +2: its upper layer's)), the staging tmpfs's BASE - 1 */
-#define VIEW_KEEP_MAX 8 /* diehard's own directories bound through */
+#define VIEW_KEEP_MAX 16 /* directories bound through: diehard's own, --share's */
 
 struct view_plan {
 	bool whole;                     /* root: the whole tree (else the dirs) */

@@ -1,0 +1,231 @@
+#!/usr/bin/env bats
+# Every file effect once (docs/FILES.md): each sandboxed replica writes into
+# copy-on-write views of its own, the changes vote with the exit status, and
+# what the majority wrote is committed to the real file system once, at the
+# end, each file atomically.
+
+load helpers
+
+setup() {
+	require_diehard
+	require_jq
+	T=$BATS_TEST_TMPDIR
+	export SUP_TIMEOUT=180
+	SUP_SHARE= # the test's directory is viewed, as any other
+}
+
+# cases_dir DIR: a fresh directory for tests/scripts/file_cases.sh.
+cases_dir() {
+	rm -rf "$1"
+	mkdir -p "$1/src"
+	local i
+	for i in $(seq 1 100); do echo "$i" >"$1/src/f$i"; done
+	tar -cf "$1/src.tar" -C "$1" src
+	rm -rf "$1/src"
+	echo g >"$1/gone"
+	echo m >"$1/moved"
+}
+
+# check_cases DIR OUT: the script's lines all right, and each effect in DIR
+# made once.
+check_cases() {
+	local dir=$1 out=$2
+	local want='write-then-read 20000
+append 1
+sqlite3 1
+python-sqlite3 1
+git 1
+make ok
+tar 100
+mkdir ok
+rm ok
+mv ok
+flock ok
+pid-named 20000'
+	[[ $(<"$out") == "$want" ]] || fail "the lines differ:" "$(diff <(echo "$want") "$out")"
+	[[ $(wc -l <"$dir/app.log") == 1 ]] || fail "app.log has $(wc -l <"$dir/app.log") lines"
+	[[ $(sqlite3 "$dir/t.db" 'select count(*) from t') == 1 ]] || fail "t.db has more than one row"
+	[[ $(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("select count(*) from t").fetchone()[0])' "$dir/p.db") == 1 ]] ||
+		fail "p.db has more than one row"
+	[[ $(git -C "$dir/g" log --oneline | wc -l) == 1 ]] || fail "git: $(git -C "$dir/g" log --oneline 2>&1)"
+	[[ -z $(git -C "$dir/g" status --porcelain) ]] || fail "git status after: $(git -C "$dir/g" status --porcelain)"
+	[[ -x $dir/mk/m && -d $dir/d1 && ! -e $dir/gone && ! -e $dir/moved && -f $dir/moved2 ]] ||
+		fail "the files: $(ls -la "$dir")"
+	[[ $(ls "$dir/x/src" | wc -l) == 100 ]] || fail "tar: $(ls "$dir/x/src" | wc -l) files"
+	[[ -f /tmp/diehard-file-cases.2 && $(wc -l </tmp/diehard-file-cases.2) == 20000 ]] ||
+		fail "the pid-named file: $(ls -la /tmp/diehard-file-cases.* 2>&1)"
+	rm -f /tmp/diehard-file-cases.*
+	! ls "$dir"/.diehard-commit-* "$dir"/*/.diehard-commit-* 2>/dev/null || fail "temporary files were left"
+}
+
+@test "the issue's file cases (write-then-read, append, sqlite3, python, git, make, tar, mkdir, rm, mv, flock, a pid-named file): right, and each effect once, under -k 3 and --ci" {
+	require_cmd sqlite3 git make tar flock cc
+	local run mode
+	for mode in "-k 3" "-k 3" "-k 3" "--ci" "--ci"; do
+		run=$((run + 1))
+		cases_dir "$T/c$run"
+		rm -f /tmp/diehard-file-cases.*
+		(cd "$T/c$run" && capture "$T/run$run" sup $mode -r "$T/r$run.json" sh "$ROOT/tests/scripts/file_cases.sh")
+		[[ $(<"$T/run$run.rc") == 0 ]] || fail "$mode, run $run: exit $(<"$T/run$run.rc")" "$(cat "$T/run$run.err")"
+		check_cases "$T/c$run" "$T/run$run.out" || fail "$mode, run $run"
+		jq -e '.files.mode == "private" and (.files.divergences // []) == [] and .files.committed.failed == 0' \
+			"$T/r$run.json" >/dev/null || fail "report: $(jq -c '.files | del(.committed.paths)' "$T/r$run.json")"
+	done
+}
+
+@test "write a file, read it back: 20 runs of 20 right under -k 3, and the file written once" {
+	local i
+	mkdir "$T/w"
+	for i in $(seq 1 20); do
+		rm -f "$T/w/out.txt"
+		(cd "$T/w" && capture "$T/run" sup -k 3 sh -c 'seq 1 20000 > out.txt; wc -l < out.txt')
+		[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == 20000 ]] ||
+			fail "run $i: exit $(<"$T/run.rc"), '$(<"$T/run.out")'" "$(cat "$T/run.err")"
+		cmp -s "$T/w/out.txt" <(seq 1 20000) || fail "run $i: out.txt is not what was written"
+	done
+}
+
+@test "Java without -XX:-UsePerfData: its /tmp/hsperfdata lock puts nothing in the output" {
+	require_cmd java
+	printf 'public class H { public static void main(String[] a) { System.out.println("hello"); } }\n' >"$T/H.java"
+	(cd "$T" && javac H.java) || skip "javac cannot compile here"
+	local i
+	for i in 1 2; do
+		(cd "$T" && capture "$T/run" sup -k 3 java -cp "$T" H)
+		[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == hello && ! -s $T/run.err ]] ||
+			fail "run $i: exit $(<"$T/run.rc")" "$(cat "$T/run.out" "$T/run.err")"
+	done
+}
+
+# plant_file: plant_overflow's digest into result.txt, under diehard ARGS.
+plant_file() {
+	(cd "$T/p" && capture "$T/plant" sup "$@" -r "$T/plant.json" sh -c "'$PROGS/plant_overflow' 1000 32 32 > result.txt")
+}
+
+@test "a replica that writes a wrong file (a planted overflow): the right file is committed and the replica replaced; -k 2 names the path" {
+	require_prog plant_overflow
+	mkdir "$T/p"
+	local right i divergent=0 wrong=0
+	right=$("$PROGS/plant_overflow" 1000 32 0)
+	for i in $(seq 1 10); do
+		rm -f "$T/p/result.txt"
+		plant_file -k 3
+		case $(<"$T/plant.rc") in
+		0) [[ $(<"$T/p/result.txt") == "$right" ]] || wrong=$((wrong + 1)) ;;
+		123) [[ ! -e $T/p/result.txt ]] || fail "run $i: no majority, yet a file was committed" ;;
+		*) fail "run $i: exit $(<"$T/plant.rc")" "$(cat "$T/plant.err")" ;;
+		esac
+		jq -e '(.files.divergences // []) | any(.path | endswith("/result.txt"))' "$T/plant.json" >/dev/null &&
+			divergent=$((divergent + 1))
+	done
+	((wrong == 0)) || fail "a wrong result.txt was committed with exit 0 in $wrong runs of 10"
+	((divergent > 0)) || fail "no replica wrote a wrong file in 10 runs (the overflow hits about half the heaps)"
+	# Two replicas: a file divergence is no majority (123), the path named.
+	for i in $(seq 1 30); do
+		rm -f "$T/p/result.txt"
+		plant_file -k 2
+		[[ $(<"$T/plant.rc") == 123 ]] && break
+	done
+	[[ $(<"$T/plant.rc") == 123 ]] || skip "the two heaps agreed in 30 runs"
+	[[ ! -e $T/p/result.txt ]] || fail "-k 2: nothing should be committed without a majority"
+	jq -e '.files.divergences | any(.path | endswith("/result.txt")) and any(.what == "bytes")' "$T/plant.json" >/dev/null ||
+		fail "report: $(jq -c .files "$T/plant.json")"
+}
+
+@test "--ci: a clean test that writes a fixed path passes in 10 runs of 10; a file that differs fails it with the path" {
+	local i
+	mkdir "$T/ci"
+	for i in $(seq 1 10); do
+		(cd "$T/ci" && capture "$T/run" sup --ci sh -c 'seq 1 3000 > fixed.txt; sort -r fixed.txt > sorted.txt; tail -1 sorted.txt')
+		[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == 1 ]] || fail "run $i: exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
+	done
+	# The replicas' fills differ under --ci: a file holding uninitialized
+	# heap bytes differs between them.
+	require_prog uninit_file
+	(cd "$T/ci" && capture "$T/bad" sup --ci -r "$T/bad.json" "$PROGS/uninit_file" leaked.bin)
+	[[ $(<"$T/bad.rc") == 122 ]] || fail "exit $(<"$T/bad.rc")" "$(cat "$T/bad.err")"
+	jq -e '.files.divergences | any(.path | endswith("/leaked.bin"))' "$T/bad.json" >/dev/null ||
+		fail "report: $(jq -c .files "$T/bad.json")"
+	[[ ! -e $T/ci/leaked.bin ]] || fail "a file in dispute was committed"
+}
+
+@test "--files shared: the replicas write the real files, k times; --sandbox off shares them, said in the report" {
+	mkdir "$T/s"
+	(cd "$T/s" && capture "$T/run" sup -k 3 --files shared -r "$T/r.json" sh -c 'echo line >> log')
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
+	[[ $(wc -l <"$T/s/log") == 3 ]] || fail "shared: $(wc -l <"$T/s/log") lines, not 3"
+	jq -e '.files.mode == "shared" and .files.why_shared == "--files shared"' "$T/r.json" >/dev/null ||
+		fail "report: $(jq -c .files "$T/r.json")"
+	(cd "$T/s" && capture "$T/off" sup -k 1 --sandbox off -r "$T/off.json" true)
+	jq -e '.files.mode == "shared" and .files.why_shared == "no mount namespace"' "$T/off.json" >/dev/null ||
+		fail "report: $(jq -c .files "$T/off.json")"
+	capture "$T/bad" sup --files maybe true
+	[[ $(<"$T/bad.rc") == 125 && $(<"$T/bad.err") == *"--files must be private or shared, not 'maybe'"* ]] ||
+		fail "exit $(<"$T/bad.rc")" "$(cat "$T/bad.err")"
+}
+
+@test "a replaced file is never seen half-written: a reader sees the old bytes or the new, whole" {
+	mkdir "$T/a"
+	yes o | head -c 8000000 >"$T/a/big"
+	local reader_pid seen
+	(
+		while :; do
+			s=$(md5sum <"$T/a/big" | cut -c1-32)
+			echo "$s" >>"$T/seen"
+		done
+	) &
+	reader_pid=$!
+	(cd "$T/a" && capture "$T/run" sup -k 3 sh -c 'yes n | head -c 8000000 > big')
+	kill "$reader_pid"
+	wait "$reader_pid" 2>/dev/null || true
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
+	local old new
+	old=$(yes o | head -c 8000000 | md5sum | cut -c1-32)
+	new=$(yes n | head -c 8000000 | md5sum | cut -c1-32)
+	[[ $(md5sum <"$T/a/big" | cut -c1-32) == "$new" ]] || fail "big is not the new version"
+	seen=$(sort -u "$T/seen" | grep -v -e "$old" -e "$new" || true)
+	[[ -z $seen ]] || fail "a reader saw a version that is neither: $seen"
+}
+
+@test "unprivileged: the user's directories and /tmp are viewed, committed as the user's; elsewhere is read-only" {
+	require_nobody
+	local dir
+	dir=$(mktemp -d /tmp/diehard-files.XXXXXX)
+	chown 65534:65534 "$dir"
+	echo old >"$dir/keep"
+	chown 65534:65534 "$dir/keep"
+	(cd "$dir" && capture "$T/run" as_nobody env HOME="$dir" timeout 60 "$DIEHARD" -k 3 -r "$dir/r.json" \
+		sh -c 'echo line >> log; echo new > keep; rm -f nothing; echo x > /etc/diehard-must-not-exist 2>/dev/null || echo refused')
+	cp "$dir/r.json" "$T/r.json" 2>/dev/null || true
+	local lines keep owner
+	lines=$(wc -l <"$dir/log" 2>&1)
+	keep=$(cat "$dir/keep")
+	owner=$(stat -c %u "$dir/log" 2>&1)
+	rm -rf "$dir"
+	[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == refused ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.out" "$T/run.err")"
+	[[ ! -e /etc/diehard-must-not-exist ]] || { rm -f /etc/diehard-must-not-exist; fail "a write reached /etc"; }
+	[[ $lines == 1 && $keep == new && $owner == 65534 ]] || fail "log: $lines lines, keep: $keep, owner $owner"
+	jq -e '.files.mode == "private" and .files.views == "directories" and (.files.viewed | index("/tmp") != null)' \
+		"$T/r.json" >/dev/null || fail "report: $(jq -c '.files | del(.committed.paths)' "$T/r.json")"
+}
+
+@test "unprivileged: a directory with a mount beneath it gets no view: one line, listed in the report, read-only" {
+	require_nobody
+	command -v unshare >/dev/null || skip "no unshare"
+	local dir
+	dir=$(mktemp -d /tmp/diehard-files.XXXXXX)
+	mkdir "$dir/home" "$dir/home/m"
+	chown -R 65534:65534 "$dir"
+	# A private mount namespace of the test's own, with a tmpfs beneath the
+	# user's home: overlayfs refuses such a lower directory unprivileged.
+	capture "$T/run" unshare -m --propagation private sh -c "mount -t tmpfs t '$dir/home/m' &&
+		cd '$dir/home' && setpriv --reuid=65534 --regid=65534 --clear-groups env HOME='$dir/home' \
+		timeout 60 '$DIEHARD' -k 1 -r '$dir/r.json' sh -c 'echo x > f 2>/dev/null || echo refused'"
+	cp "$dir/r.json" "$T/r.json" 2>/dev/null || true
+	rm -rf "$dir"
+	[[ $(<"$T/run.out") == refused ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.out" "$T/run.err")"
+	grep -q "no view of $dir/home for the replicas (mounts beneath it): read-only in them" "$T/run.err" ||
+		fail "no line said so: $(cat "$T/run.err")"
+	jq -e --arg d "$dir/home" '.files.unviewed | any(.path == $d and .why == "mounts beneath it")' "$T/r.json" >/dev/null ||
+		fail "report: $(jq -c .files "$T/r.json")"
+}
