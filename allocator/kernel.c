@@ -390,38 +390,49 @@ EXPORT int statx(int dir, const char *restrict path, int flags, unsigned mask, s
 	return rc;
 }
 
-EXPORT int utimensat(int dir, const char *path, const struct timespec times[2], int flags)
+/* A utimensat whose "now" viewstat made the agreed time: explicit times
+ * need the file's ownership where "now" needs only write permission, so
+ * EPERM retries with the caller's own times. */
+static int utimens(int dir, const char *path, const struct timespec *times, int flags)
 {
 	struct timespec out[2];
+	const struct timespec *t = viewstat_times(times, out);
+	int rc = (int)syscall(SYS_utimensat, dir, path, t, flags);
+	if (rc != 0 && errno == EPERM && t != times)
+		rc = (int)syscall(SYS_utimensat, dir, path, times, flags);
+	return rc;
+}
+
+EXPORT int utimensat(int dir, const char *path, const struct timespec times[2], int flags)
+{
 	str(path);
-	return (int)syscall(SYS_utimensat, dir, path, viewstat_times(times, out), flags);
+	return utimens(dir, path, times, flags);
 }
 
 EXPORT int futimens(int fd, const struct timespec times[2])
 {
-	struct timespec out[2];
-	return (int)syscall(SYS_utimensat, fd, NULL, viewstat_times(times, out), 0);
+	return utimens(fd, NULL, times, 0);
 }
 
 EXPORT int utimes(const char *path, const struct timeval tv[2])
 {
-	struct timespec ts[2], out[2];
+	struct timespec ts[2];
 	if (tv != NULL)
 		for (int i = 0; i < 2; i++)
 			ts[i] = (struct timespec){ tv[i].tv_sec, tv[i].tv_usec * 1000 };
 	str(path);
-	return (int)syscall(SYS_utimensat, AT_FDCWD, path, viewstat_times(tv != NULL ? ts : NULL, out), 0);
+	return utimens(AT_FDCWD, path, tv != NULL ? ts : NULL, 0);
 }
 
 EXPORT int utime(const char *path, const struct utimbuf *b)
 {
-	struct timespec ts[2], out[2];
+	struct timespec ts[2];
 	if (b != NULL) {
 		ts[0] = (struct timespec){ b->actime, 0 };
 		ts[1] = (struct timespec){ b->modtime, 0 };
 	}
 	str(path);
-	return (int)syscall(SYS_utimensat, AT_FDCWD, path, viewstat_times(b != NULL ? ts : NULL, out), 0);
+	return utimens(AT_FDCWD, path, b != NULL ? ts : NULL, 0);
 }
 
 EXPORT int access(const char *path, int how)

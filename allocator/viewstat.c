@@ -11,8 +11,9 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "viewdev.h"
 
-#define DEVS_MAX 64
+#define DEVS_MAX 128
 
 bool viewstat_on;
 
@@ -116,13 +117,23 @@ static bool stamp(int dir, const char *path, int flags, struct timespec *ts)
 	return true;
 }
 
+/* Whether c is the device of a view's upper layer's files: made in the
+ * replica, so a stamp of ours writes only what is already its own. A file
+ * of the lower layer is never stamped: the stamp would copy it up, and the
+ * copy, a snapshot, would be committed over the real file (which something
+ * outside may be writing: diehard's own stdout, redirected). */
+static bool upper(uint64_t c)
+{
+	return major(c) == VIEW_DEV_MAJOR && minor(c) % 4 == VIEW_DEV_UPPER && minor(c) != VIEW_DEV_STAGING;
+}
+
 void viewstat_fix(struct stat *st, int dir, const char *path, int flags)
 {
 	uint64_t c = canon(st->st_dev);
 	if (c == 0)
 		return;
 	st->st_dev = c;
-	if (raw(st->st_mtim.tv_sec, st->st_mtim.tv_nsec))
+	if (upper(c) && raw(st->st_mtim.tv_sec, st->st_mtim.tv_nsec))
 		(void)stamp(dir, path, flags, &st->st_mtim);
 	st->st_ctim = st->st_mtim;
 	st->st_atim = st->st_mtim;
@@ -135,7 +146,7 @@ void viewstat_fix_statx(struct statx *stx, int dir, const char *path, int flags)
 		return;
 	stx->stx_dev_major = major(c);
 	stx->stx_dev_minor = minor(c);
-	if ((stx->stx_mask & STATX_MTIME) && raw(stx->stx_mtime.tv_sec, (long)stx->stx_mtime.tv_nsec)) {
+	if ((stx->stx_mask & STATX_MTIME) && upper(c) && raw(stx->stx_mtime.tv_sec, (long)stx->stx_mtime.tv_nsec)) {
 		struct timespec ts;
 		if (stamp(dir, path, flags, &ts)) {
 			stx->stx_mtime.tv_sec = ts.tv_sec;

@@ -11,8 +11,10 @@
  * "Tstart,real:canonical,..." in hex, filled in by the replica's init):
  * - stat's answers for a file on a view show the canonical device, and
  *   its mtime as its ctime and atime (neither can be set by a program);
- * - a file on a view whose mtime the kernel set during the run (no later
- *   than the run's start less 2 s, and not one of ours: our stamps end in
+ * - a file made in the replica (its view's upper layer's device; never a
+ *   file of the lower layer, which a stamp would copy up) whose mtime the
+ *   kernel set during the run (no earlier than the run's start less 2 s,
+ *   and not one of ours: our stamps end in
  *   STAMP_MARK nanoseconds within their millisecond, which a kernel time
  *   does once in a million) is stamped as stat finds it, with the
  *   virtualized clock's time (the same read in every replica: clocks.h),

@@ -559,13 +559,12 @@ static pid_t finish(struct sup *S, struct launch *L)
 		L->req.envp = L->envp;
 		pid = spawn_replica(&L->req, &L->res);
 	}
-	/* Views refused: shared from now on (said once), or the end. */
+	/* Views refused: the end, never a silent fall back to the host's
+	 * files (docs/FILES.md). */
 	if (pid < 0 && L->res.views_errno != 0 && L->req.views != NULL) {
-		if (!files_refused(S, L->res.views_errno))
-			fatal(EXIT_INTERNAL, "cannot give replica %u views of its own files: %s (--files shared lets the "
-					     "replicas share the file system)", S->next_id, strerror(L->res.views_errno));
-		L->req.views = NULL;
-		pid = spawn_replica(&L->req, &L->res);
+		replicas_kill_all(S);
+		fatal(EXIT_INTERNAL, "cannot give replica %u views of its own files: %s (--files shared lets the replicas "
+				     "share the file system, each writing it)", S->next_id, strerror(L->res.views_errno));
 	}
 	spawn_environment_free(L->envp);
 	L->envp = NULL;

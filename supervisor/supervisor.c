@@ -702,8 +702,14 @@ int supervisor_run(const struct options *o)
 	S->exit_code = ci_finish(S, S->exit_code);
 	/* The files last: a replay --ci's search started saw the run's
 	 * starting state, as every replica did. */
+	/* --ci that found a memory error commits nothing: the run's results
+	 * are suspect, as its verdict says. */
+	if (S->o->ci && S->exit_code == EXIT_CI_FAILED)
+		S->files_winner = 0;
 	if (S->files_winner > 0 && !files_commit(S, &S->r[S->files_winner - 1]) && S->exit_code == 0)
 		S->exit_code = EXIT_FILES_FAILED;
+	else if (S->files_winner == 0)
+		files_uncommitted(S);
 	for (unsigned i = 0; i < S->nslots; i++)
 		files_release(&S->r[i]);
 	report_set_exit(S->report, S->exit_code, NULL);

@@ -348,7 +348,7 @@ in_pane() {
 				n=$((n + 1))
 				# The replica tries its controlling terminal, then the
 				# pane's by name (root may open it even without one).
-				in_pane "$pre '$DIEHARD' -k 3 --sandbox $mode -r '$W/t$n.json' '$PROGS/abuse_entry' --lock '$W/t$n.lock' --log '$W/t$n.log' --push \$'touch $W/pwned.$n\\n' $entry tiocsti /dev/tty:$tty </dev/null >'$W/t$n.out' 2>'$W/t$n.err'; echo \$? >'$W/t$n.rc'"
+				in_pane "$pre '$DIEHARD' --share '$W' -k 3 --sandbox $mode -r '$W/t$n.json' '$PROGS/abuse_entry' --lock '$W/t$n.lock' --log '$W/t$n.log' --push \$'touch $W/pwned.$n\\n' $entry tiocsti /dev/tty:$tty </dev/null >'$W/t$n.out' 2>'$W/t$n.err'; echo \$? >'$W/t$n.rc'"
 				wait_until 60 test -s "$W/t$n.rc" || { problem "$user $mode $entry: diehard did not finish"; continue; }
 				# Typed after anything pushed: when it has run, so has that.
 				in_pane "touch '$W/sentinel.$n'"

@@ -229,3 +229,42 @@ plant_file() {
 	jq -e --arg d "$dir/home" '.files.unviewed | any(.path == $d and .why == "mounts beneath it")' "$T/r.json" >/dev/null ||
 		fail "report: $(jq -c .files "$T/r.json")"
 }
+
+@test "diehard's own stdout redirected to a file the program looks at: nothing of it is lost (a stat copies nothing up)" {
+	mkdir "$T/o"
+	local i
+	for i in 1 2 3; do
+		(cd "$T/o" && sup -k 3 sh -c 'echo line1; ls -l out >/dev/null; stat out >/dev/null; echo line2' >out 2>"$T/err") ||
+			fail "run $i: exit $?" "$(cat "$T/err")"
+		[[ $(cat "$T/o/out") == "line1"$'\n'"line2" ]] || fail "run $i: out holds '$(cat "$T/o/out")'"
+	done
+}
+
+@test "a sparse file of 20 GiB is read and committed by its data alone: sparse, at once" {
+	mkdir "$T/sp"
+	(cd "$T/sp" && capture "$T/run" sup -k 3 sh -c 'truncate -s 20G big; printf x | dd of=big bs=1 seek=1000000 conv=notrunc 2>/dev/null; echo done')
+	[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == done ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
+	[[ $(stat -c %s "$T/sp/big") == 21474836480 ]] || fail "size $(stat -c %s "$T/sp/big")"
+	(($(stat -c %b "$T/sp/big") < 1000)) || fail "committed with $(stat -c %b "$T/sp/big") blocks: not sparse"
+	[[ $(dd if="$T/sp/big" bs=1 skip=1000000 count=1 2>/dev/null) == x ]] || fail "the byte written is not there"
+}
+
+@test "a read-only tree (mode 0555, as Go's module cache) is committed whole, its modes last" {
+	mkdir "$T/ro"
+	(cd "$T/ro" && capture "$T/run" sup -k 3 sh -c 'mkdir -p mod/a/b && echo x > mod/a/b/f && chmod -R 0555 mod')
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
+	[[ $(cat "$T/ro/mod/a/b/f") == x && $(stat -c %a "$T/ro/mod/a") == 555 && $(stat -c %a "$T/ro/mod/a/b/f") == 555 ]] ||
+		fail "$(ls -laR "$T/ro/mod")"
+	chmod -R u+w "$T/ro/mod"
+}
+
+@test "a directory whose own xattrs say user.overlay.opaque=y is not emptied by the commit (as root the overlay's marks are trusted.*)" {
+	[[ $(id -u) == 0 ]] || skip "not root"
+	mkdir -p "$T/x/d"
+	echo a >"$T/x/d/a"
+	python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.overlay.opaque", b"y")' "$T/x/d" 2>/dev/null ||
+		skip "no user xattrs here"
+	(cd "$T/x" && capture "$T/run" sup -k 3 sh -c 'echo b > d/b')
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
+	[[ -f $T/x/d/a && $(cat "$T/x/d/b") == b ]] || fail "$(ls -la "$T/x/d")"
+}

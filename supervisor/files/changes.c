@@ -22,6 +22,8 @@
 #include "log.h"
 
 #define READ_CHUNK (1u << 20)
+#define BLOCK 4096
+#define DEPTH_MAX 1024 /* directories deep, below a view's top */
 
 static char *dup_or_die(const char *s)
 {
@@ -75,12 +77,14 @@ struct changes *changes_open(int root)
 				continue; /* views are numbered in order */
 			ch->targets = grow(ch->targets, &tcap, ch->ntargets, sizeof *ch->targets);
 			ch->targets[ch->ntargets++] = dup_or_die(tab + 1);
-		} else if (line[0] == '-') {
+		} else if (line[0] == '-' || line[0] == '!') {
 			char *tab2 = strchr(tab + 1, '\t');
 			if (tab2 == NULL)
 				continue;
 			ch->un = grow(ch->un, &ucap, ch->nun, sizeof *ch->un);
-			ch->un[ch->nun++] = (struct unviewed){ dup_or_die(tab2 + 1), atoi(tab + 1) };
+			ch->un[ch->nun++] = (struct unviewed){ dup_or_die(tab2 + 1), atoi(tab + 1), line[0] == '!' };
+		} else if (line[0] == 'x') {
+			ch->user_xattrs = strcmp(tab + 1, "user") == 0;
 		}
 	}
 	free(line);
@@ -135,20 +139,63 @@ static int open_upper(int dir, const char *name, mode_t mode, int flags)
 	return fd;
 }
 
-/* The keyed digest of fd's bytes. 0, or an errno. */
+static bool zero_block(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != 0)
+			return false;
+	return true;
+}
+
+/* The keyed digest of fd's contents, of its size and of each 4 KiB block
+ * that holds a byte other than zero, with its number: files of the same
+ * bytes agree whatever their holes, and a sparse file costs its data only
+ * (SEEK_DATA skips the holes: a truncate to 8 EiB is read in no time).
+ * 0, or an errno. */
 static int digest_fd(int fd, const struct digest_key *key, uint8_t out[DIGEST_BYTES], char *buf)
 {
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return errno;
 	struct digest d;
 	digest_init(&d, key);
+	uint64_t size = (uint64_t)st.st_size;
+	digest_update(&d, &size, sizeof size);
+	off_t pos = 0, done = 0; /* done: blocks below it are hashed */
 	for (;;) {
-		ssize_t r = read(fd, buf, READ_CHUNK);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return errno;
-		if (r == 0)
+		off_t data = lseek(fd, pos, SEEK_DATA);
+		if (data < 0)
+			break; /* ENXIO: no data past pos */
+		off_t hole = lseek(fd, data, SEEK_HOLE);
+		if (hole < 0)
+			hole = st.st_size;
+		/* Whole blocks: from the block that holds data. */
+		off_t at = data / BLOCK * BLOCK;
+		if (at < done)
+			at = done;
+		for (; at < hole;) {
+			size_t want = (size_t)(hole - at < READ_CHUNK ? hole - at : READ_CHUNK);
+			ssize_t r = pread(fd, buf, want, at);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0)
+				return errno;
+			if (r == 0)
+				break;
+			for (ssize_t b = 0; b < r; b += BLOCK) {
+				size_t n = (size_t)(r - b < BLOCK ? r - b : BLOCK);
+				if (zero_block(buf + b, n))
+					continue;
+				uint64_t no = (uint64_t)(at + b) / BLOCK;
+				digest_update(&d, &no, sizeof no);
+				digest_update(&d, buf + b, n);
+			}
+			at += r;
+		}
+		done = (at + BLOCK - 1) / BLOCK * BLOCK;
+		pos = hole;
+		if (pos >= st.st_size)
 			break;
-		digest_update(&d, buf, (size_t)r);
 	}
 	digest_final(&d, out);
 	return 0;
@@ -156,6 +203,9 @@ static int digest_fd(int fd, const struct digest_key *key, uint8_t out[DIGEST_BY
 
 struct walk {
 	struct changes *ch;
+	unsigned view;  /* the view walked */
+	size_t rel;     /* where paths beneath its target start */
+	unsigned depth; /* directories deep */
 	const struct digest_key *key;
 	char *buf;
 	const char *where;
@@ -167,16 +217,17 @@ static int by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Whether the upper directory (dir, name) is opaque. */
-static bool opaque(int dir, const char *name)
+/* Whether the upper directory (dir, name) is opaque, by the mark of the
+ * namespace its overlay uses (another's is the program's own xattr). */
+static bool opaque(int dir, const char *name, bool user)
 {
 	char proc[64], v[4];
 	int fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return false;
 	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-	bool yes = (getxattr(proc, "trusted.overlay.opaque", v, sizeof v) == 1 && v[0] == 'y') ||
-		   (getxattr(proc, "user.overlay.opaque", v, sizeof v) == 1 && v[0] == 'y');
+	bool yes = getxattr(proc, user ? "user.overlay.opaque" : "trusted.overlay.opaque", v, sizeof v) == 1 &&
+		   v[0] == 'y';
 	close(fd);
 	return yes;
 }
@@ -219,7 +270,8 @@ static int walk_entry(struct walk *w, int dir, const char *name, const char *rea
 	struct stat st;
 	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return errno;
-	struct change c = { .path = path_join(real, name), .upper = path_join(upper, name), .mode = st.st_mode & 07777,
+	struct change c = { .path = path_join(real, name), .upper = path_join(upper, name), .view = w->view, .rel = w->rel,
+			    .mode = st.st_mode & 07777,
 			    .uid = st.st_uid, .gid = st.st_gid, .atime = st.st_atim, .mtime = st.st_mtim };
 	int err = 0;
 	bool keep = true;
@@ -272,18 +324,21 @@ static int walk_entry(struct walk *w, int dir, const char *name, const char *rea
 		break;
 	}
 	case S_IFDIR: {
-		bool op = below_opaque || opaque(dir, name);
+		bool op = below_opaque || opaque(dir, name, w->ch->user_xattrs);
 		c.kind = op && !below_opaque ? CHANGE_OPAQUE : CHANGE_DIR;
 		keep = below_opaque || c.kind == CHANGE_OPAQUE || !unchanged(w, &c, &st);
 		if (keep) {
 			w->ch->c = grow(w->ch->c, &w->ch->cap, w->ch->n, sizeof *w->ch->c);
 			w->ch->c[w->ch->n++] = c;
 		}
-		int sub = open_upper(dir, name, c.mode, O_RDONLY | O_DIRECTORY);
-		if (sub < 0)
+		int sub = w->depth >= DEPTH_MAX ? (errno = ELOOP, -1) : open_upper(dir, name, c.mode, O_RDONLY | O_DIRECTORY);
+		if (sub < 0) {
 			err = errno;
-		else
+		} else {
+			w->depth++;
 			err = walk_dir(w, sub, c.path, c.upper, op);
+			w->depth--;
+		}
 		if (err != 0 && w->where == NULL) {
 			free(w->where_buf);
 			w->where = w->where_buf = dup_or_die(c.path);
@@ -358,6 +413,8 @@ int changes_scan(struct changes *ch, const struct digest_key *key, const char **
 			w.where = ch->targets[v];
 			break;
 		}
+		w.view = (unsigned)v;
+		w.rel = strcmp(ch->targets[v], "/") == 0 ? 1 : strlen(ch->targets[v]) + 1;
 		err = walk_dir(&w, fd, ch->targets[v], upper, false);
 	}
 	free(w.buf);
@@ -405,7 +462,9 @@ static off_t first_byte(const struct changes *a, const struct change *ca, const 
 	int fb = openat(b->root, cb->upper, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	off_t off = 0;
 	char x[65536], y[65536];
-	while (fa >= 0 && fb >= 0) {
+	/* Bounded: a difference past 1 GiB (in a huge sparse file) is named
+	 * at 1 GiB. */
+	while (fa >= 0 && fb >= 0 && off < (1 << 30)) {
 		ssize_t na = read(fa, x, sizeof x), nb = read(fb, y, sizeof y);
 		if (na <= 0 || nb <= 0)
 			break;

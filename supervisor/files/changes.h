@@ -37,6 +37,8 @@ enum change_kind {
 
 struct change {
 	char *path;  /* the real path */
+	unsigned view; /* its view: targets[view] */
+	size_t rel;  /* path + rel: its path beneath the view's target */
 	char *upper; /* where its new version is, relative to the staging root */
 	enum change_kind kind;
 	mode_t mode; /* permission bits (07777) */
@@ -52,7 +54,8 @@ struct change {
 /* What a replica could not view (the manifest's "-" lines). */
 struct unviewed {
 	char *path;
-	int err; /* EBUSY: a mount beneath it */
+	int err;     /* EBUSY: a mount beneath it */
+	bool shared; /* left writable, the host's (else read-only in the replica) */
 };
 
 struct changes {
@@ -62,6 +65,7 @@ struct changes {
 	size_t ntargets;
 	struct unviewed *un;
 	size_t nun;
+	bool user_xattrs; /* the overlays' marks are user.overlay.* (unprivileged), else trusted.* */
 	int root; /* the staging tmpfs (owned) */
 };
 

@@ -1,54 +1,86 @@
 /* commit.c — see commit.h.
  *
- * Invariant: a temporary name (".diehard-commit-PID-N" in the real
- * path's directory) exists only between the first pass and its rename;
- * a version that could not be renamed in is removed, so a failed commit
- * leaves the old file, never a stray copy. */
+ * Every path is reached from its view's target directory, opened once,
+ * with openat2's RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV:
+ * a symbolic link or a mount put in the way meanwhile (by anyone who may
+ * write the real tree while diehard, perhaps root, commits) fails that
+ * path instead of sending the commit elsewhere. The upper layer never
+ * holds a path through a link (overlayfs resolved it in the replica), so
+ * an honest commit meets none. The last component is made, renamed or
+ * removed relative to its parent's descriptor, never followed.
+ *
+ * Invariants: a temporary name (".diehard-commit-PID-N" in the path's
+ * directory) exists only between the first pass and its rename, and is
+ * removed when the rename cannot be made; entries beneath a directory that
+ * could not be committed are skipped (said once, with the directory);
+ * directories are made writable by their owner while the commit fills
+ * them and get their agreed modes last, deepest first. */
 #include "commit.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "changes.h"
 #include "log.h"
 
-/* The directory part of path, in buf. */
-static const char *dir_of(const char *path, char *buf, size_t size)
-{
-	snprintf(buf, size, "%s", path);
-	char *slash = strrchr(buf, '/');
-	if (slash == NULL)
-		return ".";
-	if (slash == buf)
-		slash[1] = '\0';
-	else
-		*slash = '\0';
-	return buf;
-}
+#define COPY_CHUNK (1u << 20)
 
 static void say(const char *path, const char *what, int err, struct commit_result *res)
 {
-	log_warn("cannot commit %s (%s: %s): the real file is as it was", path, what, strerror(err));
+	log_warn("cannot commit %s (%s: %s)", path, what, strerror(err));
 	res->failed++;
 }
 
-/* Removes path, a directory with everything in it (at fd dir, name). */
-static int remove_at(int dir, const char *name)
+/* The parent directory of c, beneath its view's target (fd tdir); *name
+ * its last component. A descriptor, or -1 with errno. */
+static int parent_of(int tdir, const struct change *c, const char **name)
+{
+	const char *rel = c->path + c->rel;
+	const char *slash = strrchr(rel, '/');
+	*name = slash != NULL ? slash + 1 : rel;
+	char dir[4096];
+	if (slash == NULL)
+		snprintf(dir, sizeof dir, ".");
+	else if ((size_t)(slash - rel) >= sizeof dir) {
+		errno = ENAMETOOLONG;
+		return -1;
+	} else {
+		memcpy(dir, rel, (size_t)(slash - rel));
+		dir[slash - rel] = '\0';
+	}
+	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+					   RESOLVE_NO_XDEV };
+	return (int)syscall(SYS_openat2, tdir, dir, &how, sizeof how);
+}
+
+/* Removes name in dir and, a directory, everything in it on the same file
+ * system (a mount inside is left: EXDEV). */
+static int remove_at(int dir, const char *name, dev_t dev, int depth)
 {
 	if (unlinkat(dir, name, 0) == 0 || errno == ENOENT)
 		return 0;
 	if (errno != EISDIR && errno != EPERM)
 		return errno;
+	if (depth > 4096)
+		return ELOOP;
 	int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno;
+	struct stat st;
+	if (fstat(fd, &st) != 0 || st.st_dev != dev) {
+		close(fd);
+		return EXDEV;
+	}
 	DIR *d = fdopendir(fd);
 	if (d == NULL) {
 		int err = errno;
@@ -59,90 +91,74 @@ static int remove_at(int dir, const char *name)
 	struct dirent *e;
 	while (err == 0 && (e = readdir(d)) != NULL)
 		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-			err = remove_at(dirfd(d), e->d_name);
+			err = remove_at(dirfd(d), e->d_name, dev, depth + 1);
 	closedir(d);
 	if (err == 0 && unlinkat(dir, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
 		err = errno;
 	return err;
 }
 
-static int remove_path(const char *path)
+static int remove_in(int parent, const char *name)
 {
-	return remove_at(AT_FDCWD, path);
-}
-
-/* Removes what a directory holds, keeping it. */
-static int empty_dir(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : errno;
-	DIR *d = fdopendir(fd);
-	if (d == NULL) {
-		close(fd);
+	struct stat st;
+	if (fstat(parent, &st) != 0)
 		return errno;
-	}
-	int err = 0;
-	struct dirent *e;
-	while (err == 0 && (e = readdir(d)) != NULL)
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-			err = remove_at(dirfd(d), e->d_name);
-	closedir(d);
-	return err;
+	return remove_at(parent, name, st.st_dev, 0);
 }
 
-/* Copies all of in to out. */
+/* Copies in's data to out, holes left as holes, then out's size. */
 static int copy_bytes(int in, int out, unsigned long long *bytes)
 {
+	struct stat st;
+	if (fstat(in, &st) != 0)
+		return errno;
+	static char buf[COPY_CHUNK];
+	off_t pos = 0;
 	for (;;) {
-		ssize_t n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
-		if (n > 0) {
-			*bytes += (unsigned long long)n;
-			continue;
-		}
-		if (n == 0)
-			return 0;
-		if (errno == EINTR)
-			continue;
-		if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-			return errno;
-		break;
-	}
-	static char buf[1 << 20];
-	for (;;) {
-		ssize_t r = read(in, buf, sizeof buf);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return errno;
-		if (r == 0)
-			return 0;
-		for (ssize_t o = 0; o < r;) {
-			ssize_t w = write(out, buf + o, (size_t)(r - o));
-			if (w < 0 && errno == EINTR)
+		off_t data = lseek(in, pos, SEEK_DATA);
+		if (data < 0)
+			break;
+		off_t hole = lseek(in, data, SEEK_HOLE);
+		if (hole < 0)
+			hole = st.st_size;
+		for (off_t at = data; at < hole;) {
+			size_t want = (size_t)(hole - at < COPY_CHUNK ? hole - at : COPY_CHUNK);
+			ssize_t r = pread(in, buf, want, at);
+			if (r < 0 && errno == EINTR)
 				continue;
-			if (w < 0)
+			if (r < 0)
 				return errno;
-			o += w;
+			if (r == 0)
+				break;
+			for (ssize_t o = 0; o < r;) {
+				ssize_t w = pwrite(out, buf + o, (size_t)(r - o), at + o);
+				if (w < 0 && errno == EINTR)
+					continue;
+				if (w < 0)
+					return errno;
+				o += w;
+			}
+			at += r;
+			*bytes += (unsigned long long)r;
 		}
-		*bytes += (unsigned long long)r;
+		pos = hole;
+		if (pos >= st.st_size)
+			break;
 	}
+	return ftruncate(out, st.st_size) == 0 ? 0 : errno;
 }
 
-/* The new version of c made beside it under a temporary name (tmp). */
-static int make_beside(const struct changes *ch, const struct change *c, char *tmp, size_t size, bool root,
-		       unsigned long long *bytes)
+/* The new version of c made in parent under a temporary name (tmp). */
+static int make_beside(const struct changes *ch, const struct change *c, int parent, char *tmp, size_t size,
+		       bool root, unsigned long long *bytes)
 {
 	static unsigned long counter;
-	char dir[4096];
-	dir_of(c->path, dir, sizeof dir);
 	for (int tries = 0; tries < 100; tries++) {
-		snprintf(tmp, size, "%s%s.diehard-commit-%ld-%lu", dir, strcmp(dir, "/") == 0 ? "" : "/", (long)getpid(),
-			 ++counter);
+		snprintf(tmp, size, ".diehard-commit-%ld-%lu", (long)getpid(), ++counter);
 		int err = 0;
 		switch (c->kind) {
 		case CHANGE_FILE: {
-			int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+			int out = openat(parent, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 			if (out < 0) {
 				err = errno;
 				break;
@@ -166,26 +182,38 @@ static int make_beside(const struct changes *ch, const struct change *c, char *t
 			if (close(out) != 0 && err == 0)
 				err = errno;
 			if (err != 0)
-				(void)unlink(tmp);
+				(void)unlinkat(parent, tmp, 0);
 			return err;
 		}
 		case CHANGE_LINK:
-			if (symlink(c->link, tmp) != 0)
+			if (symlinkat(c->link, parent, tmp) != 0)
 				err = errno;
-			else if (root && lchown(tmp, c->uid, c->gid) != 0) {
+			else if (root && fchownat(parent, tmp, c->uid, c->gid, AT_SYMLINK_NOFOLLOW) != 0) {
 				err = errno;
-				(void)unlink(tmp);
+				(void)unlinkat(parent, tmp, 0);
 			}
 			break;
 		case CHANGE_FIFO:
-		case CHANGE_NODE:
-			if (mknod(tmp, c->kind == CHANGE_FIFO ? (S_IFIFO | (c->mode & 07777)) : c->mode, c->rdev) != 0)
+		case CHANGE_NODE: {
+			mode_t m = c->kind == CHANGE_FIFO ? (S_IFIFO | (c->mode & 07777)) : c->mode;
+			if (mknodat(parent, tmp, m, c->rdev) != 0) {
 				err = errno;
-			else if ((root && lchown(tmp, c->uid, c->gid) != 0) || chmod(tmp, c->mode & 07777) != 0) {
-				err = errno;
-				(void)unlink(tmp);
+				break;
 			}
+			/* A node's mode and owner, by a descriptor that cannot
+			 * follow anything (O_PATH of the node itself). */
+			int fd = openat(parent, tmp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+			char proc[64];
+			snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+			if (fd < 0 || (root && fchownat(fd, "", c->uid, c->gid, AT_EMPTY_PATH) != 0) ||
+			    chmod(proc, c->mode & 07777) != 0) {
+				err = errno;
+				(void)unlinkat(parent, tmp, 0);
+			}
+			if (fd >= 0)
+				close(fd);
 			break;
+		}
 		default:
 			return EINVAL;
 		}
@@ -195,35 +223,72 @@ static int make_beside(const struct changes *ch, const struct change *c, char *t
 	return EEXIST;
 }
 
-/* A directory made, or given the agreed mode and owner. */
-static int put_dir(const struct change *c, bool root)
+/* A directory made (writable by its owner until set_dir), or kept; an
+ * opaque one emptied first. */
+static int put_dir(int parent, const char *name, const struct change *c)
 {
 	struct stat st;
-	if (lstat(c->path, &st) == 0 && !S_ISDIR(st.st_mode) && unlink(c->path) != 0)
+	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
+	    unlinkat(parent, name, 0) != 0)
 		return errno;
-	if (mkdir(c->path, c->mode) != 0 && errno != EEXIST)
+	if (mkdirat(parent, name, (c->mode | 0700) & 07777) != 0 && errno != EEXIST)
 		return errno;
-	if (c->kind == CHANGE_OPAQUE) {
-		int err = empty_dir(c->path);
-		if (err != 0)
-			return err;
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	int err = 0;
+	if (fchmod(fd, (c->mode | 0700) & 07777) != 0)
+		err = errno;
+	if (err == 0 && c->kind == CHANGE_OPAQUE) {
+		DIR *d = fdopendir(fd);
+		if (d == NULL) {
+			err = errno;
+		} else {
+			fd = -1;
+			struct dirent *e;
+			while (err == 0 && (e = readdir(d)) != NULL)
+				if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+					err = remove_in(dirfd(d), e->d_name);
+			closedir(d);
+		}
 	}
-	if (root && lchown(c->path, c->uid, c->gid) != 0)
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
+/* A directory's agreed mode and owner, last. */
+static int set_dir(int parent, const char *name, const struct change *c, bool root)
+{
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
 		return errno;
-	return chmod(c->path, c->mode) == 0 ? 0 : errno;
+	int err = 0;
+	if (root && fchown(fd, c->uid, c->gid) != 0)
+		err = errno;
+	if (err == 0 && fchmod(fd, c->mode) != 0)
+		err = errno;
+	close(fd);
+	return err;
 }
 
 /* Syncs the file systems of every view's target. */
-static void sync_targets(const struct changes *ch)
+static void sync_targets(const int *tdir, size_t n, const struct changes *ch)
 {
-	for (size_t v = 0; v < ch->ntargets; v++) {
-		int fd = open(ch->targets[v], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		if (syncfs(fd) != 0)
+	for (size_t v = 0; v < n; v++)
+		if (tdir[v] >= 0 && syncfs(tdir[v]) != 0)
 			log_warn("cannot sync the file system of %s: %s", ch->targets[v], strerror(errno));
-		close(fd);
+}
+
+/* Whether path lies beneath one of the directories that failed. */
+static bool beneath_failed(char **failed, size_t nfailed, const char *path)
+{
+	for (size_t i = 0; i < nfailed; i++) {
+		size_t n = strlen(failed[i]);
+		if (strncmp(path, failed[i], n) == 0 && path[n] == '/')
+			return true;
 	}
+	return false;
 }
 
 void commit_apply(const struct changes *ch, struct commit_result *res)
@@ -233,68 +298,108 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 		return;
 	bool root = geteuid() == 0;
 	char **tmp = calloc(ch->n, sizeof *tmp);
-	bool *skip = calloc(ch->n, sizeof *skip);
-	if (tmp == NULL || skip == NULL)
+	bool *done = calloc(ch->n, sizeof *done);
+	char **failed = calloc(ch->n, sizeof *failed);
+	int *tdir = calloc(ch->ntargets + 1, sizeof *tdir);
+	size_t nfailed = 0;
+	if (tmp == NULL || done == NULL || failed == NULL || tdir == NULL)
 		fatal(125, "out of memory");
+	for (size_t v = 0; v < ch->ntargets; v++)
+		if ((tdir[v] = open(ch->targets[v], O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+			log_warn("cannot open %s to commit into it: %s", ch->targets[v], strerror(errno));
 	/* First pass: directories, and every new version beside its path. */
 	for (size_t i = 0; i < ch->n; i++) {
 		const struct change *c = &ch->c[i];
-		int err = 0;
+		const char *name;
+		if (beneath_failed(failed, nfailed, c->path))
+			continue;
+		if (c->kind == CHANGE_GONE)
+			continue;
+		int parent = c->view < ch->ntargets && tdir[c->view] >= 0 ? parent_of(tdir[c->view], c, &name) : -1;
+		if (parent < 0) {
+			say(c->path, "its directory", errno ? errno : ENOENT, res);
+			failed[nfailed++] = c->path;
+			continue;
+		}
+		int err;
+		char t[128];
 		switch (c->kind) {
 		case CHANGE_DIR:
 		case CHANGE_OPAQUE:
-			if ((err = put_dir(c, root)) != 0)
+			if ((err = put_dir(parent, name, c)) != 0) {
 				say(c->path, "directory", err, res);
-			else
+				failed[nfailed++] = c->path;
+			} else {
+				done[i] = true;
 				res->dirs++;
-			break;
-		case CHANGE_GONE:
+			}
 			break;
 		case CHANGE_NODE:
 			if (!root) {
 				say(c->path, "a device node, unprivileged", EPERM, res);
-				skip[i] = true;
 				break;
 			}
 			/* fall through */
-		default: {
-			char t[4096 + 64];
-			if ((err = make_beside(ch, c, t, sizeof t, root, &res->bytes)) != 0) {
+		default:
+			if ((err = make_beside(ch, c, parent, t, sizeof t, root, &res->bytes)) != 0)
 				say(c->path, "a new version beside it", err, res);
-				skip[i] = true;
-			} else if ((tmp[i] = strdup(t)) == NULL) {
+			else if ((tmp[i] = strdup(t)) == NULL)
 				fatal(125, "out of memory");
-			}
 		}
-		}
+		close(parent);
 	}
-	sync_targets(ch);
+	sync_targets(tdir, ch->ntargets, ch);
 	/* Second pass: in place, in order. */
 	for (size_t i = 0; i < ch->n; i++) {
 		const struct change *c = &ch->c[i];
+		if ((c->kind != CHANGE_GONE && tmp[i] == NULL) || beneath_failed(failed, nfailed, c->path))
+			continue;
+		const char *name;
+		int parent = c->view < ch->ntargets && tdir[c->view] >= 0 ? parent_of(tdir[c->view], c, &name) : -1;
 		int err;
-		if (c->kind == CHANGE_GONE) {
-			if ((err = remove_path(c->path)) != 0)
+		if (parent < 0) {
+			say(c->path, "its directory", errno ? errno : ENOENT, res);
+		} else if (c->kind == CHANGE_GONE) {
+			if ((err = remove_in(parent, name)) != 0)
 				say(c->path, "removal", err, res);
 			else
 				res->removed++;
-			continue;
-		}
-		if (tmp[i] == NULL)
-			continue;
-		struct stat st;
-		if (lstat(c->path, &st) == 0 && S_ISDIR(st.st_mode) && (err = remove_path(c->path)) != 0) {
-			say(c->path, "the directory it replaces", err, res);
-			(void)unlink(tmp[i]);
-		} else if (rename(tmp[i], c->path) != 0) {
-			say(c->path, "rename into place", errno, res);
-			(void)unlink(tmp[i]);
 		} else {
-			res->written++;
+			struct stat st;
+			if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+			    (err = remove_in(parent, name)) != 0) {
+				say(c->path, "the directory it replaces", err, res);
+				(void)unlinkat(parent, tmp[i], 0);
+			} else if (renameat(parent, tmp[i], parent, name) != 0) {
+				say(c->path, "rename into place", errno, res);
+				(void)unlinkat(parent, tmp[i], 0);
+			} else {
+				res->written++;
+			}
 		}
+		if (parent >= 0)
+			close(parent);
 		free(tmp[i]);
+		tmp[i] = NULL;
 	}
-	sync_targets(ch);
+	/* Directories' modes, deepest first (a 0555 tree was filled first). */
+	for (size_t i = ch->n; i-- > 0;) {
+		const struct change *c = &ch->c[i];
+		const char *name;
+		if (!done[i])
+			continue;
+		int parent = parent_of(tdir[c->view], c, &name), err;
+		if (parent < 0 || (err = set_dir(parent, name, c, root)) != 0)
+			say(c->path, "directory's mode", parent < 0 ? errno : err, res);
+		if (parent >= 0)
+			close(parent);
+	}
+	sync_targets(tdir, ch->ntargets, ch);
+	for (size_t v = 0; v < ch->ntargets; v++)
+		if (tdir[v] >= 0)
+			close(tdir[v]);
+	free(tdir);
 	free(tmp);
-	free(skip);
+	free(done);
+	free(failed);
 }

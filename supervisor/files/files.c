@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "changes.h"
@@ -92,6 +93,7 @@ void files_init(struct sup *S)
 	json_object_set_new(F->rep, "shared", shared);
 	F->cwd = getcwd(NULL, 0);
 	F->plan.cwd = F->cwd;
+	F->plan.start = (long long)time(NULL);
 	F->plan.whole = !(sandbox_init_flags(S->ns_flags) & CLONE_NEWUSER);
 	unsigned n = 0;
 	add_dir(&F->plan, &n, F->cwd);
@@ -133,19 +135,6 @@ char *const *files_env(struct sup *S)
 	return list;
 }
 
-bool files_refused(struct sup *S, int err)
-{
-	struct files *F = S->files;
-	if (S->o->files_given && S->o->files == FILES_PRIVATE)
-		return false;
-	log_warn("cannot give the replicas views of their own files (%s): they share the file system, and what they "
-		 "write happens once per replica (--files shared: this without the warning)", strerror(err));
-	F->private = false;
-	json_object_set_new(F->rep, "mode", must(json_string("shared")));
-	json_object_set_new(F->rep, "why_shared", must(json_string(strerror(err))));
-	return true;
-}
-
 static const char *unviewed_why(int err)
 {
 	return err == EBUSY ? "mounts beneath it" : err == EINVAL ? "its path has ',', ':' or '\\' in it" : strerror(err);
@@ -159,8 +148,10 @@ void files_started(struct sup *S, struct replica *r, int fd)
 		return;
 	r->changes = changes_open(fd);
 	if (r->changes == NULL) {
+		/* Its writes cannot be read: it agrees with nobody. */
 		log_warn("cannot read replica %u's view manifest: %s", r->id, strerror(errno));
 		close(fd);
+		r->changes_bad = true;
 		return;
 	}
 	if (F->said_unviewed)
@@ -173,7 +164,7 @@ void files_started(struct sup *S, struct replica *r, int fd)
 	for (size_t i = 0; i < r->changes->nun; i++) {
 		const struct unviewed *u = &r->changes->un[i];
 		log_warn("no view of %s for the replicas (%s): %s", u->path, unviewed_why(u->err),
-			 F->plan.whole ? "shared by them" : "read-only in them");
+			 F->plan.whole || u->shared ? "shared by them, written by each" : "read-only in them");
 		json_array_append_new(un, json_pack("{s:s,s:s}", "path", u->path, "why", unviewed_why(u->err)));
 	}
 	json_object_set_new(F->rep, "unviewed", un);
@@ -204,10 +195,10 @@ void files_release(struct replica *r)
 
 bool files_agree(const struct replica *a, const struct replica *b)
 {
-	if (a->changes == NULL || b->changes == NULL)
-		return a->changes == NULL && b->changes == NULL;
 	if (a->changes_bad || b->changes_bad)
 		return false;
+	if (a->changes == NULL || b->changes == NULL)
+		return a->changes == NULL && b->changes == NULL;
 	return changes_same(a->changes, b->changes);
 }
 
@@ -229,6 +220,24 @@ void files_divergence(struct sup *S, struct replica *r, const struct replica *ma
 	char mine[64];
 	snprintf(mine, sizeof mine, "%s", what);
 	ci_divergence(S, (int)r->id, "files", (size_t)off, mine, path);
+}
+
+void files_uncommitted(struct sup *S)
+{
+	if (S->files == NULL || !S->files->private || S->o->replay != NULL)
+		return;
+	size_t most = 0;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct replica *r = &S->r[i];
+		if (r->changes != NULL && r->exited && !r->killed)
+			files_ended(S, r);
+		if (r->changes != NULL && r->changes_read && r->changes->n > most)
+			most = r->changes->n;
+	}
+	if (most > 0)
+		log_warn("the replicas' file changes (up to %zu paths) are not committed: the run ended without an agreed "
+			 "result", most);
+	json_object_set_new(S->files->rep, "uncommitted", json_integer((json_int_t)most));
 }
 
 bool files_commit(struct sup *S, const struct replica *winner)

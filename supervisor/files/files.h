@@ -40,10 +40,6 @@ const struct view_plan *files_plan(struct sup *S);
 /* The variables a replica with views gets (its init fills them in:
  * view.h's VIEW_DEVS_VAR), or NULL. */
 char *const *files_env(struct sup *S);
-/* The kernel refused a replica's views (err): the rest of the run shares
- * the file system, said once. false when --files private was asked for
- * explicitly (the run cannot go on). */
-bool files_refused(struct sup *S, int err);
 /* Replica r started with its staging tmpfs at fd (-1: no views). */
 void files_started(struct sup *S, struct replica *r, int fd);
 /* r ended: its changes are read. */
@@ -54,6 +50,10 @@ void files_release(struct replica *r);
 bool files_agree(const struct replica *a, const struct replica *b);
 /* r's files differ from the majority's (maj): reported, with the path. */
 void files_divergence(struct sup *S, struct replica *r, const struct replica *maj);
+/* The run ended without an agreed result (no majority, a stop past
+ * --stop-timeout, diehard's own error): whatever the replicas wrote is
+ * dropped; said in one line when any of them had changes. */
+void files_uncommitted(struct sup *S);
 /* Commits winner's changes (the run's exit status was agreed with them).
  * false when a path could not be committed (said). */
 bool files_commit(struct sup *S, const struct replica *winner);

@@ -8,6 +8,7 @@
  * hidden and left out of the new tree. Mount points are kept in the
  * table's order, which puts every parent before its children. */
 #include "view.h"
+#include "viewdev.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,19 +56,21 @@ static bool kernel_path(const char *path)
 	return under(path, "/proc") || under(path, "/sys") || under(path, "/dev");
 }
 
-/* File systems that hold files a program writes: viewed when mounted
- * read-write. Everything else (proc, sysfs, devtmpfs, cgroup, bpf, nsfs...)
- * is bound as it is. */
+/* File systems that hold files a program writes: every one but the
+ * kernel's own interfaces (a type not known here is data: viewed when
+ * read-write, never left writable and shared by oversight). The kernel's
+ * (proc, sysfs, devtmpfs, cgroup, bpf, nsfs...) are bound as they are. */
 static bool data_fs(const char *t)
 {
-	static const char *const names[] = { "ext2",  "ext3",   "ext4",    "xfs",   "btrfs",  "tmpfs", "ramfs",
-					     "f2fs",  "vfat",   "exfat",   "ntfs",  "ntfs3",  "overlay", "zfs",
-					     "jfs",   "nilfs2", "reiserfs", "9p",   "virtiofs", "nfs", "nfs4",
-					     "cifs",  "smb3",   "fuseblk", "bcachefs", "hfsplus", "udf" };
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-		if (strcmp(t, names[i]) == 0)
-			return true;
-	return strncmp(t, "fuse.", 5) == 0;
+	static const char *const kernel[] = { "proc",     "sysfs",     "devtmpfs",   "devpts",   "cgroup",
+					      "cgroup2",  "debugfs",   "tracefs",    "securityfs", "pstore",
+					      "bpf",      "configfs",  "fusectl",    "hugetlbfs", "mqueue",
+					      "autofs",   "binfmt_misc", "nsfs",     "efivarfs", "rpc_pipefs",
+					      "nfsd",     "selinuxfs", "smackfs",    "apparmorfs" };
+	for (size_t i = 0; i < sizeof kernel / sizeof kernel[0]; i++)
+		if (strcmp(t, kernel[i]) == 0)
+			return false;
+	return true;
 }
 
 /* mountinfo's octal escapes (\040 for a space...) decoded in place. */
@@ -284,22 +287,21 @@ static char *put_hex(char *o, const char *end, unsigned long long v)
 	return o;
 }
 
-static void dev_pair(dev_t real, unsigned long long canon)
+static long long run_start; /* the plan's: the run's start, for libdiehard's stamps */
+
+static void dev_pair(dev_t real, unsigned minor_no)
 {
 	char *o = devs + ndevs_len, *end = devs + sizeof devs - 1;
 	if (end - o < 40)
 		return;
 	if (ndevs_len == 0) {
-		/* The views' start, for libdiehard's stamps. */
-		struct timespec now;
-		(void)clock_gettime(CLOCK_REALTIME, &now);
 		*o++ = 'T';
-		o = put_hex(o, end, (unsigned long long)now.tv_sec);
+		o = put_hex(o, end, (unsigned long long)run_start);
 	}
 	*o++ = ',';
 	o = put_hex(o, end, (unsigned long long)real);
 	*o++ = ':';
-	o = put_hex(o, end, canon);
+	o = put_hex(o, end, (unsigned long long)makedev(VIEW_DEV_MAJOR, minor_no));
 	*o = '\0';
 	ndevs_len = (size_t)(o - devs);
 }
@@ -328,9 +330,11 @@ static dev_t lower_dev(const char *dir, int depth)
 			if (e->name[0] == '.' && (e->name[1] == '\0' || (e->name[1] == '.' && e->name[2] == '\0')))
 				continue;
 			struct stat st;
-			if (e->type == DT_REG && fstatat(fd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			bool unknown = e->type == DT_UNKNOWN && fstatat(fd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+			unsigned char type = unknown ? (S_ISREG(st.st_mode) ? DT_REG : S_ISDIR(st.st_mode) ? DT_DIR : 0) : e->type;
+			if (type == DT_REG && fstatat(fd, e->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 				found = st.st_dev;
-			else if (e->type == DT_DIR && depth > 0) {
+			else if (type == DT_DIR && depth > 0) {
 				char sub[PATH_BYTES];
 				if (join(sub, dir, strcmp(dir, "/") == 0 ? "" : "/") && strlen(sub) + strlen(e->name) < PATH_BYTES) {
 					strcat(sub, e->name);
@@ -367,12 +371,12 @@ static void view_devs(unsigned v, const char *path)
 	struct stat st;
 	if (stat(path, &st) != 0)
 		return;
-	dev_pair(st.st_dev, VIEW_DEV_BASE + 4ull * v);
+	dev_pair(st.st_dev, 4 * v);
 	dev_t lower = lower_dev(path, 1), upper = upper_dev(path);
 	if (lower != 0 && lower != st.st_dev)
-		dev_pair(lower, VIEW_DEV_BASE + 4ull * v + 1);
+		dev_pair(lower, 4 * v + 1);
 	if (upper != 0 && upper != st.st_dev && upper != lower)
-		dev_pair(upper, VIEW_DEV_BASE + 4ull * v + 2);
+		dev_pair(upper, 4 * v + VIEW_DEV_UPPER);
 }
 
 void view_fill_env(char **envp)
@@ -411,10 +415,11 @@ static void manifest_line(struct stage *st, const char *tag, int err, const char
 	(void)!write(st->manifest, line, (size_t)(o - line));
 }
 
-/* Paths overlayfs's options cannot carry (its separators). */
+/* Paths overlayfs's options cannot carry (its separators), nor the
+ * manifest (lines). */
 static bool option_safe(const char *p)
 {
-	return strpbrk(p, ",:\\") == NULL;
+	return strpbrk(p, ",:\\\n") == NULL;
 }
 
 /* The next view's upper and work directories made in the staging tmpfs;
@@ -427,8 +432,15 @@ static int overlay(struct stage *st, const char *lower, const char *target, unsi
 	*o = '\0';
 	if (mkdirat(st->fd, name, 0700) != 0)
 		return errno;
+	/* The top of the view shows the upper layer's root: the lower's mode
+	 * (a 1777 /tmp stays one), and as root its owner. */
+	struct stat low;
+	if (stat(lower, &low) != 0)
+		return errno;
 	char sub[32];
-	if (!join(sub, name, "/u") || mkdirat(st->fd, sub, 0755) != 0 || !join(sub, name, "/w") ||
+	if (!join(sub, name, "/u") || mkdirat(st->fd, sub, 0700) != 0 ||
+	    (!user && fchownat(st->fd, sub, low.st_uid, low.st_gid, 0) != 0) ||
+	    fchmodat(st->fd, sub, low.st_mode & 07777, 0) != 0 || !join(sub, name, "/w") ||
 	    mkdirat(st->fd, sub, 0700) != 0)
 		return errno;
 	char opts[3 * PATH_BYTES];
@@ -460,7 +472,7 @@ static int overlay(struct stage *st, const char *lower, const char *target, unsi
 	return 0;
 }
 
-static int stage_open(struct stage *st)
+static int stage_open(struct stage *st, bool user)
 {
 	static const char *const dirs[] = { "/dev/shm", "/mnt", "/media", "/srv" };
 	st->dir = NULL;
@@ -479,10 +491,12 @@ static int stage_open(struct stage *st)
 	st->manifest = openat(st->fd, "manifest", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (st->manifest < 0)
 		return errno;
+	/* Which xattrs the overlays keep their marks in (changes.c). */
+	manifest_line(st, "x", 0, user ? "user" : "trusted");
 	st->views = 0;
 	struct stat s;
 	if (fstat(st->fd, &s) == 0)
-		dev_pair(s.st_dev, VIEW_DEV_BASE - 1);
+		dev_pair(s.st_dev, VIEW_DEV_STAGING);
 	return 0;
 }
 
@@ -526,7 +540,16 @@ static int whole(const struct view_plan *p, const struct table *t, struct stage 
 				continue;
 			manifest_line(st, "-", err, m->path);
 		}
-		if (mount(m->path, target, NULL, MS_BIND, NULL) != 0 && errno != ENOENT) {
+		if (mount(m->path, target, NULL, MS_BIND, NULL) != 0) {
+			if (errno == ENOENT)
+				continue;
+			*step = m->path;
+			return errno;
+		}
+		/* Devices stay usable, but nothing new is made in the host's
+		 * /dev: read-only (device nodes are written all the same). */
+		if (under(m->path, "/dev") && m->rw &&
+		    mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | m->flags, NULL) != 0) {
 			*step = m->path;
 			return errno;
 		}
@@ -591,11 +614,14 @@ static int dirs(const struct view_plan *p, const struct table *t, struct stage *
 		const struct mnt *m = &t->m[i];
 		if (m->hidden || !m->rw || !data_fs(m->fstype) || kernel_path(m->path))
 			continue;
-		if (mount(NULL, m->path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | m->flags, NULL) != 0 &&
-		    errno != ENOENT) {
-			*step = m->path;
-			return errno;
-		}
+		if (mount(NULL, m->path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | m->flags, NULL) == 0 ||
+		    errno == ENOENT)
+			continue;
+		/* Out of the user's reach (a root-only directory above it,
+		 * /var/lib/docker): the user cannot write there either. */
+		if (errno == EACCES)
+			continue;
+		manifest_line(st, "!", errno, m->path);
 	}
 	for (unsigned i = 0; i < n; i++) {
 		if (!want[i])
@@ -633,7 +659,8 @@ int view_enter(const struct view_plan *p, int *staging, const char **step)
 		return err;
 	struct stage st = { .fd = -1, .manifest = -1 };
 	*step = "the staging tmpfs";
-	if ((err = stage_open(&st)) != 0)
+	run_start = p->start;
+	if ((err = stage_open(&st, !p->whole)) != 0)
 		return err;
 	err = p->whole ? whole(p, &t, &st, step) : dirs(p, &t, &st, step);
 	close(st.manifest);

@@ -26,7 +26,10 @@
  *
  * The staging tmpfs holds, at its root, `manifest`: one line per view,
  * "v<N>\t<target>\n" (upper layer v<N>/u), then one per directory that
- * could have none, "-\t<errno>\t<target>\n". Written here before the
+ * could have none, "-\t<errno>\t<target>\n" (as root: bound, shared;
+ * unprivileged: read-only), one per writable mount that could not be made
+ * read-only, "!\t<errno>\t<target>\n" (shared), and "x\tuser" or
+ * "x\ttrusted": where the overlays keep their xattrs. Written here before the
  * program runs, unreachable by it, so diehard trusts it.
  *
  * Async-signal-safe: runs in a clone of diehard, no allocation (a buffer
@@ -39,8 +42,6 @@
 #define VIEW_MAX 32     /* views per replica */
 #define VIEW_DEVS_VAR "DIEHARD_VIEWDEVS"
 #define VIEW_DEVS_BYTES 3584 /* its value's room: (3 * VIEW_MAX + 1) pairs */
-#define VIEW_DEV_BASE 0xd1e00ull /* canonical devices: makedev(0, BASE + 4 * view (+1: its lower
-				    layer's files, +2: its upper layer's)), the staging tmpfs's BASE - 1 */
 #define VIEW_KEEP_MAX 16 /* directories bound through: diehard's own, --share's */
 
 struct view_plan {
@@ -48,6 +49,8 @@ struct view_plan {
 	const char *dirs[VIEW_MAX];     /* unprivileged: directories to view, NULL-ended */
 	const char *keep[VIEW_KEEP_MAX + 1]; /* real directories bound over the views, NULL-ended */
 	const char *cwd;                /* diehard's working directory: the program's, re-entered */
+	long long start;                /* the run's start (CLOCK_REALTIME seconds): libdiehard
+					   stamps files changed after it (allocator/viewstat.h) */
 };
 
 /* In the init, in its own mount namespace (slave of the host's, its /proc
