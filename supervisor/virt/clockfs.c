@@ -367,12 +367,20 @@ int clockfs_confine(void)
 {
 	if (landlock_abi() < 3)
 		return 0;
-	struct landlock_ruleset_attr attr = { .handled_access_fs = LANDLOCK_ACCESS_FS_TRUNCATE };
+	/* REFER too: a Landlock ruleset denies every link or rename into
+	 * another directory (EXDEV) unless it grants REFER, handled or not;
+	 * granted beneath the root with truncation, the replica renames
+	 * across its directories as it would without us (redis moves its
+	 * append-only file into its directory so). */
+	struct landlock_ruleset_attr attr = { .handled_access_fs = LANDLOCK_ACCESS_FS_TRUNCATE |
+								     LANDLOCK_ACCESS_FS_REFER };
 	int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
 	if (rs < 0)
 		return errno;
 	int root = open("/", O_PATH | O_CLOEXEC), err = 0;
-	struct landlock_path_beneath_attr beneath = { .allowed_access = LANDLOCK_ACCESS_FS_TRUNCATE, .parent_fd = root };
+	struct landlock_path_beneath_attr beneath = { .allowed_access = LANDLOCK_ACCESS_FS_TRUNCATE |
+									 LANDLOCK_ACCESS_FS_REFER,
+						      .parent_fd = root };
 	if (root < 0 || syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &beneath, 0) != 0 ||
 	    syscall(SYS_landlock_restrict_self, rs, 0) != 0)
 		err = errno;
