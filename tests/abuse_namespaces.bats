@@ -322,7 +322,7 @@ job_row() {
 	chmod 777 "$dir"
 	# No timeout in between: the signal goes to diehard's pid (setpriv
 	# execs it); the test ends it itself.
-	start_bg "$T/job" "${who_cmd[@]}" "$DIEHARD" -k 3 --sandbox "$mode" sh -c '
+	start_bg "$T/job" "${who_cmd[@]}" "$DIEHARD" --share "$dir" -k 3 --sandbox "$mode" sh -c '
 		trap "echo command" USR1
 		sh -c "trap \"echo child >>$1/got\" USR1; echo >>$1/ready; sleep 20 & wait" &
 		sleep 20 & wait; wait' sh "$dir"

@@ -54,6 +54,8 @@ FULL_SCRIPT='
 # output in $T/run.out, .err, .rc and the tmpfs's listing after it in
 # $T/left. As nobody: a user and mount namespace for the tmpfs, and inside
 # it diehard as nobody again (a nested user namespace mapping nobody).
+# Callers give --files shared: the full tmpfs mounted beneath /tmp leaves
+# /tmp without a view for nobody, a line of its own (docs/FILES.md).
 on_full() {
 	local role=$1
 	shift
@@ -93,7 +95,7 @@ check_report() {
 ci_full() {
 	local role=$1 sb
 	for sb in on auto off; do
-		on_full "$role" "$DIEHARD" --ci --sandbox "$sb" --record "$W/full/run.dhr" -r "$W/r.json" sh -c 'echo hello'
+		on_full "$role" "$DIEHARD" --files shared --ci --sandbox "$sb" --record "$W/full/run.dhr" -r "$W/r.json" sh -c 'echo hello'
 		[[ $RC == 121 && $(<"$T/run.out") == hello ]] ||
 			fail "$role, --sandbox $sb: exit $RC (want 121), stdout '$(cat "$T/run.out")'" "$(cat "$T/run.err")"
 		check_said_once "$W/full/run.dhr"
@@ -116,7 +118,7 @@ ci_full() {
 plain_full() {
 	local role=$1 sb
 	for sb in on auto off; do
-		on_full "$role" "$DIEHARD" -k 3 --sandbox "$sb" --record "$W/full/run.dhr" -r "$W/r.json" sh -c 'echo hello; exit 3'
+		on_full "$role" "$DIEHARD" --files shared -k 3 --sandbox "$sb" --record "$W/full/run.dhr" -r "$W/r.json" sh -c 'echo hello; exit 3'
 		[[ $RC == 3 && $(<"$T/run.out") == hello ]] ||
 			fail "$role, --sandbox $sb: exit $RC (want the program's 3), stdout '$(cat "$T/run.out")'" "$(cat "$T/run.err")"
 		check_said_once "$W/full/run.dhr"
@@ -136,7 +138,7 @@ plain_full() {
 
 ci_finding_full() {
 	local role=$1
-	on_full "$role" "$DIEHARD" --ci --record "$W/full/run.dhr" -r "$W/r.json" "$PROGS/ci_bugs" bit
+	on_full "$role" "$DIEHARD" --files shared --ci --record "$W/full/run.dhr" -r "$W/r.json" "$PROGS/ci_bugs" bit
 	[[ $RC == 122 ]] || fail "$role: exit $RC (want 122: the finding comes first)" "$(cat "$T/run.err")"
 	[[ $(grep -c 'cannot write the recording' "$T/run.err") == 1 ]] ||
 		fail "$role: the recording's failure is not said once:" "$(cat "$T/run.err")"

@@ -95,6 +95,8 @@ void files_init(struct sup *S)
 	F->plan.cwd = F->cwd;
 	F->plan.start = (long long)time(NULL);
 	F->plan.whole = !(sandbox_init_flags(S->ns_flags) & CLONE_NEWUSER);
+	/* The directories too: where the whole tree cannot be viewed (a root
+	 * that is not the host's), its init views them instead (view.c). */
 	unsigned n = 0;
 	add_dir(&F->plan, &n, F->cwd);
 	add_dir(&F->plan, &n, getenv("HOME"));
@@ -106,7 +108,6 @@ void files_init(struct sup *S)
 	add_dir(&F->plan, &n, getenv("CACHE_DIRECTORY"));
 	add_dir(&F->plan, &n, getenv("LOGS_DIRECTORY"));
 	F->plan.dirs[n] = NULL;
-	json_object_set_new(F->rep, "views", must(json_string(F->plan.whole ? "the whole tree" : "directories")));
 }
 
 const struct view_plan *files_plan(struct sup *S)
@@ -161,10 +162,11 @@ void files_started(struct sup *S, struct replica *r, int fd)
 	for (size_t i = 0; i < r->changes->ntargets; i++)
 		json_array_append_new(views, must(json_string(r->changes->targets[i])));
 	json_object_set_new(F->rep, "viewed", views);
+	json_object_set_new(F->rep, "views", must(json_string(r->changes->user_xattrs ? "directories" : "the whole tree")));
 	for (size_t i = 0; i < r->changes->nun; i++) {
 		const struct unviewed *u = &r->changes->un[i];
 		log_warn("no view of %s for the replicas (%s): %s", u->path, unviewed_why(u->err),
-			 F->plan.whole || u->shared ? "shared by them, written by each" : "read-only in them");
+			 !r->changes->user_xattrs || u->shared ? "shared by them, written by each" : "read-only in them");
 		json_array_append_new(un, json_pack("{s:s,s:s}", "path", u->path, "why", unviewed_why(u->err)));
 	}
 	json_object_set_new(F->rep, "unviewed", un);

@@ -464,15 +464,26 @@ static int overlay(struct stage *st, const char *lower, const char *target, unsi
 		return ENAMETOOLONG;
 	*p = '\0';
 	if (mount("overlay", target, "overlay", flags & (MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME |
-							  MS_NODIRATIME | MS_RELATIME), opts) != 0)
-		return errno;
+							  MS_NODIRATIME | MS_RELATIME), opts) != 0) {
+		/* Its directories go, so that the number can be tried again. */
+		int err = errno;
+		char w[32];
+		if (join(w, name, "/w/work"))
+			(void)unlinkat(st->fd, w, AT_REMOVEDIR);
+		if (join(w, name, "/u"))
+			(void)unlinkat(st->fd, w, AT_REMOVEDIR);
+		if (join(w, name, "/w"))
+			(void)unlinkat(st->fd, w, AT_REMOVEDIR);
+		(void)unlinkat(st->fd, name, AT_REMOVEDIR);
+		return err;
+	}
 	manifest_line(st, name, 0, lower);
 	view_devs(st->views, target);
 	st->views++;
 	return 0;
 }
 
-static int stage_open(struct stage *st, bool user)
+static int stage_open(struct stage *st)
 {
 	static const char *const dirs[] = { "/dev/shm", "/mnt", "/media", "/srv" };
 	st->dir = NULL;
@@ -491,8 +502,7 @@ static int stage_open(struct stage *st, bool user)
 	st->manifest = openat(st->fd, "manifest", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (st->manifest < 0)
 		return errno;
-	/* Which xattrs the overlays keep their marks in (changes.c). */
-	manifest_line(st, "x", 0, user ? "user" : "trusted");
+
 	st->views = 0;
 	struct stat s;
 	if (fstat(st->fd, &s) == 0)
@@ -660,9 +670,22 @@ int view_enter(const struct view_plan *p, int *staging, const char **step)
 	struct stage st = { .fd = -1, .manifest = -1 };
 	*step = "the staging tmpfs";
 	run_start = p->start;
-	if ((err = stage_open(&st, !p->whole)) != 0)
+	if ((err = stage_open(&st)) != 0)
 		return err;
-	err = p->whole ? whole(p, &t, &st, step) : dirs(p, &t, &st, step);
+	/* Which xattrs the overlays keep their marks in (changes.c), and so
+	 * which views: the whole tree needs the trusted ones, which only root
+	 * of the host's user namespace has. A root that is not (in a user
+	 * namespace of its own, where / has mounts beneath it) gets the
+	 * directories' views, as a user does. */
+	err = EPERM;
+	if (p->whole) {
+		manifest_line(&st, "x", 0, "trusted");
+		err = whole(p, &t, &st, step);
+	}
+	if (err != 0 && st.views == 0) {
+		manifest_line(&st, "x", 0, "user");
+		err = dirs(p, &t, &st, step);
+	}
 	close(st.manifest);
 	if (err != 0) {
 		close(st.fd);
