@@ -141,10 +141,8 @@ static int open_upper(int dir, const char *name, mode_t mode, int flags)
 
 static bool zero_block(const char *p, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != 0)
-			return false;
-	return true;
+	static const char zero[BLOCK];
+	return memcmp(p, zero, n) == 0;
 }
 
 /* The keyed digest of fd's contents, of its size and of each 4 KiB block

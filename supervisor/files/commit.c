@@ -40,8 +40,25 @@ static void say(const char *path, const char *what, int err, struct commit_resul
 	res->failed++;
 }
 
+/* The last parent opened (parent_of), kept for the next entry of the same
+ * directory: a tree of files costs one openat2 per directory, not two per
+ * file. */
+static struct {
+	int fd;
+	int tdir;
+	char dir[4096];
+} last = { .fd = -1 };
+
+static void parent_forget(void)
+{
+	if (last.fd >= 0)
+		close(last.fd);
+	last.fd = -1;
+}
+
 /* The parent directory of c, beneath its view's target (fd tdir); *name
- * its last component. A descriptor, or -1 with errno. */
+ * its last component. A descriptor (the caller's: a dup of the one kept),
+ * or -1 with errno. */
 static int parent_of(int tdir, const struct change *c, const char **name)
 {
 	const char *rel = c->path + c->rel;
@@ -57,10 +74,19 @@ static int parent_of(int tdir, const struct change *c, const char **name)
 		memcpy(dir, rel, (size_t)(slash - rel));
 		dir[slash - rel] = '\0';
 	}
+	if (last.fd >= 0 && last.tdir == tdir && strcmp(last.dir, dir) == 0)
+		return fcntl(last.fd, F_DUPFD_CLOEXEC, 0);
 	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
 				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
 					   RESOLVE_NO_XDEV };
-	return (int)syscall(SYS_openat2, tdir, dir, &how, sizeof how);
+	int fd = (int)syscall(SYS_openat2, tdir, dir, &how, sizeof how);
+	if (fd < 0)
+		return -1;
+	parent_forget();
+	last.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	last.tdir = tdir;
+	snprintf(last.dir, sizeof last.dir, "%s", dir);
+	return fd;
 }
 
 /* Removes name in dir and, a directory, everything in it on the same file
@@ -348,6 +374,7 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 		}
 		close(parent);
 	}
+	parent_forget();
 	sync_targets(tdir, ch->ntargets, ch);
 	/* Second pass: in place, in order. */
 	for (size_t i = 0; i < ch->n; i++) {
@@ -360,14 +387,17 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 		if (parent < 0) {
 			say(c->path, "its directory", errno ? errno : ENOENT, res);
 		} else if (c->kind == CHANGE_GONE) {
+			parent_forget(); /* what it removes may be a directory kept */
 			if ((err = remove_in(parent, name)) != 0)
 				say(c->path, "removal", err, res);
 			else
 				res->removed++;
 		} else {
 			struct stat st;
-			if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
-			    (err = remove_in(parent, name)) != 0) {
+			bool dir = fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+			if (dir)
+				parent_forget();
+			if (dir && (err = remove_in(parent, name)) != 0) {
 				say(c->path, "the directory it replaces", err, res);
 				(void)unlinkat(parent, tmp[i], 0);
 			} else if (renameat(parent, tmp[i], parent, name) != 0) {
@@ -382,6 +412,7 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 		free(tmp[i]);
 		tmp[i] = NULL;
 	}
+	parent_forget();
 	/* Directories' modes, deepest first (a 0555 tree was filled first). */
 	for (size_t i = ch->n; i-- > 0;) {
 		const struct change *c = &ch->c[i];
@@ -394,6 +425,7 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 		if (parent >= 0)
 			close(parent);
 	}
+	parent_forget();
 	sync_targets(tdir, ch->ntargets, ch);
 	for (size_t v = 0; v < ch->ntargets; v++)
 		if (tdir[v] >= 0)
