@@ -110,7 +110,7 @@ control_run() {
 	p=$!
 	HOLDERS="${HOLDERS:-} $p"
 	"${RUNNER[@]}" env RUNTIME_DIRECTORY="$R/rt" timeout 60 python3 "$MANAGER" "$R/manager.log" -- \
-		"$DIEHARD" -v -k 3 --sandbox "$sb" -r "$R/r.json" -- \
+		"$DIEHARD" --share "$R" -v -k 3 --sandbox "$sb" -r "$R/r.json" -- \
 		sh "$W/attack.sh" "$DIEHARD" "$R/rt/control" "$R/out" "$PROGS/abuse_control" "$R/rt" \
 		>"$R/run.out" 2>"$R/run.err" &
 	local run=$!
@@ -200,7 +200,7 @@ notify_run() {
 	R=$W/notify.$user.$sb.$honest
 	mkdir -p "$R/x"
 	chmod -R 777 "$R"
-	"${RUNNER[@]}" timeout 60 python3 "$MANAGER" "$R/log" -- "$DIEHARD" -v -k 3 --sandbox "$sb" -r "$R/r.json" \
+	"${RUNNER[@]}" timeout 60 python3 "$MANAGER" "$R/log" -- "$DIEHARD" --share "$R" -v -k 3 --sandbox "$sb" -r "$R/r.json" \
 		"$PROGS/abuse_notify" "$R/x" 3 "$honest" </dev/null >"$R/out" 2>"$R/err" ||
 		fail "$user, --sandbox $sb: manager/diehard failed" "$(cat "$R/err")"
 	[[ $(<"$R/out") == ok ]] || fail "$user, --sandbox $sb: output '$(cat "$R/out")'" "$(cat "$R/err")"
