@@ -17,7 +17,8 @@
  *   and not one of ours: our stamps end in
  *   STAMP_MARK nanoseconds within their millisecond, which a kernel time
  *   does once in a million) is stamped as stat finds it, with the
- *   virtualized clock's time (the same read in every replica: clocks.h),
+ *   virtualized clock's time (CLOCK_REALTIME_COARSE's: the same read in
+ *   every replica, clocks.h, and not the program's own clock's sequence),
  *   and shown so; so is a utimensat "now". The stamp is the agreed time
  *   of the first stat after a change, alike in every replica that makes
  *   the same calls in the same order.

@@ -117,7 +117,7 @@ check_forwarded() {
 	# setsid: diehard leads its own process group, like a terminal's
 	# foreground job, and the signal goes to the whole group.
 	mkdir "$T/ready"
-	start_bg "$T/dh" setsid "$DIEHARD" -v -k 3 -r "$T/r.json" "$PROGS/sup_signals" "$T/ready"
+	start_bg "$T/dh" setsid "$DIEHARD" --share "$T" -v -k 3 -r "$T/r.json" "$PROGS/sup_signals" "$T/ready"
 	wait_until 10 eval '[[ $(ls "$T/ready" | wc -l) == 3 ]]' ||
 		fail "the replicas did not get ready:" "$(ls "$T/ready")" "$(cat "$T/dh.err")"
 	[[ $(cat "/proc/$BG_PID/comm") == diehard && $(pgid "$BG_PID") == "$BG_PID" ]] ||
