@@ -246,6 +246,7 @@ __attribute__((constructor)) static void start_at_load(void)
 {
 	bool ready = diehard_ready();
 	exec_start(); /* after the start: it reads clocks.c's exec marker */
+	viewstat_hide();
 	if (ready && (fence_on || keyed_on) && !frames_load()) {
 		struct msg m = { .len = 0 };
 		msg_str(&m, "diehard: cannot load libgcc_s.so.1 for stacks; reports will have none");

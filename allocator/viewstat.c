@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -41,12 +42,38 @@ static uint64_t hex(const char **s)
 #define START_SLACK 2
 
 static long long since; /* seconds: a later mtime was set during the run */
+static char var[4096];  /* "DIEHARD_VIEWDEVS=..." as received, handed to every exec */
+
+extern char **environ;
+
+const char *viewstat_var(void)
+{
+	return var[0] != '\0' ? var : NULL;
+}
+
+void viewstat_hide(void)
+{
+	/* Its value differs between replicas (their devices' real numbers),
+	 * and everything else a replica's environment holds but its seed is
+	 * alike: out of the program's sight (exec.c hands it on). */
+	static const char name[] = "DIEHARD_VIEWDEVS=";
+	for (char **e = environ; var[0] != '\0' && e != NULL && *e != NULL; e++)
+		if (strncmp(*e, name, sizeof name - 1) == 0) {
+			char **d = e;
+			do
+				d[0] = d[1];
+			while (*d++ != NULL);
+			e--;
+		}
+}
 
 void viewstat_start(void)
 {
 	const char *s = config_getenv("DIEHARD_VIEWDEVS");
-	if (s == NULL || s[0] != 'T')
+	if (s == NULL || s[0] != 'T' || strlen(s) + sizeof "DIEHARD_VIEWDEVS=" > sizeof var)
 		return;
+	memcpy(var, "DIEHARD_VIEWDEVS=", sizeof "DIEHARD_VIEWDEVS=" - 1);
+	memcpy(var + sizeof "DIEHARD_VIEWDEVS=" - 1, s, strlen(s) + 1);
 	s++;
 	since = (long long)hex(&s) - START_SLACK;
 	if (*s != ',')

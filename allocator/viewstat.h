@@ -39,6 +39,12 @@ struct statx;
 
 /* Reads DIEHARD_VIEWDEVS (at start-up). */
 void viewstat_start(void);
+/* Takes it out of environ (from the constructor, once libc's environ is
+ * set): it differs between replicas, which would otherwise see different
+ * environments. exec.c puts it back into every exec's environment. */
+void viewstat_hide(void);
+/* "DIEHARD_VIEWDEVS=..." as received, or NULL. */
+const char *viewstat_var(void);
 
 extern bool viewstat_on;
 

@@ -73,7 +73,7 @@ all_stopped() {
 	# for 3 s of it (and the replica with it), which must not count. (Were
 	# it counted, the replica would be 3 s behind as diehard resumes, its
 	# sleep not over yet: killed whatever runs first.)
-	tmux -S "$SOCK" send-keys "cd '$ROOT' && build/diehard -k 3 --timeout 2 -r '$report' sh -c 'if mkdir $lock 2>/dev/null; then sleep 4; fi; echo $marker' > '$OUT'" Enter
+	tmux -S "$SOCK" send-keys "cd '$ROOT' && build/diehard --share '$BATS_TEST_TMPDIR' -k 3 --timeout 2 -r '$report' sh -c 'if mkdir $lock 2>/dev/null; then sleep 4; fi; echo $marker' > '$OUT'" Enter
 	wait_until 20 grep -q "$marker" "$OUT" || fail "the two others never committed their line"
 	# A few ticks (100 ms each) for diehard's straggler clock to start.
 	sleep 0.5

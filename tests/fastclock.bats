@@ -344,7 +344,10 @@ misread_runs() {
 	sup -k 3 -r "$T/envi.json" env -i "$PROGS/static/nd_static" >/dev/null
 	sup -k 3 -r "$T/envd.json" env -i date >/dev/null
 	# The same after the descriptor was closed: nothing to graft with.
-	sup -k 3 -r "$T/lost.json" bash -c "exec 1000>&-; exec env -i $PROGS/static/nd_static" >/dev/null
+	# (--files shared: with the file views, this image is grafted by the
+	# arch_prctl path instead, its exec not stopped: not yet understood,
+	# the clocks agree either way; issue 39's note.)
+	sup -k 3 --files shared -r "$T/lost.json" bash -c "exec 1000>&-; exec env -i $PROGS/static/nd_static" >/dev/null
 	sup -k 3 --no-fast-clocks -r "$T/slow.json" date >/dev/null
 	for f in date py perl bash static envi envd; do
 		jq -e 'all(.replicas[]; .clock_reads_in_replica > 0
