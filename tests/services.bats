@@ -57,7 +57,7 @@ while True:
 
 @test "READY=1 reaches the manager once a majority of replicas said it, from diehard's pid, MAINPID rewritten" {
 	printf 'one\ntwo\n' >"$T/in"
-	manager "$T/log" -- "$DIEHARD" -v -k 3 "$PROGS/svc_notify" <"$T/in" >"$T/out" 2>"$T/err" ||
+	manager "$T/log" -- "$DIEHARD" --share "$T" -v -k 3 "$PROGS/svc_notify" <"$T/in" >"$T/out" 2>"$T/err" ||
 		fail "manager/diehard failed" "$(cat "$T/err")"
 	printf 'got one\ngot two\n' | same_bytes /dev/stdin "$T/out" "the service's voted output"
 	! grep -q ' OTHER ' "$T/log" || fail "a process other than diehard notified the manager:" "$(cat "$T/log")"
@@ -78,13 +78,13 @@ while True:
 }
 
 @test "a replica that never says READY=1 does not hold back readiness; none at all: no READY and one clear line" {
-	printf 'x\n' | manager "$T/log" -- "$DIEHARD" -k 3 "$PROGS/svc_notify" --odd "$T/odd" noready >"$T/out" 2>"$T/err" ||
+	printf 'x\n' | manager "$T/log" -- "$DIEHARD" --share "$T" -k 3 "$PROGS/svc_notify" --odd "$T/odd" noready >"$T/out" 2>"$T/err" ||
 		fail "diehard failed" "$(cat "$T/err")"
 	[[ -d $T/odd ]] || fail "no replica played the odd one"
 	grep -q 'READY=1' "$T/log" || fail "two ready replicas of three did not make diehard ready:" "$(cat "$T/log")"
 	# A command that never notifies: the manager is never told, and the
 	# journal says why.
-	printf 'x\n' | manager "$T/log2" -- "$DIEHARD" -k 3 cat >"$T/out2" 2>"$T/err2" || fail "diehard cat failed" "$(cat "$T/err2")"
+	printf 'x\n' | manager "$T/log2" -- "$DIEHARD" --share "$T" -k 3 cat >"$T/out2" 2>"$T/err2" || fail "diehard cat failed" "$(cat "$T/err2")"
 	[[ $(<"$T/out2") == x ]] || fail "cat's output" "$(cat "$T/out2")"
 	! grep -q 'READY=1' "$T/log2" || fail "READY=1 sent though no replica said it:" "$(cat "$T/log2")"
 	grep -q 'never told READY=1: 0 of the 3' "$T/err2" || fail "no line about readiness:" "$(cat "$T/err2")"
@@ -94,7 +94,7 @@ while True:
 @test "systemd-notify (with its BARRIER=1) inside a replica: readiness and status pass, nothing hangs" {
 	require_cmd systemd-notify
 	for sandbox in auto off; do
-		printf 'a\n' | manager "$T/log.$sandbox" -- "$DIEHARD" -k 3 --sandbox "$sandbox" -- \
+		printf 'a\n' | manager "$T/log.$sandbox" -- "$DIEHARD" --share "$T" -k 3 --sandbox "$sandbox" -- \
 			bash -c 'systemd-notify --ready --status="up and running" && cat' >"$T/out" 2>"$T/err" ||
 			fail "--sandbox $sandbox: failed" "$(cat "$T/err")"
 		[[ $(<"$T/out") == a ]] || fail "--sandbox $sandbox: output" "$(cat "$T/out")"
@@ -114,7 +114,7 @@ while True:
 	for sandbox in auto off; do
 		for run in 1 2 3 4 5; do
 			log=$T/log.$sandbox.$run
-			manager "$log" -- "$DIEHARD" -k 3 --sandbox "$sandbox" "$PROGS/svc_notify" </dev/null \
+			manager "$log" -- "$DIEHARD" --share "$T" -k 3 --sandbox "$sandbox" "$PROGS/svc_notify" </dev/null \
 				>"$T/out" 2>"$T/err" || fail "--sandbox $sandbox run $run: diehard failed" "$(cat "$T/err")"
 			grep -Eq ' (MAINPID|LATE) READY=1\|MAINPID=' "$log" ||
 				fail "--sandbox $sandbox run $run: READY=1 lost:" "$(cat "$log")" "$(cat "$T/err")"
@@ -129,7 +129,7 @@ while True:
 @test "a replica that stops pinging its watchdog is replaced; diehard keeps pinging the manager" {
 	require_jq
 	# 0.4 s interval: each replica pings every 0.1 s; the odd one once.
-	(sleep 3; echo hello) | manager "$T/log" --watchdog 400000 -- "$DIEHARD" -k 3 -r "$T/r.json" \
+	(sleep 3; echo hello) | manager "$T/log" --watchdog 400000 -- "$DIEHARD" --share "$T" -k 3 -r "$T/r.json" \
 		"$PROGS/svc_notify" --odd "$T/odd" nowatchdog >"$T/out" 2>"$T/err" || fail "diehard failed" "$(cat "$T/err")"
 	[[ $(<"$T/out") == "got hello" ]] || fail "output" "$(cat "$T/out")"
 	jq -e '[.replacements[] | select(.why | test("watchdog: no WATCHDOG=1"))] | length >= 1' "$T/r.json" >/dev/null ||
@@ -148,7 +148,7 @@ while True:
 @test "no majority healthy: diehard stops pinging, so the manager's watchdog fires" {
 	# Every replica pings once, then never: all are killed for it, and the
 	# replacements do the same until respawns run out.
-	(sleep 2.5) | manager "$T/log" --watchdog 300000 -- "$DIEHARD" -k 3 --respawns 2 -- \
+	(sleep 2.5) | manager "$T/log" --watchdog 300000 -- "$DIEHARD" --share "$T" -k 3 --respawns 2 -- \
 		bash -c 'systemd-notify WATCHDOG=1 READY=1; exec sleep 30' >"$T/out" 2>"$T/err" 3>&- &
 	local pid=$!
 	sleep 2.5
@@ -161,7 +161,7 @@ while True:
 
 @test "SIGHUP is forwarded; RELOADING=1 then READY=1 once a majority reloaded; SIGTERM: STOPPING=1, a clean stop, nothing left" {
 	mkfifo "$T/fifo"
-	manager "$T/log" -- "$DIEHARD" -k 3 "$PROGS/svc_notify" <"$T/fifo" >"$T/out" 2>"$T/err" 3>&- &
+	manager "$T/log" -- "$DIEHARD" --share "$T" -k 3 "$PROGS/svc_notify" <"$T/fifo" >"$T/out" 2>"$T/err" 3>&- &
 	local mgr=$! w
 	exec {w}>"$T/fifo"
 	wait_until 10 grep -qs 'READY=1' "$T/log" || fail "never ready" "$(cat "$T/log")"
@@ -185,7 +185,7 @@ while True:
 
 @test "SIGTERM to a service that ignores it: replicas killed after --stop-timeout, diehard exits 137, nothing left" {
 	mkfifo "$T/fifo"
-	"$DIEHARD" -k 3 --stop-timeout 1 -- bash -c "trap '' TERM; echo up; while :; do sleep 0.1; done; : $T/" \
+	"$DIEHARD" --share "$T" -k 3 --stop-timeout 1 -- bash -c "trap '' TERM; echo up; while :; do sleep 0.1; done; : $T/" \
 		<"$T/fifo" >"$T/out" 2>"$T/err" 3>&- &
 	local dh=$! w
 	exec {w}>"$T/fifo"
@@ -205,7 +205,7 @@ while True:
 
 @test "a replica dying of SIGTERM: diehard dies of SIGTERM too (a clean stop for a manager)" {
 	mkfifo "$T/fifo"
-	"$DIEHARD" -k 3 "$PROGS/svc_notify" --die-on-term <"$T/fifo" >"$T/out" 2>"$T/err" 3>&- &
+	"$DIEHARD" --share "$T" -k 3 "$PROGS/svc_notify" --die-on-term <"$T/fifo" >"$T/out" 2>"$T/err" 3>&- &
 	local dh=$! w
 	exec {w}>"$T/fifo"
 	echo hi >&"$w"
@@ -227,7 +227,7 @@ sys.exit(0 if p.wait(10) == -15 else 1)' "$DIEHARD" "$PROGS/svc_notify" || fail 
 	require_cmd systemd-socket-activate
 	local port
 	port=$(free_port)
-	systemd-socket-activate --inetd -a -l "127.0.0.1:$port" "$DIEHARD" -k 3 -r "$T/r.json" -- \
+	systemd-socket-activate --inetd -a -l "127.0.0.1:$port" "$DIEHARD" --share "$T" -k 3 -r "$T/r.json" -- \
 		bash -c "if mkdir $T/odd.\$PPID 2>/dev/null; then exec sed -u 's/^/WRONG: /'; else exec sed -u 's/^/echo: /'; fi" \
 		2>"$T/ssa.err" 3>&- &
 	local ssa=$!
@@ -253,7 +253,7 @@ sys.exit(0 if p.wait(10) == -15 else 1)' "$DIEHARD" "$PROGS/svc_notify" || fail 
 	port=$(free_port)
 	mkdir "$T/www"
 	head -c 100000 /dev/urandom | base64 >"$T/www/page.txt"
-	systemd-socket-activate --inetd -a -l "127.0.0.1:$port" "$DIEHARD" -k 3 -- /usr/sbin/micro-httpd "$T/www" \
+	systemd-socket-activate --inetd -a -l "127.0.0.1:$port" "$DIEHARD" --share "$T" -k 3 -- /usr/sbin/micro-httpd "$T/www" \
 		2>"$T/ssa.err" 3>&- &
 	local ssa=$!
 	wait_until 10 grep -qs Listening "$T/ssa.err" || fail "systemd-socket-activate did not start" "$(cat "$T/ssa.err")"
@@ -278,7 +278,7 @@ s = socket.socket(fileno=3)
 mine = os.environ.get("LISTEN_PID") == str(os.getpid())
 print(os.environ.get("LISTEN_FDS"), os.environ.get("LISTEN_FDNAMES"), mine, s.getsockname()[1], s.type == socket.SOCK_STREAM)'
 	for sandbox in auto off; do
-		timeout 20 systemd-socket-activate -l "127.0.0.1:$port" --fdname=web "$DIEHARD" -k 3 --sandbox "$sandbox" -- \
+		timeout 20 systemd-socket-activate -l "127.0.0.1:$port" --fdname=web "$DIEHARD" --share "$T" -k 3 --sandbox "$sandbox" -- \
 			python3 -c "$prog" >"$T/out" 2>"$T/err" 3>&- &
 		local ssa=$!
 		wait_until 10 grep -qs Listening "$T/err" || fail "systemd-socket-activate did not start" "$(cat "$T/err")"
@@ -302,7 +302,7 @@ print(os.environ.get("LISTEN_FDS"), os.environ.get("LISTEN_FDNAMES"), mine, s.ge
 }
 
 @test "malformed service variables: one line, exit 125; variables meant for another process are ignored" {
-	capture "$T/run" env NOTIFY_SOCKET=relative/path "$DIEHARD" -k 3 true
+	capture "$T/run" env NOTIFY_SOCKET=relative/path "$DIEHARD" --share "$T" -k 3 true
 	[[ $(<"$T/run.rc") == 125 && $(grep -c '' "$T/run.err") == 1 ]] || fail "NOTIFY_SOCKET=relative: $(cat "$T/run.rc")" "$(cat "$T/run.err")"
 	grep -q '^diehard: NOTIFY_SOCKET must be' "$T/run.err" || fail "$(cat "$T/run.err")"
 	capture "$T/run" bash -c 'exec 3>&- 4>&-; export LISTEN_PID=$$ LISTEN_FDS=abc; exec "$0" -k 3 true' "$DIEHARD"
@@ -310,9 +310,9 @@ print(os.environ.get("LISTEN_FDS"), os.environ.get("LISTEN_FDNAMES"), mine, s.ge
 	capture "$T/run" bash -c 'exec 3>&- 4>&- 5>&-; export LISTEN_PID=$$ LISTEN_FDS=2; exec "$0" -k 3 true' "$DIEHARD"
 	[[ $(<"$T/run.rc") == 125 ]] && grep -q 'fd 3 is not open' "$T/run.err" || fail "LISTEN_FDS=2 without fds:" "$(cat "$T/run.err")"
 	# Meant for another pid: dropped, and not passed to the replicas either.
-	capture "$T/run" env LISTEN_PID=1 LISTEN_FDS=1 WATCHDOG_PID=1 WATCHDOG_USEC=1000 "$DIEHARD" -k 3 -- \
+	capture "$T/run" env LISTEN_PID=1 LISTEN_FDS=1 WATCHDOG_PID=1 WATCHDOG_USEC=1000 "$DIEHARD" --share "$T" -k 3 -- \
 		sh -c 'echo "${LISTEN_FDS:-none} ${WATCHDOG_USEC:-none} ${NOTIFY_SOCKET:-none}"'
 	[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == "none none none" ]] || fail "foreign variables:" "$(cat "$T/run.out" "$T/run.err")"
-	capture "$T/run" "$DIEHARD" --stop-timeout 0 true
+	capture "$T/run" "$DIEHARD" --share "$T" --stop-timeout 0 true
 	[[ $(<"$T/run.rc") == 125 ]] && grep -q -- '--stop-timeout must be seconds' "$T/run.err" || fail "--stop-timeout 0:" "$(cat "$T/run.err")"
 }
