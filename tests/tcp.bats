@@ -81,7 +81,7 @@ background() {
 dh() {
 	local name=$1
 	shift
-	background "$name" "$DIEHARD" -v --report "$T/$name.json" "$@"
+	background "$name" "$DIEHARD" ${DH_SHARE-"--share" "$T"} -v --report "$T/$name.json" "$@"
 	DH=$BG_PID
 }
 
