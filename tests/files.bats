@@ -102,7 +102,7 @@ plant_file() {
 	(cd "$T/p" && capture "$T/plant" sup "$@" -r "$T/plant.json" sh -c "'$PROGS/plant_overflow' 1000 32 32 > result.txt")
 }
 
-@test "a replica that writes a wrong file (a planted overflow): the right file is committed and the replica replaced; -k 2 names the path" {
+@test "a replica that writes a wrong file (a planted overflow): the right file is committed (in 9 runs of 10 at least, as stdout), the replica outvoted; -k 2 names the path" {
 	require_prog plant_overflow
 	mkdir "$T/p"
 	local right i divergent=0 wrong=0
@@ -118,7 +118,10 @@ plant_file() {
 		jq -e '(.files.divergences // []) | any(.path | endswith("/result.txt"))' "$T/plant.json" >/dev/null &&
 			divergent=$((divergent + 1))
 	done
-	((wrong == 0)) || fail "a wrong result.txt was committed with exit 0 in $wrong runs of 10"
+	# Two replicas can be wrong alike (the slot after the victim holds the
+	# same neighbour in both: about once in 200 runs, docs/TOLERANCE.md):
+	# at most one run of 10 (two or more: 0.1 %).
+	((wrong <= 1)) || fail "a wrong result.txt was committed with exit 0 in $wrong runs of 10"
 	((divergent > 0)) || fail "no replica wrote a wrong file in 10 runs (the overflow hits about half the heaps)"
 	# Two replicas: a file divergence is no majority (123), the path named.
 	for i in $(seq 1 30); do

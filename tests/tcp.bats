@@ -309,7 +309,7 @@ make_docroot() {
 	LEFT+=("lighttpd -D -f $T/")
 	PORTS+=("$port")
 	# Without --inetd: one diehard (Accept=no), started at the first connection.
-	background ssa systemd-socket-activate -l "127.0.0.1:$port" "$DIEHARD" -v -k 3 --report "$T/ssa.json" -- \
+	background ssa systemd-socket-activate -l "127.0.0.1:$port" "$DIEHARD" --share "$T" -v -k 3 --report "$T/ssa.json" -- \
 		lighttpd -D -f "$T/sa.conf"
 	local ssa=$BG_PID
 	wait_until 10 grep -qs Listening "$T/ssa.err" || fail "systemd-socket-activate did not start" "$(cat "$T/ssa.err")"
@@ -741,7 +741,7 @@ print(n, flush=True)' "$hp"
 	# attempt is outbound (reported and warned about once).
 	local port
 	port=$(free_port)
-	background out "$DIEHARD" -k 3 --report "$T/out.json" -- "$PROGS/line_server" "$port"
+	background out "$DIEHARD" --share "$T" -k 3 --report "$T/out.json" -- "$PROGS/line_server" "$port"
 	DH=$BG_PID
 	LEFT+=("line_server .*$port\$")
 	wait_port "$port" "$DH"
