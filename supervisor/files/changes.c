@@ -19,10 +19,11 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "extents.h"
 #include "log.h"
 
 #define READ_CHUNK (1u << 20)
-#define BLOCK 4096
+#define BLOCK EXTENT_BLOCK
 #define DEPTH_MAX 1024 /* directories deep, below a view's top */
 
 static char *dup_or_die(const char *s)
@@ -145,11 +146,26 @@ static bool zero_block(const char *p, size_t n)
 	return memcmp(p, zero, n) == 0;
 }
 
+/* One piece of a file for the digest: each non-zero block with its
+ * number. */
+static int digest_piece(void *ctx, const char *bytes, size_t n, off_t at)
+{
+	struct digest *d = ctx;
+	for (size_t b = 0; b < n; b += BLOCK) {
+		size_t len = n - b < BLOCK ? n - b : BLOCK;
+		if (zero_block(bytes + b, len))
+			continue;
+		uint64_t no = (uint64_t)(at + (off_t)b) / BLOCK;
+		digest_update(d, &no, sizeof no);
+		digest_update(d, bytes + b, len);
+	}
+	return 0;
+}
+
 /* The keyed digest of fd's contents, of its size and of each 4 KiB block
  * that holds a byte other than zero, with its number: files of the same
  * bytes agree whatever their holes, and a sparse file costs its data only
- * (SEEK_DATA skips the holes: a truncate to 8 EiB is read in no time).
- * 0, or an errno. */
+ * (extents.h). 0, or an errno. */
 static int digest_fd(int fd, const struct digest_key *key, uint8_t out[DIGEST_BYTES], char *buf)
 {
 	struct stat st;
@@ -159,42 +175,9 @@ static int digest_fd(int fd, const struct digest_key *key, uint8_t out[DIGEST_BY
 	digest_init(&d, key);
 	uint64_t size = (uint64_t)st.st_size;
 	digest_update(&d, &size, sizeof size);
-	off_t pos = 0, done = 0; /* done: blocks below it are hashed */
-	for (;;) {
-		off_t data = lseek(fd, pos, SEEK_DATA);
-		if (data < 0)
-			break; /* ENXIO: no data past pos */
-		off_t hole = lseek(fd, data, SEEK_HOLE);
-		if (hole < 0)
-			hole = st.st_size;
-		/* Whole blocks: from the block that holds data. */
-		off_t at = data / BLOCK * BLOCK;
-		if (at < done)
-			at = done;
-		for (; at < hole;) {
-			size_t want = (size_t)(hole - at < READ_CHUNK ? hole - at : READ_CHUNK);
-			ssize_t r = pread(fd, buf, want, at);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r < 0)
-				return errno;
-			if (r == 0)
-				break;
-			for (ssize_t b = 0; b < r; b += BLOCK) {
-				size_t n = (size_t)(r - b < BLOCK ? r - b : BLOCK);
-				if (zero_block(buf + b, n))
-					continue;
-				uint64_t no = (uint64_t)(at + b) / BLOCK;
-				digest_update(&d, &no, sizeof no);
-				digest_update(&d, buf + b, n);
-			}
-			at += r;
-		}
-		done = (at + BLOCK - 1) / BLOCK * BLOCK;
-		pos = hole;
-		if (pos >= st.st_size)
-			break;
-	}
+	int err = extents_each(fd, st.st_size, buf, READ_CHUNK, digest_piece, &d);
+	if (err != 0)
+		return err;
 	digest_final(&d, out);
 	return 0;
 }

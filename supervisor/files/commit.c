@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "changes.h"
+#include "extents.h"
 #include "log.h"
 
 #define COPY_CHUNK (1u << 20)
@@ -132,45 +133,38 @@ static int remove_in(int parent, const char *name)
 	return remove_at(parent, name, st.st_dev, 0);
 }
 
-/* Copies in's data to out, holes left as holes, then out's size. */
+struct copy {
+	int out;
+	unsigned long long *bytes;
+};
+
+static int copy_piece(void *ctx, const char *bytes, size_t n, off_t at)
+{
+	struct copy *c = ctx;
+	for (size_t o = 0; o < n;) {
+		ssize_t w = pwrite(c->out, bytes + o, n - o, at + (off_t)o);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return errno;
+		o += (size_t)w;
+	}
+	*c->bytes += n;
+	return 0;
+}
+
+/* Copies in's data to out, holes left as holes (extents.h), then out's
+ * size. */
 static int copy_bytes(int in, int out, unsigned long long *bytes)
 {
 	struct stat st;
 	if (fstat(in, &st) != 0)
 		return errno;
 	static char buf[COPY_CHUNK];
-	off_t pos = 0;
-	for (;;) {
-		off_t data = lseek(in, pos, SEEK_DATA);
-		if (data < 0)
-			break;
-		off_t hole = lseek(in, data, SEEK_HOLE);
-		if (hole < 0)
-			hole = st.st_size;
-		for (off_t at = data; at < hole;) {
-			size_t want = (size_t)(hole - at < COPY_CHUNK ? hole - at : COPY_CHUNK);
-			ssize_t r = pread(in, buf, want, at);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r < 0)
-				return errno;
-			if (r == 0)
-				break;
-			for (ssize_t o = 0; o < r;) {
-				ssize_t w = pwrite(out, buf + o, (size_t)(r - o), at + o);
-				if (w < 0 && errno == EINTR)
-					continue;
-				if (w < 0)
-					return errno;
-				o += w;
-			}
-			at += r;
-			*bytes += (unsigned long long)r;
-		}
-		pos = hole;
-		if (pos >= st.st_size)
-			break;
-	}
+	struct copy c = { out, bytes };
+	int err = extents_each(in, st.st_size, buf, sizeof buf, copy_piece, &c);
+	if (err != 0)
+		return err;
 	return ftruncate(out, st.st_size) == 0 ? 0 : errno;
 }
 
