@@ -58,7 +58,7 @@ static long dh_execve_as(const char *path, char *const argv[], char *const envp[
 /* The exec, with DIEHARD_VIEWDEVS put back (hidden from the program:
  * viewstat.h) into a copy of envp on the stack, when envp still preloads
  * this library and lacks it. */
-#define ENV_COPY_MAX 8192
+#define ENV_COPY_MAX 1024 /* entries: the copy is on the stack (8 KiB), which a vfork child shares */
 
 static long dh_execve(const char *path, char *const argv[], char *const envp[])
 {
