@@ -31,7 +31,10 @@
  * make diehard lead a second, different value for it: diehard looks for
  * sound copies in every page before it leads, and takes the value most of
  * them hold (copies are marked as entries are: a late copy of an older
- * entry never writes over one). */
+ * entry never writes over one). And a slot copies every entry before the
+ * one it takes that it does not hold yet (backfill): a lost entry nobody
+ * took, before one somebody took, is then found as a copy too, never led
+ * again later than the one taken. */
 #include "clockpage.h"
 
 #include <sched.h>
@@ -433,6 +436,61 @@ static bool witness(struct cp_page *own, unsigned key, uint64_t n, const struct 
 	return true;
 }
 
+static bool same(const struct cp_value *x, const struct cp_value *y)
+{
+	return x->a == y->a && x->b == y->b && x->c == y->c && x->d == y->d;
+}
+
+/* Whether entry n stays where a leader of it would look whatever any other
+ * slot does to its page: in our own page (a copy, or an entry we led: our
+ * own tags, not checked against the sum: a slot that damages its own page
+ * damages only itself), or diehard's (its log, or its page). */
+static bool held(const struct cp_view *v, const struct cp_page *own, unsigned key, uint64_t n)
+{
+	const struct cp_page *dh = v->pages[v->nslots];
+	struct cp_value x;
+	return atomic_load_explicit(&own->copy[key][n % CP_RING].tag, memory_order_acquire) == n + 1 ||
+	       atomic_load_explicit(&own->ring[key][n % CP_RING].tag, memory_order_acquire) == n + 1 ||
+	       atomic_load_explicit(&dh->harvested[key], memory_order_acquire) > n || dh_state(v, key, n, &x) == 1;
+}
+
+/* Entries a slot backfills before taking one, at most: its threads in
+ * flight between the last it holds and the one it takes. */
+#define BACKFILL_MAX 256u
+
+/* Before our slot takes entry n: every entry from diehard's log up to
+ * n - 1 held (above), copying those it lacks from wherever they are (a
+ * thread of ours still on its way to one: we take a later one first).
+ * Why: a replica that took n from a leader whose page then lost n - 1
+ * must not let anyone lead n - 1 again, later than n; any leader looks
+ * at our copies first. Each copy, as follow's, is stored before its
+ * source is looked at again: still there, a leader that finds the source
+ * gone looks after our copy. false: one is nowhere, or its position in
+ * our page is taken: fall back. Usually one look at our own page. */
+static bool backfill(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n)
+{
+	if (n == 0 || held(v, own, key, n - 1))
+		return true;
+	uint64_t from = n - 1;
+	while (from > 0 && !held(v, own, key, from - 1))
+		if (n - --from > BACKFILL_MAX)
+			return false;
+	for (uint64_t j = from; j < n; j++) {
+		struct cp_value x, again;
+		uint64_t check;
+		unsigned by;
+		const struct cp_entry *src;
+		if (held(v, own, key, j))
+			continue;
+		if (look((struct cp_view *)v, key, j, &x, &check, &by, &src) != SEEN_PUBLISHED &&
+		    !look_copies(v, key, j, &x, &check, &src))
+			return false;
+		if (!witness(own, key, j, &x, check) || entry_at(v, src, key, j, &again, NULL) != 1 || !same(&again, &x))
+			return false;
+	}
+	return true;
+}
+
 /* After taking value *out for entry n (as its leader, or from its leader:
  * published, or copied into our page, and marked done, before this looks): if diehard is
  * taking n over, or took it, its value is the one (waited for, then copied
@@ -457,11 +515,6 @@ static int confirm(const struct cp_view *v, struct cp_page *own, unsigned key, u
 		return -1;
 	cp_done(own, key, n, *check);
 	return 1;
-}
-
-static bool same(const struct cp_value *x, const struct cp_value *y)
-{
-	return x->a == y->a && x->b == y->b && x->c == y->c && x->d == y->d;
 }
 
 /* Whether another used slot's page holds entry n with another value than
@@ -537,7 +590,7 @@ static int consume(const struct cp_view *v, struct cp_page *own, unsigned key, u
 static int follow(const struct cp_view *v, struct cp_page *own, unsigned key, uint64_t n, const struct cp_entry *src,
 		  struct cp_value *out, uint64_t *check)
 {
-	if (!witness(own, key, n, out, *check))
+	if (!backfill(v, own, key, n) || !witness(own, key, n, out, *check))
 		return -1;
 	return consume(v, own, key, n, src, out, check);
 }
@@ -724,7 +777,7 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 		 * none of it). Whoever reused a position saw diehard's
 		 * harvested past n, and we saw that reuse: so do we now. The
 		 * log has n: ask diehard, never lead a second value of it. */
-		if (atomic_load_explicit(&dh->harvested[key], memory_order_seq_cst) > n) {
+		if (atomic_load_explicit(&dh->harvested[key], memory_order_seq_cst) > n || !backfill(v, own, key, n)) {
 			atomic_store_explicit(tag, was, memory_order_seq_cst);
 			break;
 		}
@@ -831,6 +884,47 @@ static unsigned choose(const struct candidates *cs, bool monotonic)
 	return best;
 }
 
+/* Diehard, settling a run of entries from `from`: the earliest sound value
+ * any page holds (entries led and copies taken) of an entry after from,
+ * up to the furthest count of the used slots (no entry past it was read
+ * there) and at most a ring on (positions further alias nearer ones). Looked for once a run, at its first entry diehard leads: for a
+ * later entry n of the run, the earliest after `from` is no later than the
+ * earliest after n, so a value capped by it is capped enough. */
+struct later {
+	bool looked, have;
+	struct cp_value min;
+};
+
+static bool earliest_after(const struct cp_view *v, unsigned key, uint64_t from, struct later *l)
+{
+	if (l->looked)
+		return l->have;
+	l->looked = true;
+	uint64_t used = used_slots(v), top = from + 1;
+	for (unsigned j = 0; j < v->nslots; j++) {
+		uint64_t c = (used >> j & 1) && v->pages[j] != NULL
+				     ? atomic_load_explicit(&v->pages[j]->count[key], memory_order_seq_cst)
+				     : 0;
+		if (c > top && c - from <= CP_RING)
+			top = c; /* (a count further is garbage: a ring at most) */
+	}
+	for (uint64_t n = from + 1; n < top; n++)
+		for (unsigned j = 0; j < v->nslots; j++) {
+			if (v->pages[j] == NULL)
+				continue;
+			const struct cp_entry *at[2] = { &v->pages[j]->ring[key][n % CP_RING],
+							 &v->pages[j]->copy[key][n % CP_RING] };
+			for (unsigned e = 0; e < 2; e++) {
+				struct cp_value x;
+				if (entry_at(v, at[e], key, n, &x, NULL) == 1 && (!l->have || less(&x, &l->min))) {
+					l->min = x;
+					l->have = true;
+				}
+			}
+		}
+	return l->have;
+}
+
 /* Diehard: settles entry n of key alone (n - 1 settled). It marks its
  * entry pending (taking n over) before it looks at the pages: a leader or
  * follower that then looks at diehard's page waits for its value, and a
@@ -838,7 +932,7 @@ static unsigned choose(const struct candidates *cs, bool monotonic)
  * Every step is one pass over the slots: nothing a replica writes makes it
  * loop. */
 static int settle_one(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *real, void *arg,
-		      struct cp_value *out, unsigned *by)
+		      struct cp_value *out, unsigned *by, struct later *later)
 {
 	struct cp_page *dh = v->pages[v->nslots];
 	*by = v->nslots;
@@ -877,17 +971,15 @@ static int settle_one(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *r
 	}
 	if (mono && have_prev && less(out, prev))
 		*out = *prev;
-	/* A monotonic clock's new value must not pass an n + 1 led already:
-	 * one whose leader went by a value of n about to be overruled here,
-	 * or one led after n's value was lost (its leader damaged its page
-	 * before anyone copied it). Entries and copies: consume's look at
-	 * diehard's page comes after either store. */
-	struct candidates nx;
-	if (mono)
-		gather(v, key, n + 1, &nx);
-	for (unsigned i = 0; mono && i < nx.n; i++)
-		if (less(&nx.c[i].val, out))
-			*out = nx.c[i].val;
+	/* A monotonic clock's new value must not pass a later entry led
+	 * already: an n + 1 whose leader went by a value of n about to be
+	 * overruled here, or any entry led after n's value was lost (its
+	 * leader damaged its page before anyone copied n, while a reader of
+	 * another slot, its threads ahead of the one reading n, took n + 2
+	 * and copied it). Entries and copies: consume's look at diehard's
+	 * page comes after either store. */
+	if (mono && earliest_after(v, key, n, later) && less(&later->min, out))
+		*out = later->min;
 	/* Never below the last logged, though: an n + 1 before it is out of
 	 * order itself, and no reader takes it (consume). */
 	if (mono && have_prev && less(out, prev))
@@ -952,10 +1044,11 @@ uint64_t cp_harvest(struct cp_view *v, unsigned key, uint64_t limit, cp_put_fn *
 int cp_settle(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *real, cp_put_fn *put, void *arg)
 {
 	_Atomic uint64_t *h = &v->pages[v->nslots]->harvested[key];
+	struct later later = { .looked = false };
 	for (uint64_t m = atomic_load_explicit(h, memory_order_relaxed); m <= n; m++) {
 		struct cp_value x;
 		unsigned by;
-		if (settle_one(v, key, m, real, arg, &x, &by) != 0)
+		if (settle_one(v, key, m, real, arg, &x, &by, &later) != 0)
 			return -1;
 		put_last(v, key, m, &x, by, put, arg);
 		atomic_store_explicit(h, m + 1, memory_order_release);

@@ -64,6 +64,13 @@
  *   publish two values for one entry, one after the other: followers that
  *   took the two then differ, as if it had corrupted their memory
  *   (docs/SANDBOX.md says what diehard does then).
+ * - Entries a damaged page lost: one that someone took stands (its
+ *   witness copy). One nobody took, while someone took a later entry (a
+ *   slot's threads take entries out of order), must come no later than
+ *   that: a slot takes an entry only once its own page holds every entry
+ *   before it since diehard's log (backfill), so any leader finds the lost
+ *   one's copy; and diehard caps what it leads by every value the pages
+ *   hold of later entries.
  *
  * Pure code: memory given by the caller, the real clock read through a
  * callback; no allocation, no stdio (it runs inside libdiehard.so). */

@@ -82,6 +82,16 @@ static int real(unsigned key, struct cp_value *out, void *arg)
 	return 0;
 }
 
+/* A clock that reads tick, tick + 1, ... seconds (a step test's). */
+static int64_t tick;
+static int tick_real(unsigned key, struct cp_value *out, void *arg)
+{
+	(void)key;
+	(void)arg;
+	*out = (struct cp_value){ .a = tick++ };
+	return 0;
+}
+
 static uint64_t rnd(uint64_t *s)
 {
 	*s ^= *s << 13;
@@ -680,6 +690,64 @@ int main(void)
 		unsigned by;
 		CHECK(cp_published(&views[2], 0, 0, &got, &by) == 1 && by == K && got.a == 20,
 		      "and published in diehard's page");
+	}
+	teardown();
+
+	/* A hole: slot 0 led entries 3, 4 and 5 and then zeroed its page;
+	 * slot 1 had taken 5 (its threads ahead of the one reading 4), nobody
+	 * 3 or 4. A value led for 3 or 4 now, later than 5's, would take a
+	 * monotonic clock back for whoever reads 4 after 5 (the abuse_clock
+	 * flake). Slot 1, taking 5, copied 3 and 4 first (backfill): slot 2
+	 * reading 3 takes that copy, and diehard settles 3-5 as slot 1 holds
+	 * them. */
+	setup();
+	{
+		tick = 100;
+		struct cp_value got;
+		uint64_t gn;
+		CHECK(cp_settle(&views[K], 1, 2, tick_real, put, NULL) == 0 && logged_n[1] == 3,
+		      "hole: entries 0-2 settled by diehard");
+		atomic_store(&pages[0]->count[1], 3);
+		bool led3 = true;
+		for (int i = 0; i < 3; i++)
+			led3 = led3 && cp_read(&views[0], 1, tick_real, NULL, &got, &gn) == CP_LED && gn == 3u + (unsigned)i;
+		atomic_store(&pages[1]->count[1], 5);
+		CHECK(led3 && cp_read(&views[1], 1, tick_real, NULL, &got, &gn) == CP_FOLLOWED && gn == 5 && got.a == 105,
+		      "hole: slot 0 led 3-5, slot 1 took 5 (%ld)", (long)got.a);
+		CHECK(atomic_load(&pages[1]->copy[1][3].tag) == 4 && atomic_load(&pages[1]->copy[1][4].tag) == 5,
+		      "hole: and copied 3 and 4 before it");
+		fill_words(pages[0], offsetof(struct cp_page, ring), sizeof(struct cp_page) - offsetof(struct cp_page, ring), 0);
+		tick = 200;
+		atomic_store(&pages[2]->count[1], 3);
+		enum cp_outcome o = cp_read(&views[2], 1, tick_real, NULL, &got, &gn);
+		CHECK(o == CP_FOLLOWED && gn == 3 && got.a == 103, "hole: slot 2 takes slot 1's copy of entry 3 (%s %ld)",
+		      o == CP_LED ? "led" : o == CP_FOLLOWED ? "followed" : "fell back", (long)got.a);
+		CHECK(cp_settle(&views[K], 1, 5, tick_real, put, NULL) == 0 && logged_n[1] == 6 && logged[1][3].a == 103 &&
+			      logged[1][4].a == 104 && logged[1][5].a == 105,
+		      "hole: diehard settles 3-5 as slot 1 holds them (%ld %ld %ld)", (long)logged[1][3].a,
+		      (long)logged[1][4].a, (long)logged[1][5].a);
+	}
+	teardown();
+
+	/* The same hole without the copies (a slot that took 5 and holds
+	 * nothing before it: diehard does not count on the replicas'
+	 * backfill): diehard leads 3 and 4 no later than 5's value. */
+	setup();
+	{
+		tick = 100;
+		CHECK(cp_settle(&views[K], 1, 2, tick_real, put, NULL) == 0, "hole, no copies: entries 0-2 settled");
+		struct cp_value v5 = { .a = 105 };
+		struct cp_entry *e = &pages[1]->copy[1][5];
+		atomic_store(&e->a, v5.a);
+		atomic_store(&e->b, 0);
+		atomic_store(&e->check, cp_sum_term(&views[K], 1, 5, &v5));
+		atomic_store(&e->tag, 6);
+		atomic_store(&pages[1]->count[1], 6);
+		tick = 200;
+		CHECK(cp_settle(&views[K], 1, 5, tick_real, put, NULL) == 0 && logged_n[1] == 6 && logged[1][5].a == 105 &&
+			      logged[1][2].a <= logged[1][3].a && logged[1][3].a <= logged[1][4].a && logged[1][4].a <= 105,
+		      "hole, no copies: diehard settles 3 and 4 no later than 5 (%ld %ld %ld %ld)", (long)logged[1][2].a,
+		      (long)logged[1][3].a, (long)logged[1][4].a, (long)logged[1][5].a);
 	}
 	teardown();
 
