@@ -338,14 +338,16 @@ static enum seen look(struct cp_view *v, unsigned key, uint64_t n, struct cp_val
 	return seen;
 }
 
-/* A sound copy of entry n in another used slot's page (a follower took it
- * from a leader whose page no longer has it): true, *out, *check, *src. */
+/* A sound copy of entry n in a used slot's page, ours too (a follower took
+ * it, or copied it before a later one, from a leader whose page no longer
+ * has it: a thread of ours behind the one that copied it must take that
+ * copy too, never lead n again): true, *out, *check, *src. */
 static bool look_copies(const struct cp_view *v, unsigned key, uint64_t n, struct cp_value *out, uint64_t *check,
 			const struct cp_entry **src)
 {
 	uint64_t used = used_slots(v);
 	for (unsigned j = 0; j < v->nslots; j++) {
-		if (j == v->self || !(used >> j & 1) || v->pages[j] == NULL)
+		if ((j != v->self && !(used >> j & 1)) || v->pages[j] == NULL)
 			continue;
 		const struct cp_entry *e = &v->pages[j]->copy[key][n % CP_RING];
 		if (entry_at(v, e, key, n, out, check) == 1) {
@@ -442,15 +444,15 @@ static bool same(const struct cp_value *x, const struct cp_value *y)
 }
 
 /* Whether entry n stays where a leader of it would look whatever any other
- * slot does to its page: in our own page (a copy, or an entry we led: our
- * own tags, not checked against the sum: a slot that damages its own page
- * damages only itself), or diehard's (its log, or its page). */
+ * slot does to its page: in our own page (a sound copy, or an entry we led:
+ * checked against the sum, as a replacement may find garbage its slot's
+ * last process left), or diehard's (its log, or its page). */
 static bool held(const struct cp_view *v, const struct cp_page *own, unsigned key, uint64_t n)
 {
 	const struct cp_page *dh = v->pages[v->nslots];
 	struct cp_value x;
-	return atomic_load_explicit(&own->copy[key][n % CP_RING].tag, memory_order_acquire) == n + 1 ||
-	       atomic_load_explicit(&own->ring[key][n % CP_RING].tag, memory_order_acquire) == n + 1 ||
+	return entry_at(v, &own->copy[key][n % CP_RING], key, n, &x, NULL) == 1 ||
+	       entry_at(v, &own->ring[key][n % CP_RING], key, n, &x, NULL) == 1 ||
 	       atomic_load_explicit(&dh->harvested[key], memory_order_acquire) > n || dh_state(v, key, n, &x) == 1;
 }
 
@@ -486,6 +488,11 @@ static bool backfill(const struct cp_view *v, struct cp_page *own, unsigned key,
 		    !look_copies(v, key, j, &x, &check, &src))
 			return false;
 		if (!witness(own, key, j, &x, check) || entry_at(v, src, key, j, &again, NULL) != 1 || !same(&again, &x))
+			return false;
+		/* And diehard is not taking j over (its mark, then its look at
+		 * the pages: either it sees our copy, or we its mark). */
+		int d = dh_state(v, key, j, &again);
+		if (d == 2 || d == 3 || (d == 1 && !same(&again, &x)))
 			return false;
 	}
 	return true;
@@ -887,7 +894,9 @@ static unsigned choose(const struct candidates *cs, bool monotonic)
 /* Diehard, settling a run of entries from `from`: the earliest sound value
  * any page holds (entries led and copies taken) of an entry after from,
  * up to the furthest count of the used slots (no entry past it was read
- * there) and at most a ring on (positions further alias nearer ones). Looked for once a run, at its first entry diehard leads: for a
+ * there) and at most BACKFILL_MAX on (a bound on the work a garbage count
+ * makes; the replicas' backfill is what keeps honest slots' holes
+ * shorter: this is a second line). Looked for once a run, at its first entry diehard leads: for a
  * later entry n of the run, the earliest after `from` is no later than the
  * earliest after n, so a value capped by it is capped enough. */
 struct later {
@@ -905,9 +914,11 @@ static bool earliest_after(const struct cp_view *v, unsigned key, uint64_t from,
 		uint64_t c = (used >> j & 1) && v->pages[j] != NULL
 				     ? atomic_load_explicit(&v->pages[j]->count[key], memory_order_seq_cst)
 				     : 0;
-		if (c > top && c - from <= CP_RING)
-			top = c; /* (a count further is garbage: a ring at most) */
+		if (c > top)
+			top = c;
 	}
+	if (top - from > BACKFILL_MAX)
+		top = from + BACKFILL_MAX; /* what a slot backfills: the holes an honest one can leave */
 	for (uint64_t n = from + 1; n < top; n++)
 		for (unsigned j = 0; j < v->nslots; j++) {
 			if (v->pages[j] == NULL)
@@ -973,11 +984,11 @@ static int settle_one(struct cp_view *v, unsigned key, uint64_t n, cp_real_fn *r
 		*out = *prev;
 	/* A monotonic clock's new value must not pass a later entry led
 	 * already: an n + 1 whose leader went by a value of n about to be
-	 * overruled here, or any entry led after n's value was lost (its
-	 * leader damaged its page before anyone copied n, while a reader of
-	 * another slot, its threads ahead of the one reading n, took n + 2
-	 * and copied it). Entries and copies: consume's look at diehard's
-	 * page comes after either store. */
+	 * overruled here (consume's look at diehard's page comes after its
+	 * store, so this finds it, or it finds our mark), or any entry led
+	 * after n's value was lost (its leader damaged its page; a slot that
+	 * took a later one holds n too, backfill, and gather found that: this
+	 * is a second line, looked at once a run, earliest_after). */
 	if (mono && earliest_after(v, key, n, later) && less(&later->min, out))
 		*out = later->min;
 	/* Never below the last logged, though: an n + 1 before it is out of

@@ -718,8 +718,15 @@ int main(void)
 		      "hole: and copied 3 and 4 before it");
 		fill_words(pages[0], offsetof(struct cp_page, ring), sizeof(struct cp_page) - offsetof(struct cp_page, ring), 0);
 		tick = 200;
+		/* Slot 1's own thread that held 3 all along (its claim is
+		 * replayed by setting the count back): it takes its sibling's
+		 * copy, it does not lead 3 again. */
+		atomic_store(&pages[1]->count[1], 3);
+		enum cp_outcome o = cp_read(&views[1], 1, tick_real, NULL, &got, &gn);
+		CHECK(o == CP_FOLLOWED && gn == 3 && got.a == 103, "hole: slot 1's thread behind takes its own copy of 3 (%s %ld)",
+		      o == CP_LED ? "led" : o == CP_FOLLOWED ? "followed" : "fell back", (long)got.a);
 		atomic_store(&pages[2]->count[1], 3);
-		enum cp_outcome o = cp_read(&views[2], 1, tick_real, NULL, &got, &gn);
+		o = cp_read(&views[2], 1, tick_real, NULL, &got, &gn);
 		CHECK(o == CP_FOLLOWED && gn == 3 && got.a == 103, "hole: slot 2 takes slot 1's copy of entry 3 (%s %ld)",
 		      o == CP_LED ? "led" : o == CP_FOLLOWED ? "followed" : "fell back", (long)got.a);
 		CHECK(cp_settle(&views[K], 1, 5, tick_real, put, NULL) == 0 && logged_n[1] == 6 && logged[1][3].a == 103 &&
