@@ -34,16 +34,21 @@ ci_bug() {
 		fail "$kind run $run: no reproduce command" "$(cat err)"
 }
 
-@test "ci: every planted bug is caught in 20 of 20 runs, with its origin's file:line" {
+# Runs of each planted bug and clean program: a check that it holds, not the
+# rate's measurement (bench/ci runs BENCH_DETECT, 20, of each: its table is
+# in docs/PERFORMANCE.md, "CI mode"). CI_RUNS=20 for the full count.
+RUNS=${CI_RUNS:-6} CLEAN_RUNS=${CI_RUNS:-10}
+
+@test "ci: every planted bug is caught in every run, with its origin's file:line" {
 	for kind in bit word padding realloc branch; do
-		for run in $(seq 20); do
+		for run in $(seq "$RUNS"); do
 			ci_bug "$kind" "$run"
 		done
 	done
 }
 
-@test "ci: a late leak after 5 MB of correct output is caught, with its origin, in 20 of 20 runs" {
-	for run in $(seq 20); do
+@test "ci: a late leak after 5 MB of correct output is caught, with its origin, in every run" {
+	for run in $(seq "$RUNS"); do
 		ci_bug late "$run"
 	done
 	# What came before the bug was committed (all but the last chunk, which
@@ -66,14 +71,14 @@ ci_bug() {
 	[[ $output == *usage:* ]]
 }
 
-@test "ci: clean real programs never fail, 20 runs each" {
+@test "ci: clean real programs never fail, in any run" {
 	seq 1 2000 | shuf --random-source=<(yes) >numbers
 	cat >hello.c <<'C'
 #include <stdio.h>
 int main(void) { puts("hello"); return 0; }
 C
 	printf 'create table t(a, b);\ninsert into t values (1, 2), (3, 4);\nselect a + b from t;\n' >q.sql
-	for run in $(seq 20); do
+	for run in $(seq "$CLEAN_RUNS"); do
 		run -0 timeout 120 "$DIEHARD" --ci sort -n numbers
 		run -0 timeout 120 "$DIEHARD" --ci python3 -c 'import random, time, os; d = {str(i): i for i in range(5000)}; print(len(d), sum(d.values()), random.random() < 2, time.time() > 0, len(os.urandom(8)))'
 		run -0 timeout 120 "$DIEHARD" --ci perl -e 'my %h = map { $_ => $_ * 2 } 1 .. 5000; print scalar(keys %h), "\n"'
