@@ -390,6 +390,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	if (S->notify != NULL)
 		notify_tick(S->notify);
 	net_tick(S->net);
+	files_tick(S);
 	replace_maintain(S);
 	for (int s = 0; s < NSTREAMS; s++)
 		output_vote(S, &S->s[s], VOTER_CHUNKS);
@@ -457,7 +458,7 @@ static void build_filter(struct sup *S)
 	free(S->filter.filter);
 	struct filter_spec spec = { .notify = S->virt != NULL, .sleeps = S->o->respawns > 0,
 				    .sandboxed = S->ns_flags != 0, .net_private = S->net_private,
-				    .supervisor = getpid(), .supervisor_group = getpgrp() };
+				    .points = files_points_wanted(S), .supervisor = getpid(), .supervisor_group = getpgrp() };
 	if (S->virt != NULL)
 		virt_clock_marks(S->virt, &spec.pass_mark, &spec.ask_mark, &spec.exec_mark);
 	S->exec_mark = spec.exec_mark;
@@ -712,6 +713,7 @@ int supervisor_run(const struct options *o)
 		files_uncommitted(S);
 	for (unsigned i = 0; i < S->nslots; i++)
 		files_release(&S->r[i]);
+	files_end(S);
 	report_set_exit(S->report, S->exit_code, NULL);
 	report_input_log(S->report, inputlog_bytes(S->inlog), inputlog_retained_from(S->inlog),
 			 inputlog_complete(S->inlog) || (S->inlog != NULL && inputlog_bytes(S->inlog) == 0));

@@ -659,7 +659,13 @@ int ci_finish(struct sup *S, int code)
 		bool any = false;
 		for (size_t c = 0; c < nc; c++) {
 			origin_free(&org);
+			/* Its replays see the start, as the run's replicas did,
+			 * through the start-state layer (pre.h). */
+			const char *layer = files_start_layer(S);
+			if (layer != NULL && setenv(FILES_START_LAYER_VAR, layer, 1) != 0)
+				log_warn("origin search: setenv: %s", strerror(errno));
 			origin_search(self, path, written, ids[c], SEARCH_BUDGET, &org);
+			(void)unsetenv(FILES_START_LAYER_VAR);
 			any = true;
 			if (org.fill_matters)
 				break;

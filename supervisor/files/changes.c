@@ -162,10 +162,6 @@ static int digest_piece(void *ctx, const char *bytes, size_t n, off_t at)
 	return 0;
 }
 
-/* The keyed digest of fd's contents, of its size and of each 4 KiB block
- * that holds a byte other than zero, with its number: files of the same
- * bytes agree whatever their holes, and a sparse file costs its data only
- * (extents.h). 0, or an errno. */
 static int digest_fd(int fd, const struct digest_key *key, uint8_t out[DIGEST_BYTES], char *buf)
 {
 	struct stat st;
@@ -180,6 +176,16 @@ static int digest_fd(int fd, const struct digest_key *key, uint8_t out[DIGEST_BY
 		return err;
 	digest_final(&d, out);
 	return 0;
+}
+
+int changes_digest_fd(int fd, const struct digest_key *key, uint8_t out[DIGEST_BYTES])
+{
+	char *buf = malloc(READ_CHUNK);
+	if (buf == NULL)
+		return ENOMEM;
+	int err = digest_fd(fd, key, out, buf);
+	free(buf);
+	return err;
 }
 
 struct walk {
@@ -406,6 +412,39 @@ int changes_scan(struct changes *ch, const struct digest_key *key, const char **
 	}
 	free(w.where_buf);
 	return err;
+}
+
+void changes_add(struct changes *ch, const struct change *c)
+{
+	ch->c = grow(ch->c, &ch->cap, ch->n, sizeof *ch->c);
+	ch->c[ch->n] = *c;
+	ch->c[ch->n].path = dup_or_die(c->path);
+	ch->c[ch->n].upper = c->upper != NULL ? dup_or_die(c->upper) : NULL;
+	ch->c[ch->n].link = c->link != NULL ? dup_or_die(c->link) : NULL;
+	ch->n++;
+}
+
+/* The walk's order: by view, then beneath it name by name ('/' before any
+ * other byte: a directory's entries right after it). */
+static int walk_order(const void *pa, const void *pb)
+{
+	const struct change *a = pa, *b = pb;
+	if (a->view != b->view)
+		return a->view < b->view ? -1 : 1;
+	const unsigned char *x = (const unsigned char *)a->path + a->rel, *y = (const unsigned char *)b->path + b->rel;
+	for (;; x++, y++) {
+		unsigned cx = *x == '/' ? 1 : *x == 0 ? 0 : *x + 1u, cy = *y == '/' ? 1 : *y == 0 ? 0 : *y + 1u;
+		if (cx != cy)
+			return cx < cy ? -1 : 1;
+		if (cx == 0)
+			return 0;
+	}
+}
+
+void changes_sort(struct changes *ch)
+{
+	if (ch->n > 1)
+		qsort(ch->c, ch->n, sizeof *ch->c, walk_order);
 }
 
 static bool same_entry(const struct change *a, const struct change *b)

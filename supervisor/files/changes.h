@@ -40,6 +40,7 @@ struct change {
 	unsigned view; /* its view: targets[view] */
 	size_t rel;  /* path + rel: its path beneath the view's target */
 	char *upper; /* where its new version is, relative to the staging root */
+	int fd1;     /* or, when > 0, a descriptor of it open for reading, + 1 (points.c) */
 	enum change_kind kind;
 	mode_t mode; /* permission bits (07777) */
 	uid_t uid;
@@ -76,6 +77,15 @@ struct changes *changes_open(int root);
  * path that failed. */
 int changes_scan(struct changes *ch, const struct digest_key *key, const char **where);
 void changes_free(struct changes *ch);
+/* Adds a copy of c (its strings copied) at the end of the list; then
+ * changes_sort puts the list back in the walk's order. */
+void changes_add(struct changes *ch, const struct change *c);
+void changes_sort(struct changes *ch);
+/* The keyed digest of fd's contents, of its size and of each 4 KiB block
+ * that holds a byte other than zero, with its number: files of the same
+ * bytes agree whatever their holes, and a sparse file costs its data only
+ * (extents.h). What the walk records per file. 0, or an errno. */
+int changes_digest_fd(int fd, const struct digest_key *key, uint8_t out[DIGEST_BYTES]);
 
 /* Whether a and b hold the same changes. */
 bool changes_same(const struct changes *a, const struct changes *b);

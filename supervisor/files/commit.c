@@ -183,8 +183,9 @@ static int make_beside(const struct changes *ch, const struct change *c, int par
 				err = errno;
 				break;
 			}
-			int in = openat(ch->root, c->upper, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-			if (in < 0 && errno == EACCES && fchmodat(ch->root, c->upper, c->mode | 0400, 0) == 0)
+			int in = c->fd1 > 0 ? fcntl(c->fd1 - 1, F_DUPFD_CLOEXEC, 0)
+					    : openat(ch->root, c->upper, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			if (in < 0 && c->fd1 <= 0 && errno == EACCES && fchmodat(ch->root, c->upper, c->mode | 0400, 0) == 0)
 				in = openat(ch->root, c->upper, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 			if (in < 0)
 				err = errno;

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -13,6 +14,8 @@
 #include "commit.h"
 #include "exitcode.h"
 #include "log.h"
+#include "points.h"
+#include "pre.h"
 #include "report.h"
 #include "sandbox.h"
 #include "sup.h"
@@ -27,6 +30,8 @@ struct files {
 	char *cwd;
 	bool said_unviewed;
 	json_t *rep;           /* the report's "files" object */
+	struct points *points; /* commit points (points.h), or NULL */
+	struct pre *pre;       /* their start-state layer (pre.h), or NULL */
 };
 
 static char *keep_dirs[VIEW_KEEP_MAX];
@@ -65,6 +70,18 @@ static void add_dir(struct view_plan *p, unsigned *n, const char *dir)
 	p->dirs[(*n)++] = real;
 }
 
+/* A replay's start-state layer, from the run that searches (ci.c): a
+ * directory of ours, 0700, where pre.c makes them; else none. */
+static const char *replay_layer(void)
+{
+	const char *l = getenv(FILES_START_LAYER_VAR);
+	struct stat st;
+	if (l == NULL || strncmp(l, "/dev/shm/diehard-pre-", 21) != 0 || strstr(l, "/..") != NULL || lstat(l, &st) != 0 ||
+	    !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return NULL;
+	return l;
+}
+
 void files_init(struct sup *S)
 {
 	struct files *F = calloc(1, sizeof *F);
@@ -91,6 +108,12 @@ void files_init(struct sup *S)
 		json_array_append_new(shared, must(json_string(S->o->share[i])));
 	}
 	json_object_set_new(F->rep, "shared", shared);
+	if (files_points_wanted(S) && (F->pre = pre_new()) != NULL) {
+		F->points = points_new(S, F->rep, F->pre);
+		F->plan.pre = pre_root(F->pre);
+	} else if (S->o->replay != NULL) {
+		F->plan.pre = replay_layer();
+	}
 	F->cwd = getcwd(NULL, 0);
 	F->plan.cwd = F->cwd;
 	F->plan.start = (long long)time(NULL);
@@ -108,6 +131,40 @@ void files_init(struct sup *S)
 	add_dir(&F->plan, &n, getenv("CACHE_DIRECTORY"));
 	add_dir(&F->plan, &n, getenv("LOGS_DIRECTORY"));
 	F->plan.dirs[n] = NULL;
+}
+
+bool files_points_wanted(const struct sup *S)
+{
+	return S->o->files == FILES_PRIVATE && (S->ns_flags & CLONE_NEWNS) && S->o->replay == NULL &&
+	       S->virt != NULL;
+}
+
+const char *files_start_layer(const struct sup *S)
+{
+	return S->files != NULL ? pre_root(S->files->pre) : NULL;
+}
+
+void files_tick(struct sup *S)
+{
+	if (S->files != NULL)
+		points_tick(S->files->points);
+}
+
+void files_end(struct sup *S)
+{
+	struct files *F = S->files;
+	if (F == NULL)
+		return;
+	points_free(F->points);
+	F->points = NULL;
+	pre_free(F->pre);
+	F->pre = NULL;
+}
+
+bool files_point(struct sup *S, unsigned slot, uint64_t gen, const struct seccomp_notif *req)
+{
+	struct files *F = S->files;
+	return F != NULL && F->points != NULL && points_call(F->points, slot, gen, req);
 }
 
 const struct view_plan *files_plan(struct sup *S)
@@ -145,6 +202,8 @@ void files_started(struct sup *S, struct replica *r, int fd)
 {
 	struct files *F = S->files;
 	files_release(r);
+	if (F != NULL)
+		points_restart(F->points, r->index);
 	if (fd < 0)
 		return;
 	r->changes = changes_open(fd);
@@ -178,6 +237,8 @@ void files_ended(struct sup *S, struct replica *r)
 		return;
 	const char *where = NULL;
 	int err = changes_scan(r->changes, &S->dkey, &where);
+	if (err == 0 && (err = pre_complete(S->files->pre, r->changes, &S->dkey)) != 0)
+		where = "the start-state layer";
 	r->changes_read = true;
 	if (err != 0) {
 		/* Unreadable: it agrees with nobody. */

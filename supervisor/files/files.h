@@ -8,7 +8,10 @@
  * so a replica that wrote a wrong file is outvoted like one that printed
  * a wrong line, and the report names the path and the byte. The winner's
  * changes are then committed to the real file system once (commit.h),
- * before diehard exits; a replay (diehard replay) commits nothing.
+ * before diehard exits; a replay (diehard replay) commits nothing. While
+ * the run goes, its syncs, renames and removals of files are commit
+ * points (points.h), committed as they come, the start's versions kept for
+ * the replicas that come later (pre.h).
  *
  * With --files shared, or without a mount namespace (--sandbox off, or
  * the kernel refused it), the replicas share the real file system, as
@@ -18,8 +21,10 @@
 #define DIEHARD_FILES_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct sup;
+struct seccomp_notif;
 struct replica;
 struct view_plan;
 
@@ -40,6 +45,12 @@ const struct view_plan *files_plan(struct sup *S);
 /* The variables a replica with views gets (its init fills them in:
  * view.h's VIEW_DEVS_VAR), or NULL. */
 char *const *files_env(struct sup *S);
+/* Whether the replicas' syncs, renames and removals may be commit points
+ * (points.h): views are made, and this is no replay. */
+bool files_points_wanted(const struct sup *S);
+/* Slot slot's fsync, fdatasync, unlink or rename (req, through the
+ * listener of generation gen): true when points.h holds it. */
+bool files_point(struct sup *S, unsigned slot, uint64_t gen, const struct seccomp_notif *req);
 /* Replica r started with its staging tmpfs at fd (-1: no views). */
 void files_started(struct sup *S, struct replica *r, int fd);
 /* r ended: its changes are read. */
@@ -54,6 +65,16 @@ void files_divergence(struct sup *S, struct replica *r, const struct replica *ma
  * --stop-timeout, diehard's own error): whatever the replicas wrote is
  * dropped; said in one line when any of them had changes. */
 void files_uncommitted(struct sup *S);
+/* The start-state layer's root (pre.h), or NULL. --ci's origin search
+ * hands it to its replays in FILES_START_LAYER_VAR, so that they see the
+ * start as the run's replicas did; a replay takes it from there. */
+#define FILES_START_LAYER_VAR "DIEHARD_START_LAYER"
+const char *files_start_layer(const struct sup *S);
+/* The supervisor's tick (points.h's stragglers). */
+void files_tick(struct sup *S);
+/* The run is over (every replica reaped): the commit points' state and
+ * the start-state layer go. */
+void files_end(struct sup *S);
 /* Commits winner's changes (the run's exit status was agreed with them).
  * false when a path could not be committed (said). */
 bool files_commit(struct sup *S, const struct replica *winner);

@@ -396,6 +396,7 @@ void view_fill_env(char **envp)
 struct stage {
 	const char *dir; /* where the staging tmpfs is mounted */
 	int fd;
+	int pre;         /* the start-state layer's root (view.h), or -1 */
 	int manifest;
 	unsigned views;
 };
@@ -422,6 +423,25 @@ static bool option_safe(const char *p)
 	return strpbrk(p, ",:\\\n") == NULL;
 }
 
+/* The directories of path (absolute) made beneath the start-state layer's
+ * root pre, as plain directories. 0, or an errno. */
+static int pre_dirs(int pre, const char *path)
+{
+	char part[PATH_BYTES];
+	size_t n = strlen(path);
+	if (n >= sizeof part)
+		return ENAMETOOLONG;
+	for (size_t i = 1; i <= n; i++) {
+		if (path[i] != '/' && path[i] != '\0')
+			continue;
+		memcpy(part, path + 1, i - 1);
+		part[i - 1] = '\0';
+		if (part[0] != '\0' && mkdirat(pre, part, 0755) != 0 && errno != EEXIST)
+			return errno;
+	}
+	return 0;
+}
+
 /* The next view's upper and work directories made in the staging tmpfs;
  * its overlay of lower mounted at target. 0, or an errno. */
 static int overlay(struct stage *st, const char *lower, const char *target, unsigned long flags, bool user)
@@ -443,9 +463,21 @@ static int overlay(struct stage *st, const char *lower, const char *target, unsi
 	    fchmodat(st->fd, sub, low.st_mode & 07777, 0) != 0 || !join(sub, name, "/w") ||
 	    mkdirat(st->fd, sub, 0700) != 0)
 		return errno;
-	char opts[3 * PATH_BYTES];
+	char opts[4 * PATH_BYTES];
 	char *p = opts, *end = opts + sizeof opts - 1;
 	p = put(p, end, "lowerdir=");
+	if (st->pre >= 0) {
+		/* The start-state layer first, its directory for this view made
+		 * (by another replica's init too: EEXIST). */
+		int err = pre_dirs(st->pre, lower);
+		if (err != 0)
+			return err;
+		p = put(p, end, "/proc/self/fd/");
+		p = put_uint(p, end, (unsigned)st->pre);
+		if (strcmp(lower, "/") != 0)
+			p = put(p, end, lower);
+		p = put(p, end, ":");
+	}
 	p = put(p, end, lower);
 	p = put(p, end, ",upperdir=");
 	p = put(p, end, st->dir);
@@ -667,11 +699,18 @@ int view_enter(const struct view_plan *p, int *staging, const char **step)
 	int err = read_table(&t);
 	if (err != 0)
 		return err;
-	struct stage st = { .fd = -1, .manifest = -1 };
+	struct stage st = { .fd = -1, .manifest = -1, .pre = -1 };
+	/* Opened before the staging tmpfs covers /dev/shm, where it is. */
+	*step = "the start-state layer";
+	if (p->pre != NULL && (st.pre = open(p->pre, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return errno;
 	*step = "the staging tmpfs";
 	run_start = p->start;
-	if ((err = stage_open(&st)) != 0)
+	if ((err = stage_open(&st)) != 0) {
+		if (st.pre >= 0)
+			close(st.pre);
 		return err;
+	}
 	/* Which xattrs the overlays keep their marks in (changes.c), and so
 	 * which views: the whole tree needs the trusted ones, which only root
 	 * of the host's user namespace has. A root that is not (in a user
@@ -687,6 +726,8 @@ int view_enter(const struct view_plan *p, int *staging, const char **step)
 		err = dirs(p, &t, &st, step);
 	}
 	close(st.manifest);
+	if (st.pre >= 0)
+		close(st.pre);
 	if (err != 0) {
 		close(st.fd);
 		return err;

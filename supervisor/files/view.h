@@ -20,6 +20,11 @@
  *   read-only: a write outside the views fails (EROFS) rather than reach
  *   the host unvoted. The staging tmpfs is unmounted (detached) once the
  *   overlays hold it.
+ * - Between each view's upper layer and the real directory lies the
+ *   run's start-state layer (pre.h), one for all replicas: what diehard
+ *   committed at a commit point (points.h) is kept there as it was at the
+ *   start, so that a replica that has not reached the point yet, or a
+ *   replacement replaying, still sees the start's version.
  * - diehard's own directories that replicas write by path (kept: --ci's
  *   traces, fence logs, the notify sockets' directory) are bound over the
  *   view as the real ones.
@@ -49,6 +54,8 @@ struct view_plan {
 	const char *dirs[VIEW_MAX];     /* unprivileged: directories to view, NULL-ended */
 	const char *keep[VIEW_KEEP_MAX + 1]; /* real directories bound over the views, NULL-ended */
 	const char *cwd;                /* diehard's working directory: the program's, re-entered */
+	const char *pre;                /* the start-state layer's root (files/pre.h), or NULL:
+					   each view's lowest layer but one is pre + its target */
 	long long start;                /* the run's start (CLOCK_REALTIME seconds): libdiehard
 					   stamps files changed after it (allocator/viewstat.h) */
 };

@@ -497,6 +497,18 @@ static int add_net(scmp_filter_ctx ctx)
 	return rc;
 }
 
+/* The file views' commit points (points.h): the calls that make a file
+ * durable or visible. */
+static int add_points(scmp_filter_ctx ctx)
+{
+	static const int calls[] = { SCMP_SYS(fsync),  SCMP_SYS(fdatasync), SCMP_SYS(unlink),    SCMP_SYS(unlinkat),
+				     SCMP_SYS(rename), SCMP_SYS(renameat),  SCMP_SYS(renameat2) };
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < sizeof calls / sizeof calls[0]; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, calls[i], 0);
+	return rc;
+}
+
 int filter_build(struct sock_fprog *prog, const struct filter_spec *spec)
 {
 	if (spec->net_private && !spec->notify) {
@@ -533,6 +545,8 @@ int filter_build(struct sock_fprog *prog, const struct filter_spec *spec)
 				      SCMP_A5_64(SCMP_CMP_NE, (scmp_datum_t)spec->exec_mark));
 	if (rc == 0 && spec->net_private)
 		rc = add_net(ctx);
+	if (rc == 0 && spec->notify && spec->points)
+		rc = add_points(ctx);
 	if (rc == 0)
 		rc = add_refusals(ctx, spec);
 	if (rc == 0)

@@ -53,6 +53,7 @@
 #include "clockpage.h"
 #include "envkeep.h"
 #include "filter.h"
+#include "files.h"
 #include "log.h"
 #include "ndlog.h"
 #include "net.h"
@@ -117,6 +118,7 @@ struct vreplica {
 	bool used;            /* a process was attached */
 	bool reported;        /* its call counts are in the report */
 	int fd;               /* the listener; -1 once closed */
+	uint64_t gen;         /* which attach made it (virt_resume) */
 	struct event *ev;
 	uint64_t unvirtualized;
 	uint64_t images_stopped; /* new images diehard patched (stopped) */
@@ -139,6 +141,7 @@ struct virt {
 	uint8_t key[CHACHA_KEY_BYTES];
 	struct vreplica *r;
 	bool vdso_warned;
+	uint64_t attaches;        /* listeners attached so far: their generations */
 	uint64_t vdso_fallbacks;  /* leaders' vDSO reads that made a system call */
 	uint64_t skipped_sleeps;  /* by replacements catching up */
 	uint64_t clock_resyncs;   /* a server's stale clock reads moved to the front */
@@ -1231,6 +1234,13 @@ static enum answer dispatch(struct vreplica *vr, const struct seccomp_notif *req
 	case SYS_listen:
 	case SYS_connect:
 	case SYS_socket: return on_net(vr, req, resp);
+	case SYS_fsync:
+	case SYS_fdatasync:
+	case SYS_unlink:
+	case SYS_unlinkat:
+	case SYS_rename:
+	case SYS_renameat:
+	case SYS_renameat2: return files_point(vr->V->S, vr->index, vr->gen, req) ? DROP : CONTINUE;
 	default: return CONTINUE;
 	}
 }
@@ -1493,12 +1503,26 @@ static void report_counts(struct virt *V, unsigned i)
 	free(keys);
 }
 
+void virt_resume(struct virt *V, unsigned i, uint64_t gen, uint64_t id, int err)
+{
+	struct vreplica *vr = &V->r[i];
+	if (vr->fd < 0 || vr->gen != gen || !still_waiting(vr, id))
+		return;
+	struct seccomp_notif_resp resp = { .id = id };
+	if (err == 0)
+		resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+	else
+		resp.error = -err;
+	if (ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 && errno != ENOENT)
+		log_warn("replica %u: cannot answer a notification: %s", V->S->r[i].id, strerror(errno));
+}
+
 void virt_attach(struct virt *V, unsigned i, int listener)
 {
 	struct vreplica *vr = &V->r[i];
 	listener_close(vr);
 	bool again = vr->used;
-	*vr = (struct vreplica){ .V = V, .index = i, .used = true, .fd = listener };
+	*vr = (struct vreplica){ .V = V, .index = i, .used = true, .fd = listener, .gen = ++V->attaches };
 	/* A new process in a used slot starts from the first call of every
 	 * kind: it replays what the log holds. */
 	if (again)

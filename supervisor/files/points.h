@@ -1,0 +1,70 @@
+/* points.h — commit points: a long-running program's files made durable
+ * and visible when it says so, once, as a quorum agreed.
+ *
+ * A run-to-completion program's file changes are voted and committed when
+ * it ends (files.h). A program that runs for long makes files durable or
+ * visible as it goes, and these are points:
+ *   - fsync or fdatasync of a file the replica changed in its views (a
+ *     database's commit, an editor's save): the file's bytes and mode;
+ *   - a rename of a regular file over an existing one, or of a file a
+ *     point committed (write, sync, rename into place): the target gets
+ *     the source's bytes and mode, the source goes;
+ *   - the removal (unlink) of a file a point committed (SQLite's commit
+ *     removes its journal: left in place, a reader would roll back).
+ * The replica's call is held until a quorum of replicas made the same
+ * point (the same path, the same number of points on it so far) with the
+ * same version, and every other replica of the run is there too (or
+ * killed as a straggler --timeout after the quorum was); that version is
+ * then committed to the real file system (commit.h: beside, synced,
+ * renamed, synced) and only then do their calls go on. A replica whose
+ * version differs at a point a quorum agreed on is a divergence like a
+ * wrong line of output: it is killed (and replaced), the report names the
+ * path; a replica that reaches a point already committed (a replacement
+ * replaying) is checked against the committed version and never commits
+ * again. When every voter reached the point and no quorum can form, the
+ * run ends: no majority (123).
+ *
+ * Points are counted per path, not per replica: threads that work on
+ * different files in another order in each replica still agree. Anything
+ * else goes on at once: a sync of a file the replica did not change, of a
+ * descriptor that is no file of a view (a pipe, a socket, a file of a kept
+ * directory, a removed file), a rename of a directory or with
+ * RENAME_EXCHANGE, and every call in a replay (diehard replay and --ci's
+ * origin search commit nothing).
+ *
+ * Invariants: for every path, the points committed are numbered 0 .. n-1
+ * and were committed in that order; a held call belongs to a participant
+ * of the id it was made by (others are dropped before any count); a slot's
+ * counts start from 0 with each process it holds; a path's start-state
+ * version is in pre.h's layer before the real path first changes. */
+#ifndef DIEHARD_POINTS_H
+#define DIEHARD_POINTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct sup;
+struct points;
+struct pre;
+struct seccomp_notif;
+typedef struct json_t json_t;
+
+/* The points of a run whose replicas have views; rep: the report's
+ * "files" object, where "points" goes; pre: the start-state layer every
+ * view has (pre.h), kept before each path's first commit. */
+struct points *points_new(struct sup *S, json_t *rep, struct pre *pre);
+void points_free(struct points *P);
+/* Slot slot's process made the call in req (fsync, fdatasync, unlink,
+ * unlinkat, rename, renameat, renameat2), received by the listener of
+ * generation gen (virt.h): true when the call is held, to be answered
+ * through virt_resume; false: it goes on now. */
+bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req);
+/* A new process in slot: its counts start again. */
+void points_restart(struct points *P, unsigned slot);
+/* The supervisor's tick: replicas that have not reached a point --timeout
+ * after a quorum did are killed as stragglers, and the point decided. */
+void points_tick(struct points *P);
+/* Points committed so far. */
+uint64_t points_committed(const struct points *P);
+
+#endif

@@ -1,0 +1,373 @@
+/* pre.c — see pre.h.
+ *
+ * The layer's root is <dir>/r; a real path P is mirrored at <dir>/r/P,
+ * so a view of target T takes <dir>/r/T as its layer (view.c makes those
+ * directories in each replica's init). Paths are reached from the root's
+ * descriptor one component at a time, never through a link (the layer
+ * holds none but what diehard put there). */
+#include "pre.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "changes.h"
+#include "exitcode.h"
+#include "log.h"
+
+/* What the layer holds, as pre_keep put it there. */
+struct kept {
+	char *path;    /* the real path */
+	bool whiteout; /* absent at the start (else a copy of the file) */
+};
+
+struct pre {
+	char dir[64];  /* /dev/shm/diehard-pre-XXXXXX */
+	char root[72]; /* dir + /r */
+	int fd;        /* root's descriptor */
+	struct kept *k;
+	size_t n, cap;
+};
+
+static void remember(struct pre *p, const char *path, size_t len, bool whiteout)
+{
+	if (p->n == p->cap) {
+		p->cap = p->cap ? 2 * p->cap : 16;
+		p->k = realloc(p->k, p->cap * sizeof *p->k);
+		if (p->k == NULL)
+			fatal(EXIT_INTERNAL, "out of memory");
+	}
+	char *copy = strndup(path, len);
+	if (copy == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	p->k[p->n++] = (struct kept){ copy, whiteout };
+}
+
+struct pre *pre_new(void)
+{
+	struct pre *p = calloc(1, sizeof *p);
+	if (p == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	snprintf(p->dir, sizeof p->dir, "/dev/shm/diehard-pre-XXXXXX");
+	if (mkdtemp(p->dir) == NULL) {
+		log_warn("no start-state layer in /dev/shm (%s): files are committed when the run ends, not at its "
+			 "syncs", strerror(errno));
+		free(p);
+		return NULL;
+	}
+	snprintf(p->root, sizeof p->root, "%s/r", p->dir);
+	if (mkdir(p->root, 0755) != 0 || (p->fd = open(p->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		log_warn("no start-state layer in %s (%s): files are committed when the run ends, not at its syncs",
+			 p->dir, strerror(errno));
+		(void)rmdir(p->root);
+		(void)rmdir(p->dir);
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+const char *pre_root(const struct pre *p)
+{
+	return p == NULL ? NULL : p->root;
+}
+
+/* Removes everything in dir (a descriptor, taken). */
+static void remove_tree(int dir, int depth)
+{
+	DIR *d = fdopendir(dir);
+	if (d == NULL) {
+		close(dir);
+		return;
+	}
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (unlinkat(dirfd(d), e->d_name, 0) == 0 || errno != EISDIR || depth > 4096)
+			continue;
+		int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub >= 0)
+			remove_tree(sub, depth + 1);
+		(void)unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+	}
+	closedir(d);
+}
+
+void pre_free(struct pre *p)
+{
+	if (p == NULL)
+		return;
+	remove_tree(p->fd, 0);
+	if (rmdir(p->root) != 0 || rmdir(p->dir) != 0)
+		log_warn("cannot remove the start-state layer %s: %s", p->dir, strerror(errno));
+	for (size_t i = 0; i < p->n; i++)
+		free(p->k[i].path);
+	free(p->k);
+	free(p);
+}
+
+/* The layer's entry for the real path's first len bytes (a directory
+ * there, mirrored), with its real attributes, made if missing. */
+static int put_dir(struct pre *p, const char *path, size_t len)
+{
+	char real[4096];
+	if (len >= sizeof real)
+		return ENAMETOOLONG;
+	memcpy(real, path, len);
+	real[len] = '\0';
+	struct stat st;
+	if (lstat(real, &st) != 0)
+		return errno;
+	if (!S_ISDIR(st.st_mode))
+		return ENOTDIR;
+	const char *rel = real + 1;
+	if (mkdirat(p->fd, rel, 0700) != 0)
+		return errno == EEXIST ? 0 : errno;
+	int fd = openat(p->fd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	int err = 0;
+	struct timespec ts[2] = { st.st_atim, st.st_mtim };
+	if (geteuid() == 0 && fchown(fd, st.st_uid, st.st_gid) != 0)
+		err = errno;
+	if (err == 0 && fchmod(fd, st.st_mode & 07777) != 0)
+		err = errno;
+	if (err == 0 && futimens(fd, ts) != 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
+/* Whether path or one of its directories below the target's (from) is
+ * in the layer already (a file kept, or a whiteout above it). */
+static bool kept(const struct pre *p, const char *path, size_t from)
+{
+	char part[4096];
+	size_t n = strlen(path);
+	if (n >= sizeof part)
+		return false;
+	for (size_t i = from + 1; i <= n; i++) {
+		if (path[i] != '/' && path[i] != '\0')
+			continue;
+		memcpy(part, path + 1, i - 1);
+		part[i - 1] = '\0';
+		struct stat st;
+		if (fstatat(p->fd, part, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			return false;
+		if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0))
+			return true; /* a whiteout: absent at the start */
+		if (i == n)
+			return true;
+	}
+	return false;
+}
+
+/* A copy of the real file at path into the layer (its directories made). */
+static int copy_file(struct pre *p, const char *path, const struct stat *st)
+{
+	int in = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (in < 0)
+		return errno;
+	char tmp[4200];
+	snprintf(tmp, sizeof tmp, "%s.diehard-pre", path + 1);
+	int out = openat(p->fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int err = out < 0 ? errno : 0;
+	static char buf[1 << 16];
+	for (off_t at = 0; err == 0;) {
+		ssize_t n = pread(in, buf, sizeof buf, at);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		for (ssize_t o = 0; o < n && err == 0;) {
+			ssize_t w = write(out, buf + o, (size_t)(n - o));
+			if (w < 0 && errno != EINTR)
+				err = errno;
+			else if (w > 0)
+				o += w;
+		}
+		at += n;
+	}
+	close(in);
+	struct timespec ts[2] = { st->st_atim, st->st_mtim };
+	if (err == 0 && geteuid() == 0 && fchown(out, st->st_uid, st->st_gid) != 0)
+		err = errno;
+	if (err == 0 && fchmod(out, st->st_mode & 07777) != 0)
+		err = errno;
+	if (err == 0 && futimens(out, ts) != 0)
+		err = errno;
+	if (out >= 0 && close(out) != 0 && err == 0)
+		err = errno;
+	if (err == 0 && renameat(p->fd, tmp, p->fd, path + 1) != 0)
+		err = errno;
+	if (err != 0 && out >= 0)
+		(void)unlinkat(p->fd, tmp, 0);
+	return err;
+}
+
+int pre_keep(struct pre *p, const char *target, const char *path)
+{
+	size_t from = strcmp(target, "/") == 0 ? 0 : strlen(target);
+	if (path[0] != '/' || strncmp(path, target, from) != 0 || path[from] != '/')
+		return EINVAL;
+	if (kept(p, path, from))
+		return 0;
+	size_t n = strlen(path);
+	struct stat st;
+	if (lstat(path, &st) == 0) {
+		if (!S_ISREG(st.st_mode))
+			return EINVAL;
+		/* Its directories, then the file. */
+		int err = 0;
+		for (size_t i = from + 1; i < n && err == 0; i++)
+			if (path[i] == '/')
+				err = put_dir(p, path, i);
+		if (err == 0 && (err = copy_file(p, path, &st)) == 0)
+			remember(p, path, n, false);
+		return err;
+	}
+	if (errno != ENOENT && errno != ENOTDIR)
+		return errno;
+	/* Absent: a whiteout at its topmost missing directory (or itself). */
+	int err = 0;
+	for (size_t i = from + 1; i <= n && err == 0; i++) {
+		if (path[i] != '/' && path[i] != '\0')
+			continue;
+		char part[4096];
+		if (i >= sizeof part)
+			return ENAMETOOLONG;
+		memcpy(part, path, i);
+		part[i] = '\0';
+		if (lstat(part, &st) == 0) {
+			if (S_ISDIR(st.st_mode) && i < n) {
+				err = put_dir(p, path, i);
+				continue;
+			}
+			return EINVAL; /* it came meanwhile: not the start's */
+		}
+		if (mknodat(p->fd, part + 1, S_IFCHR | 0000, makedev(0, 0)) != 0)
+			return errno;
+		remember(p, path, i, true);
+		return 0;
+	}
+	return err;
+}
+
+/* The view of path in ch (the longest target above it), or -1; *rel where
+ * the path beneath it starts. */
+static int view_of(const struct changes *ch, const char *path, size_t *rel)
+{
+	int best = -1;
+	size_t best_len = 0;
+	for (size_t v = 0; v < ch->ntargets; v++) {
+		const char *t = ch->targets[v];
+		size_t n = strlen(t);
+		bool root = strcmp(t, "/") == 0;
+		if (root ? path[0] != '/' : strncmp(path, t, n) != 0 || path[n] != '/')
+			continue;
+		if (best < 0 || n >= best_len) {
+			best = (int)v;
+			best_len = n;
+			*rel = root ? 1 : n + 1;
+		}
+	}
+	return best;
+}
+
+/* Whether ch's upper layer v has its own version of path (rel: beneath
+ * the view), or of a directory above it that hides the lower ones (a
+ * whiteout, an opaque directory). */
+static bool covered(const struct changes *ch, unsigned v, const char *path, size_t rel)
+{
+	char upper[4200];
+	size_t n = strlen(path);
+	for (size_t i = rel; i <= n; i++) {
+		if (i < n && path[i] != '/')
+			continue;
+		if ((size_t)snprintf(upper, sizeof upper, "v%u/u/%.*s", v, (int)(i - rel), path + rel) >= sizeof upper)
+			return true; /* not reachable: nothing to add */
+		struct stat st;
+		if (fstatat(ch->root, upper, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			return false;
+		if (i == n || !S_ISDIR(st.st_mode))
+			return true;
+		for (size_t c = 0; c < ch->n; c++)
+			if (ch->c[c].kind == CHANGE_OPAQUE && ch->c[c].view == v &&
+			    strlen(ch->c[c].path) == i && strncmp(ch->c[c].path, path, i) == 0)
+				return true;
+	}
+	return false;
+}
+
+int pre_complete(const struct pre *p, struct changes *ch, const struct digest_key *key)
+{
+	if (p == NULL || p->n == 0)
+		return 0;
+	size_t before = ch->n;
+	for (size_t i = 0; i < p->n; i++) {
+		const struct kept *k = &p->k[i];
+		size_t rel;
+		int v = view_of(ch, k->path, &rel);
+		if (v < 0 || covered(ch, (unsigned)v, k->path, rel))
+			continue;
+		struct stat real;
+		bool here = lstat(k->path, &real) == 0;
+		struct change c = { .path = k->path, .view = (unsigned)v, .rel = rel };
+		if (k->whiteout) {
+			if (!here)
+				continue;
+			c.kind = CHANGE_GONE;
+			changes_add(ch, &c);
+			continue;
+		}
+		/* The start's copy, unless the real file is the same again. */
+		char copy[4200];
+		snprintf(copy, sizeof copy, "%s%s", p->root, k->path);
+		int fd = open(copy, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) != 0) {
+			int err = errno;
+			if (fd >= 0)
+				close(fd);
+			return err;
+		}
+		int err = changes_digest_fd(fd, key, c.digest);
+		close(fd);
+		if (err != 0)
+			return err;
+		c.kind = CHANGE_FILE;
+		c.upper = copy; /* absolute: commit.c's openat takes it as it is */
+		c.mode = st.st_mode & 07777;
+		c.uid = st.st_uid;
+		c.gid = st.st_gid;
+		c.size = st.st_size;
+		c.atime = st.st_atim;
+		c.mtime = st.st_mtim;
+		if (here && S_ISREG(real.st_mode) && (real.st_mode & 07777) == c.mode && real.st_uid == c.uid &&
+		    real.st_gid == c.gid && real.st_size == c.size) {
+			uint8_t dg[DIGEST_BYTES];
+			int rfd = open(k->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+			bool same = rfd >= 0 && changes_digest_fd(rfd, key, dg) == 0 && memcmp(dg, c.digest, sizeof dg) == 0;
+			if (rfd >= 0)
+				close(rfd);
+			if (same)
+				continue;
+		}
+		changes_add(ch, &c);
+	}
+	if (ch->n != before)
+		changes_sort(ch);
+	return 0;
+}

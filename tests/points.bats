@@ -1,0 +1,184 @@
+#!/usr/bin/env bats
+# Commit points (docs/FILES.md, "Commit points"): a long-running program's
+# fsync, its rename over an existing file and its removal of a file a point
+# committed reach the real file system once, as the quorum agreed, before
+# the call returns in the replicas. tests/scripts/points_writer.py does one
+# thing a line of input and says so on stdout: a line diehard committed
+# means a quorum passed the point, so the real file must already hold it.
+
+load helpers
+
+setup() {
+	require_diehard
+	require_jq
+	T=$BATS_TEST_TMPDIR
+	export SUP_TIMEOUT=240
+	SUP_SHARE= # the work directory is viewed, as any other
+	mkdir "$T/w" "$T/shared"
+	WRITER=$ROOT/tests/scripts/points_writer.py
+}
+
+# start_writer ARGS...: diehard ARGS... running the writer in $T/w, its
+# input the fifo on fd 7, its output in $T/run.out.
+start_writer() {
+	mkfifo "$T/in"
+	(cd "$T/w" && POINTS_LOCK=$T/shared/lock exec timeout "$SUP_TIMEOUT" "$DIEHARD" --share "$T/shared" "$@" \
+		-r "$T/r.json" python3 "$WRITER" <"$T/in" >"$T/run.out" 2>"$T/run.err") &
+	DH=$!
+	exec 7>"$T/in"
+}
+
+# say LINE WANT: one command; waits (120 s at most) until the committed
+# output has the line WANT.
+say() {
+	echo "$1" >&7
+	local i
+	for ((i = 0; i < 6000; i++)); do
+		grep -qxF -- "$2" "$T/run.out" 2>/dev/null && return 0
+		proc_alive "$DH" || break
+		sleep 0.02
+	done
+	fail "no line '$2' after '$1'" "$(cat "$T/run.out")" "$(tail -20 "$T/run.err")"
+}
+
+# writer_pids: the replicas' writers.
+writer_pids() {
+	local p
+	for p in $(pgrep -x python3); do
+		grep -qF points_writer "/proc/$p/cmdline" 2>/dev/null && echo "$p"
+	done
+	return 0
+}
+
+# finish: the input ends; diehard's exit status in BG_RC.
+finish() {
+	exec 7>&-
+	await_exit "$DH" 240
+}
+
+@test "fsync: the agreed bytes are in the real file when the call returns, once; the end commits what came after" {
+	start_writer -k 3
+	say "sync a.txt first" "synced a.txt"
+	[[ $(<"$T/w/a.txt") == first ]] || fail "a.txt after its sync: $(cat "$T/w/a.txt" 2>&1)"
+	say "append log.txt one" "appended log.txt"
+	say "append log.txt two" "appended log.txt"
+	[[ $(<"$T/w/log.txt") == $'one\ntwo' ]] || fail "log.txt after two appends: $(cat "$T/w/log.txt")"
+	say "sync a.txt second" "synced a.txt"
+	[[ $(<"$T/w/a.txt") == second ]] || fail "a.txt after its second sync: $(cat "$T/w/a.txt")"
+	finish
+	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
+	validate_report "$T/r.json"
+	jq -e '.files.points.syncs == 4 and .files.points.failed == 0 and (.files.divergences // []) == []' "$T/r.json" \
+		>/dev/null || fail "report: $(jq -c .files.points "$T/r.json")"
+	[[ $(<"$T/w/log.txt") == $'one\ntwo' ]]
+	! ls "$T/w"/.diehard-commit-* 2>/dev/null || fail "temporary files were left"
+	! ls -d /dev/shm/diehard-pre-* 2>/dev/null | grep -q . || [[ -n $(pgrep -x diehard) ]] ||
+		fail "the start-state layer was left: $(ls -d /dev/shm/diehard-pre-*)"
+}
+
+@test "SQLite: each transaction is in the real database when the program goes on, no journal left between them, a plain reader agrees; a replica killed mid-way is replaced and checked" {
+	require_cmd sqlite3
+	start_writer -k 3 -v
+	local n victim
+	for n in 1 2 3 4 5 6; do
+		say "row $n" "row $n"
+		[[ $(sqlite3 "$T/w/t.db" 'select count(*) from t') == "$n" ]] ||
+			fail "after row $n the real database has $(sqlite3 "$T/w/t.db" 'select count(*) from t' 2>&1) rows"
+		[[ ! -e $T/w/t.db-journal ]] || fail "a journal is left in the real directory after row $n (a reader would roll back)"
+		if ((n == 3)); then
+			victim=$(writer_pids | shuf -n 1)
+			[[ -n $victim ]] || fail "no replica to kill"
+			kill -KILL "$victim"
+		fi
+	done
+	finish
+	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
+	[[ $(sqlite3 "$T/w/t.db" 'select group_concat(n) from t') == 1,2,3,4,5,6 ]]
+	[[ $(sqlite3 "$T/w/t.db" 'pragma integrity_check') == ok ]]
+	[[ ! -e $T/w/t.db-journal ]]
+	jq -e '.files.points.committed > 0 and .files.points.removals > 0 and .files.points.failed == 0 and
+		(.files.divergences // []) == [] and (.replacements | length) >= 1' "$T/r.json" >/dev/null ||
+		fail "report: $(jq -c '{points: .files.points, div: .files.divergences, rep: (.replacements | length)}' "$T/r.json")" \
+			"$(grep -E 'kill|replace|caught|diverg' "$T/run.err" | tail)"
+}
+
+@test "a rename over an existing file is a point: the new version is real when the program goes on, the temporary name never" {
+	echo old >"$T/w/conf"
+	start_writer -k 3
+	say "replace conf new" "replaced conf"
+	[[ $(<"$T/w/conf") == new && ! -e $T/w/conf.tmp ]] || fail "after the rename: $(ls -la "$T/w")"
+	finish
+	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
+	jq -e '.files.points.renames == 1' "$T/r.json" >/dev/null || fail "report: $(jq -c .files.points "$T/r.json")"
+	[[ $(<"$T/w/conf") == new && ! -e $T/w/conf.tmp ]]
+}
+
+@test "a replica whose file differs at a point is outvoted there: the majority's version is committed, the replica killed, replaced and checked, the path reported" {
+	start_writer -k 3 -v
+	say "odd f" "wrote f"
+	[[ $(<"$T/w/f") == even ]] || fail "f: $(cat "$T/w/f")"
+	say "sync g after" "synced g"
+	finish
+	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
+	[[ $(<"$T/w/f") == even ]]
+	validate_report "$T/r.json"
+	jq -e --arg f "$T/w/f" '.files.divergences | any(.path == $f and .at == "point")' "$T/r.json" >/dev/null ||
+		fail "report: $(jq -c .files "$T/r.json")"
+	grep -q "divergence: replica [0-9]*'s file $T/w/f at its point 1" "$T/run.err" || fail "$(cat "$T/run.err")"
+}
+
+@test "two replicas: a file that differs at a point is no majority (123), named; nothing of it committed" {
+	start_writer -k 2
+	echo "odd f" >&7
+	finish
+	[[ $BG_RC == 123 ]] || fail "exit $BG_RC, not 123" "$(tail "$T/run.err")"
+	[[ ! -e $T/w/f ]] || fail "f was committed: $(cat "$T/w/f")"
+	grep -q "no majority on the file $T/w/f at its point 1" "$T/run.err" || fail "$(cat "$T/run.err")"
+}
+
+@test "a replica that never reaches a point the others wait at is killed as a straggler after --timeout, and the point committed" {
+	start_writer -k 3 -v --timeout 1
+	say "skip-odd f" "wrote f"
+	[[ $(<"$T/w/f") == even ]] || fail "f: $(cat "$T/w/f")"
+	finish
+	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
+	grep -q "straggler: not at its point 1 of $T/w/f" "$T/run.err" || fail "$(grep -E 'kill' "$T/run.err")"
+}
+
+@test "unprivileged: a point commits as the user, into the user's directory" {
+	require_nobody
+	local dir
+	dir=$(mktemp -d /tmp/diehard-points.XXXXXX)
+	mkdir "$dir/w" "$dir/shared"
+	chown -R 65534:65534 "$dir"
+	mkfifo "$dir/in"
+	chmod 666 "$dir/in"
+	(cd "$dir/w" && as_nobody env HOME="$dir" POINTS_LOCK="$dir/shared/lock" timeout 120 "$DIEHARD" -k 3 \
+		--share "$dir/shared" -r "$dir/r.json" python3 "$WRITER" <"$dir/in" >"$T/run.out" 2>"$T/run.err") &
+	DH=$!
+	exec 7>"$dir/in"
+	say "sync a.txt mine" "synced a.txt"
+	local content owner
+	content=$(cat "$dir/w/a.txt" 2>&1)
+	owner=$(stat -c %u "$dir/w/a.txt" 2>&1)
+	finish
+	cp "$dir/r.json" "$T/r.json" 2>/dev/null || true
+	rm -rf "$dir"
+	[[ $content == mine && $owner == 65534 ]] || fail "a.txt after its sync: '$content', owner $owner" "$(cat "$T/run.err")"
+	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
+	jq -e '.files.views == "directories" and .files.points.syncs == 1' "$T/r.json" >/dev/null ||
+		fail "report: $(jq -c '.files | del(.committed.paths)' "$T/r.json")"
+}
+
+@test "--ci: a program with a commit point before its bug: the origin is still found (the search's replays see the start through the start-state layer)" {
+	require_prog ci_bugs
+	cd "$T/w"
+	local line
+	line=$(grep -n "ORIGIN: bit \*/\$" "$ROOT/tests/progs/ci_bugs.c" | cut -d: -f1)
+	capture "$T/run" timeout 120 "$DIEHARD" --ci -r "$T/r.json" sh -c \
+		'test -e f && echo "f was there"; echo data | dd of=f conv=fsync status=none; "$1" bit' sh "$PROGS/ci_bugs"
+	[[ $(<"$T/run.rc") == 122 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
+	jq -e '.files.points.syncs == 1' "$T/r.json" >/dev/null || fail "no point: $(jq -c .files "$T/r.json")"
+	grep -q "ci_bugs.c:$line)" "$T/run.err" || fail "no origin at ci_bugs.c:$line" "$(cat "$T/run.err")"
+	[[ $(<f) == data ]]
+}

@@ -1,0 +1,65 @@
+# A long-running program for tests/points.bats: one command a line on
+# stdin, one line of output when it is done (flushed), so that the test
+# sees, from diehard's committed output, that a point was passed.
+#   sync NAME TEXT     write TEXT into NAME, fsync it
+#   append NAME TEXT   append TEXT and a newline to NAME, fsync it
+#   row N              insert N into t.db's table t (SQLite, one transaction)
+#   replace NAME TEXT  write TEXT into NAME.tmp, rename it over NAME
+#   odd NAME           write "odd" into NAME if this replica makes the
+#                      directory $POINTS_LOCK first, else "even"; fsync
+#   skip-odd NAME      the replica that makes $POINTS_LOCK first never
+#                      syncs NAME (it waits for its input to end); the
+#                      others write "even" and fsync
+import os
+import sqlite3
+import sys
+
+
+def write(name, text, mode="w"):
+    with open(name, mode) as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def first():
+    try:
+        os.mkdir(os.environ["POINTS_LOCK"])
+        return True
+    except FileExistsError:
+        return False
+
+
+db = None
+for line in sys.stdin:
+    cmd, _, rest = line.rstrip("\n").partition(" ")
+    name, _, text = rest.partition(" ")
+    if cmd == "sync":
+        write(name, text)
+        print("synced", name, flush=True)
+    elif cmd == "append":
+        write(name, text + "\n", "a")
+        print("appended", name, flush=True)
+    elif cmd == "row":
+        if db is None:
+            db = sqlite3.connect("t.db")
+            db.execute("create table if not exists t(n)")
+            db.commit()
+        db.execute("insert into t values (?)", (int(name),))
+        db.commit()
+        print("row", name, flush=True)
+    elif cmd == "replace":
+        with open(name + ".tmp", "w") as f:
+            f.write(text)
+        os.rename(name + ".tmp", name)
+        print("replaced", name, flush=True)
+    elif cmd == "odd":
+        write(name, "odd" if first() else "even")
+        print("wrote", name, flush=True)
+    elif cmd == "skip-odd":
+        if first():
+            sys.stdin.read()
+            sys.exit(0)
+        write(name, "even")
+        print("wrote", name, flush=True)
+print("end", flush=True)
