@@ -102,15 +102,44 @@ finish() {
 			"$(grep -E 'kill|replace|caught|diverg' "$T/run.err" | tail)"
 }
 
-@test "a rename over an existing file is a point: the new version is real when the program goes on, the temporary name never" {
-	echo old >"$T/w/conf"
+@test "a file renamed into place after its sync: the temporary name the sync committed goes, the name gets the bytes, at the end" {
 	start_writer -k 3
-	say "replace conf new" "replaced conf"
-	[[ $(<"$T/w/conf") == new && ! -e $T/w/conf.tmp ]] || fail "after the rename: $(ls -la "$T/w")"
+	echo old >"$T/w/conf"
+	say "sync conf.tmp new" "synced conf.tmp"
+	[[ $(<"$T/w/conf.tmp") == new ]]
+	say "mv conf.tmp conf" "moved conf.tmp"
 	finish
 	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
-	jq -e '.files.points.renames == 1' "$T/r.json" >/dev/null || fail "report: $(jq -c .files.points "$T/r.json")"
-	[[ $(<"$T/w/conf") == new && ! -e $T/w/conf.tmp ]]
+	[[ ! -e $T/w/conf.tmp && $(<"$T/w/conf") == new ]] || fail "after the run: $(ls -la "$T/w")"
+}
+
+@test "an unlink of a committed file is made as the program: a program that may not remove it (nobody, in root's directory) gets EACCES and the real file stays" {
+	require_cmd setpriv
+	[[ $(id -u) == 0 && -x /usr/bin/python3 ]] || skip "needs root and /usr/bin/python3"
+	local dir
+	dir=$(mktemp -d /tmp/diehard-points.XXXXXX)
+	chmod 755 "$dir"
+	mkdir "$dir/w" "$dir/w/locked" "$dir/shared"
+	chmod 777 "$dir/w" "$dir/shared"
+	echo old >"$dir/w/locked/f"
+	chown 65534:65534 "$dir/w/locked/f"
+	chmod 666 "$dir/w/locked/f"
+	mkfifo "$dir/in"
+	(cd "$dir/w" && POINTS_LOCK=$dir/shared/lock exec timeout 120 "$DIEHARD" -k 3 --share "$dir/shared" -r "$T/r.json" \
+		setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 "$WRITER" <"$dir/in" >"$T/run.out" 2>"$T/run.err") &
+	DH=$!
+	exec 7>"$dir/in"
+	say "sync locked/f mine" "synced locked/f"
+	local after_sync
+	after_sync=$(cat "$dir/w/locked/f")
+	say "rm locked/f" "rm locked/f: EACCES"
+	local after_rm
+	after_rm=$(cat "$dir/w/locked/f" 2>&1)
+	finish
+	rm -rf "$dir"
+	[[ $after_sync == mine ]] || fail "after the sync: $after_sync"
+	[[ $after_rm == mine ]] || fail "after the refused unlink the real file is: $after_rm"
+	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
 }
 
 @test "a replica whose file differs at a point is outvoted there: the majority's version is committed, the replica killed, replaced and checked, the path reported" {
@@ -143,6 +172,26 @@ finish() {
 	finish
 	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
 	grep -q "straggler: not at its point 1 of $T/w/f" "$T/run.err" || fail "$(grep -E 'kill' "$T/run.err")"
+}
+
+@test "two replicas that sync two files in another order each: no quorum can form, the run ends (123) after --timeout, naming a path" {
+	start_writer -k 2 --timeout 1
+	echo "order a b" >&7
+	finish
+	[[ $BG_RC == 123 ]] || fail "exit $BG_RC, not 123" "$(tail "$T/run.err")"
+	grep -q "no majority on the file $T/w/[ab] at its point 1: every replica waits at a point none of the others reaches" \
+		"$T/run.err" || fail "$(cat "$T/run.err")"
+}
+
+@test "a sync 40 directories deep, all new: committed with every directory" {
+	local p=d1 i
+	for i in $(seq 2 40); do p=$p/d$i; done
+	(cd "$T/w" && capture "$T/run" timeout 60 "$DIEHARD" -k 2 -r "$T/r.json" \
+		sh -c "mkdir -p $p && echo deep | dd of=$p/f conv=fsync status=none && test -s $p/f")
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
+	[[ $(<"$T/w/$p/f") == deep ]]
+	jq -e '.files.points.syncs == 1 and .files.points.failed == 0' "$T/r.json" >/dev/null ||
+		fail "report: $(jq -c .files.points "$T/r.json")"
 }
 
 @test "unprivileged: a point commits as the user, into the user's directory" {

@@ -269,6 +269,11 @@ static int walk_entry(struct walk *w, int dir, const char *name, const char *rea
 			c.mode = 0;
 			c.uid = 0;
 			c.gid = 0;
+			/* Nothing real to remove (a commit point removed it
+			 * already): no change, as for a replica that never saw
+			 * it (points.h). */
+			struct stat real;
+			keep = below_opaque || lstat(c.path, &real) == 0 || (errno != ENOENT && errno != ENOTDIR);
 			break;
 		}
 		/* fall through */

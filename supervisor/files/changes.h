@@ -67,6 +67,7 @@ struct changes {
 	struct unviewed *un;
 	size_t nun;
 	bool user_xattrs; /* the overlays' marks are user.overlay.* (unprivileged), else trusted.* */
+	const struct digest_key *verify; /* commit.h: a file's copy must have its digest (NULL: unchecked) */
 	int root; /* the staging tmpfs (owned) */
 };
 

@@ -34,6 +34,8 @@
 #include "log.h"
 
 #define COPY_CHUNK (1u << 20)
+/* Commits of at most this many paths sync file by file (commit_apply). */
+#define COMMIT_FEW 16
 
 static void say(const char *path, const char *what, int err, struct commit_result *res)
 {
@@ -168,9 +170,24 @@ static int copy_bytes(int in, int out, unsigned long long *bytes)
 	return ftruncate(out, st.st_size) == 0 ? 0 : errno;
 }
 
+/* Whether the copy tmp (in parent) has c's digest: the bytes voted, not
+ * what the source held a moment later (points.h). 0, or ESTALE. */
+static int verify_copy(const struct changes *ch, const struct change *c, int parent, const char *tmp)
+{
+	int fd = openat(parent, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	uint8_t dg[DIGEST_BYTES];
+	int err = changes_digest_fd(fd, ch->verify, dg);
+	close(fd);
+	if (err != 0)
+		return err;
+	return memcmp(dg, c->digest, sizeof dg) == 0 ? 0 : ESTALE;
+}
+
 /* The new version of c made in parent under a temporary name (tmp). */
 static int make_beside(const struct changes *ch, const struct change *c, int parent, char *tmp, size_t size,
-		       bool root, unsigned long long *bytes)
+		       bool root, bool each, unsigned long long *bytes)
 {
 	static unsigned long counter;
 	for (int tries = 0; tries < 100; tries++) {
@@ -200,8 +217,12 @@ static int make_beside(const struct changes *ch, const struct change *c, int par
 				err = errno;
 			if (err == 0 && futimens(out, ts) != 0)
 				err = errno;
+			if (err == 0 && each && fsync(out) != 0)
+				err = errno;
 			if (close(out) != 0 && err == 0)
 				err = errno;
+			if (err == 0 && ch->verify != NULL)
+				err = verify_copy(ch, c, parent, tmp);
 			if (err != 0)
 				(void)unlinkat(parent, tmp, 0);
 			return err;
@@ -312,12 +333,30 @@ static bool beneath_failed(char **failed, size_t nfailed, const char *path)
 	return false;
 }
 
+/* Syncs the directory whose O_PATH descriptor is dir (fsync needs one
+ * opened for reading). */
+static int sync_dir(int dir)
+{
+	int fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int rc = fsync(fd);
+	int err = errno;
+	close(fd);
+	errno = err;
+	return rc;
+}
+
 void commit_apply(const struct changes *ch, struct commit_result *res)
 {
 	*res = (struct commit_result){ 0 };
 	if (ch == NULL || ch->n == 0)
 		return;
 	bool root = geteuid() == 0;
+	/* A few paths (a commit point's): each file and each directory synced
+	 * on its own, cheaper than two syncs of whole file systems that other
+	 * programs write too. */
+	bool each = ch->n <= COMMIT_FEW;
 	char **tmp = calloc(ch->n, sizeof *tmp);
 	bool *done = calloc(ch->n, sizeof *done);
 	char **failed = calloc(ch->n, sizeof *failed);
@@ -362,7 +401,7 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 			}
 			/* fall through */
 		default:
-			if ((err = make_beside(ch, c, parent, t, sizeof t, root, &res->bytes)) != 0)
+			if ((err = make_beside(ch, c, parent, t, sizeof t, root, each, &res->bytes)) != 0)
 				say(c->path, "a new version beside it", err, res);
 			else if ((tmp[i] = strdup(t)) == NULL)
 				fatal(125, "out of memory");
@@ -370,7 +409,8 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 		close(parent);
 	}
 	parent_forget();
-	sync_targets(tdir, ch->ntargets, ch);
+	if (!each)
+		sync_targets(tdir, ch->ntargets, ch);
 	/* Second pass: in place, in order. */
 	for (size_t i = 0; i < ch->n; i++) {
 		const struct change *c = &ch->c[i];
@@ -402,6 +442,8 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 				res->written++;
 			}
 		}
+		if (each && parent >= 0 && sync_dir(parent) != 0)
+			say(c->path, "sync of its directory", errno, res);
 		if (parent >= 0)
 			close(parent);
 		free(tmp[i]);
@@ -417,11 +459,14 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 		int parent = parent_of(tdir[c->view], c, &name), err;
 		if (parent < 0 || (err = set_dir(parent, name, c, root)) != 0)
 			say(c->path, "directory's mode", parent < 0 ? errno : err, res);
+		else if (each && sync_dir(parent) != 0)
+			say(c->path, "sync of its directory", errno, res);
 		if (parent >= 0)
 			close(parent);
 	}
 	parent_forget();
-	sync_targets(tdir, ch->ntargets, ch);
+	if (!each)
+		sync_targets(tdir, ch->ntargets, ch);
 	for (size_t v = 0; v < ch->ntargets; v++)
 		if (tdir[v] >= 0)
 			close(tdir[v]);

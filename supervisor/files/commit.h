@@ -7,7 +7,9 @@
  * every new version is written, then each file system holding one is
  * synced, then the renames and removals are made in list order (a
  * directory before its contents), then the file systems are synced
- * again. Directories are made (or given their mode) as the list reaches
+ * again; a commit of a few paths (a commit point's, points.h) syncs each
+ * new file before its rename and each directory after instead, cheaper
+ * than whole file systems others write too. Directories are made (or given their mode) as the list reaches
  * them; an opaque one has its old contents removed first.
  *
  * Owners are kept as root only (unprivileged, every file is the user's).

@@ -75,9 +75,15 @@ static void add_dir(struct view_plan *p, unsigned *n, const char *dir)
 static const char *replay_layer(void)
 {
 	const char *l = getenv(FILES_START_LAYER_VAR);
-	struct stat st;
-	if (l == NULL || strncmp(l, "/dev/shm/diehard-pre-", 21) != 0 || strstr(l, "/..") != NULL || lstat(l, &st) != 0 ||
-	    !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+	if (l == NULL || strncmp(l, "/dev/shm/diehard-pre-", 21) != 0 || strchr(l + 21, '/') == NULL ||
+	    strcmp(strchr(l + 21, '/'), "/r") != 0)
+		return NULL;
+	/* Both of its own components: directories of ours, no link. */
+	char dir[96];
+	snprintf(dir, sizeof dir, "%.*s", (int)(strchr(l + 21, '/') - l), l);
+	struct stat a, b;
+	if (lstat(dir, &a) != 0 || !S_ISDIR(a.st_mode) || a.st_uid != geteuid() || (a.st_mode & 077) != 0 ||
+	    lstat(l, &b) != 0 || !S_ISDIR(b.st_mode) || b.st_uid != geteuid())
 		return NULL;
 	return l;
 }

@@ -2,35 +2,35 @@
  * and visible when it says so, once, as a quorum agreed.
  *
  * A run-to-completion program's file changes are voted and committed when
- * it ends (files.h). A program that runs for long makes files durable or
- * visible as it goes, and these are points:
+ * it ends (files.h). A program that runs for long makes files durable as
+ * it goes, and these are points:
  *   - fsync or fdatasync of a file the replica changed in its views (a
  *     database's commit, an editor's save): the file's bytes and mode;
- *   - a rename of a regular file over an existing one, or of a file a
- *     point committed (write, sync, rename into place): the target gets
- *     the source's bytes and mode, the source goes;
  *   - the removal (unlink) of a file a point committed (SQLite's commit
- *     removes its journal: left in place, a reader would roll back).
+ *     removes its journal: left in place, a reader would roll back), made
+ *     as the replica (its namespaces, root, credentials), so that the
+ *     kernel decides whether it may.
  * The replica's call is held until a quorum of replicas made the same
  * point (the same path, the same number of points on it so far) with the
  * same version, and every other replica of the run is there too (or
  * killed as a straggler --timeout after the quorum was); that version is
- * then committed to the real file system (commit.h: beside, synced,
- * renamed, synced) and only then do their calls go on. A replica whose
- * version differs at a point a quorum agreed on is a divergence like a
- * wrong line of output: it is killed (and replaced), the report names the
- * path; a replica that reaches a point already committed (a replacement
- * replaying) is checked against the committed version and never commits
- * again. When every voter reached the point and no quorum can form, the
- * run ends: no majority (123).
+ * then committed to the real file system (commit.h: beside, checked
+ * against the digest voted, synced, renamed, synced) and only then do the
+ * calls return. A replica whose version differs at a point a quorum
+ * agreed on is a divergence like a wrong line of output: it is killed
+ * (and replaced), the report names the path; a replica that reaches a
+ * point already committed (a replacement replaying) is checked against the
+ * committed version and never commits again. When every voter reached the
+ * point and no quorum can form, or every replica waits at a point none of
+ * the others reaches for --timeout, the run ends: no majority (123). A
+ * stop (SIGTERM, SIGINT) lets every held call go on.
  *
  * Points are counted per path, not per replica: threads that work on
  * different files in another order in each replica still agree. Anything
  * else goes on at once: a sync of a file the replica did not change, of a
  * descriptor that is no file of a view (a pipe, a socket, a file of a kept
- * directory, a removed file), a rename of a directory or with
- * RENAME_EXCHANGE, and every call in a replay (diehard replay and --ci's
- * origin search commit nothing).
+ * directory, a removed file), and every call in a replay (diehard replay
+ * and --ci's origin search commit nothing). Renames are no points yet.
  *
  * Invariants: for every path, the points committed are numbered 0 .. n-1
  * and were committed in that order; a held call belongs to a participant
@@ -55,12 +55,14 @@ typedef struct json_t json_t;
 struct points *points_new(struct sup *S, json_t *rep, struct pre *pre);
 void points_free(struct points *P);
 /* Slot slot's process made the call in req (fsync, fdatasync, unlink,
- * unlinkat, rename, renameat, renameat2), received by the listener of
- * generation gen (virt.h): true when the call is held, to be answered
- * through virt_resume; false: it goes on now. */
+ * unlinkat), received by the listener of generation gen (virt.h): true
+ * when the call is held (or answered), to be answered through
+ * virt_resume; false: it goes on now in the kernel. */
 bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req);
 /* A new process in slot: its counts start again. */
 void points_restart(struct points *P, unsigned slot);
+/* Every held call answered (a stop: the replicas may end). */
+void points_release(struct points *P);
 /* The supervisor's tick: replicas that have not reached a point --timeout
  * after a quorum did are killed as stragglers, and the point decided. */
 void points_tick(struct points *P);

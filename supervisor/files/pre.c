@@ -50,6 +50,17 @@ static void remember(struct pre *p, const char *path, size_t len, bool whiteout)
 	p->k[p->n++] = (struct kept){ copy, whiteout };
 }
 
+/* The layer to remove at exit, whichever way diehard ends (fatal's exit
+ * too; only a SIGKILL leaves it). */
+static struct pre *live;
+
+static void remove_at_exit(void)
+{
+	struct pre *p = live;
+	live = NULL;
+	pre_free(p);
+}
+
 struct pre *pre_new(void)
 {
 	struct pre *p = calloc(1, sizeof *p);
@@ -71,6 +82,10 @@ struct pre *pre_new(void)
 		free(p);
 		return NULL;
 	}
+	live = p;
+	static bool registered;
+	if (!registered && atexit(remove_at_exit) == 0)
+		registered = true;
 	return p;
 }
 
@@ -105,8 +120,13 @@ void pre_free(struct pre *p)
 {
 	if (p == NULL)
 		return;
+	if (live == p)
+		live = NULL;
 	remove_tree(p->fd, 0);
-	if (rmdir(p->root) != 0 || rmdir(p->dir) != 0)
+	int top = open(p->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (top >= 0)
+		remove_tree(top, 0); /* a copy's temporary name, if one was left */
+	if (rmdir(p->dir) != 0)
 		log_warn("cannot remove the start-state layer %s: %s", p->dir, strerror(errno));
 	for (size_t i = 0; i < p->n; i++)
 		free(p->k[i].path);
@@ -162,9 +182,10 @@ static bool kept(const struct pre *p, const char *path, size_t from)
 		struct stat st;
 		if (fstatat(p->fd, part, &st, AT_SYMLINK_NOFOLLOW) != 0)
 			return false;
-		if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0))
-			return true; /* a whiteout: absent at the start */
-		if (i == n)
+		/* A whiteout (absent at the start), the path's own copy, or a
+		 * file kept where the path has a directory now: what it hides
+		 * was not there at the start either. */
+		if (!S_ISDIR(st.st_mode) || i == n)
 			return true;
 	}
 	return false;
@@ -176,9 +197,11 @@ static int copy_file(struct pre *p, const char *path, const struct stat *st)
 	int in = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (in < 0)
 		return errno;
-	char tmp[4200];
-	snprintf(tmp, sizeof tmp, "%s.diehard-pre", path + 1);
-	int out = openat(p->fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	/* A name of the layer's own beside the root, never a mirrored one. */
+	char tmp[64];
+	static unsigned long counter;
+	snprintf(tmp, sizeof tmp, "../copy-%lu", ++counter);
+	int out = openat(p->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	int err = out < 0 ? errno : 0;
 	static char buf[1 << 16];
 	for (off_t at = 0; err == 0;) {

@@ -32,8 +32,8 @@ struct filter_spec {
 			       connect, and socket of UDP go to the supervisor
 			       too (netcalls.h); needs notify */
 	bool sandboxed;     /* in namespaces (sandbox.h): the init is pid 1 */
-	bool points;        /* fsync, fdatasync, unlink(at) and rename(at, at2) go
-			       to the supervisor: the file views' commit points
+	bool points;        /* fsync, fdatasync, unlink and unlinkat go to the
+			       supervisor: the file views' commit points
 			       (points.h); needs notify */
 	uint64_t pass_mark; /* the fast path's markers (fastclock.h), 0 when it
 			       is off: clock_gettime and gettimeofday with this

@@ -4,12 +4,16 @@
 #   sync NAME TEXT     write TEXT into NAME, fsync it
 #   append NAME TEXT   append TEXT and a newline to NAME, fsync it
 #   row N              insert N into t.db's table t (SQLite, one transaction)
-#   replace NAME TEXT  write TEXT into NAME.tmp, rename it over NAME
+#   rm NAME            remove NAME: "removed NAME", or "rm NAME: ERRNO"
+#   mv NAME TO         rename NAME to TO
+#   order A B          sync A then B in the replica that makes $POINTS_LOCK
+#                      first, B then A in the others
 #   odd NAME           write "odd" into NAME if this replica makes the
 #                      directory $POINTS_LOCK first, else "even"; fsync
 #   skip-odd NAME      the replica that makes $POINTS_LOCK first never
 #                      syncs NAME (it waits for its input to end); the
 #                      others write "even" and fsync
+import errno
 import os
 import sqlite3
 import sys
@@ -48,11 +52,19 @@ for line in sys.stdin:
         db.execute("insert into t values (?)", (int(name),))
         db.commit()
         print("row", name, flush=True)
-    elif cmd == "replace":
-        with open(name + ".tmp", "w") as f:
-            f.write(text)
-        os.rename(name + ".tmp", name)
-        print("replaced", name, flush=True)
+    elif cmd == "order":
+        for n in ((name, text) if first() else (text, name)):
+            write(n, n)
+        print("ordered", flush=True)
+    elif cmd == "mv":
+        os.rename(name, text)
+        print("moved", name, flush=True)
+    elif cmd == "rm":
+        try:
+            os.unlink(name)
+            print("removed", name, flush=True)
+        except OSError as e:
+            print("rm %s: %s" % (name, errno.errorcode[e.errno]), flush=True)
     elif cmd == "odd":
         write(name, "odd" if first() else "even")
         print("wrote", name, flush=True)
