@@ -419,6 +419,25 @@ int changes_scan(struct changes *ch, const struct digest_key *key, const char **
 	return err;
 }
 
+int changes_view_of(const struct changes *ch, const char *path, size_t *rel)
+{
+	int best = -1;
+	size_t best_len = 0;
+	for (size_t v = 0; v < ch->ntargets; v++) {
+		const char *t = ch->targets[v];
+		size_t n = strlen(t);
+		bool root = strcmp(t, "/") == 0;
+		if (root ? path[0] != '/' : strncmp(path, t, n) != 0 || path[n] != '/')
+			continue;
+		if (best < 0 || n >= best_len) {
+			best = (int)v;
+			best_len = n;
+			*rel = root ? 1 : n + 1;
+		}
+	}
+	return best;
+}
+
 void changes_add(struct changes *ch, const struct change *c)
 {
 	ch->c = grow(ch->c, &ch->cap, ch->n, sizeof *ch->c);

@@ -78,6 +78,9 @@ struct changes *changes_open(int root);
  * path that failed. */
 int changes_scan(struct changes *ch, const struct digest_key *key, const char **where);
 void changes_free(struct changes *ch);
+/* The view of the real path (the longest target it lies beneath), or -1;
+ * *rel where the path beneath it starts. */
+int changes_view_of(const struct changes *ch, const char *path, size_t *rel);
 /* Adds a copy of c (its strings copied) at the end of the list; then
  * changes_sort puts the list back in the walk's order. */
 void changes_add(struct changes *ch, const struct change *c);

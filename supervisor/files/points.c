@@ -175,27 +175,6 @@ void points_restart(struct points *P, unsigned slot)
 
 /* ---- the file of a point ---- */
 
-/* The view of path in ch (the longest target it lies beneath), or -1;
- * *rel where the path beneath it starts. */
-static int view_of(const struct changes *ch, const char *path, size_t *rel)
-{
-	int best = -1;
-	size_t best_len = 0;
-	for (size_t v = 0; v < ch->ntargets; v++) {
-		const char *t = ch->targets[v];
-		size_t n = strlen(t);
-		bool root = strcmp(t, "/") == 0;
-		if (root ? path[0] != '/' : strncmp(path, t, n) != 0 || path[n] != '/')
-			continue;
-		if (best < 0 || n >= best_len) {
-			best = (int)v;
-			best_len = n;
-			*rel = root ? 1 : n + 1;
-		}
-	}
-	return best;
-}
-
 /* Opens upper (beneath the staging root, no link followed anywhere, no
  * other file system, never blocking on a FIFO) for reading: a regular
  * file's descriptor, or -1. Unprivileged, a mode without the owner's read
@@ -263,7 +242,7 @@ static bool sync_file(struct points *P, const struct changes *ch, pid_t tid, int
 	snprintf(proc, sizeof proc, "/proc/%d/fd/%d", (int)tid, fd);
 	if (!fd_path(proc, buf, sizeof buf))
 		return false;
-	int vi = view_of(ch, buf, &rel);
+	int vi = changes_view_of(ch, buf, &rel);
 	if (vi < 0 || (size_t)snprintf(upper, sizeof upper, "v%d/u/%s", vi, buf + rel) >= sizeof upper)
 		return false;
 	int in = open_upper(ch->root, upper);
@@ -612,7 +591,7 @@ static int commit_version(struct points *P, const struct ppath *pp, const struct
 	struct change list[MAX_DIRS + 1];
 	char *owned[2 * MAX_DIRS];
 	size_t n = 0, nowned = 0, rel;
-	int v = view_of(ch, path, &rel);
+	int v = changes_view_of(ch, path, &rel);
 	if (v < 0)
 		return EXDEV;
 	struct change c = { .path = (char *)path, .view = (unsigned)v, .rel = rel,

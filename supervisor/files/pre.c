@@ -288,27 +288,6 @@ int pre_keep(struct pre *p, const char *target, const char *path)
 	return err;
 }
 
-/* The view of path in ch (the longest target above it), or -1; *rel where
- * the path beneath it starts. */
-static int view_of(const struct changes *ch, const char *path, size_t *rel)
-{
-	int best = -1;
-	size_t best_len = 0;
-	for (size_t v = 0; v < ch->ntargets; v++) {
-		const char *t = ch->targets[v];
-		size_t n = strlen(t);
-		bool root = strcmp(t, "/") == 0;
-		if (root ? path[0] != '/' : strncmp(path, t, n) != 0 || path[n] != '/')
-			continue;
-		if (best < 0 || n >= best_len) {
-			best = (int)v;
-			best_len = n;
-			*rel = root ? 1 : n + 1;
-		}
-	}
-	return best;
-}
-
 /* Whether ch's upper layer v has its own version of path (rel: beneath
  * the view), or of a directory above it that hides the lower ones (a
  * whiteout, an opaque directory). */
@@ -342,7 +321,7 @@ int pre_complete(const struct pre *p, struct changes *ch, const struct digest_ke
 	for (size_t i = 0; i < p->n; i++) {
 		const struct kept *k = &p->k[i];
 		size_t rel;
-		int v = view_of(ch, k->path, &rel);
+		int v = changes_view_of(ch, k->path, &rel);
 		if (v < 0 || covered(ch, (unsigned)v, k->path, rel))
 			continue;
 		struct stat real;
