@@ -194,7 +194,7 @@ finish() {
 		fail "report: $(jq -c .files.points "$T/r.json")"
 }
 
-@test "unprivileged: a point commits as the user, into the user's directory" {
+@test "unprivileged: a point commits as the user, into the user's directory; the removal of the file is one too (made in the user's namespaces)" {
 	require_nobody
 	local dir
 	dir=$(mktemp -d /tmp/diehard-points.XXXXXX)
@@ -207,15 +207,18 @@ finish() {
 	DH=$!
 	exec 7>"$dir/in"
 	say "sync a.txt mine" "synced a.txt"
-	local content owner
+	local content owner gone
 	content=$(cat "$dir/w/a.txt" 2>&1)
 	owner=$(stat -c %u "$dir/w/a.txt" 2>&1)
+	say "rm a.txt" "removed a.txt"
+	[[ -e $dir/w/a.txt ]] && gone=no || gone=yes
 	finish
 	cp "$dir/r.json" "$T/r.json" 2>/dev/null || true
 	rm -rf "$dir"
 	[[ $content == mine && $owner == 65534 ]] || fail "a.txt after its sync: '$content', owner $owner" "$(cat "$T/run.err")"
+	[[ $gone == yes ]] || fail "a.txt is still there after its removal (a point, made in the user's namespace)"
 	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
-	jq -e '.files.views == "directories" and .files.points.syncs == 1' "$T/r.json" >/dev/null ||
+	jq -e '.files.views == "directories" and .files.points.syncs == 1 and .files.points.removals == 1' "$T/r.json" >/dev/null ||
 		fail "report: $(jq -c '.files | del(.committed.paths)' "$T/r.json")"
 }
 
