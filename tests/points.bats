@@ -1,8 +1,7 @@
 #!/usr/bin/env bats
 # Commit points (docs/FILES.md, "Commit points"): a long-running program's
-# fsync, its rename over an existing file and its removal of a file a point
-# committed reach the real file system once, as the quorum agreed, before
-# the call returns in the replicas. tests/scripts/points_writer.py does one
+# fsync reaches the real file system once, as the quorum agreed, before the
+# call returns in the replicas. tests/scripts/points_writer.py does one
 # thing a line of input and says so on stdout: a line diehard committed
 # means a quorum passed the point, so the real file must already hold it.
 
@@ -68,7 +67,7 @@ finish() {
 	finish
 	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
 	validate_report "$T/r.json"
-	jq -e '.files.points.syncs == 4 and .files.points.failed == 0 and (.files.divergences // []) == []' "$T/r.json" \
+	jq -e '.files.points.committed == 4 and .files.points.failed == 0 and (.files.divergences // []) == []' "$T/r.json" \
 		>/dev/null || fail "report: $(jq -c .files.points "$T/r.json")"
 	[[ $(<"$T/w/log.txt") == $'one\ntwo' ]]
 	! ls "$T/w"/.diehard-commit-* 2>/dev/null || fail "temporary files were left"
@@ -76,15 +75,24 @@ finish() {
 		fail "the start-state layer was left: $(ls -d /dev/shm/diehard-pre-*)"
 }
 
-@test "SQLite: each transaction is in the real database when the program goes on, no journal left between them, a plain reader agrees; a replica killed mid-way is replaced and checked" {
+@test "SQLite (WAL): each transaction is in the real database when the program goes on, a plain reader agrees; a replica killed mid-way is replaced and checked" {
 	require_cmd sqlite3
+	# Made in WAL mode beforehand: switching to it in the run is a
+	# transaction with a rollback journal, whose removal is no point
+	# (docs/FILES.md): a reader would roll it back.
+	sqlite3 "$T/w/t.db" 'pragma journal_mode=wal; create table t(n);' >/dev/null
 	start_writer -k 3 -v
 	local n victim
 	for n in 1 2 3 4 5 6; do
 		say "row $n" "row $n"
-		[[ $(sqlite3 "$T/w/t.db" 'select count(*) from t') == "$n" ]] ||
-			fail "after row $n the real database has $(sqlite3 "$T/w/t.db" 'select count(*) from t' 2>&1) rows"
-		[[ ! -e $T/w/t.db-journal ]] || fail "a journal is left in the real directory after row $n (a reader would roll back)"
+		# A copy of the real files, read: a reader of the real ones
+		# would checkpoint them on its close, a change from outside the
+		# run (docs/FILES.md's limits).
+		rm -rf "$T/copy"
+		mkdir "$T/copy"
+		cp "$T/w/t.db" "$T/w/t.db-wal" "$T/copy/"
+		[[ $(sqlite3 "$T/copy/t.db" 'select count(*) from t') == "$n" ]] ||
+			fail "after row $n the real database has $(sqlite3 "$T/copy/t.db" 'select count(*) from t' 2>&1) rows"
 		if ((n == 3)); then
 			victim=$(writer_pids | shuf -n 1)
 			[[ -n $victim ]] || fail "no replica to kill"
@@ -95,8 +103,7 @@ finish() {
 	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
 	[[ $(sqlite3 "$T/w/t.db" 'select group_concat(n) from t') == 1,2,3,4,5,6 ]]
 	[[ $(sqlite3 "$T/w/t.db" 'pragma integrity_check') == ok ]]
-	[[ ! -e $T/w/t.db-journal ]]
-	jq -e '.files.points.committed > 0 and .files.points.removals > 0 and .files.points.failed == 0 and
+	jq -e '.files.points.committed > 0 and .files.points.failed == 0 and
 		(.files.divergences // []) == [] and (.replacements | length) >= 1' "$T/r.json" >/dev/null ||
 		fail "report: $(jq -c '{points: .files.points, div: .files.divergences, rep: (.replacements | length)}' "$T/r.json")" \
 			"$(grep -E 'kill|replace|caught|diverg' "$T/run.err" | tail)"
@@ -111,35 +118,6 @@ finish() {
 	finish
 	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
 	[[ ! -e $T/w/conf.tmp && $(<"$T/w/conf") == new ]] || fail "after the run: $(ls -la "$T/w")"
-}
-
-@test "an unlink of a committed file is made as the program: a program that may not remove it (nobody, in root's directory) gets EACCES and the real file stays" {
-	require_cmd setpriv
-	[[ $(id -u) == 0 && -x /usr/bin/python3 ]] || skip "needs root and /usr/bin/python3"
-	local dir
-	dir=$(mktemp -d /tmp/diehard-points.XXXXXX)
-	chmod 755 "$dir"
-	mkdir "$dir/w" "$dir/w/locked" "$dir/shared"
-	chmod 777 "$dir/w" "$dir/shared"
-	echo old >"$dir/w/locked/f"
-	chown 65534:65534 "$dir/w/locked/f"
-	chmod 666 "$dir/w/locked/f"
-	mkfifo "$dir/in"
-	(cd "$dir/w" && POINTS_LOCK=$dir/shared/lock exec timeout 120 "$DIEHARD" -k 3 --share "$dir/shared" -r "$T/r.json" \
-		setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 "$WRITER" <"$dir/in" >"$T/run.out" 2>"$T/run.err") &
-	DH=$!
-	exec 7>"$dir/in"
-	say "sync locked/f mine" "synced locked/f"
-	local after_sync
-	after_sync=$(cat "$dir/w/locked/f")
-	say "rm locked/f" "rm locked/f: EACCES"
-	local after_rm
-	after_rm=$(cat "$dir/w/locked/f" 2>&1)
-	finish
-	rm -rf "$dir"
-	[[ $after_sync == mine ]] || fail "after the sync: $after_sync"
-	[[ $after_rm == mine ]] || fail "after the refused unlink the real file is: $after_rm"
-	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
 }
 
 @test "a replica whose file differs at a point is outvoted there: the majority's version is committed, the replica killed, replaced and checked, the path reported" {
@@ -190,11 +168,11 @@ finish() {
 		sh -c "mkdir -p $p && echo deep | dd of=$p/f conv=fsync status=none && test -s $p/f")
 	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
 	[[ $(<"$T/w/$p/f") == deep ]]
-	jq -e '.files.points.syncs == 1 and .files.points.failed == 0' "$T/r.json" >/dev/null ||
+	jq -e '.files.points.committed == 1 and .files.points.failed == 0' "$T/r.json" >/dev/null ||
 		fail "report: $(jq -c .files.points "$T/r.json")"
 }
 
-@test "unprivileged: a point commits as the user, into the user's directory; the removal of the file is one too (made in the user's namespaces)" {
+@test "unprivileged: a point commits as the user, into the user's directory" {
 	require_nobody
 	local dir
 	dir=$(mktemp -d /tmp/diehard-points.XXXXXX)
@@ -207,18 +185,15 @@ finish() {
 	DH=$!
 	exec 7>"$dir/in"
 	say "sync a.txt mine" "synced a.txt"
-	local content owner gone
+	local content owner
 	content=$(cat "$dir/w/a.txt" 2>&1)
 	owner=$(stat -c %u "$dir/w/a.txt" 2>&1)
-	say "rm a.txt" "removed a.txt"
-	[[ -e $dir/w/a.txt ]] && gone=no || gone=yes
 	finish
 	cp "$dir/r.json" "$T/r.json" 2>/dev/null || true
 	rm -rf "$dir"
 	[[ $content == mine && $owner == 65534 ]] || fail "a.txt after its sync: '$content', owner $owner" "$(cat "$T/run.err")"
-	[[ $gone == yes ]] || fail "a.txt is still there after its removal (a point, made in the user's namespace)"
 	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
-	jq -e '.files.views == "directories" and .files.points.syncs == 1 and .files.points.removals == 1' "$T/r.json" >/dev/null ||
+	jq -e '.files.views == "directories" and .files.points.committed == 1' "$T/r.json" >/dev/null ||
 		fail "report: $(jq -c '.files | del(.committed.paths)' "$T/r.json")"
 }
 
@@ -230,7 +205,25 @@ finish() {
 	capture "$T/run" timeout 120 "$DIEHARD" --ci -r "$T/r.json" sh -c \
 		'test -e f && echo "f was there"; echo data | dd of=f conv=fsync status=none; "$1" bit' sh "$PROGS/ci_bugs"
 	[[ $(<"$T/run.rc") == 122 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
-	jq -e '.files.points.syncs == 1' "$T/r.json" >/dev/null || fail "no point: $(jq -c .files "$T/r.json")"
+	jq -e '.files.points.committed == 1' "$T/r.json" >/dev/null || fail "no point: $(jq -c .files "$T/r.json")"
 	grep -q "ci_bugs.c:$line)" "$T/run.err" || fail "no origin at ci_bugs.c:$line" "$(cat "$T/run.err")"
 	[[ $(<f) == data ]]
+}
+
+@test "as root with a mount beneath a directory (its own view): the directories above it keep their modes in the other views, and the commit leaves them so" {
+	[[ $(id -u) == 0 ]] || skip "needs root (a mount namespace of the test's own)"
+	require_cmd unshare
+	mkdir -p "$T/a/m"
+	chmod 1777 "$T/a"
+	local before_tmp
+	before_tmp=$(stat -c %a /tmp)
+	capture "$T/run" unshare -m sh -c 'mount -t tmpfs none "$1/a/m" && cd "$1/a" &&
+		exec timeout 60 "$2" -k 2 -r "$1/r.json" sh -c "echo hi > $1/a/probe"' sh "$T" "$DIEHARD"
+	local mode_a mode_tmp
+	mode_a=$(stat -c %a "$T/a")
+	mode_tmp=$(stat -c %a /tmp)
+	[[ $mode_tmp == "$before_tmp" ]] || { chmod "$before_tmp" /tmp; fail "/tmp went from $before_tmp to $mode_tmp"; }
+	[[ $(<"$T/run.rc") == 0 ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
+	[[ $mode_a == 1777 ]] || fail "$T/a went to $mode_a (committed: $(jq -c .files.committed.paths "$T/r.json"))"
+	[[ $(<"$T/a/probe") == hi ]]
 }

@@ -443,7 +443,7 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 			}
 		}
 		if (each && parent >= 0 && sync_dir(parent) != 0)
-			say(c->path, "sync of its directory", errno, res);
+			log_warn("cannot sync the directory of %s: %s", c->path, strerror(errno));
 		if (parent >= 0)
 			close(parent);
 		free(tmp[i]);
@@ -460,7 +460,7 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 		if (parent < 0 || (err = set_dir(parent, name, c, root)) != 0)
 			say(c->path, "directory's mode", parent < 0 ? errno : err, res);
 		else if (each && sync_dir(parent) != 0)
-			say(c->path, "sync of its directory", errno, res);
+			log_warn("cannot sync the directory of %s: %s", c->path, strerror(errno));
 		if (parent >= 0)
 			close(parent);
 	}

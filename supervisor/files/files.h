@@ -9,8 +9,8 @@
  * a wrong line, and the report names the path and the byte. The winner's
  * changes are then committed to the real file system once (commit.h),
  * before diehard exits; a replay (diehard replay) commits nothing. While
- * the run goes, its syncs, renames and removals of files are commit
- * points (points.h), committed as they come, the start's versions kept for
+ * the run goes, its syncs of files are commit points (points.h),
+ * committed as they come, the start's versions kept for
  * the replicas that come later (pre.h).
  *
  * With --files shared, or without a mount namespace (--sandbox off, or
@@ -45,11 +45,11 @@ const struct view_plan *files_plan(struct sup *S);
 /* The variables a replica with views gets (its init fills them in:
  * view.h's VIEW_DEVS_VAR), or NULL. */
 char *const *files_env(struct sup *S);
-/* Whether the replicas' syncs, renames and removals may be commit points
- * (points.h): views are made, and this is no replay. */
+/* Whether the replicas' syncs are commit points (points.h): views are
+ * made, and this is no replay. */
 bool files_points_wanted(const struct sup *S);
-/* Slot slot's fsync, fdatasync, unlink or rename (req, through the
- * listener of generation gen): true when points.h holds it. */
+/* Slot slot's fsync or fdatasync (req, through the listener of
+ * generation gen): true when points.h holds it. */
 bool files_point(struct sup *S, unsigned slot, uint64_t gen, const struct seccomp_notif *req);
 /* Replica r started with its staging tmpfs at fd (-1: no views). */
 void files_started(struct sup *S, struct replica *r, int fd);

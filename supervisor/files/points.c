@@ -10,16 +10,10 @@
  * view's target, no link followed, beside then renamed, synced), with any
  * directory above it the real tree lacks, after pre.c kept the start's
  * version; the copy made beside is digested again and must be the version
- * voted (a replica that writes on after its sync is not committed), else
- * the next replica of the quorum's is tried.
- *
- * An unlink is a point only for a path a point of the same replica
- * committed. It is made by a helper process in the replica's namespaces,
- * root, working directory and credentials (unlink_as), which also says
- * what real path it removed: the kernel decides whether the replica may,
- * as it would have, and diehard, perhaps root, never removes a real file
- * the program could not have removed. The call is then answered with that
- * result once the removal is committed.
+ * voted (commit.h's verify), else the next replica of the quorum's is
+ * tried. A quorum whose files have all grown since (a thread that writes
+ * on while another syncs) commits nothing at that point: said, and the
+ * calls go on (the end, or a later point, commits what they wrote).
  *
  * Each path keeps the versions committed (40 bytes a point) for the late
  * replicas' checks, and the calls held on it; a replica holds at most
@@ -30,19 +24,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <jansson.h>
-#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "changes.h"
@@ -51,7 +40,6 @@
 #include "exitcode.h"
 #include "log.h"
 #include "pre.h"
-#include "remote.h"
 #include "report.h"
 #include "sup.h"
 #include "virt.h"
@@ -63,11 +51,8 @@
 /* Calls held per replica at once. */
 #define HELD_MAX 256
 
-enum vkind { V_FILE, V_GONE };
-
 struct version {
-	enum vkind kind;
-	uint8_t dg[DIGEST_BYTES]; /* V_FILE: its bytes */
+	uint8_t dg[DIGEST_BYTES]; /* its bytes */
 	off_t size;
 	mode_t mode;
 };
@@ -78,8 +63,7 @@ struct waiter {
 	uint64_t gen, id;   /* its listener's generation, the notification */
 	uint64_t m;         /* its number among the path's points */
 	struct version v;
-	int src;            /* V_FILE: the version, open for reading; else -1 */
-	bool made;          /* the call was made for it (unlink_as): answered 0 */
+	int src;            /* the version, open for reading */
 	double since;       /* when it came */
 	struct waiter *next;
 };
@@ -102,8 +86,9 @@ struct points {
 	struct pre *pre;
 	struct ppath *paths;
 	unsigned *held;       /* per slot: calls held */
-	uint64_t committed, failed, late_checked;
-	uint64_t by_kind[2];  /* syncs, removals committed */
+	uint64_t committed, failed, skipped, late_checked;
+	double all_held_since; /* since when every participant has a call held
+				  and no point is decided (0: not so) */
 	bool said_cap, said_held;
 };
 
@@ -160,9 +145,9 @@ uint64_t points_committed(const struct points *P)
 static void report_counts(struct points *P)
 {
 	json_object_set_new(P->rep, "points",
-			    json_pack("{s:I,s:I,s:I,s:I,s:I}", "committed", (json_int_t)P->committed, "syncs",
-				      (json_int_t)P->by_kind[0], "removals", (json_int_t)P->by_kind[1], "failed",
-				      (json_int_t)P->failed, "late_checked", (json_int_t)P->late_checked));
+			    json_pack("{s:I,s:I,s:I,s:I}", "committed", (json_int_t)P->committed, "skipped",
+				      (json_int_t)P->skipped, "failed", (json_int_t)P->failed, "late_checked",
+				      (json_int_t)P->late_checked));
 }
 
 void points_restart(struct points *P, unsigned slot)
@@ -211,7 +196,6 @@ static bool version_of(struct points *P, int fd, struct version *v)
 	struct stat st;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || changes_digest_fd(fd, &P->S->dkey, v->dg) != 0)
 		return false;
-	v->kind = V_FILE;
 	v->size = st.st_size;
 	v->mode = st.st_mode & 07777;
 	return true;
@@ -257,254 +241,17 @@ static bool sync_file(struct points *P, const struct changes *ch, pid_t tid, int
 	return true;
 }
 
-/* ---- unlink ---- */
-
-/* The path an unlink names (at addr, relative to dirfd) as a string, by
- * the text of the replica's cwd or descriptor, "." and ".." taken
- * lexically: a guess, only to skip the helper for the paths no point
- * committed (unlink_as finds the true one). false: none. */
-static bool guess_path(pid_t tid, int dirfd, uint64_t addr, char *out, size_t size)
-{
-	char name[4096], proc[64], base[4096];
-	if (remote_read_string(tid, addr, name, sizeof name) != 0 || name[0] == '\0')
-		return false;
-	base[0] = '\0';
-	if (name[0] != '/') {
-		if (dirfd == AT_FDCWD)
-			snprintf(proc, sizeof proc, "/proc/%d/cwd", (int)tid);
-		else
-			snprintf(proc, sizeof proc, "/proc/%d/fd/%d", (int)tid, dirfd);
-		if (!fd_path(proc, base, sizeof base))
-			return false;
-	}
-	char joined[8200];
-	snprintf(joined, sizeof joined, "%s/%s", base, name);
-	/* Lexical normalization into out. */
-	size_t o = 0;
-	out[o++] = '/';
-	for (char *save = NULL, *c = strtok_r(joined, "/", &save); c != NULL; c = strtok_r(NULL, "/", &save)) {
-		if (strcmp(c, ".") == 0)
-			continue;
-		if (strcmp(c, "..") == 0) {
-			while (o > 1 && out[o - 1] != '/')
-				o--;
-			if (o > 1)
-				o--;
-			continue;
-		}
-		size_t n = strlen(c);
-		if (o + n + 2 >= size)
-			return false;
-		if (o > 1)
-			out[o++] = '/';
-		memcpy(out + o, c, n);
-		o += n;
-	}
-	out[o] = '\0';
-	return o > 1;
-}
-
-/* Reads a field of a /proc status file ("Uid:" ...) as up to n numbers in
- * base (10, or 16 for capabilities). The count read. */
-static int status_field(const char *status, const char *key, unsigned long long *v, int n, int base)
-{
-	const char *p = strstr(status, key);
-	if (p == NULL)
-		return 0;
-	p += strlen(key);
-	int got = 0;
-	while (got < n) {
-		char *end;
-		unsigned long long x = strtoull(p, &end, base);
-		if (end == p)
-			break;
-		v[got++] = x;
-		p = end;
-		if (*p == '\n')
-			break;
-	}
-	return got;
-}
-
-/* In the helper: takes on the credentials of the status text (read in the
- * replica's user namespace). 0, or an errno. */
-static int become(const char *status)
-{
-	unsigned long long uid[4], gid[4], groups[64], eff[1], prm[1], inh[1];
-	if (status_field(status, "\nUid:", uid, 4, 10) != 4 || status_field(status, "\nGid:", gid, 4, 10) != 4 ||
-	    status_field(status, "\nCapEff:", eff, 1, 16) != 1 || status_field(status, "\nCapPrm:", prm, 1, 16) != 1 ||
-	    status_field(status, "\nCapInh:", inh, 1, 16) != 1)
-		return EINVAL;
-	int ng = status_field(status, "\nGroups:", groups, 64, 10);
-	gid_t g[64];
-	for (int i = 0; i < ng; i++)
-		g[i] = (gid_t)groups[i];
-	if (setgroups((size_t)ng, g) != 0 && errno != EPERM)
-		return errno;
-	if (setresgid((gid_t)gid[0], (gid_t)gid[1], (gid_t)gid[2]) != 0)
-		return errno;
-	(void)setfsgid((gid_t)gid[3]);
-	if (setresuid((uid_t)uid[0], (uid_t)uid[1], (uid_t)uid[2]) != 0)
-		return errno;
-	(void)setfsuid((uid_t)uid[3]);
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct d[2] = {
-		{ .effective = (uint32_t)eff[0], .permitted = (uint32_t)prm[0], .inheritable = (uint32_t)inh[0] },
-		{ .effective = (uint32_t)(eff[0] >> 32), .permitted = (uint32_t)(prm[0] >> 32),
-		  .inheritable = (uint32_t)(inh[0] >> 32) }
-	};
-	return syscall(SYS_capset, &h, d) == 0 ? 0 : errno;
-}
-
-/* The unlink of name (relative to dirfd) made as thread tid would make
- * it: in a child that joins its user and mount namespaces, its root and
- * working directory, takes on its credentials and capabilities, and
- * resolves the name as the kernel would for it. The child first says the
- * real path of what it would remove (into path); unlink_as removes it only
- * when want(ctx, path) says so. 0 when removed, an errno when the call
- * failed (the replica's result), -1 when it was not made (not wanted, or
- * the helper failed: the call then goes on in the kernel). */
-static int unlink_as(pid_t tid, int dirfd, const char *name, char *path, size_t size,
-		     bool (*want)(void *ctx, const char *path), void *ctx)
-{
-	char proc[64];
-	int fds[5] = { -1, -1, -1, -1, -1 }; /* user ns, mount ns, root, start, status */
-	const char *what[5] = { "ns/user", "ns/mnt", "root", NULL, "status" };
-	for (int i = 0; i < 5; i++) {
-		if (i == 3) {
-			if (name[0] == '/')
-				continue;
-			if (dirfd == AT_FDCWD)
-				snprintf(proc, sizeof proc, "/proc/%d/cwd", (int)tid);
-			else
-				snprintf(proc, sizeof proc, "/proc/%d/fd/%d", (int)tid, dirfd);
-		} else {
-			snprintf(proc, sizeof proc, "/proc/%d/%s", (int)tid, what[i]);
-		}
-		fds[i] = open(proc, (i == 2 || i == 3 ? O_PATH | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-		if (fds[i] < 0) {
-			for (int j = 0; j < i; j++)
-				if (fds[j] >= 0)
-					close(fds[j]);
-			return -1;
-		}
-	}
-	int up[2], down[2];
-	if (pipe2(up, O_CLOEXEC) != 0) {
-		for (int j = 0; j < 5; j++)
-			if (fds[j] >= 0)
-				close(fds[j]);
-		return -1;
-	}
-	if (pipe2(down, O_CLOEXEC) != 0) {
-		close(up[0]);
-		close(up[1]);
-		for (int j = 0; j < 5; j++)
-			if (fds[j] >= 0)
-				close(fds[j]);
-		return -1;
-	}
-	pid_t pid = fork();
-	if (pid == 0) {
-		/* The helper: system calls only from here (a fork of an event
-		 * loop's process, single-threaded). */
-		struct stat mine, theirs;
-		int err = 0;
-		if (stat("/proc/self/ns/user", &mine) == 0 && fstat(fds[0], &theirs) == 0 && mine.st_ino != theirs.st_ino &&
-		    setns(fds[0], CLONE_NEWUSER) != 0)
-			err = errno;
-		static char status[8192];
-		ssize_t n = err == 0 ? pread(fds[4], status, sizeof status - 1, 0) : -1;
-		if (err == 0 && n <= 0)
-			err = EIO;
-		if (n > 0)
-			status[n] = '\0';
-		if (err == 0 && setns(fds[1], CLONE_NEWNS) != 0)
-			err = errno;
-		if (err == 0 && (fchdir(fds[2]) != 0 || chroot(".") != 0))
-			err = errno;
-		if (err == 0 && fds[3] >= 0 && fchdir(fds[3]) != 0)
-			err = errno;
-		if (err == 0)
-			err = become(status);
-		/* The directory of the name, as the replica would reach it. */
-		static char dir[4096], where[4096];
-		const char *slash = strrchr(name, '/'), *last = slash != NULL ? slash + 1 : name;
-		if (slash == name)
-			snprintf(dir, sizeof dir, "/");
-		else if (slash != NULL)
-			snprintf(dir, sizeof dir, "%.*s", (int)(slash - name), name);
-		else
-			snprintf(dir, sizeof dir, ".");
-		int parent = err == 0 ? openat(name[0] == '/' || fds[3] < 0 || dirfd == AT_FDCWD ? AT_FDCWD : fds[3], dir,
-					       O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-				      : -1;
-		if (err == 0 && parent < 0)
-			err = errno;
-		if (err == 0 && (fchdir(parent) != 0 || getcwd(where, sizeof where) == NULL))
-			err = errno;
-		char verdict = 0;
-		if (err == 0) {
-			size_t len = strlen(where);
-			if (write(up[1], where, len + 1) != (ssize_t)(len + 1) || read(down[0], &verdict, 1) != 1)
-				_exit(255);
-		}
-		if (err == 0 && verdict != 'u')
-			_exit(255);
-		if (err == 0 && unlinkat(parent, last, 0) != 0)
-			err = errno;
-		_exit(err > 0 && err < 255 ? err : err == 0 ? 0 : 255);
-	}
-	for (int j = 0; j < 5; j++)
-		if (fds[j] >= 0)
-			close(fds[j]);
-	close(up[1]);
-	close(down[0]);
-	if (pid < 0) {
-		close(up[0]);
-		close(down[1]);
-		return -1;
-	}
-	char where[4096];
-	ssize_t got = 0, n;
-	while (got < (ssize_t)sizeof where && (n = read(up[0], where + got, sizeof where - (size_t)got)) > 0) {
-		got += n;
-		if (where[got - 1] == '\0')
-			break;
-	}
-	close(up[0]);
-	const char *slash = strrchr(name, '/'), *last = slash != NULL ? slash + 1 : name;
-	bool ok = got > 1 && where[got - 1] == '\0' && where[0] == '/' && strcmp(last, ".") != 0 &&
-		  strcmp(last, "..") != 0 && last[0] != '\0' &&
-		  (size_t)snprintf(path, size, "%s%s%s", where, strcmp(where, "/") == 0 ? "" : "/", last) < size;
-	char verdict = ok && want(ctx, path) ? 'u' : 'n';
-	if (got > 0)
-		(void)write(down[1], &verdict, 1);
-	close(down[1]);
-	int st;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	/* Not made (the helper stopped before it, or it was not wanted): the
-	 * kernel makes the call, and says what it says of it. */
-	if (verdict != 'u' || !WIFEXITED(st) || WEXITSTATUS(st) == 255)
-		return -1;
-	return WEXITSTATUS(st);
-}
-
 /* ---- the vote ---- */
 
 static bool same_version(const struct version *a, const struct version *b)
 {
-	return a->kind == b->kind && a->size == b->size && a->mode == b->mode && memcmp(a->dg, b->dg, sizeof a->dg) == 0;
+	return a->size == b->size && a->mode == b->mode && memcmp(a->dg, b->dg, sizeof a->dg) == 0;
 }
 
-/* How a's version differs from b's, in the report's words: the bytes
- * (or size), the mode, "missing" (a removed where b kept), "extra" (the
- * reverse). */
+/* How a's version differs from b's, in the report's words: the bytes (or
+ * the size), or the mode. */
 static const char *how_differs(const struct version *a, const struct version *b)
 {
-	if (a->kind != b->kind)
-		return a->kind == V_GONE ? "missing" : "extra";
 	return a->mode != b->mode && a->size == b->size && memcmp(a->dg, b->dg, sizeof a->dg) == 0 ? "mode" : "bytes";
 }
 
@@ -547,16 +294,6 @@ static struct ppath *path_lookup(struct points *P, const char *path, bool make)
 	return n;
 }
 
-/* Whether a point committed path and slot's process has passed one on it:
- * its removal is a point for that process from then on (a replacement's
- * removal of the path before its own first sync of it is none, as it was
- * none for the replicas it replays). */
-static bool committed_for(struct points *P, unsigned slot, const char *path)
-{
-	const struct ppath *pp = path_lookup(P, path, false);
-	return pp != NULL && pp->ndone > 0 && pp->seen[slot] > 0;
-}
-
 /* r's file differs from what a quorum agreed at point m of pp: reported
  * and r killed (then replaced). */
 static void diverge(struct points *P, struct replica *r, const struct ppath *pp, uint64_t m, const char *what)
@@ -565,8 +302,7 @@ static void diverge(struct points *P, struct replica *r, const struct ppath *pp,
 	char why[256];
 	snprintf(why, sizeof why, "its %s at its point %llu differs from the committed version (%s)", pp->path,
 		 (unsigned long long)m + 1, what);
-	log_event("divergence: replica %u's file %s at its point %llu (a sync or removal) differs from the committed "
-		  "version (%s)",
+	log_event("divergence: replica %u's file %s at its point %llu (a sync) differs from the committed version (%s)",
 		  r->id, pp->path, (unsigned long long)m + 1, what);
 	json_t *list = json_object_get(P->rep, "divergences");
 	if (list == NULL) {
@@ -581,8 +317,8 @@ static void diverge(struct points *P, struct replica *r, const struct ppath *pp,
 
 /* Commits w's version of pp's path: the directories above it the real
  * tree lacks (from w's replica's upper layer) and the file (from w->src,
- * its copy checked against the version voted), or the path's removal.
- * The start's version kept first (pre.h). 0, or an errno (said). */
+ * its copy checked against the version voted). The start's version kept
+ * first (pre.h). 0, or an errno (said). */
 static int commit_version(struct points *P, const struct ppath *pp, const struct waiter *w)
 {
 	const struct changes *ch = P->S->r[w->slot].changes;
@@ -594,10 +330,9 @@ static int commit_version(struct points *P, const struct ppath *pp, const struct
 	int v = changes_view_of(ch, path, &rel);
 	if (v < 0)
 		return EXDEV;
-	struct change c = { .path = (char *)path, .view = (unsigned)v, .rel = rel,
-			    .kind = w->v.kind == V_GONE ? CHANGE_GONE : CHANGE_FILE };
+	struct change c = { .path = (char *)path, .view = (unsigned)v, .rel = rel, .kind = CHANGE_FILE };
 	int err = pre_keep(P->pre, ch->targets[v], path);
-	if (err == 0 && w->v.kind == V_FILE) {
+	if (err == 0) {
 		/* The directories above it, top down, that the real tree lacks. */
 		for (const char *s = strchr(path + rel, '/'); s != NULL && n < MAX_DIRS; s = strchr(s + 1, '/')) {
 			char *dir = must(strndup(path, (size_t)(s - path)));
@@ -656,7 +391,7 @@ static void no_quorum(struct points *P, struct ppath *pp, uint64_t m, const char
 	for (struct waiter *w = pp->wait; w != NULL && o + 64 < sizeof sides; w = w->next)
 		if (w->m == m && waiter_valid(S, w))
 			o += (size_t)snprintf(sides + o, sizeof sides - o, "%sreplica %u: %s %lld bytes, digest %02x%02x%02x%02x",
-					      o ? "; " : "", w->rid, w->v.kind == V_GONE ? "removed" : "a file of",
+					      o ? "; " : "", w->rid, "a file of",
 					      (long long)w->v.size, w->v.dg[0], w->v.dg[1], w->v.dg[2], w->v.dg[3]);
 	snprintf(why, sizeof why, "its point %llu%s", (unsigned long long)m + 1, how);
 	log_warn("no majority on the file %s at %s: %s", pp->path, why, sides[0] ? sides : "(no replica there)");
@@ -723,18 +458,29 @@ static void decide(struct points *P, struct ppath *pp)
 		}
 		pp->quorum_since = 0;
 		struct version v = best->v;
-		/* From the quorum's replicas in turn: one that wrote on after
-		 * its sync fails the copy's check. */
-		int err = EIO;
-		for (const struct waiter *a = pp->wait; a != NULL && err != 0; a = a->next)
-			if (a->m == m && waiter_votes(S, a) && same_version(&a->v, &v))
+		/* From the quorum's replicas in turn, each whose file still has
+		 * the size voted: one that wrote on after its sync fails the
+		 * copy's check (commit.h's verify). None left: skipped. */
+		int err = ESTALE;
+		for (const struct waiter *a = pp->wait; a != NULL && err != 0; a = a->next) {
+			struct stat now;
+			if (a->m == m && waiter_votes(S, a) && same_version(&a->v, &v) && fstat(a->src, &now) == 0 &&
+			    now.st_size == v.size)
 				err = commit_version(P, pp, a);
+		}
 		if (err == 0) {
 			P->committed++;
-			P->by_kind[v.kind == V_GONE]++;
+		} else if (err == ESTALE) {
+			/* Not a failure of the real file system: the calls go on;
+			 * a later point, or the end, commits what they wrote. */
+			P->skipped++;
+			log_warn("%s: not committed at its sync %llu: the replicas wrote on while it was voted", pp->path,
+				 (unsigned long long)m + 1);
+			err = 0;
 		} else {
 			P->failed++;
 		}
+		P->all_held_since = 0;
 		if (pp->ndone < DONE_MAX) {
 			if (pp->ndone == pp->cap) {
 				pp->cap = pp->cap ? 2 * pp->cap : 4;
@@ -757,7 +503,7 @@ static void decide(struct points *P, struct ppath *pp)
 			}
 			*w = a->next;
 			if (same_version(&a->v, &v))
-				virt_resume(S->virt, a->slot, a->gen, a->id, err == 0 ? 0 : EIO, a->made);
+				virt_resume(S->virt, a->slot, a->gen, a->id, err == 0 ? 0 : EIO);
 			else if (waiter_valid(S, a))
 				diverge(P, &S->r[a->slot], pp, m, how_differs(&a->v, &v));
 			waiter_free(P, a);
@@ -766,10 +512,9 @@ static void decide(struct points *P, struct ppath *pp)
 }
 
 /* Slot slot reached a point of path with version v (src: its bytes,
- * taken; made: the call was made for it). true: the call is held (or
- * answered). */
+ * taken). true: the call is held. */
 static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, const char *path,
-		   const struct version *v, int src, bool made)
+		   const struct version *v, int src)
 {
 	struct sup *S = P->S;
 	struct replica *r = &S->r[slot];
@@ -777,8 +522,7 @@ static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, c
 	uint64_t m = pp->seen[slot]++;
 	if (m < pp->ndone) {
 		/* Committed: a late replica, or a replacement replaying. */
-		if (src >= 0)
-			close(src);
+		close(src);
 		if (m < DONE_MAX) {
 			P->late_checked++;
 			report_counts(P);
@@ -787,14 +531,11 @@ static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, c
 				return true;
 			}
 		}
-		if (!made)
-			return false;
-		virt_resume(S->virt, slot, gen, id, 0, true);
-		return true;
+		return false;
 	}
 	struct waiter *w = must(calloc(1, sizeof *w));
 	*w = (struct waiter){ .slot = slot, .rid = r->id, .gen = gen, .id = id, .m = m, .v = *v, .src = src,
-			      .made = made, .since = sup_now(), .next = pp->wait };
+			      .since = sup_now(), .next = pp->wait };
 	pp->wait = w;
 	P->held[slot]++;
 	decide(P, pp);
@@ -824,46 +565,9 @@ static bool on_sync(struct points *P, unsigned slot, uint64_t gen, const struct 
 	if (!room(P, slot) ||
 	    !sync_file(P, r->changes, (pid_t)req->pid, (int)(int32_t)req->data.args[0], &path, &v, &src))
 		return false;
-	bool held = arrive(P, slot, gen, req->id, path, &v, src, false);
+	bool held = arrive(P, slot, gen, req->id, path, &v, src);
 	free(path);
 	return held;
-}
-
-struct want_ctx {
-	struct points *P;
-	unsigned slot;
-};
-
-static bool want_unlink(void *ctx, const char *path)
-{
-	struct want_ctx *c = ctx;
-	return committed_for(c->P, c->slot, path);
-}
-
-/* unlink, unlinkat: the removal of a path a point committed. */
-static bool on_unlink(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req)
-{
-	bool at = req->data.nr == SYS_unlinkat;
-	if (at && (req->data.args[2] & AT_REMOVEDIR))
-		return false;
-	pid_t tid = (pid_t)req->pid;
-	int dirfd = at ? (int)(int32_t)req->data.args[0] : AT_FDCWD;
-	uint64_t addr = req->data.args[at ? 1 : 0];
-	char guess[4096], name[4096], path[8200];
-	if (!room(P, slot) || !guess_path(tid, dirfd, addr, guess, sizeof guess) || !committed_for(P, slot, guess) ||
-	    remote_read_string(tid, addr, name, sizeof name) != 0)
-		return false;
-	struct want_ctx ctx = { P, slot };
-	int err = unlink_as(tid, dirfd, name, path, sizeof path, want_unlink, &ctx);
-	if (err < 0)
-		return false; /* not a point: the kernel makes the call */
-	if (err > 0) {
-		/* Refused, as the kernel refuses the replica: its answer. */
-		virt_resume(P->S->virt, slot, gen, req->id, err, true);
-		return true;
-	}
-	struct version v = { .kind = V_GONE };
-	return arrive(P, slot, gen, req->id, path, &v, -1, true);
 }
 
 bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req)
@@ -876,8 +580,6 @@ bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct sec
 	switch (req->data.nr) {
 	case SYS_fsync:
 	case SYS_fdatasync: return on_sync(P, slot, gen, req);
-	case SYS_unlink:
-	case SYS_unlinkat: return on_unlink(P, slot, gen, req);
 	default: return false;
 	}
 }
@@ -891,15 +593,16 @@ void points_release(struct points *P)
 			struct waiter *w = pp->wait;
 			pp->wait = w->next;
 			if (waiter_valid(P->S, w))
-				virt_resume(P->S->virt, w->slot, w->gen, w->id, 0, w->made);
+				virt_resume(P->S->virt, w->slot, w->gen, w->id, 0);
 			waiter_free(P, w);
 		}
 		pp->quorum_since = 0;
 	}
 }
 
-/* Every participant is held, none at a point that can be decided, for
- * longer than limit: the oldest held point is where no quorum formed. */
+/* Every participant has a call held and no path has a quorum waiting
+ * for the rest, for longer than limit with no point decided meanwhile:
+ * *at and *m the oldest held point, where no quorum formed. */
 static bool stuck(struct points *P, double now, double limit, struct ppath **at, uint64_t *m)
 {
 	struct sup *S = P->S;
@@ -908,9 +611,22 @@ static bool stuck(struct points *P, double now, double limit, struct ppath **at,
 		if (!participant(&S->r[i]))
 			continue;
 		in_run++;
-		held += P->held[i] > 0;
+		bool any = false;
+		for (const struct ppath *pp = P->paths; pp != NULL && !any; pp = pp->next)
+			for (const struct waiter *w = pp->wait; w != NULL && !any; w = w->next)
+				any = w->slot == i && waiter_valid(S, w);
+		held += any;
 	}
-	if (in_run == 0 || held < in_run)
+	bool pending = false;
+	for (const struct ppath *pp = P->paths; pp != NULL && !pending; pp = pp->next)
+		pending = pp->quorum_since != 0;
+	if (in_run == 0 || held < in_run || pending) {
+		P->all_held_since = 0;
+		return false;
+	}
+	if (P->all_held_since == 0)
+		P->all_held_since = now;
+	if (now - P->all_held_since <= limit)
 		return false;
 	double oldest = now;
 	*at = NULL;
@@ -921,7 +637,7 @@ static bool stuck(struct points *P, double now, double limit, struct ppath **at,
 				*at = pp;
 				*m = w->m;
 			}
-	return *at != NULL && now - oldest > limit;
+	return *at != NULL;
 }
 
 void points_tick(struct points *P)

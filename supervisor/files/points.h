@@ -3,34 +3,31 @@
  *
  * A run-to-completion program's file changes are voted and committed when
  * it ends (files.h). A program that runs for long makes files durable as
- * it goes, and these are points:
- *   - fsync or fdatasync of a file the replica changed in its views (a
- *     database's commit, an editor's save): the file's bytes and mode;
- *   - the removal (unlink) of a file a point committed (SQLite's commit
- *     removes its journal: left in place, a reader would roll back), made
- *     as the replica (its namespaces, root, credentials), so that the
- *     kernel decides whether it may.
- * The replica's call is held until a quorum of replicas made the same
- * point (the same path, the same number of points on it so far) with the
- * same version, and every other replica of the run is there too (or
- * killed as a straggler --timeout after the quorum was); that version is
- * then committed to the real file system (commit.h: beside, checked
- * against the digest voted, synced, renamed, synced) and only then do the
- * calls return. A replica whose version differs at a point a quorum
- * agreed on is a divergence like a wrong line of output: it is killed
- * (and replaced), the report names the path; a replica that reaches a
- * point already committed (a replacement replaying) is checked against the
- * committed version and never commits again. When every voter reached the
- * point and no quorum can form, or every replica waits at a point none of
- * the others reaches for --timeout, the run ends: no majority (123). A
- * stop (SIGTERM, SIGINT) lets every held call go on.
+ * it goes: each fsync or fdatasync of a file the replica changed in its
+ * views (a database's commit, an editor's save) is a point, its version
+ * the file's bytes, size and mode. The replica's call is held until a
+ * quorum of replicas made the same point (the same path, the same number
+ * of syncs of it so far) with the same version, and every other replica of
+ * the run is there too (or killed as a straggler --timeout after the
+ * quorum was); that version is then committed to the real file system
+ * (commit.h: beside, checked against the digest voted, synced, renamed,
+ * its directory synced) and only then do the calls return. A replica whose
+ * version differs at a point a quorum agreed on is a divergence like a
+ * wrong line of output: it is killed (and replaced), the report names the
+ * path; a replica that reaches a point already committed (a replacement
+ * replaying) is checked against the committed version and never commits
+ * again. When every voter reached the point and no quorum can form, or
+ * every replica waits, with no quorum anywhere, for --timeout, the run
+ * ends: no majority (123). A stop (SIGTERM, SIGINT) lets every held call
+ * go on.
  *
- * Points are counted per path, not per replica: threads that work on
+ * Points are counted per path, not per replica: threads that sync
  * different files in another order in each replica still agree. Anything
  * else goes on at once: a sync of a file the replica did not change, of a
  * descriptor that is no file of a view (a pipe, a socket, a file of a kept
  * directory, a removed file), and every call in a replay (diehard replay
- * and --ci's origin search commit nothing). Renames are no points yet.
+ * and --ci's origin search commit nothing). Renames and removals are no
+ * points: they reach the real file system at the end.
  *
  * Invariants: for every path, the points committed are numbered 0 .. n-1
  * and were committed in that order; a held call belongs to a participant
@@ -54,10 +51,9 @@ typedef struct json_t json_t;
  * view has (pre.h), kept before each path's first commit. */
 struct points *points_new(struct sup *S, json_t *rep, struct pre *pre);
 void points_free(struct points *P);
-/* Slot slot's process made the call in req (fsync, fdatasync, unlink,
- * unlinkat), received by the listener of generation gen (virt.h): true
- * when the call is held (or answered), to be answered through
- * virt_resume; false: it goes on now in the kernel. */
+/* Slot slot's process made the call in req (fsync, fdatasync), received
+ * by the listener of generation gen (virt.h): true when the call is held,
+ * to be answered through virt_resume; false: it goes on now. */
 bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req);
 /* A new process in slot: its counts start again. */
 void points_restart(struct points *P, unsigned slot);

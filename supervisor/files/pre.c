@@ -53,10 +53,13 @@ static void remember(struct pre *p, const char *path, size_t len, bool whiteout)
 /* The layer to remove at exit, whichever way diehard ends (fatal's exit
  * too; only a SIGKILL leaves it). */
 static struct pre *live;
+static pid_t live_owner; /* a fork of diehard that exits leaves it */
 
 static void remove_at_exit(void)
 {
 	struct pre *p = live;
+	if (p == NULL || getpid() != live_owner)
+		return;
 	live = NULL;
 	pre_free(p);
 }
@@ -83,6 +86,7 @@ struct pre *pre_new(void)
 		return NULL;
 	}
 	live = p;
+	live_owner = getpid();
 	static bool registered;
 	if (!registered && atexit(remove_at_exit) == 0)
 		registered = true;
@@ -149,20 +153,32 @@ static int put_dir(struct pre *p, const char *path, size_t len)
 	if (!S_ISDIR(st.st_mode))
 		return ENOTDIR;
 	const char *rel = real + 1;
-	if (mkdirat(p->fd, rel, 0700) != 0)
-		return errno == EEXIST ? 0 : errno;
-	int fd = openat(p->fd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	struct stat here;
+	if (fstatat(p->fd, rel, &here, AT_SYMLINK_NOFOLLOW) == 0)
+		return S_ISDIR(here.st_mode) ? 0 : ENOTDIR;
+	/* Made whole under a name of its own, then moved in: overlayfs shows
+	 * a directory with its topmost lower layer's mode and owner, and a
+	 * replica must never see it half made (a 0700 /tmp, copied up). */
+	static unsigned long counter;
+	char tmp[64];
+	snprintf(tmp, sizeof tmp, "../dir-%lu", ++counter);
+	if (mkdirat(p->fd, tmp, 0700) != 0)
 		return errno;
-	int err = 0;
+	int fd = openat(p->fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int err = fd < 0 ? errno : 0;
 	struct timespec ts[2] = { st.st_atim, st.st_mtim };
-	if (geteuid() == 0 && fchown(fd, st.st_uid, st.st_gid) != 0)
+	if (err == 0 && geteuid() == 0 && fchown(fd, st.st_uid, st.st_gid) != 0)
 		err = errno;
 	if (err == 0 && fchmod(fd, st.st_mode & 07777) != 0)
 		err = errno;
 	if (err == 0 && futimens(fd, ts) != 0)
 		err = errno;
-	close(fd);
+	if (fd >= 0)
+		close(fd);
+	if (err == 0 && renameat(p->fd, tmp, p->fd, rel) != 0)
+		err = errno;
+	if (err != 0)
+		(void)unlinkat(p->fd, tmp, AT_REMOVEDIR);
 	return err;
 }
 

@@ -11,6 +11,7 @@
 #include "viewdev.h"
 
 #include <errno.h>
+#include <linux/fs.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <string.h>
@@ -424,7 +425,10 @@ static bool option_safe(const char *p)
 }
 
 /* The directories of path (absolute) made beneath the start-state layer's
- * root pre, as plain directories. 0, or an errno. */
+ * root pre, each with the real one's mode, owner and times: overlayfs
+ * shows a directory with its topmost lower layer's, so one made 0755
+ * would show /tmp as 0755 in an overlay of /, and a replica that wrote
+ * there would copy that up, and the commit would set it. 0, or an errno. */
 static int pre_dirs(int pre, const char *path)
 {
 	char part[PATH_BYTES];
@@ -434,10 +438,39 @@ static int pre_dirs(int pre, const char *path)
 	for (size_t i = 1; i <= n; i++) {
 		if (path[i] != '/' && path[i] != '\0')
 			continue;
-		memcpy(part, path + 1, i - 1);
-		part[i - 1] = '\0';
-		if (part[0] != '\0' && mkdirat(pre, part, 0755) != 0 && errno != EEXIST)
+		memcpy(part, path, i);
+		part[i] = '\0';
+		const char *rel = part + 1;
+		if (rel[0] == '\0')
+			continue;
+		struct stat real, here;
+		if (fstatat(pre, rel, &here, AT_SYMLINK_NOFOLLOW) == 0)
+			continue; /* another replica's init made it */
+		if (stat(part, &real) != 0)
 			return errno;
+		/* Made whole under a name of its own beside the layer's root,
+		 * then moved in: no replica ever sees it half made. */
+		char tmp[48] = "../dir-", *o = tmp + 7;
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		o = put_uint(o, tmp + sizeof tmp - 12, (unsigned)now.tv_nsec);
+		*o++ = '-';
+		o = put_uint(o, tmp + sizeof tmp - 1, (unsigned)i);
+		*o = '\0';
+		if (mkdirat(pre, tmp, 0700) != 0)
+			return errno;
+		struct timespec ts[2] = { real.st_atim, real.st_mtim };
+		/* The owner as far as this namespace maps it (a user's init
+		 * cannot give root's /tmp to root: the mode matters most). */
+		(void)fchownat(pre, tmp, real.st_uid, real.st_gid, AT_SYMLINK_NOFOLLOW);
+		int err = 0;
+		if (fchmodat(pre, tmp, real.st_mode & 07777, 0) != 0 || utimensat(pre, tmp, ts, AT_SYMLINK_NOFOLLOW) != 0)
+			err = errno;
+		else if (syscall(SYS_renameat2, pre, tmp, pre, rel, RENAME_NOREPLACE) != 0 && errno != EEXIST)
+			err = errno;
+		(void)unlinkat(pre, tmp, AT_REMOVEDIR); /* left only when another came first */
+		if (err != 0)
+			return err;
 	}
 	return 0;
 }

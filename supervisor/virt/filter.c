@@ -501,7 +501,7 @@ static int add_net(scmp_filter_ctx ctx)
  * durable or visible. */
 static int add_points(scmp_filter_ctx ctx)
 {
-	static const int calls[] = { SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(unlink), SCMP_SYS(unlinkat) };
+	static const int calls[] = { SCMP_SYS(fsync), SCMP_SYS(fdatasync) };
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < sizeof calls / sizeof calls[0]; i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, calls[i], 0);

@@ -32,9 +32,9 @@ struct filter_spec {
 			       connect, and socket of UDP go to the supervisor
 			       too (netcalls.h); needs notify */
 	bool sandboxed;     /* in namespaces (sandbox.h): the init is pid 1 */
-	bool points;        /* fsync, fdatasync, unlink and unlinkat go to the
-			       supervisor: the file views' commit points
-			       (points.h); needs notify */
+	bool points;        /* fsync and fdatasync go to the supervisor: the
+			       file views' commit points (points.h); needs
+			       notify */
 	uint64_t pass_mark; /* the fast path's markers (fastclock.h), 0 when it
 			       is off: clock_gettime and gettimeofday with this
 			       third argument stay in the kernel, and so does

@@ -1235,9 +1235,7 @@ static enum answer dispatch(struct vreplica *vr, const struct seccomp_notif *req
 	case SYS_connect:
 	case SYS_socket: return on_net(vr, req, resp);
 	case SYS_fsync:
-	case SYS_fdatasync:
-	case SYS_unlink:
-	case SYS_unlinkat: return files_point(vr->V->S, vr->index, vr->gen, req) ? DROP : CONTINUE;
+	case SYS_fdatasync: return files_point(vr->V->S, vr->index, vr->gen, req) ? DROP : CONTINUE;
 	default: return CONTINUE;
 	}
 }
@@ -1500,7 +1498,7 @@ static void report_counts(struct virt *V, unsigned i)
 	free(keys);
 }
 
-void virt_resume(struct virt *V, unsigned i, uint64_t gen, uint64_t id, int err, bool made)
+void virt_resume(struct virt *V, unsigned i, uint64_t gen, uint64_t id, int err)
 {
 	struct vreplica *vr = &V->r[i];
 	if (vr->fd < 0 || vr->gen != gen || !still_waiting(vr, id))
@@ -1508,7 +1506,7 @@ void virt_resume(struct virt *V, unsigned i, uint64_t gen, uint64_t id, int err,
 	struct seccomp_notif_resp resp = { .id = id };
 	if (err != 0)
 		resp.error = -err;
-	else if (!made)
+	else
 		resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
 	if (ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 && errno != ENOENT)
 		log_warn("replica %u: cannot answer a notification: %s", V->S->r[i].id, strerror(errno));

@@ -31,11 +31,10 @@ struct virt *virt_new(struct sup *S);
  * replays the log). */
 void virt_attach(struct virt *V, unsigned i, int listener);
 
-/* A call a handler held (files.h's points) is answered: it fails with err
- * (nonzero), or returns 0 (made: diehard made it for the replica), or goes
- * on in the kernel; if slot i's listener is still the one of generation
- * gen and the call still waits: else nothing. */
-void virt_resume(struct virt *V, unsigned i, uint64_t gen, uint64_t id, int err, bool made);
+/* A call a handler held (files.h's points) goes on now in the kernel
+ * (err 0) or fails with err, if slot i's listener is still the one of
+ * generation gen and the call still waits: else nothing. */
+void virt_resume(struct virt *V, unsigned i, uint64_t gen, uint64_t id, int err);
 
 /* Slot i's process is about to be replaced: its counts go to the report
  * and its listener is closed. */

@@ -3,8 +3,8 @@
 # sees, from diehard's committed output, that a point was passed.
 #   sync NAME TEXT     write TEXT into NAME, fsync it
 #   append NAME TEXT   append TEXT and a newline to NAME, fsync it
-#   row N              insert N into t.db's table t (SQLite, one transaction)
-#   rm NAME            remove NAME: "removed NAME", or "rm NAME: ERRNO"
+#   row N              insert N into t.db's table t (SQLite in WAL mode, one
+#                      transaction)
 #   mv NAME TO         rename NAME to TO
 #   order A B          sync A then B in the replica that makes $POINTS_LOCK
 #                      first, B then A in the others
@@ -13,7 +13,6 @@
 #   skip-odd NAME      the replica that makes $POINTS_LOCK first never
 #                      syncs NAME (it waits for its input to end); the
 #                      others write "even" and fsync
-import errno
 import os
 import sqlite3
 import sys
@@ -47,6 +46,7 @@ for line in sys.stdin:
     elif cmd == "row":
         if db is None:
             db = sqlite3.connect("t.db")
+            db.execute("pragma journal_mode=wal")
             db.execute("create table if not exists t(n)")
             db.commit()
         db.execute("insert into t values (?)", (int(name),))
@@ -59,12 +59,7 @@ for line in sys.stdin:
     elif cmd == "mv":
         os.rename(name, text)
         print("moved", name, flush=True)
-    elif cmd == "rm":
-        try:
-            os.unlink(name)
-            print("removed", name, flush=True)
-        except OSError as e:
-            print("rm %s: %s" % (name, errno.errorcode[e.errno]), flush=True)
+
     elif cmd == "odd":
         write(name, "odd" if first() else "even")
         print("wrote", name, flush=True)
