@@ -25,6 +25,8 @@ start_writer() {
 		-r "$T/r.json" python3 "$WRITER" <"$T/in" >"$T/run.out" 2>"$T/run.err") &
 	DH=$!
 	exec 7>"$T/in"
+	DH_PID=
+	wait_until 30 eval 'DH_PID=$(pgrep -P "$DH" -x diehard)' || true
 }
 
 # say LINE WANT: one command; waits (120 s at most) until the committed
@@ -71,8 +73,10 @@ finish() {
 		>/dev/null || fail "report: $(jq -c .files.points "$T/r.json")"
 	[[ $(<"$T/w/log.txt") == $'one\ntwo' ]]
 	! ls "$T/w"/.diehard-commit-* 2>/dev/null || fail "temporary files were left"
-	! ls -d /dev/shm/diehard-pre-* 2>/dev/null | grep -q . || [[ -n $(pgrep -x diehard) ]] ||
-		fail "the start-state layer was left: $(ls -d /dev/shm/diehard-pre-*)"
+	# Its start-state layer is gone (its diehard's pid is in the name).
+	[[ -n $DH_PID ]] || fail "diehard's pid was not found"
+	! ls -d /dev/shm/diehard-pre-"$DH_PID"-* 2>/dev/null | grep -q . ||
+		fail "the start-state layer was left: $(ls -d /dev/shm/diehard-pre-"$DH_PID"-*)"
 }
 
 @test "SQLite (WAL): each transaction is in the real database when the program goes on, a plain reader agrees; a replica killed mid-way is replaced and checked" {

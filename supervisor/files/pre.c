@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,7 @@ struct kept {
 };
 
 struct pre {
-	char dir[64];  /* /dev/shm/diehard-pre-XXXXXX */
+	char dir[64];  /* /dev/shm/diehard-pre-PID-XXXXXX */
 	char root[72]; /* dir + /r */
 	int fd;        /* root's descriptor */
 	struct kept *k;
@@ -64,12 +65,39 @@ static void remove_at_exit(void)
 	pre_free(p);
 }
 
+static void remove_tree(int dir, int depth);
+
+/* Layers that diehards killed by SIGKILL left (their pid, in the name,
+ * is gone), of this user: removed. A live pid, even reused, keeps its. */
+static void remove_stale(void)
+{
+	DIR *d = opendir("/dev/shm");
+	if (d == NULL)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		long pid;
+		char rest[16];
+		struct stat st;
+		if (sscanf(e->d_name, "diehard-pre-%ld-%15s", &pid, rest) != 2 || pid <= 0 || pid == (long)getpid() ||
+		    kill((pid_t)pid, 0) == 0 || errno != ESRCH || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+			continue;
+		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0)
+			remove_tree(fd, 0);
+		(void)unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+	}
+	closedir(d);
+}
+
 struct pre *pre_new(void)
 {
 	struct pre *p = calloc(1, sizeof *p);
 	if (p == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
-	snprintf(p->dir, sizeof p->dir, "/dev/shm/diehard-pre-XXXXXX");
+	remove_stale();
+	snprintf(p->dir, sizeof p->dir, "/dev/shm/diehard-pre-%ld-XXXXXX", (long)getpid());
 	if (mkdtemp(p->dir) == NULL) {
 		log_warn("no start-state layer in /dev/shm (%s): files are committed when the run ends, not at its "
 			 "syncs", strerror(errno));

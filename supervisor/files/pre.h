@@ -16,9 +16,11 @@
  * modes, owners (as root) and times, as overlayfs shows the topmost
  * lower's.
  *
- * The layer lives in a directory of diehard's own on a tmpfs (/dev/shm),
- * mode 0700, which no replica's program can reach (its views and its
- * private /dev/shm cover it); diehard removes it at the end.
+ * The layer lives in a directory of diehard's own on a tmpfs
+ * (/dev/shm/diehard-pre-PID-XXXXXX), mode 0700, which no replica's program
+ * can reach (its views and its private /dev/shm cover it); diehard removes
+ * it at the end, and the next diehard of the user removes those whose
+ * diehard is gone (a SIGKILL leaves it).
  *
  * Invariant: a path in the layer never changes once put there; a path
  * is put there before the real one is first changed by a point. */
