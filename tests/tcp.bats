@@ -162,6 +162,28 @@ served_by_all() {
 		"$(sort "$T/access.log" 2>/dev/null | uniq -c | sort -rn | head -n 5)"
 }
 
+# date_splits_only NAME HEADERS...: NAME's report has divergences, every
+# one a connection's reply whose first differing byte lies in the Date
+# line of one of the HEADERS files (plain lighttpd's reply headers, each
+# request on a connection of its own, so the offset is the header's).
+date_splits_only() {
+	local name=$1
+	shift
+	python3 - "$T/$name.json" "$@" <<-'EOF'
+		import json, sys
+		ranges = []
+		for h in sys.argv[2:]:
+		    head = open(h, "rb").read()
+		    at = head.find(b"\r\nDate: ")
+		    if at >= 0:
+		        ranges.append((at + 2, head.index(b"\r\n", at + 2)))
+		divs = json.load(open(sys.argv[1]))["divergences"]
+		ok = divs and ranges and all(
+		    d.get("stream") == "connection" and any(a <= d["offset"] < b for a, b in ranges) for d in divs)
+		sys.exit(0 if ok else 1)
+	EOF
+}
+
 make_docroot() {
 	mkdir -p "$T/www"
 	printf '<h1>hello from %s</h1>\n' "diehard" >"$T/www/small.html"
@@ -210,6 +232,14 @@ make_docroot() {
 
 	# lighttpd exits 0 on SIGTERM, and so does diehard then.
 	stop_dh "$DH" lt 0
+	if date_splits_only lt "$T"/plain.*.h; then
+		# What diehard cannot fix yet (docs/NETWORK.md, "Clocks per
+		# connection"): a request in flight as the second turns. The
+		# clients got the majority's replies (above); the odd replica
+		# was replaced, so the log and the count at the end differ.
+		diag "lighttpd: $(jq '.divergences | length' "$T/lt.json") reply(ies) outvoted on their Date header only"
+		return 0
+	fi
 	clean_report lt
 	served_by_all 3 $((4 + 1000 + 30))
 	jq -e '.exit_code == 0 and .live_at_end == 3' "$T/lt.json" >/dev/null ||

@@ -438,6 +438,38 @@ int changes_view_of(const struct changes *ch, const char *path, size_t *rel)
 	return best;
 }
 
+bool changes_masks(const struct changes *ch, const char *path)
+{
+	size_t rel;
+	int v = changes_view_of(ch, path, &rel);
+	if (v < 0)
+		return false;
+	char upper[4200];
+	int n = snprintf(upper, sizeof upper, "v%d/u/%s", v, path + rel);
+	if (n < 0 || (size_t)n >= sizeof upper)
+		return false;
+	/* Top down from the view's target: the first name the upper layer
+	 * lacks lets the lower layers show; a non-directory (a whiteout, a
+	 * file put in a directory's place) or an opaque directory hides
+	 * everything beneath it. */
+	size_t base = strlen(upper) - strlen(path + rel);
+	for (char *s = upper + base;; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		char was = *s;
+		*s = '\0';
+		struct stat st;
+		bool whole = was == '\0';
+		if (s > upper + base && fstatat(ch->root, upper, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			return false;
+		if (s > upper + base && (whole || !S_ISDIR(st.st_mode) || opaque(ch->root, upper, ch->user_xattrs)))
+			return true;
+		*s = was;
+		if (whole)
+			return false;
+	}
+}
+
 void changes_add(struct changes *ch, const struct change *c)
 {
 	ch->c = grow(ch->c, &ch->cap, ch->n, sizeof *ch->c);

@@ -81,6 +81,11 @@ void changes_free(struct changes *ch);
 /* The view of the real path (the longest target it lies beneath), or -1;
  * *rel where the path beneath it starts. */
 int changes_view_of(const struct changes *ch, const char *path, size_t *rel);
+/* Whether the replica's views hide the real path from it: its upper
+ * layer has the path, or a directory above it opaque, or a non-directory
+ * (a whiteout) in a directory's place above it. A change of the real path
+ * then never shows in them (a commit made while the replica runs). */
+bool changes_masks(const struct changes *ch, const char *path);
 /* Adds a copy of c (its strings copied) at the end of the list; then
  * changes_sort puts the list back in the walk's order. */
 void changes_add(struct changes *ch, const struct change *c);

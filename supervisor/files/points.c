@@ -35,12 +35,10 @@
 #include <unistd.h>
 
 #include "changes.h"
-#include "ci.h"
 #include "commit.h"
 #include "exitcode.h"
 #include "log.h"
 #include "pre.h"
-#include "report.h"
 #include "sup.h"
 #include "virt.h"
 
@@ -53,9 +51,10 @@
 
 struct version {
 	uint8_t dg[DIGEST_BYTES]; /* its bytes */
-	off_t size;
+	off_t size;               /* NO_VERSION: a point that went on unsettled */
 	mode_t mode;
 };
+#define NO_VERSION ((off_t)-1)
 
 /* A call held until its point is decided. */
 struct waiter {
@@ -76,7 +75,8 @@ struct ppath {
 	size_t cap;
 	struct waiter *wait;
 	double quorum_since;  /* when a quorum agreed on its next point while
-				 others were not there yet (0: not so) */
+				 a replica's views still showed the real path
+				 (0: not so) */
 	struct ppath *next;
 };
 
@@ -86,9 +86,7 @@ struct points {
 	struct pre *pre;
 	struct ppath *paths;
 	unsigned *held;       /* per slot: calls held */
-	uint64_t committed, failed, skipped, late_checked;
-	double all_held_since; /* since when every participant has a call held
-				  and no point is decided (0: not so) */
+	uint64_t committed, failed, skipped, late_checked, outvoted, unsettled;
 	bool said_cap, said_held;
 };
 
@@ -145,9 +143,10 @@ uint64_t points_committed(const struct points *P)
 static void report_counts(struct points *P)
 {
 	json_object_set_new(P->rep, "points",
-			    json_pack("{s:I,s:I,s:I,s:I}", "committed", (json_int_t)P->committed, "skipped",
+			    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "committed", (json_int_t)P->committed, "skipped",
 				      (json_int_t)P->skipped, "failed", (json_int_t)P->failed, "late_checked",
-				      (json_int_t)P->late_checked));
+				      (json_int_t)P->late_checked, "outvoted", (json_int_t)P->outvoted, "unsettled",
+				      (json_int_t)P->unsettled));
 }
 
 void points_restart(struct points *P, unsigned slot)
@@ -294,25 +293,17 @@ static struct ppath *path_lookup(struct points *P, const char *path, bool make)
 	return n;
 }
 
-/* r's file differs from what a quorum agreed at point m of pp: reported
- * and r killed (then replaced). */
-static void diverge(struct points *P, struct replica *r, const struct ppath *pp, uint64_t m, const char *what)
+/* r's file differs at point m of pp from the version committed there: it
+ * is outvoted, not killed. What a file holds at a sync can depend on when
+ * the sync came (a timer's, a thread's), which differs between replicas
+ * that are all correct; the end's vote, or the output's, judges the
+ * replica. */
+static void outvoted(struct points *P, const struct replica *r, const struct ppath *pp, uint64_t m, const char *what)
 {
-	struct sup *S = P->S;
-	char why[256];
-	snprintf(why, sizeof why, "its %s at its point %llu differs from the committed version (%s)", pp->path,
-		 (unsigned long long)m + 1, what);
-	log_event("divergence: replica %u's file %s at its point %llu (a sync) differs from the committed version (%s)",
+	P->outvoted++;
+	log_event("replica %u's file %s at its sync %llu differs from the version committed there (%s): outvoted at "
+		  "that point, it goes on (the end's vote judges it)",
 		  r->id, pp->path, (unsigned long long)m + 1, what);
-	json_t *list = json_object_get(P->rep, "divergences");
-	if (list == NULL) {
-		list = must(json_array());
-		json_object_set_new(P->rep, "divergences", list);
-	}
-	json_array_append_new(list, json_pack("{s:i,s:s,s:s,s:I,s:s}", "replica", (int)r->id, "path", pp->path,
-					      "what", what, "offset", (json_int_t)0, "at", "point"));
-	ci_divergence(S, (int)r->id, "files", 0, what, pp->path);
-	replica_kill(S, r, why);
 }
 
 /* Commits w's version of pp's path: the directories above it the real
@@ -380,30 +371,80 @@ static int commit_version(struct points *P, const struct ppath *pp, const struct
 	return err;
 }
 
-/* No quorum can form at point m of pp: the run ends as on output with no
- * majority. */
-static void no_quorum(struct points *P, struct ppath *pp, uint64_t m, const char *how)
+/* Point m of pp is decided: v (NO_VERSION: none) kept for the late
+ * replicas' checks, the point counted done. */
+static void point_done(struct points *P, struct ppath *pp, const struct version *v)
 {
-	struct sup *S = P->S;
-	char sides[512], why[160];
-	size_t o = 0;
-	sides[0] = '\0';
-	for (struct waiter *w = pp->wait; w != NULL && o + 64 < sizeof sides; w = w->next)
-		if (w->m == m && waiter_valid(S, w))
-			o += (size_t)snprintf(sides + o, sizeof sides - o, "%sreplica %u: %s %lld bytes, digest %02x%02x%02x%02x",
-					      o ? "; " : "", w->rid, "a file of",
-					      (long long)w->v.size, w->v.dg[0], w->v.dg[1], w->v.dg[2], w->v.dg[3]);
-	snprintf(why, sizeof why, "its point %llu%s", (unsigned long long)m + 1, how);
-	log_warn("no majority on the file %s at %s: %s", pp->path, why, sides[0] ? sides : "(no replica there)");
-	ci_divergence(S, -1, "files", 0, NULL, pp->path);
-	report_no_quorum(S->report, pp->path, 0, why, sides);
-	replicas_kill_all(S);
-	sup_finish(S, EXIT_NO_QUORUM);
+	if (pp->ndone < DONE_MAX) {
+		if (pp->ndone == pp->cap) {
+			pp->cap = pp->cap ? 2 * pp->cap : 4;
+			pp->done = must(realloc(pp->done, pp->cap * sizeof *pp->done));
+		}
+		pp->done[pp->ndone] = *v;
+	} else if (!P->said_cap) {
+		P->said_cap = true;
+		log_warn("%s: more than %u points: later ones are no longer checked in late replicas", pp->path,
+			 DONE_MAX);
+	}
+	pp->ndone++;
+	pp->quorum_since = 0;
+	report_counts(P);
 }
 
-/* Decides pp's next points while a quorum agrees on one and every replica
- * of the run is there; the held calls of a decided point go on (or fail
- * with EIO when it could not be committed), those of another version die. */
+/* Point m of pp goes on with nothing committed (no quorum formed: why):
+ * its calls return; the end, or a later point, commits what the replicas
+ * wrote. */
+static void unsettle(struct points *P, struct ppath *pp, uint64_t m, const char *why)
+{
+	struct sup *S = P->S;
+	P->unsettled++;
+	log_event("%s: its sync %llu goes on uncommitted: %s", pp->path, (unsigned long long)m + 1, why);
+	struct version none = { .size = NO_VERSION };
+	point_done(P, pp, &none);
+	for (struct waiter **w = &pp->wait; *w != NULL;) {
+		struct waiter *a = *w;
+		if (a->m != m) {
+			w = &a->next;
+			continue;
+		}
+		*w = a->next;
+		if (waiter_valid(S, a))
+			virt_resume(S->virt, a->slot, a->gen, a->id, 0);
+		waiter_free(P, a);
+	}
+}
+
+/* The participants whose views would show a commit of pp's real path: not
+ * at point m with a file of their own there, and no view of theirs hiding
+ * the path (changes.h's masks). *first one of them, if any. */
+static unsigned exposed(struct points *P, const struct ppath *pp, uint64_t m, struct replica **first)
+{
+	struct sup *S = P->S;
+	unsigned n = 0;
+	*first = NULL;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct replica *r = &S->r[i];
+		if (!participant(r))
+			continue;
+		bool there = false;
+		for (const struct waiter *w = pp->wait; w != NULL && !there; w = w->next)
+			there = w->slot == i && w->rid == r->id && w->m == m;
+		if (there || (r->changes != NULL && changes_masks(r->changes, pp->path)))
+			continue;
+		if (n++ == 0)
+			*first = r;
+	}
+	return n;
+}
+
+/* Decides pp's next points while one can be: committed when a quorum of
+ * voters agrees on its version and no participant's views would show the
+ * real path change (overlayfs keeps a directory's layers as it first
+ * looked them up, so the start-state layer only serves views made after:
+ * a replica whose upper layer lacks the path would see the commit);
+ * unsettled when no quorum can form any more. The calls of a committed
+ * point return (EIO when it could not be committed), those of another
+ * version too, outvoted. */
 static void decide(struct points *P, struct ppath *pp)
 {
 	struct sup *S = P->S;
@@ -420,12 +461,9 @@ static void decide(struct points *P, struct ppath *pp)
 		}
 		uint64_t m = pp->ndone;
 		const struct waiter *best = NULL;
-		unsigned best_n = 0, arrived = 0, voted = 0, in_run = 0;
+		unsigned best_n = 0, voted = 0, live = sup_live_count(S);
 		for (const struct waiter *a = pp->wait; a != NULL; a = a->next) {
-			if (a->m != m)
-				continue;
-			arrived++;
-			if (!waiter_votes(S, a))
+			if (a->m != m || !waiter_votes(S, a))
 				continue;
 			voted++;
 			unsigned same = 0;
@@ -436,27 +474,23 @@ static void decide(struct points *P, struct ppath *pp)
 				best_n = same;
 			}
 		}
-		for (unsigned i = 0; i < S->nslots; i++)
-			in_run += participant(&S->r[i]);
+		if (best == NULL || best_n < sup_quorum(S))
+			pp->quorum_since = 0;
 		if (best == NULL)
 			return;
 		if (best_n < sup_quorum(S)) {
-			if (voted >= sup_live_count(S) && sup_live_count(S) >= S->k)
-				no_quorum(P, pp, m, "");
+			/* The voters not there yet cannot make a quorum. */
+			if (best_n + (live > voted ? live - voted : 0) < sup_quorum(S))
+				unsettle(P, pp, m, "the voters' files differ there, no quorum");
 			return;
 		}
-		/* Every replica of the run at the point first: one that has not
-		 * reached it may not have its own version of the path yet, and
-		 * would see the committed one through its views (overlayfs
-		 * keeps a directory's layers as it first looked them up: the
-		 * start-state layer only serves views made after). The tick
-		 * ends a wait longer than --timeout (points_tick). */
-		if (arrived < in_run) {
+		struct replica *show;
+		if (exposed(P, pp, m, &show) > 0) {
+			/* The tick kills it as a straggler after --timeout. */
 			if (pp->quorum_since == 0)
 				pp->quorum_since = sup_now();
 			return;
 		}
-		pp->quorum_since = 0;
 		struct version v = best->v;
 		/* From the quorum's replicas in turn, each whose file still has
 		 * the size voted: one that wrote on after its sync fails the
@@ -480,21 +514,8 @@ static void decide(struct points *P, struct ppath *pp)
 		} else {
 			P->failed++;
 		}
-		P->all_held_since = 0;
-		if (pp->ndone < DONE_MAX) {
-			if (pp->ndone == pp->cap) {
-				pp->cap = pp->cap ? 2 * pp->cap : 4;
-				pp->done = must(realloc(pp->done, pp->cap * sizeof *pp->done));
-			}
-			pp->done[pp->ndone] = v;
-		} else if (!P->said_cap) {
-			P->said_cap = true;
-			log_warn("%s: more than %u points: later ones are no longer checked in late replicas", pp->path,
-				 DONE_MAX);
-		}
-		pp->ndone++;
-		report_counts(P);
-		/* Answer the quorum, kill the others at this point. */
+		point_done(P, pp, &v);
+		/* Answer every call at this point; another version is outvoted. */
 		for (struct waiter **w = &pp->wait; *w != NULL;) {
 			struct waiter *a = *w;
 			if (a->m != m) {
@@ -502,10 +523,10 @@ static void decide(struct points *P, struct ppath *pp)
 				continue;
 			}
 			*w = a->next;
-			if (same_version(&a->v, &v))
-				virt_resume(S->virt, a->slot, a->gen, a->id, err == 0 ? 0 : EIO);
-			else if (waiter_valid(S, a))
-				diverge(P, &S->r[a->slot], pp, m, how_differs(&a->v, &v));
+			bool same = same_version(&a->v, &v);
+			if (!same)
+				outvoted(P, &S->r[a->slot], pp, m, how_differs(&a->v, &v));
+			virt_resume(S->virt, a->slot, a->gen, a->id, same && err != 0 ? EIO : 0);
 			waiter_free(P, a);
 		}
 	}
@@ -523,13 +544,11 @@ static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, c
 	if (m < pp->ndone) {
 		/* Committed: a late replica, or a replacement replaying. */
 		close(src);
-		if (m < DONE_MAX) {
+		if (m < DONE_MAX && pp->done[m].size != NO_VERSION) {
 			P->late_checked++;
+			if (!same_version(&pp->done[m], v))
+				outvoted(P, r, pp, m, how_differs(v, &pp->done[m]));
 			report_counts(P);
-			if (!same_version(&pp->done[m], v)) {
-				diverge(P, r, pp, m, how_differs(v, &pp->done[m]));
-				return true;
-			}
 		}
 		return false;
 	}
@@ -600,44 +619,14 @@ void points_release(struct points *P)
 	}
 }
 
-/* Every participant has a call held and no path has a quorum waiting
- * for the rest, for longer than limit with no point decided meanwhile:
- * *at and *m the oldest held point, where no quorum formed. */
-static bool stuck(struct points *P, double now, double limit, struct ppath **at, uint64_t *m)
+/* The oldest call held at point m of pp, or NULL. */
+static const struct waiter *oldest_at(const struct ppath *pp, uint64_t m)
 {
-	struct sup *S = P->S;
-	unsigned in_run = 0, held = 0;
-	for (unsigned i = 0; i < S->nslots; i++) {
-		if (!participant(&S->r[i]))
-			continue;
-		in_run++;
-		bool any = false;
-		for (const struct ppath *pp = P->paths; pp != NULL && !any; pp = pp->next)
-			for (const struct waiter *w = pp->wait; w != NULL && !any; w = w->next)
-				any = w->slot == i && waiter_valid(S, w);
-		held += any;
-	}
-	bool pending = false;
-	for (const struct ppath *pp = P->paths; pp != NULL && !pending; pp = pp->next)
-		pending = pp->quorum_since != 0;
-	if (in_run == 0 || held < in_run || pending) {
-		P->all_held_since = 0;
-		return false;
-	}
-	if (P->all_held_since == 0)
-		P->all_held_since = now;
-	if (now - P->all_held_since <= limit)
-		return false;
-	double oldest = now;
-	*at = NULL;
-	for (struct ppath *pp = P->paths; pp != NULL; pp = pp->next)
-		for (const struct waiter *w = pp->wait; w != NULL; w = w->next)
-			if (waiter_valid(S, w) && w->since < oldest) {
-				oldest = w->since;
-				*at = pp;
-				*m = w->m;
-			}
-	return *at != NULL;
+	const struct waiter *old = NULL;
+	for (const struct waiter *w = pp->wait; w != NULL; w = w->next)
+		if (w->m == m && (old == NULL || w->since < old->since))
+			old = w;
+	return old;
 }
 
 void points_tick(struct points *P)
@@ -651,35 +640,39 @@ void points_tick(struct points *P)
 	}
 	double limit = S->o->straggler_ms / 1000.0, now = sup_now();
 	for (struct ppath *pp = P->paths; pp != NULL && !S->stopping; pp = pp->next) {
-		if (pp->quorum_since == 0 || now - pp->quorum_since <= limit) {
-			/* A replica that ended or was killed since is no longer
-			 * waited for. */
-			if (pp->wait != NULL)
-				decide(P, pp);
+		if (pp->wait == NULL)
 			continue;
-		}
-		uint64_t m = pp->ndone;
-		for (unsigned i = 0; i < S->nslots; i++) {
-			struct replica *r = &S->r[i];
-			if (!participant(r))
-				continue;
-			bool there = false;
-			for (const struct waiter *w = pp->wait; w != NULL && !there; w = w->next)
-				there = w->slot == i && w->rid == r->id && w->m == m;
-			if (there)
-				continue;
-			char why[256];
-			snprintf(why, sizeof why, "straggler: not at its point %llu of %s %.1f s after a quorum was",
-				 (unsigned long long)m + 1, pp->path, limit);
-			replica_kill(S, r, why);
-		}
-		pp->quorum_since = 0;
+		/* A replica that ended or was killed since is no longer
+		 * waited for. */
 		decide(P, pp);
+		uint64_t m = pp->ndone;
+		const struct waiter *old = oldest_at(pp, m);
+		if (S->stopping || old == NULL)
+			continue;
+		if (pp->quorum_since != 0) {
+			if (now - pp->quorum_since <= limit)
+				continue;
+			/* A quorum agreed, and a replica's views still show the
+			 * real path: it never made the file a quorum synced. */
+			struct replica *r;
+			while (!S->stopping && exposed(P, pp, m, &r) > 0) {
+				char why[256];
+				snprintf(why, sizeof why,
+					 "straggler: no file %s of its own %.1f s after a quorum synced it (its sync %llu)",
+					 pp->path, limit, (unsigned long long)m + 1);
+				replica_kill(S, r, why);
+			}
+			pp->quorum_since = 0;
+			decide(P, pp);
+		} else if (now - old->since > limit) {
+			/* No quorum within --timeout: the voters not there sync
+			 * it later, in another order, or never (a timer's sync
+			 * that found nothing to write). */
+			char why[160];
+			snprintf(why, sizeof why, "no quorum within %.1f s (the other replicas' syncs of it come later, "
+				 "or never)", limit);
+			unsettle(P, pp, m, why);
+			decide(P, pp);
+		}
 	}
-	/* Each waits at a point the others never reach (another order of
-	 * syncs in each replica): no quorum can form anywhere. */
-	struct ppath *at;
-	uint64_t m;
-	if (!S->stopping && stuck(P, now, limit, &at, &m))
-		no_quorum(P, at, m, ": every replica waits at a point none of the others reaches");
 }

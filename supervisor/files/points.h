@@ -6,20 +6,21 @@
  * it goes: each fsync or fdatasync of a file the replica changed in its
  * views (a database's commit, an editor's save) is a point, its version
  * the file's bytes, size and mode. The replica's call is held until a
- * quorum of replicas made the same point (the same path, the same number
- * of syncs of it so far) with the same version, and every other replica of
- * the run is there too (or killed as a straggler --timeout after the
- * quorum was); that version is then committed to the real file system
- * (commit.h: beside, checked against the digest voted, synced, renamed,
- * its directory synced) and only then do the calls return. A replica whose
- * version differs at a point a quorum agreed on is a divergence like a
- * wrong line of output: it is killed (and replaced), the report names the
- * path; a replica that reaches a point already committed (a replacement
- * replaying) is checked against the committed version and never commits
- * again. When every voter reached the point and no quorum can form, or
- * every replica waits, with no quorum anywhere, for --timeout, the run
- * ends: no majority (123). A stop (SIGTERM, SIGINT) lets every held call
- * go on.
+ * quorum of voters made the same point (the same path, the same number of
+ * syncs of it so far) with the same version, and no other replica of the
+ * run would see the real path change (each has its own copy of it in its
+ * upper layer: changes.h's masks; one that has not made the file
+ * --timeout after the quorum is killed as a straggler); that version is
+ * then committed to the real file system (commit.h: beside, checked
+ * against the digest voted, synced, renamed, its directory synced) and
+ * only then do the calls return. A point is no verdict: what a file holds
+ * at a sync can depend on when it came (a timer's sync), so a replica of
+ * another version is outvoted there and goes on, and a point where no
+ * quorum can form, or none formed within --timeout, goes on uncommitted;
+ * the end's vote judges the replicas. A replica that reaches a point
+ * already decided (a late one, a replacement replaying) is compared with
+ * the committed version and never commits again. A stop (SIGTERM,
+ * SIGINT) lets every held call go on.
  *
  * Points are counted per path, not per replica: threads that sync
  * different files in another order in each replica still agree. Anything
@@ -59,8 +60,10 @@ bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct sec
 void points_restart(struct points *P, unsigned slot);
 /* Every held call answered (a stop: the replicas may end). */
 void points_release(struct points *P);
-/* The supervisor's tick: replicas that have not reached a point --timeout
- * after a quorum did are killed as stragglers, and the point decided. */
+/* The supervisor's tick: replicas without their own copy of a path
+ * --timeout after a quorum synced it are killed as stragglers, and the
+ * point decided; a point without a quorum for --timeout goes on
+ * uncommitted. */
 void points_tick(struct points *P);
 /* Points committed so far. */
 uint64_t points_committed(const struct points *P);

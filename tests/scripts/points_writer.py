@@ -10,6 +10,8 @@
 #                      first, B then A in the others
 #   odd NAME           write "odd" into NAME if this replica makes the
 #                      directory $POINTS_LOCK first, else "even"; fsync
+#   nosync-odd NAME    write "even" into NAME; the replica that makes
+#                      $POINTS_LOCK first does not fsync it
 #   skip-odd NAME      the replica that makes $POINTS_LOCK first never
 #                      syncs NAME (it waits for its input to end); the
 #                      others write "even" and fsync
@@ -62,6 +64,13 @@ for line in sys.stdin:
 
     elif cmd == "odd":
         write(name, "odd" if first() else "even")
+        print("wrote", name, flush=True)
+    elif cmd == "nosync-odd":
+        if first():
+            with open(name, "w") as f:
+                f.write("even")
+        else:
+            write(name, "even")
         print("wrote", name, flush=True)
     elif cmd == "skip-odd":
         if first():
