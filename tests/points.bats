@@ -79,6 +79,16 @@ finish() {
 		fail "the start-state layer was left: $(ls -d /dev/shm/diehard-pre-"$DH_PID"-*)"
 }
 
+@test "msync (MS_SYNC) of a shared mapping is a point: the mapped bytes are in the real file when it returns" {
+	start_writer -k 3 -v
+	say "mmap m.bin mapped-bytes" "mapped m.bin"
+	[[ $(<"$T/w/m.bin") == mapped-bytes ]] || fail "m.bin after its msync: $(cat "$T/w/m.bin" 2>&1)" "$(tail "$T/run.err")"
+	finish
+	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
+	jq -e '.files.points.committed == 1 and .files.points.outvoted == 0' "$T/r.json" >/dev/null ||
+		fail "report: $(jq -c .files.points "$T/r.json")"
+}
+
 @test "SQLite (WAL): each transaction is in the real database when the program goes on, a plain reader agrees; a replica killed mid-way is replaced and checked" {
 	require_cmd sqlite3
 	# Made in WAL mode beforehand: switching to it in the run is a

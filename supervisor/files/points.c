@@ -214,17 +214,50 @@ static bool fd_path(const char *proc, char *buf, size_t size)
 	return buf[0] == '/' && !((size_t)n > dl && strcmp(buf + n - dl, deleted) == 0);
 }
 
-/* A sync's file: the replica's descriptor's, in its upper layer. Its real
+/* The real path of the file whose shared mapping holds addr in thread
+ * tid (from /proc/TID/maps), into buf. false: none (a private or
+ * anonymous mapping, a removed file, no mapping there). */
+static bool map_path(pid_t tid, uint64_t addr, char *buf, size_t size)
+{
+	char proc[64];
+	snprintf(proc, sizeof proc, "/proc/%d/maps", (int)tid);
+	FILE *f = fopen(proc, "re");
+	if (f == NULL)
+		return false;
+	char *line = NULL;
+	size_t cap = 0;
+	bool found = false;
+	while (!found && getline(&line, &cap, f) > 0) {
+		unsigned long lo, hi;
+		char perms[8];
+		int at = 0;
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perms, &at) != 3 || at == 0 || addr < lo ||
+		    addr >= hi)
+			continue;
+		/* The mapping of addr: the point's only if shared and a file's. */
+		size_t n = strcspn(line + at, "\n");
+		static const char deleted[] = " (deleted)";
+		size_t dl = sizeof deleted - 1;
+		if (perms[3] == 's' && line[at] == '/' && n < size && !(n > dl && memcmp(line + at + n - dl, deleted, dl) == 0)) {
+			memcpy(buf, line + at, n);
+			buf[n] = '\0';
+			found = true;
+		}
+		break;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/* A sync's file (real path in buf), in the replica's upper layer: its
  * path (malloc'ed), version and an open descriptor of it. false: no point
  * (not a file the replica changed in a view). */
-static bool sync_file(struct points *P, const struct changes *ch, pid_t tid, int fd, char **path, struct version *v,
-		      int *src)
+static bool point_file(struct points *P, const struct changes *ch, const char *buf, char **path, struct version *v,
+		       int *src)
 {
-	char proc[64], buf[4096], upper[4200];
+	char upper[4200];
 	size_t rel;
-	snprintf(proc, sizeof proc, "/proc/%d/fd/%d", (int)tid, fd);
-	if (!fd_path(proc, buf, sizeof buf))
-		return false;
 	int vi = changes_view_of(ch, buf, &rel);
 	if (vi < 0 || (size_t)snprintf(upper, sizeof upper, "v%d/u/%s", vi, buf + rel) >= sizeof upper)
 		return false;
@@ -575,14 +608,26 @@ static bool room(struct points *P, unsigned slot)
 	return false;
 }
 
+/* fsync, fdatasync (a descriptor) or msync with MS_SYNC (an address in a
+ * shared mapping of the file). */
 static bool on_sync(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req)
 {
 	struct replica *r = &P->S->r[slot];
-	char *path;
+	char *path, real[4096];
 	struct version v = { 0 };
 	int src;
-	if (!room(P, slot) ||
-	    !sync_file(P, r->changes, (pid_t)req->pid, (int)(int32_t)req->data.args[0], &path, &v, &src))
+	if (!room(P, slot))
+		return false;
+	if (req->data.nr == SYS_msync) {
+		if (!map_path((pid_t)req->pid, req->data.args[0], real, sizeof real))
+			return false;
+	} else {
+		char proc[64];
+		snprintf(proc, sizeof proc, "/proc/%d/fd/%d", (int)req->pid, (int)(int32_t)req->data.args[0]);
+		if (!fd_path(proc, real, sizeof real))
+			return false;
+	}
+	if (!point_file(P, r->changes, real, &path, &v, &src))
 		return false;
 	bool held = arrive(P, slot, gen, req->id, path, &v, src);
 	free(path);
@@ -598,7 +643,8 @@ bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct sec
 		return false;
 	switch (req->data.nr) {
 	case SYS_fsync:
-	case SYS_fdatasync: return on_sync(P, slot, gen, req);
+	case SYS_fdatasync:
+	case SYS_msync: return on_sync(P, slot, gen, req);
 	default: return false;
 	}
 }

@@ -4,7 +4,8 @@
  * A run-to-completion program's file changes are voted and committed when
  * it ends (files.h). A program that runs for long makes files durable as
  * it goes: each fsync or fdatasync of a file the replica changed in its
- * views (a database's commit, an editor's save) is a point, its version
+ * views (a database's commit, an editor's save), or msync (MS_SYNC) of a
+ * shared mapping of one, is a point, its version
  * the file's bytes, size and mode. The replica's call is held until a
  * quorum of voters made the same point (the same path, the same number of
  * syncs of it so far) with the same version, and no other replica of the

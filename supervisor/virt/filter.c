@@ -505,6 +505,11 @@ static int add_points(scmp_filter_ctx ctx)
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < sizeof calls / sizeof calls[0]; i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, calls[i], 0);
+	/* msync with MS_SYNC only: MS_ASYNC promises nothing (a no-op in
+	 * Linux). */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(msync), 1,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, MS_SYNC, MS_SYNC));
 	return rc;
 }
 

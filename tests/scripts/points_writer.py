@@ -3,6 +3,8 @@
 # sees, from diehard's committed output, that a point was passed.
 #   sync NAME TEXT     write TEXT into NAME, fsync it
 #   append NAME TEXT   append TEXT and a newline to NAME, fsync it
+#   mmap NAME TEXT     make NAME as long as TEXT, map it shared, put TEXT in
+#                      the mapping and msync it (mmap's flush: MS_SYNC)
 #   row N              insert N into t.db's table t (SQLite in WAL mode, one
 #                      transaction)
 #   mv NAME TO         rename NAME to TO
@@ -15,6 +17,7 @@
 #   skip-odd NAME      the replica that makes $POINTS_LOCK first never
 #                      syncs NAME (it waits for its input to end); the
 #                      others write "even" and fsync
+import mmap
 import os
 import sqlite3
 import sys
@@ -45,6 +48,14 @@ for line in sys.stdin:
     elif cmd == "append":
         write(name, text + "\n", "a")
         print("appended", name, flush=True)
+    elif cmd == "mmap":
+        data = text.encode()
+        with open(name, "w+b") as f:
+            f.truncate(len(data))
+            with mmap.mmap(f.fileno(), len(data), mmap.MAP_SHARED) as m:
+                m[:] = data
+                m.flush()
+        print("mapped", name, flush=True)
     elif cmd == "row":
         if db is None:
             db = sqlite3.connect("t.db")
