@@ -11,10 +11,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -436,6 +438,46 @@ int changes_view_of(const struct changes *ch, const char *path, size_t *rel)
 		}
 	}
 	return best;
+}
+
+/* Opens upper (beneath the staging root, no link followed anywhere, no
+ * other file system, never blocking on a FIFO) for reading: a regular
+ * file's descriptor, or -1. Unprivileged, a mode without the owner's read
+ * bit is granted for the moment, through the file's own O_PATH descriptor. */
+static int open_beneath(int root, const char *upper)
+{
+	struct open_how how = { .flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+	int fd = (int)syscall(SYS_openat2, root, upper, &how, sizeof how);
+	if (fd < 0 && errno == EACCES) {
+		how.flags = O_PATH | O_CLOEXEC;
+		int path = (int)syscall(SYS_openat2, root, upper, &how, sizeof how);
+		struct stat st;
+		char proc[64];
+		snprintf(proc, sizeof proc, "/proc/self/fd/%d", path);
+		if (path >= 0 && fstat(path, &st) == 0 && S_ISREG(st.st_mode) && chmod(proc, (st.st_mode & 07777) | 0400) == 0) {
+			fd = open(proc, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+			(void)chmod(proc, st.st_mode & 07777);
+		}
+		if (path >= 0)
+			close(path);
+	}
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+int changes_open_version(const struct changes *ch, const char *path)
+{
+	char upper[4200];
+	size_t rel;
+	int v = changes_view_of(ch, path, &rel);
+	if (v < 0 || (size_t)snprintf(upper, sizeof upper, "v%d/u/%s", v, path + rel) >= sizeof upper)
+		return -1;
+	return open_beneath(ch->root, upper);
 }
 
 bool changes_masks(const struct changes *ch, const char *path)

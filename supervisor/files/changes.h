@@ -81,6 +81,10 @@ void changes_free(struct changes *ch);
 /* The view of the real path (the longest target it lies beneath), or -1;
  * *rel where the path beneath it starts. */
 int changes_view_of(const struct changes *ch, const char *path, size_t *rel);
+/* The replica's own version of the real path (in its upper layer), open
+ * for reading: opened beneath the staging root, no link followed, no other
+ * file system, never waiting on a FIFO; a regular file, or -1. */
+int changes_open_version(const struct changes *ch, const char *path);
 /* Whether the replica's views hide the real path from it: its upper
  * layer has the path, or a directory above it opaque, or a non-directory
  * (a whiteout) in a directory's place above it. A change of the real path

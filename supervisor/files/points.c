@@ -25,7 +25,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,36 +158,6 @@ void points_restart(struct points *P, unsigned slot)
 
 /* ---- the file of a point ---- */
 
-/* Opens upper (beneath the staging root, no link followed anywhere, no
- * other file system, never blocking on a FIFO) for reading: a regular
- * file's descriptor, or -1. Unprivileged, a mode without the owner's read
- * bit is granted for the moment, through the file's own O_PATH descriptor. */
-static int open_upper(int root, const char *upper)
-{
-	struct open_how how = { .flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC,
-				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
-	int fd = (int)syscall(SYS_openat2, root, upper, &how, sizeof how);
-	if (fd < 0 && errno == EACCES) {
-		how.flags = O_PATH | O_CLOEXEC;
-		int path = (int)syscall(SYS_openat2, root, upper, &how, sizeof how);
-		struct stat st;
-		char proc[64];
-		snprintf(proc, sizeof proc, "/proc/self/fd/%d", path);
-		if (path >= 0 && fstat(path, &st) == 0 && S_ISREG(st.st_mode) && chmod(proc, (st.st_mode & 07777) | 0400) == 0) {
-			fd = open(proc, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-			(void)chmod(proc, st.st_mode & 07777);
-		}
-		if (path >= 0)
-			close(path);
-	}
-	struct stat st;
-	if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
-		close(fd);
-		fd = -1;
-	}
-	return fd;
-}
-
 /* The version of the open regular file fd. false on failure. */
 static bool version_of(struct points *P, int fd, struct version *v)
 {
@@ -256,12 +225,7 @@ static bool map_path(pid_t tid, uint64_t addr, char *buf, size_t size)
 static bool point_file(struct points *P, const struct changes *ch, const char *buf, char **path, struct version *v,
 		       int *src)
 {
-	char upper[4200];
-	size_t rel;
-	int vi = changes_view_of(ch, buf, &rel);
-	if (vi < 0 || (size_t)snprintf(upper, sizeof upper, "v%d/u/%s", vi, buf + rel) >= sizeof upper)
-		return false;
-	int in = open_upper(ch->root, upper);
+	int in = changes_open_version(ch, buf);
 	if (in < 0)
 		return false;
 	if (!version_of(P, in, v)) {
