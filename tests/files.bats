@@ -272,6 +272,11 @@ plant_file() {
 	[[ -f $T/x/d/a && $(cat "$T/x/d/b") == b ]] || fail "$(ls -la "$T/x/d")"
 }
 
+# aof_incrs_are DIR N: the incremental append-only files in DIR hold N INCRs.
+aof_incrs_are() {
+	(($(cat "$1"/*.incr.aof 2>/dev/null | tr -d '\r' | grep -c '^INCR$') == $2))
+}
+
 # free_port: a TCP port nothing listens on now.
 free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -298,10 +303,15 @@ free_port() {
 	done
 	for i in $(seq 1 1000); do echo INCR counter; done | timeout 60 redis-cli -p "$port" >/dev/null
 	[[ $(timeout 10 redis-cli -p "$port" GET counter) == 1000 ]] || fail "GET through diehard"
+	# The append-only file is a stream (docs/FILES.md): every INCR is in
+	# the real file, once, while redis still runs.
+	wait_until 60 aof_incrs_are "$data/appendonlydir" 1000 ||
+		fail "the real AOF holds $(cat "$data"/appendonlydir/*.incr.aof 2>/dev/null | grep -c '^INCR') INCRs while redis runs"
 	kill -TERM "$pid"
 	wait "$pid" || true
 	[[ -f $data/appendonlydir/appendonly.aof.manifest ]] ||
 		fail "not committed: $(ls -laR "$data")" "$(cat "$logs/dh.err")"
+	printf "# redis: files.logs %s, files.points %s\n" "$(jq -c .files.logs "$logs/r.json")" "$(jq -c .files.points "$logs/r.json")" >&3
 	jq -e '(.files.divergences // []) == [] and .files.committed.failed == 0' "$logs/r.json" >/dev/null ||
 		fail "report: $(jq -c '.files | del(.committed.paths)' "$logs/r.json")"
 	# A plain redis on the append-only files.

@@ -14,6 +14,7 @@
 #include "commit.h"
 #include "exitcode.h"
 #include "log.h"
+#include "logs.h"
 #include "points.h"
 #include "pre.h"
 #include "report.h"
@@ -31,6 +32,7 @@ struct files {
 	bool said_unviewed;
 	json_t *rep;           /* the report's "files" object */
 	struct points *points; /* commit points (points.h), or NULL */
+	struct logs *logs;     /* append-only files (logs.h), or NULL */
 	struct pre *pre;       /* their start-state layer (pre.h), or NULL */
 };
 
@@ -115,7 +117,8 @@ void files_init(struct sup *S)
 	}
 	json_object_set_new(F->rep, "shared", shared);
 	if (files_points_wanted(S) && (F->pre = pre_new()) != NULL) {
-		F->points = points_new(S, F->rep, F->pre);
+		F->logs = logs_new(S, F->rep, F->pre);
+		F->points = points_new(S, F->rep, F->pre, F->logs);
 		F->plan.pre = pre_root(F->pre);
 	} else if (S->o->replay != NULL) {
 		F->plan.pre = replay_layer();
@@ -152,8 +155,10 @@ const char *files_start_layer(const struct sup *S)
 
 void files_tick(struct sup *S)
 {
-	if (S->files != NULL)
+	if (S->files != NULL) {
 		points_tick(S->files->points);
+		logs_tick(S->files->logs);
+	}
 }
 
 void files_end(struct sup *S)
@@ -163,8 +168,16 @@ void files_end(struct sup *S)
 		return;
 	points_free(F->points);
 	F->points = NULL;
+	logs_free(F->logs);
+	F->logs = NULL;
 	pre_free(F->pre);
 	F->pre = NULL;
+}
+
+void files_appending(struct sup *S, unsigned slot, pid_t tid)
+{
+	if (S->files != NULL)
+		logs_opening(S->files->logs, slot, tid);
 }
 
 bool files_point(struct sup *S, unsigned slot, uint64_t gen, const struct seccomp_notif *req)

@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct sup;
 struct seccomp_notif;
@@ -53,6 +54,8 @@ bool files_points_wanted(const struct sup *S);
 bool files_point(struct sup *S, unsigned slot, uint64_t gen, const struct seccomp_notif *req);
 /* Replica r started with its staging tmpfs at fd (-1: no views). */
 void files_started(struct sup *S, struct replica *r, int fd);
+/* Thread tid of slot's replica opens a file to append to (logs.h). */
+void files_appending(struct sup *S, unsigned slot, pid_t tid);
 /* r ended: its changes are read. */
 void files_ended(struct sup *S, struct replica *r);
 /* r's slot is reused or the run ends: its views go. */

@@ -37,6 +37,7 @@
 #include "commit.h"
 #include "exitcode.h"
 #include "log.h"
+#include "logs.h"
 #include "pre.h"
 #include "sup.h"
 #include "virt.h"
@@ -81,6 +82,7 @@ struct ppath {
 
 struct points {
 	struct sup *S;
+	struct logs *logs;    /* the streams (logs.h), whose syncs are theirs */
 	json_t *rep;
 	struct pre *pre;
 	struct ppath *paths;
@@ -96,10 +98,11 @@ static void *must(void *p)
 	return p;
 }
 
-struct points *points_new(struct sup *S, json_t *rep, struct pre *pre)
+struct points *points_new(struct sup *S, json_t *rep, struct pre *pre, struct logs *logs)
 {
 	struct points *P = must(calloc(1, sizeof *P));
 	P->S = S;
+	P->logs = logs;
 	P->rep = rep;
 	P->pre = pre;
 	P->held = must(calloc(S->nslots, sizeof *P->held));
@@ -219,21 +222,17 @@ static bool map_path(pid_t tid, uint64_t addr, char *buf, size_t size)
 	return found;
 }
 
-/* A sync's file (real path in buf), in the replica's upper layer: its
- * path (malloc'ed), version and an open descriptor of it. false: no point
- * (not a file the replica changed in a view). */
-static bool point_file(struct points *P, const struct changes *ch, const char *buf, char **path, struct version *v,
-		       int *src)
+/* A sync's file: its real path (copied into *path, malloc'ed) and the
+ * replica's version, open at in (taken: kept in *src, or closed), digested
+ * into v. false: no point. */
+static bool point_file(struct points *P, int in, const char *real, char **path, struct version *v, int *src)
 {
-	int in = changes_open_version(ch, buf);
-	if (in < 0)
-		return false;
 	if (!version_of(P, in, v)) {
 		close(in);
 		return false;
 	}
 	*src = in;
-	*path = must(strdup(buf));
+	*path = must(strdup(real));
 	return true;
 }
 
@@ -591,7 +590,16 @@ static bool on_sync(struct points *P, unsigned slot, uint64_t gen, const struct 
 		if (!fd_path(proc, real, sizeof real))
 			return false;
 	}
-	if (!point_file(P, r->changes, real, &path, &v, &src))
+	/* Not a file the replica changed in a view: no point. */
+	int in = changes_open_version(r->changes, real);
+	if (in < 0)
+		return false;
+	/* A file voted as a stream: the stream's own sync (logs.h). */
+	if (logs_sync(P->logs, slot, gen, req->id, real, in)) {
+		close(in);
+		return true;
+	}
+	if (!point_file(P, in, real, &path, &v, &src))
 		return false;
 	bool held = arrive(P, slot, gen, req->id, path, &v, src);
 	free(path);

@@ -44,14 +44,16 @@
 
 struct sup;
 struct points;
+struct logs;
 struct pre;
 struct seccomp_notif;
 typedef struct json_t json_t;
 
 /* The points of a run whose replicas have views; rep: the report's
  * "files" object, where "points" goes; pre: the start-state layer every
- * view has (pre.h), kept before each path's first commit. */
-struct points *points_new(struct sup *S, json_t *rep, struct pre *pre);
+ * view has (pre.h), kept before each path's first commit; logs: the
+ * append-only files (logs.h), whose syncs are their streams'. */
+struct points *points_new(struct sup *S, json_t *rep, struct pre *pre, struct logs *logs);
 void points_free(struct points *P);
 /* Slot slot's process made the call in req (fsync, fdatasync), received
  * by the listener of generation gen (virt.h): true when the call is held,

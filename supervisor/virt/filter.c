@@ -195,21 +195,25 @@ static size_t from_library(struct sock_filter *p, int nr, size_t end)
 	return n;
 }
 
-static int prefix_library_opens(struct sock_fprog *prog, uint64_t ask)
+static int prefix_library_opens(struct sock_fprog *prog, uint64_t ask, bool appends)
 {
 	uint32_t sites[MAX_SITES];
 	size_t nsites = libc_open_sites(sites);
 	/* 0-3: an openat from above the floor, else to the end (the first
-	 * instruction of libseccomp's program); 4-5: O_CLOEXEC goes to the
+	 * instruction of libseccomp's program); 4: its flags; with appends,
+	 * O_APPEND goes to the end (logs.h); then O_CLOEXEC goes to the
 	 * marker check; then libc's sites, which go there too; then the
 	 * marker check: the asking marker goes to the end, the rest is
 	 * allowed. */
-	const size_t sites_at = FROM_LIBRARY + 2, mark_at = sites_at + (nsites ? 2 + nsites : 0), end = mark_at + 5;
-	struct sock_filter prefix[FROM_LIBRARY + 2 + 2 + MAX_SITES + 5];
+	const size_t flags_at = FROM_LIBRARY + 1 + (appends ? 1 : 0);
+	const size_t sites_at = flags_at + 1, mark_at = sites_at + (nsites ? 2 + nsites : 0), end = mark_at + 5;
+	struct sock_filter prefix[FROM_LIBRARY + 3 + 2 + MAX_SITES + 5];
 	const size_t ip = offsetof(struct seccomp_data, instruction_pointer);
 	const size_t arg4 = offsetof(struct seccomp_data, args[4]);
 	size_t n = from_library(prefix, SYS_openat, end);
 	prefix[n] = load(offsetof(struct seccomp_data, args[2])), n++;
+	if (appends)
+		prefix[n] = jump(BPF_JSET, O_APPEND, n, end, n + 1), n++;
 	prefix[n] = jump(BPF_JSET, O_CLOEXEC, n, mark_at, nsites ? sites_at : end), n++;
 	if (nsites) {
 		prefix[n] = load(ip), n++;
@@ -510,6 +514,13 @@ static int add_points(scmp_filter_ctx ctx)
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(msync), 1,
 				      SCMP_A2(SCMP_CMP_MASKED_EQ, MS_SYNC, MS_SYNC));
+	/* Opens in append mode: the files voted as streams (logs.h). */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(open), 1,
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, O_APPEND, O_APPEND));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(openat), 1,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, O_APPEND, O_APPEND));
 	return rc;
 }
 
@@ -556,7 +567,7 @@ int filter_build(struct sock_fprog *prog, const struct filter_spec *spec)
 	if (rc == 0)
 		rc = export_program(ctx, prog);
 	if (rc == 0 && spec->notify && spec->pass_mark != 0)
-		rc = prefix_library_opens(prog, spec->ask_mark);
+		rc = prefix_library_opens(prog, spec->ask_mark, spec->points);
 	if (rc == 0 && spec->notify && spec->exec_mark != 0)
 		rc = prefix_loader_tls(prog);
 	/* Prepended last, so first of all. */

@@ -846,6 +846,9 @@ static enum answer on_open(struct vreplica *vr, const struct seccomp_notif *req,
 	bool at = req->data.nr == SYS_openat;
 	int dirfd = at ? (int)(int32_t)req->data.args[0] : AT_FDCWD;
 	int flags = (int)req->data.args[at ? 2 : 1];
+	/* A file opened to append to: voted as a stream (files/logs.h). */
+	if ((flags & O_APPEND) && (flags & O_ACCMODE) != O_RDONLY)
+		files_appending(vr->V->S, vr->index, (pid_t)req->pid);
 	/* Only plain reads are virtualized; writing to the device (feeding the
 	 * kernel's pool) goes on as it would. The filter already leaves such
 	 * opens in the kernel; the same mask keeps this handler right alone. */

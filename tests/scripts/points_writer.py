@@ -3,6 +3,10 @@
 # sees, from diehard's committed output, that a point was passed.
 #   sync NAME TEXT     write TEXT into NAME, fsync it
 #   append NAME TEXT   append TEXT and a newline to NAME, fsync it
+#   log NAME TEXT      append TEXT and a newline to NAME, opened once in
+#                      append mode and kept open (a daemon's log), flushed
+#   log-odd NAME TEXT  the same, but "odd" in the replica that makes
+#                      $POINTS_LOCK first
 #   mmap NAME TEXT     make NAME as long as TEXT, map it shared, put TEXT in
 #                      the mapping and msync it (mmap's flush: MS_SYNC)
 #   row N              insert N into t.db's table t (SQLite in WAL mode, one
@@ -39,6 +43,16 @@ def first():
 
 
 db = None
+logs = {}
+
+
+def log(name, text):
+    if name not in logs:
+        logs[name] = open(name, "a")
+    logs[name].write(text + "\n")
+    logs[name].flush()
+
+
 for line in sys.stdin:
     cmd, _, rest = line.rstrip("\n").partition(" ")
     name, _, text = rest.partition(" ")
@@ -48,6 +62,12 @@ for line in sys.stdin:
     elif cmd == "append":
         write(name, text + "\n", "a")
         print("appended", name, flush=True)
+    elif cmd == "log":
+        log(name, text)
+        print("logged", name, text, flush=True)
+    elif cmd == "log-odd":
+        log(name, "odd" if first() else text)
+        print("logged", name, text, flush=True)
     elif cmd == "mmap":
         data = text.encode()
         with open(name, "w+b") as f:

@@ -1,0 +1,47 @@
+# tests/writer.bash: a long-running writer under diehard, driven a line
+# at a time (tests/scripts/points_writer.py does one thing a line of input
+# and says so on stdout, flushed): for tests/points.bats and tests/logs.bats.
+# Needs $T (with $T/w, the writer's directory, and $T/shared, --share'd).
+
+WRITER=$ROOT/tests/scripts/points_writer.py
+
+# start_writer ARGS...: diehard ARGS... running the writer in $T/w, its
+# input the fifo on fd 7, its output in $T/run.out.
+start_writer() {
+	mkfifo "$T/in"
+	(cd "$T/w" && POINTS_LOCK=$T/shared/lock exec timeout "$SUP_TIMEOUT" "$DIEHARD" --share "$T/shared" "$@" \
+		-r "$T/r.json" python3 "$WRITER" <"$T/in" >"$T/run.out" 2>"$T/run.err") &
+	DH=$!
+	exec 7>"$T/in"
+	DH_PID=
+	wait_until 30 eval 'DH_PID=$(pgrep -P "$DH" -x diehard)' || true
+}
+
+# say LINE WANT: one command; waits (120 s at most) until the committed
+# output has the line WANT.
+say() {
+	echo "$1" >&7
+	local i
+	for ((i = 0; i < 6000; i++)); do
+		grep -qxF -- "$2" "$T/run.out" 2>/dev/null && return 0
+		proc_alive "$DH" || break
+		sleep 0.02
+	done
+	fail "no line '$2' after '$1'" "$(cat "$T/run.out")" "$(tail -20 "$T/run.err")"
+}
+
+# writer_pids: the replicas' writers.
+writer_pids() {
+	local p
+	for p in $(pgrep -x python3); do
+		grep -qF points_writer "/proc/$p/cmdline" 2>/dev/null && echo "$p"
+	done
+	return 0
+}
+
+# finish: the input ends; diehard's exit status in BG_RC.
+finish() {
+	exec 7>&-
+	await_exit "$DH" 240
+}
+
