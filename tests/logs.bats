@@ -48,6 +48,22 @@ lines_are() {
 		"$T/r.json" >/dev/null || fail "report: $(jq -c '.files | del(.committed.paths)' "$T/r.json")"
 }
 
+@test "an fsync of a log returns once its bytes are in the real file, a record with no newline too" {
+	start_writer -k 3 -v
+	say "log app.log one" "logged app.log one"
+	# The stream opened at the tick after the first open: from here on,
+	# the syncs are the stream's.
+	log_is "$T/w/app.log" one
+	say "logsync app.log rec1" "logsynced app.log rec1"
+	[[ $(<"$T/w/app.log") == $'one\nrec1' ]] || fail "when the sync returned: '$(cat "$T/w/app.log")'" "$(tail "$T/run.err")"
+	say "logsync app.log rec2" "logsynced app.log rec2"
+	[[ $(<"$T/w/app.log") == $'one\nrec1rec2' ]] || fail "when the sync returned: '$(cat "$T/w/app.log")'"
+	finish
+	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
+	jq -e '.files.logs.bytes == 12 and (.files.points.committed // 0) == 0' "$T/r.json" >/dev/null ||
+		fail "report: $(jq -c '{logs: .files.logs, points: .files.points}' "$T/r.json")"
+}
+
 @test "a replica whose appended line differs leaves the stream, not killed: the quorum's line is appended, the end's vote outvotes it" {
 	start_writer -k 3 -v
 	say "log-odd app.log even" "logged app.log even"

@@ -57,6 +57,7 @@ struct held {
 	unsigned slot, rid;
 	uint64_t gen, id;
 	off_t size;
+	double since;
 	struct held *next;
 };
 
@@ -301,6 +302,20 @@ static void release(struct logs *L, struct lstream *s, bool all, unsigned slot)
 	}
 }
 
+/* Answers the held sync h of s, unsynced. */
+static void release_one(struct logs *L, struct lstream *s, struct held *h)
+{
+	for (struct held **p = &s->held; *p != NULL; p = &(*p)->next)
+		if (*p == h) {
+			*p = h->next;
+			const struct replica *r = &L->S->r[h->slot];
+			if (participant(r) && r->id == h->rid)
+				virt_resume(L->S->virt, h->slot, h->gen, h->id, 0);
+			free(h);
+			return;
+		}
+}
+
 /* s is no longer streamed (why): the end's vote commits the file. */
 static void unsettle(struct logs *L, struct lstream *s, const char *why)
 {
@@ -530,8 +545,10 @@ static void stream_round(struct logs *L, struct lstream *s)
 			from = &s->m[i];
 			fi = i;
 		}
+	/* Cut at the last newline, so that a reader sees whole lines; not
+	 * while a sync waits for bytes (a binary file's records). */
 	size_t c = res.commit;
-	while (c > 0 && from != NULL && from->buf[c - 1] != '\n')
+	while (c > 0 && from != NULL && s->held == NULL && from->buf[c - 1] != '\n')
 		c--;
 	if (c == 0 || from == NULL || !all_masked(L, s))
 		return;
@@ -572,7 +589,8 @@ bool logs_sync(struct logs *L, unsigned slot, uint64_t gen, uint64_t id, const c
 	if (fstat(version, &st) != 0)
 		return false;
 	struct held *h = must(calloc(1, sizeof *h));
-	*h = (struct held){ .slot = slot, .rid = r->id, .gen = gen, .id = id, .size = st.st_size, .next = s->held };
+	*h = (struct held){ .slot = slot, .rid = r->id, .gen = gen, .id = id, .size = st.st_size, .since = sup_now(),
+			    .next = s->held };
 	s->held = h;
 	/* Appended already: answered now, the real file synced. */
 	if (st.st_size <= s->base + (off_t)s->committed)
@@ -601,7 +619,19 @@ void logs_tick(struct logs *L)
 		else
 			i++;
 	}
-	for (struct lstream *s = L->streams; s != NULL && !L->S->stopping; s = s->next)
-		if (!s->off)
-			stream_round(L, s);
+	double limit = L->S->o->straggler_ms / 1000.0, now = sup_now();
+	for (struct lstream *s = L->streams; s != NULL && !L->S->stopping; s = s->next) {
+		if (s->off)
+			continue;
+		stream_round(L, s);
+		/* A sync whose bytes found no quorum within --timeout goes on
+		 * (the end commits them). */
+		for (struct held *h = s->held; h != NULL && !s->off; h = h->next)
+			if (now - h->since > limit) {
+				log_event("%s: a sync of replica %u goes on after %.1f s without a quorum for its bytes",
+					  s->path, h->rid, limit);
+				release_one(L, s, h);
+				break;
+			}
+	}
 }

@@ -7,6 +7,8 @@
 #                      append mode and kept open (a daemon's log), flushed
 #   log-odd NAME TEXT  the same, but "odd" in the replica that makes
 #                      $POINTS_LOCK first
+#   logsync NAME TEXT  append TEXT (no newline) to the log NAME kept open,
+#                      and fsync it
 #   mmap NAME TEXT     make NAME as long as TEXT, map it shared, put TEXT in
 #                      the mapping and msync it (mmap's flush: MS_SYNC)
 #   row N              insert N into t.db's table t (SQLite in WAL mode, one
@@ -46,10 +48,10 @@ db = None
 logs = {}
 
 
-def log(name, text):
+def log(name, text, end="\n"):
     if name not in logs:
         logs[name] = open(name, "a")
-    logs[name].write(text + "\n")
+    logs[name].write(text + end)
     logs[name].flush()
 
 
@@ -65,6 +67,10 @@ for line in sys.stdin:
     elif cmd == "log":
         log(name, text)
         print("logged", name, text, flush=True)
+    elif cmd == "logsync":
+        log(name, text, "")
+        os.fsync(logs[name].fileno())
+        print("logsynced", name, text, flush=True)
     elif cmd == "log-odd":
         log(name, "odd" if first() else text)
         print("logged", name, text, flush=True)
