@@ -107,7 +107,7 @@ lines_are() {
 	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
 	[[ $(<"$T/w/app.log") == "$(printf 'line%s\n' 1 2 3 4 5 6 | head -c -1)" ]] || fail "after: $(cat "$T/w/app.log")"
 	jq -e '.files.logs.outvoted == 0 and .files.logs.unsettled == 0 and (.replacements | length) >= 1' "$T/r.json" \
-		>/dev/null || fail "report: $(jq -c '{logs: .files.logs, replacements}' "$T/r.json")"
+		>/dev/null || fail "report: $(jq -c '{logs: .files.logs, replacements}' "$T/r.json")" "$(grep -E "streamed|appends|kill" "$T/run.err")"
 	grep -q "replica 3 appends to $T/w/app.log" "$T/run.err" || fail "the replacement never joined: $(cat "$T/run.err")"
 }
 

@@ -7,8 +7,16 @@
  * bytes with the real file's, and asks the voter for the longest prefix a
  * quorum of the live replicas shares (a live replica that is no member yet
  * counts as one with nothing written: it holds the decision back without
- * contradicting it). Streams are few (a daemon's logs), so they are a
- * list. */
+ * contradicting it). The voter sees each buffer cut at its last newline
+ * (whole lines), past it only the bytes a held sync of that replica waits
+ * for. Streams are few (a daemon's logs), so they are a list.
+ *
+ * What one hostile replica can do is bounded: it cannot append a byte a
+ * quorum did not write, nor choose the owner or mode of a file diehard
+ * makes (those of every agreeing version must be the same); it can stop a
+ * stream (the end's vote then commits the file), and its scans of
+ * descriptors take a share of the table, of at most FDS_MAX descriptors
+ * each. */
 #include "logs.h"
 
 #include <dirent.h>
@@ -40,12 +48,18 @@
  * open may not have returned by the first tick). */
 #define SCAN_MAX 64
 #define STREAMS_MAX 256
+/* Descriptors looked at in one look. */
+#define FDS_MAX 4096
+/* Bytes a late member is compared with in one tick. */
+#define CATCH_MAX (4u << 20)
 
 struct member {
 	bool in;             /* a member (else the slot's replica is none) */
 	bool out;            /* outvoted, or unreadable: no longer read */
 	unsigned rid;        /* its replica's id */
 	int fd;              /* its version of the file, or -1 until found */
+	dev_t dev;           /* that version's identity, to see it replaced */
+	ino_t ino;
 	uint64_t pos;        /* bytes past base compared or voted */
 	unsigned char *buf;  /* its bytes from the committed offset on */
 	size_t len;
@@ -63,6 +77,9 @@ struct held {
 
 struct lstream {
 	char *path;
+	char *target;        /* its view's real directory, and where the path */
+	size_t rel;          /* beneath it starts */
+	double stalled;      /* since when bytes wait with no quorum (0: not) */
 	struct held *held;
 	off_t base;          /* the real file's size when the stream began */
 	uint64_t committed;  /* bytes appended to the real file */
@@ -128,6 +145,7 @@ void logs_free(struct logs *L)
 		}
 		free(s->m);
 		free(s->path);
+		free(s->target);
 		free(s);
 	}
 	free(L);
@@ -155,32 +173,50 @@ void logs_opening(struct logs *L, unsigned slot, pid_t tid)
 			L->scan[i].looks = 0;
 			return;
 		}
-	if (L->nscan == SCAN_MAX)
-		return; /* the end commits what was not streamed */
+	/* Each slot a share of the table: one replica's flood of opens never
+	 * crowds out another's (the end commits what was not streamed). */
+	unsigned mine = 0;
+	for (unsigned i = 0; i < L->nscan; i++)
+		mine += L->scan[i].slot == slot;
+	if (L->nscan == SCAN_MAX || mine >= SCAN_MAX / L->S->nslots)
+		return;
 	L->scan[L->nscan++] = (struct scan){ .slot = slot, .rid = L->S->r[slot].id, .tid = tid };
 }
 
 /* ---- finding streams ---- */
 
-/* The real file's size now (0 when it does not exist), or -1 when it is
- * no plain file of one link. */
-static off_t real_size(const char *path)
+/* The real file beneath s's view, opened with flags (and mode, when
+ * made) by openat2: no link followed, no magic link, no other file system,
+ * never blocking on a FIFO. -1 with errno. */
+static int real_open(const struct lstream *s, int flags, mode_t mode)
 {
-	struct stat st;
-	if (lstat(path, &st) != 0)
-		return errno == ENOENT ? 0 : -1;
-	return S_ISREG(st.st_mode) && st.st_nlink == 1 ? st.st_size : -1;
+	int top = open(s->target, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (top < 0)
+		return -1;
+	struct open_how how = { .flags = (uint64_t)(flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), .mode = mode,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+	int fd = (int)syscall(SYS_openat2, top, s->path + s->rel, &how, sizeof how);
+	int err = errno;
+	close(top);
+	errno = err;
+	return fd;
 }
 
-static struct lstream *stream_of(struct logs *L, const char *path, bool make)
+/* Whether fd is a plain regular file of one link. */
+static bool plain_file(int fd, struct stat *st)
+{
+	return fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_nlink == 1;
+}
+
+static struct lstream *stream_of(struct logs *L, const char *path, const struct changes *ch)
 {
 	for (struct lstream *s = L->streams; s != NULL; s = s->next)
 		if (strcmp(s->path, path) == 0)
 			return s;
-	if (!make)
-		return NULL;
-	off_t base = real_size(path);
-	if (base < 0)
+	size_t rel;
+	int v;
+	/* A path with a newline would forge log lines. */
+	if (ch == NULL || strchr(path, '\n') != NULL || (v = changes_view_of(ch, path, &rel)) < 0)
 		return NULL;
 	if (L->nstreams == STREAMS_MAX) {
 		if (!L->said_many)
@@ -188,8 +224,23 @@ static struct lstream *stream_of(struct logs *L, const char *path, bool make)
 		L->said_many = true;
 		return NULL;
 	}
+	struct lstream probe = { .path = (char *)path, .target = ch->targets[v], .rel = rel };
+	off_t base = 0;
+	int fd = real_open(&probe, O_RDONLY, 0);
+	struct stat st;
+	if (fd >= 0) {
+		bool ok = plain_file(fd, &st);
+		close(fd);
+		if (!ok)
+			return NULL;
+		base = st.st_size;
+	} else if (errno != ENOENT) {
+		return NULL;
+	}
 	struct lstream *s = must(calloc(1, sizeof *s));
 	s->path = must(strdup(path));
+	s->target = must(strdup(ch->targets[v]));
+	s->rel = rel;
 	s->base = base;
 	s->m = must(calloc(L->S->nslots, sizeof *s->m));
 	for (unsigned i = 0; i < L->S->nslots; i++)
@@ -243,12 +294,22 @@ static void look(struct logs *L, const struct scan *sc)
 		return;
 	char dir[64];
 	snprintf(dir, sizeof dir, "/proc/%d/fd", (int)sc->tid);
+	/* The thread is still one of the replica's (a tid reused since by
+	 * another process would be in another pid namespace). */
+	char mine[64], its[64], ns[64];
+	snprintf(ns, sizeof ns, "/proc/%d/ns/pid", (int)r->pid);
+	ssize_t a = readlink(ns, mine, sizeof mine);
+	snprintf(ns, sizeof ns, "/proc/%d/ns/pid", (int)sc->tid);
+	ssize_t b = readlink(ns, its, sizeof its);
+	if (a <= 0 || a != b || memcmp(mine, its, (size_t)a) != 0)
+		return;
 	DIR *d = opendir(dir);
 	if (d == NULL)
 		return;
 	static const char deleted[] = " (deleted)";
 	const size_t dl = sizeof deleted - 1;
-	for (struct dirent *e; (e = readdir(d)) != NULL;) {
+	unsigned seen = 0;
+	for (struct dirent *e; seen < FDS_MAX && (e = readdir(d)) != NULL; seen++) {
 		if (e->d_name[0] == '.')
 			continue;
 		char link[352], path[4096];
@@ -261,7 +322,7 @@ static void look(struct logs *L, const struct scan *sc)
 		if (((size_t)len > dl && strcmp(path + len - dl, deleted) == 0) ||
 		    changes_view_of(r->changes, path, &rel) < 0 || !appending(sc->tid, e->d_name))
 			continue;
-		struct lstream *s = stream_of(L, path, true);
+		struct lstream *s = stream_of(L, path, r->changes);
 		if (s != NULL && !s->off)
 			member_join(L, s, sc->slot);
 	}
@@ -271,27 +332,27 @@ static void look(struct logs *L, const struct scan *sc)
 /* ---- reading and voting ---- */
 
 /* Answers s's held syncs: all of them (all), or those of slot (slot <
- * nslots), or those whose bytes are appended; the real file synced first
- * when any of those is answered (synced: whether to). */
+ * nslots), or those whose bytes are appended, the real file synced first
+ * for these. A sync answered otherwise made nothing durable: the end
+ * commits its bytes (docs/FILES.md). */
 static void release(struct logs *L, struct lstream *s, bool all, unsigned slot)
 {
 	struct sup *S = L->S;
 	bool synced = false;
 	for (struct held **h = &s->held; *h != NULL;) {
 		struct held *a = *h;
-		bool go = all || a->slot == slot || a->size <= s->base + (off_t)s->committed;
-		if (!go) {
+		bool done = a->size <= s->base + (off_t)s->committed;
+		if (!all && a->slot != slot && !done) {
 			h = &a->next;
 			continue;
 		}
 		if (!synced && !all && a->slot != slot) {
 			/* The appended bytes made durable, as the call promises. */
-			int fd = open(s->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-			if (fd >= 0) {
-				if (fsync(fd) != 0)
-					log_warn("cannot sync %s: %s", s->path, strerror(errno));
+			int fd = real_open(s, O_RDONLY, 0);
+			if (fd < 0 || fsync(fd) != 0)
+				log_warn("cannot sync %s: %s", s->path, strerror(errno));
+			if (fd >= 0)
 				close(fd);
-			}
 			synced = true;
 		}
 		const struct replica *r = &S->r[a->slot];
@@ -336,19 +397,19 @@ static void outvote(struct logs *L, struct lstream *s, unsigned slot, const char
 	log_event("replica %u's appends to %s %s at byte %llu: it leaves the stream (the end's vote judges it)",
 		  m->rid, s->path, how, (unsigned long long)(s->base + m->pos));
 	release(L, s, false, slot);
+	unsigned rid = m->rid;
 	member_drop(m);
-	m->out = true;
-	m->in = true;
-	m->rid = L->S->r[slot].id;
+	*m = (struct member){ .in = true, .out = true, .rid = rid, .fd = -1 };
 	report_counts(L);
 }
 
 /* Compares a late member's bytes up to the committed ones with the real
- * file's. false: they differ (or cannot be read). */
+ * file's, CATCH_MAX at most a tick. false: they differ (or cannot be
+ * read). */
 static bool catch_up(struct lstream *s, struct member *m, int real)
 {
 	unsigned char a[STEP], b[STEP];
-	while (m->pos < s->committed) {
+	for (size_t budget = CATCH_MAX; m->pos < s->committed && budget >= STEP; budget -= STEP) {
 		size_t want = s->committed - m->pos < STEP ? (size_t)(s->committed - m->pos) : STEP;
 		off_t at = s->base + (off_t)m->pos;
 		ssize_t got = pread(m->fd, a, want, at);
@@ -379,47 +440,19 @@ static bool read_on(struct member *m, const struct lstream *s)
 	return true;
 }
 
-/* The real file for appending (made, as the replica's version is, when
- * it does not exist), beneath its view's target, no link followed; -1
- * with a reason in *why. */
-static int open_real(const struct changes *ch, const char *path, int version, const char **why)
+/* Whether slot's member still reads the replica's version of the path,
+ * grown from what was read: false when the file was truncated or replaced
+ * (a rotation), which a stream cannot follow. */
+static bool same_file(const struct lstream *s, const struct member *m, const struct changes *ch)
 {
-	size_t rel;
-	int v = changes_view_of(ch, path, &rel);
-	*why = "outside the views";
-	if (v < 0)
-		return -1;
-	int top = open(ch->targets[v], O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (top < 0) {
-		*why = strerror(errno);
-		return -1;
-	}
-	struct stat st;
-	if (fstat(version, &st) != 0) {
-		*why = strerror(errno);
-		close(top);
-		return -1;
-	}
-	struct open_how how = { .flags = O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-				.mode = st.st_mode & 0777,
-				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
-	int fd = (int)syscall(SYS_openat2, top, path + rel, &how, sizeof how);
-	int err = errno;
-	close(top);
-	struct stat real;
-	if (fd < 0) {
-		*why = err == ENOENT ? "its directory is new" : strerror(err);
-		return -1;
-	}
-	if (fstat(fd, &real) != 0 || !S_ISREG(real.st_mode) || real.st_nlink != 1) {
-		*why = "the real file is no plain file of one link";
+	struct stat st, now;
+	if (fstat(m->fd, &st) != 0 || st.st_size < s->base + (off_t)(m->pos + m->len))
+		return false;
+	int fd = changes_open_version(ch, s->path);
+	bool same = fd >= 0 && fstat(fd, &now) == 0 && now.st_dev == m->dev && now.st_ino == m->ino;
+	if (fd >= 0)
 		close(fd);
-		return -1;
-	}
-	/* Made now: the replica's owner (as root; a user's is the user). */
-	if (real.st_size == 0 && (real.st_uid != st.st_uid || real.st_gid != st.st_gid) && geteuid() == 0)
-		(void)fchown(fd, st.st_uid, st.st_gid);
-	return fd;
+	return same;
 }
 
 /* Whether a commit of s's path would show in no participant's views. */
@@ -433,15 +466,70 @@ static bool all_masked(struct logs *L, const struct lstream *s)
 	return true;
 }
 
-/* Appends the n bytes at bytes to the real file. */
-static bool append(struct logs *L, struct lstream *s, const struct changes *ch, int version,
-		   const unsigned char *bytes, size_t n)
+/* The real file for appending, made when it does not exist with the mode
+ * and owner every version in agree has (none other chosen: one replica
+ * never picks them), its directory synced. -1 with the reason in *why. */
+static int open_for_append(struct logs *L, struct lstream *s, uint64_t agree, const char **why)
+{
+	int fd = real_open(s, O_WRONLY | O_APPEND, 0);
+	struct stat st;
+	if (fd < 0 && errno == ENOENT) {
+		struct stat one = { 0 };
+		bool first = true;
+		for (unsigned i = 0; i < L->S->nslots && i < VOTER_MAX; i++) {
+			if (!(agree & (1ull << i)) || s->m[i].fd < 0)
+				continue;
+			if (fstat(s->m[i].fd, &st) != 0) {
+				*why = strerror(errno);
+				return -1;
+			}
+			if (!first && ((st.st_mode & 07777) != (one.st_mode & 07777) || st.st_uid != one.st_uid ||
+				       st.st_gid != one.st_gid)) {
+				*why = "the replicas' versions differ in mode or owner";
+				return -1;
+			}
+			one = st;
+			first = false;
+		}
+		if (first) {
+			*why = "no version to take the mode from";
+			return -1;
+		}
+		fd = real_open(s, O_WRONLY | O_APPEND | O_CREAT | O_EXCL, one.st_mode & 07777);
+		if (fd >= 0) {
+			if (geteuid() == 0 && fchown(fd, one.st_uid, one.st_gid) != 0)
+				log_warn("cannot give %s its owner: %s", s->path, strerror(errno));
+			if (fchmod(fd, one.st_mode & 07777) != 0)
+				log_warn("cannot give %s its mode: %s", s->path, strerror(errno));
+			char *dir = must(strdup(s->path));
+			*strrchr(dir, '/') = '\0';
+			int dfd = open(dir[0] != '\0' ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (dfd >= 0) {
+				(void)fsync(dfd);
+				close(dfd);
+			}
+			free(dir);
+		}
+	}
+	if (fd < 0) {
+		*why = errno == ENOENT ? "its directory is new" : strerror(errno);
+		return -1;
+	}
+	if (!plain_file(fd, &st)) {
+		*why = "the real file is no plain file of one link";
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Appends the n bytes at bytes (agreed by the members in agree) to the
+ * real file. */
+static bool append(struct logs *L, struct lstream *s, uint64_t agree, const unsigned char *bytes, size_t n)
 {
 	const char *why;
 	if (!s->kept) {
-		size_t rel;
-		int v = changes_view_of(ch, s->path, &rel);
-		int err = v < 0 ? EXDEV : pre_keep(L->pre, ch->targets[v], s->path);
+		int err = pre_keep(L->pre, s->target, s->path);
 		if (err != 0) {
 			char line[160];
 			snprintf(line, sizeof line, "its start version cannot be kept: %s", strerror(err));
@@ -450,7 +538,7 @@ static bool append(struct logs *L, struct lstream *s, const struct changes *ch, 
 		}
 		s->kept = true;
 	}
-	int fd = open_real(ch, s->path, version, &why);
+	int fd = open_for_append(L, s, agree, &why);
 	if (fd < 0) {
 		unsettle(L, s, why);
 		return false;
@@ -458,7 +546,7 @@ static bool append(struct logs *L, struct lstream *s, const struct changes *ch, 
 	struct stat st;
 	if (fstat(fd, &st) != 0 || st.st_size != s->base + (off_t)s->committed) {
 		close(fd);
-		unsettle(L, s, "the real file changed outside the run");
+		unsettle(L, s, "the real file changed outside the stream");
 		return false;
 	}
 	for (size_t done = 0; done < n;) {
@@ -484,15 +572,55 @@ static bool append(struct logs *L, struct lstream *s, const struct changes *ch, 
 	return true;
 }
 
+/* How many of the member's bytes the voter sees: its whole lines, and
+ * past them what a sync it holds waits for. */
+static size_t shown(const struct lstream *s, unsigned slot, const struct member *m)
+{
+	size_t n = m->len;
+	while (n > 0 && m->buf[n - 1] != '\n')
+		n--;
+	for (const struct held *h = s->held; h != NULL; h = h->next)
+		if (h->slot == slot && h->size > s->base + (off_t)s->committed) {
+			uint64_t want = (uint64_t)(h->size - s->base) - s->committed;
+			if (want > n)
+				n = want < m->len ? (size_t)want : m->len;
+		}
+	return n;
+}
+
+/* Whether a quorum can no longer agree on the next line: the live
+ * replicas' first lines (those with one) and the ones still to write
+ * cannot make a quorum. */
+static bool line_hopeless(const struct voter_view *v, unsigned n, unsigned quorum)
+{
+	unsigned pending = 0, best = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (!v[i].live)
+			continue;
+		const unsigned char *nl = v[i].len ? memchr(v[i].data, '\n', v[i].len) : NULL;
+		if (nl == NULL) {
+			pending++;
+			continue;
+		}
+		size_t li = (size_t)(nl - v[i].data) + 1;
+		unsigned same = 0;
+		for (unsigned j = 0; j < n; j++)
+			same += v[j].live && v[j].len >= li && memcmp(v[j].data, v[i].data, li) == 0;
+		if (same > best)
+			best = same;
+	}
+	return best + pending < quorum;
+}
+
 /* One round of s: members found and read, late ones compared, the agreed
- * prefix (to its last newline) appended. */
+ * prefix appended. */
 static void stream_round(struct logs *L, struct lstream *s)
 {
 	struct sup *S = L->S;
 	unsigned n = S->nslots < VOTER_MAX ? S->nslots : VOTER_MAX;
 	struct voter_view views[VOTER_MAX];
 	int real = -1;
-	for (unsigned i = 0; i < n; i++) {
+	for (unsigned i = 0; i < n && !s->off; i++) {
 		struct member *m = &s->m[i];
 		const struct replica *r = &S->r[i];
 		views[i] = (struct voter_view){ .live = r->live && !r->killed && !r->exited };
@@ -505,12 +633,25 @@ static void stream_round(struct logs *L, struct lstream *s)
 			views[i].live = false;
 			continue;
 		}
-		if (m->fd < 0 && (m->fd = changes_open_version(r->changes, s->path)) < 0)
-			continue;
-		if (m->pos < s->committed) {
-			if (real < 0 && (real = open(s->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0) {
+		if (m->fd < 0) {
+			struct stat st;
+			if ((m->fd = changes_open_version(r->changes, s->path)) < 0)
+				continue;
+			if (fstat(m->fd, &st) != 0) {
+				close(m->fd);
+				m->fd = -1;
 				continue;
 			}
+			m->dev = st.st_dev;
+			m->ino = st.st_ino;
+		}
+		if (!same_file(s, m, r->changes)) {
+			unsettle(L, s, "a replica's version was truncated or replaced (a rotation)");
+			break;
+		}
+		if (m->pos < s->committed) {
+			if (real < 0 && (real = real_open(s, O_RDONLY, 0)) < 0)
+				continue;
 			if (!catch_up(s, m, real)) {
 				outvote(L, s, i, "differ from the bytes appended");
 				views[i].live = false;
@@ -525,38 +666,53 @@ static void stream_round(struct logs *L, struct lstream *s)
 			continue;
 		}
 		views[i].data = m->buf;
-		views[i].len = m->len;
+		views[i].len = shown(s, i, m);
 	}
 	if (real >= 0)
 		close(real);
+	if (s->off)
+		return;
 	struct voter_result res;
 	voter_decide(views, n, sup_quorum(S), STEP, VOTER_PREFIX, &res);
 	for (unsigned i = 0; i < n; i++)
-		if (res.diverged & (1ull << i))
+		if (res.diverged & (1ull << i)) {
 			outvote(L, s, i, "differ from a quorum's");
-	if (res.no_quorum) {
+			views[i].live = false;
+		}
+	/* Nothing to decide while no replica has bytes (a quorum is judged
+	 * on what was written, not on replicas that ended). */
+	bool bytes_wait = false;
+	for (unsigned i = 0; i < n && !bytes_wait; i++)
+		bytes_wait = views[i].live && views[i].len > 0;
+	if (bytes_wait && (res.no_quorum || (res.commit == 0 && line_hopeless(views, n, sup_quorum(S))))) {
 		unsettle(L, s, "the replicas' appends differ, no quorum");
 		return;
 	}
 	const struct member *from = NULL;
-	unsigned fi = 0;
 	for (unsigned i = 0; i < n && from == NULL; i++)
-		if ((res.agree & (1ull << i)) && s->m[i].in && !s->m[i].out && s->m[i].len >= res.commit) {
+		if ((res.agree & (1ull << i)) && s->m[i].in && !s->m[i].out && s->m[i].len >= res.commit)
 			from = &s->m[i];
-			fi = i;
-		}
-	/* Cut at the last newline, so that a reader sees whole lines; not
-	 * while a sync waits for bytes (a binary file's records). */
-	size_t c = res.commit;
-	while (c > 0 && from != NULL && s->held == NULL && from->buf[c - 1] != '\n')
-		c--;
-	if (c == 0 || from == NULL || !all_masked(L, s))
+	size_t c = from != NULL ? res.commit : 0;
+	bool waiting = false;
+	for (unsigned i = 0; i < n && !waiting; i++)
+		waiting = views[i].live && views[i].len > c;
+	if (c == 0 || !all_masked(L, s)) {
+		/* Bytes wait, none agreed: --timeout of that and the stream
+		 * stops (a replica that never writes what the others did). */
+		double now = sup_now();
+		if (c > 0 || !waiting)
+			s->stalled = 0;
+		else if (s->stalled == 0)
+			s->stalled = now;
+		else if (now - s->stalled > S->o->straggler_ms / 1000.0)
+			unsettle(L, s, "no quorum for its bytes within --timeout");
 		return;
+	}
+	s->stalled = 0;
 	unsigned char *bytes = must(malloc(c));
 	memcpy(bytes, from->buf, c);
 	uint64_t before = s->committed;
-	bool ok = append(L, s, S->r[fi].changes, from->fd, bytes, c);
-	if (ok) {
+	if (append(L, s, res.agree, bytes, c)) {
 		/* Each member at the old offset moves past what it shares of it;
 		 * one that wrote less compares the rest later (catch_up). */
 		for (unsigned i = 0; i < n; i++) {
@@ -581,13 +737,19 @@ bool logs_sync(struct logs *L, unsigned slot, uint64_t gen, uint64_t id, const c
 {
 	if (L == NULL)
 		return false;
-	struct lstream *s = stream_of(L, path, false);
+	struct lstream *s = stream_of(L, path, NULL);
 	const struct replica *r = &L->S->r[slot];
-	if (s == NULL || s->off || !s->m[slot].in || s->m[slot].out || s->m[slot].rid != r->id)
+	struct member *m = s != NULL ? &s->m[slot] : NULL;
+	if (s == NULL || s->off || !m->in || m->out || m->rid != r->id || m->fd < 0)
 		return false;
 	struct stat st;
 	if (fstat(version, &st) != 0)
 		return false;
+	if (st.st_dev != m->dev || st.st_ino != m->ino) {
+		/* Another file at the path now (a rotation). */
+		unsettle(L, s, "a replica's version was replaced (a rotation)");
+		return false;
+	}
 	struct held *h = must(calloc(1, sizeof *h));
 	*h = (struct held){ .slot = slot, .rid = r->id, .gen = gen, .id = id, .size = st.st_size, .since = sup_now(),
 			    .next = s->held };

@@ -53,6 +53,8 @@ struct version {
 	uint8_t dg[DIGEST_BYTES]; /* its bytes */
 	off_t size;               /* NO_VERSION: a point that went on unsettled */
 	mode_t mode;
+	uid_t uid;                /* the owner too: one replica never picks it */
+	gid_t gid;
 };
 #define NO_VERSION ((off_t)-1)
 
@@ -169,6 +171,8 @@ static bool version_of(struct points *P, int fd, struct version *v)
 		return false;
 	v->size = st.st_size;
 	v->mode = st.st_mode & 07777;
+	v->uid = st.st_uid;
+	v->gid = st.st_gid;
 	return true;
 }
 
@@ -240,14 +244,17 @@ static bool point_file(struct points *P, int in, const char *real, char **path, 
 
 static bool same_version(const struct version *a, const struct version *b)
 {
-	return a->size == b->size && a->mode == b->mode && memcmp(a->dg, b->dg, sizeof a->dg) == 0;
+	return a->size == b->size && a->mode == b->mode && a->uid == b->uid && a->gid == b->gid &&
+	       memcmp(a->dg, b->dg, sizeof a->dg) == 0;
 }
 
 /* How a's version differs from b's, in the report's words: the bytes (or
- * the size), or the mode. */
+ * the size), the owner, or the mode. */
 static const char *how_differs(const struct version *a, const struct version *b)
 {
-	return a->mode != b->mode && a->size == b->size && memcmp(a->dg, b->dg, sizeof a->dg) == 0 ? "mode" : "bytes";
+	if (a->size != b->size || memcmp(a->dg, b->dg, sizeof a->dg) != 0)
+		return "bytes";
+	return a->uid != b->uid || a->gid != b->gid ? "owner" : "mode";
 }
 
 /* In the run: a voter, or a replacement catching up; either must reach
@@ -410,22 +417,18 @@ static void unsettle(struct points *P, struct ppath *pp, uint64_t m, const char 
 	}
 }
 
-/* The participants whose views would show a commit of pp's real path: not
- * at point m with a file of their own there, and no view of theirs hiding
- * the path (changes.h's masks). *first one of them, if any. */
-static unsigned exposed(struct points *P, const struct ppath *pp, uint64_t m, struct replica **first)
+/* The participants whose views would show a commit of pp's real path:
+ * no view of theirs hides it (changes.h's masks; being at the point is no
+ * proof: another thread may have moved the file since). *first one of
+ * them, if any. */
+static unsigned exposed(struct points *P, const struct ppath *pp, struct replica **first)
 {
 	struct sup *S = P->S;
 	unsigned n = 0;
 	*first = NULL;
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
-		if (!participant(r))
-			continue;
-		bool there = false;
-		for (const struct waiter *w = pp->wait; w != NULL && !there; w = w->next)
-			there = w->slot == i && w->rid == r->id && w->m == m;
-		if (there || (r->changes != NULL && changes_masks(r->changes, pp->path)))
+		if (!participant(r) || (r->changes != NULL && changes_masks(r->changes, pp->path)))
 			continue;
 		if (n++ == 0)
 			*first = r;
@@ -481,7 +484,7 @@ static void decide(struct points *P, struct ppath *pp)
 			return;
 		}
 		struct replica *show;
-		if (exposed(P, pp, m, &show) > 0) {
+		if (exposed(P, pp, &show) > 0) {
 			/* The tick kills it as a straggler after --timeout. */
 			if (pp->quorum_since == 0)
 				pp->quorum_since = sup_now();
@@ -538,15 +541,38 @@ static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, c
 	struct ppath *pp = path_lookup(P, path, true);
 	uint64_t m = pp->seen[slot]++;
 	if (m < pp->ndone) {
-		/* Committed: a late replica, or a replacement replaying. */
-		close(src);
-		if (m < DONE_MAX && pp->done[m].size != NO_VERSION) {
+		/* Decided: a late replica, or a replacement replaying. */
+		bool kept = m < DONE_MAX && pp->done[m].size != NO_VERSION;
+		if (kept && same_version(&pp->done[m], v)) {
 			P->late_checked++;
-			if (!same_version(&pp->done[m], v))
-				outvoted(P, r, pp, m, how_differs(v, &pp->done[m]));
 			report_counts(P);
+			close(src);
+			return false;
 		}
-		return false;
+		/* A voter whose count fell behind the others' (a timer's syncs,
+		 * or points another replica made alone and that went on
+		 * unsettled): the version it has is that of a later point it
+		 * passed, or else it is at the point the others come to next. */
+		if (r->live) {
+			for (uint64_t k = m + 1; k < pp->ndone && k < DONE_MAX && k < m + 64; k++)
+				if (pp->done[k].size != NO_VERSION && same_version(&pp->done[k], v)) {
+					pp->seen[slot] = k + 1;
+					P->late_checked++;
+					report_counts(P);
+					close(src);
+					return false;
+				}
+			m = pp->ndone;
+			pp->seen[slot] = m + 1;
+		} else {
+			if (kept) {
+				P->late_checked++;
+				outvoted(P, r, pp, m, how_differs(v, &pp->done[m]));
+				report_counts(P);
+			}
+			close(src);
+			return false;
+		}
 	}
 	struct waiter *w = must(calloc(1, sizeof *w));
 	*w = (struct waiter){ .slot = slot, .rid = r->id, .gen = gen, .id = id, .m = m, .v = *v, .src = src,
@@ -673,7 +699,7 @@ void points_tick(struct points *P)
 			/* A quorum agreed, and a replica's views still show the
 			 * real path: it never made the file a quorum synced. */
 			struct replica *r;
-			while (!S->stopping && exposed(P, pp, m, &r) > 0) {
+			while (!S->stopping && exposed(P, pp, &r) > 0) {
 				char why[256];
 				snprintf(why, sizeof why,
 					 "straggler: no file %s of its own %.1f s after a quorum synced it (its sync %llu)",
