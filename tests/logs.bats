@@ -154,3 +154,49 @@ lines_are() {
 	jq -e '.files.logs.streams >= 1 and .files.logs.unsettled == 0' "$T/r.json" >/dev/null ||
 		fail "report: $(jq -c '.files.logs' "$T/r.json")"
 }
+
+@test "nginx's access log in its view (the master opens it, a worker writes): one line per request in the real log while it serves, and after SIGTERM" {
+	require_cmd nginx curl
+	local port i n=40
+	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	mkdir -p "$T/w/www" "$T/w/logs" "$T/w/tmp"
+	echo hello >"$T/w/www/index.html"
+	cat >"$T/w/nginx.conf" <<-EOF
+		daemon off;
+		user root;
+		worker_processes 1;
+		pid $T/w/nginx.pid;
+		error_log $T/shared/error.log;
+		events { worker_connections 64; }
+		http {
+			client_body_temp_path $T/w/tmp/body;
+			proxy_temp_path $T/w/tmp/proxy;
+			fastcgi_temp_path $T/w/tmp/fastcgi;
+			uwsgi_temp_path $T/w/tmp/uwsgi;
+			scgi_temp_path $T/w/tmp/scgi;
+			log_format plain '\$remote_addr "\$request" \$status \$body_bytes_sent';
+			access_log $T/w/logs/access.log plain;
+			server {
+				listen 127.0.0.1:$port;
+				root $T/w/www;
+			}
+		}
+	EOF
+	(cd "$T/w" && exec timeout 200 "$DIEHARD" -k 3 -v --share "$T/shared" -r "$T/r.json" -- nginx -c "$T/w/nginx.conf" \
+		>"$T/run.out" 2>"$T/run.err") &
+	DH=$!
+	wait_until 60 eval "curl -sf -o /dev/null http://127.0.0.1:$port/index.html" ||
+		fail "nginx did not serve" "$(tail "$T/run.err")" "$(cat "$T/shared/error.log" 2>/dev/null)"
+	for ((i = 1; i < n; i++)); do
+		curl -sf -o /dev/null "http://127.0.0.1:$port/index.html?$i" || fail "request $i"
+	done
+	wait_until 60 lines_are "$T/w/logs/access.log" "$n" ||
+		fail "the real access log has $(grep -c '' "$T/w/logs/access.log" 2>/dev/null) lines for $n requests while nginx runs" \
+			"$(grep -E 'stream|append' "$T/run.err")"
+	kill -TERM "$DH"
+	await_exit "$DH" 60 || fail "diehard did not end after SIGTERM"
+	(($(grep -c '' "$T/w/logs/access.log") == n)) || fail "after the stop: $(grep -c '' "$T/w/logs/access.log") lines"
+	(($(sort -u "$T/w/logs/access.log" | grep -c '') == n)) || fail "a line twice: $(sort "$T/w/logs/access.log" | uniq -d)"
+	jq -e '.files.logs.streams >= 1 and .files.logs.unsettled == 0' "$T/r.json" >/dev/null ||
+		fail "report: $(jq -c '.files.logs' "$T/r.json")" "$(grep -E 'stream' "$T/run.err")"
+}

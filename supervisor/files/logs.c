@@ -218,6 +218,15 @@ static struct lstream *stream_of(struct logs *L, const char *path, const struct 
 	/* A path with a newline would forge log lines. */
 	if (ch == NULL || strchr(path, '\n') != NULL || (v = changes_view_of(ch, path, &rel)) < 0)
 		return NULL;
+	/* A --share'd directory is the real one in every replica. */
+	for (unsigned i = 0; i < L->S->o->nshare; i++) {
+		char *dir = realpath(L->S->o->share[i], NULL);
+		size_t n = dir != NULL ? strlen(dir) : 0;
+		bool in = dir != NULL && strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+		free(dir);
+		if (in)
+			return NULL;
+	}
 	if (L->nstreams == STREAMS_MAX) {
 		if (!L->said_many)
 			log_warn("more than %u append-only files: the others are committed at the end", STREAMS_MAX);
