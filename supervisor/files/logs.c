@@ -348,6 +348,7 @@ static void release(struct logs *L, struct lstream *s, bool all, unsigned slot)
 {
 	struct sup *S = L->S;
 	bool synced = false;
+	int sync_err = 0;
 	for (struct held **h = &s->held; *h != NULL;) {
 		struct held *a = *h;
 		bool done = a->size <= s->base + (off_t)s->committed;
@@ -355,10 +356,13 @@ static void release(struct logs *L, struct lstream *s, bool all, unsigned slot)
 			h = &a->next;
 			continue;
 		}
-		if (!synced && !all && a->slot != slot) {
-			/* The appended bytes made durable, as the call promises. */
+		bool durable = !all && a->slot != slot;
+		if (durable && !synced) {
+			/* The appended bytes made durable, as the call promises;
+			 * when they cannot be, the call says so (EIO). */
 			int fd = real_open(s, O_RDONLY, 0);
-			if (fd < 0 || fsync(fd) != 0)
+			sync_err = fd < 0 || fsync(fd) != 0 ? EIO : 0;
+			if (sync_err != 0)
 				log_warn("cannot sync %s: %s", s->path, strerror(errno));
 			if (fd >= 0)
 				close(fd);
@@ -366,7 +370,7 @@ static void release(struct logs *L, struct lstream *s, bool all, unsigned slot)
 		}
 		const struct replica *r = &S->r[a->slot];
 		if (participant(r) && r->id == a->rid)
-			virt_resume(S->virt, a->slot, a->gen, a->id, 0);
+			virt_resume(S->virt, a->slot, a->gen, a->id, durable ? sync_err : 0);
 		*h = a->next;
 		free(a);
 	}
@@ -589,7 +593,7 @@ static size_t shown(const struct lstream *s, unsigned slot, const struct member 
 	while (n > 0 && m->buf[n - 1] != '\n')
 		n--;
 	for (const struct held *h = s->held; h != NULL; h = h->next)
-		if (h->slot == slot && h->size > s->base + (off_t)s->committed) {
+		if (h->slot == slot && h->rid == m->rid && h->size > s->base + (off_t)s->committed) {
 			uint64_t want = (uint64_t)(h->size - s->base) - s->committed;
 			if (want > n)
 				n = want < m->len ? (size_t)want : m->len;
@@ -702,19 +706,55 @@ static void stream_round(struct logs *L, struct lstream *s)
 		if ((res.agree & (1ull << i)) && s->m[i].in && !s->m[i].out && s->m[i].len >= res.commit)
 			from = &s->m[i];
 	size_t c = from != NULL ? res.commit : 0;
+	/* Whole lines reach the real file, so that no reader sees a torn
+	 * one; past the last newline only what a quorum of the agreeing
+	 * replicas' held syncs ask for (a binary record). */
+	size_t lines = c;
+	while (lines > 0 && from->buf[lines - 1] != '\n')
+		lines--;
+	if (lines < c) {
+		size_t need[VOTER_MAX], k = 0;
+		for (unsigned i = 0; i < n; i++) {
+			if (!(res.agree & (1ull << i)))
+				continue;
+			size_t most = 0;
+			for (const struct held *h = s->held; h != NULL; h = h->next)
+				if (h->slot == i && h->rid == s->m[i].rid && h->size > s->base + (off_t)s->committed) {
+					uint64_t want = (uint64_t)(h->size - s->base) - s->committed;
+					if (want > most)
+						most = want < c ? (size_t)want : c;
+				}
+			need[k++] = most;
+		}
+		/* The quorum-th largest need. */
+		for (size_t a = 0; a < k; a++)
+			for (size_t b = a + 1; b < k; b++)
+				if (need[b] > need[a]) {
+					size_t t = need[a];
+					need[a] = need[b];
+					need[b] = t;
+				}
+		unsigned q = sup_quorum(S);
+		size_t held_c = q >= 1 && k >= q ? need[q - 1] : 0;
+		c = held_c > lines ? held_c : lines;
+	}
 	bool waiting = false;
 	for (unsigned i = 0; i < n && !waiting; i++)
 		waiting = views[i].live && views[i].len > c;
-	if (c == 0 || !all_masked(L, s)) {
-		/* Bytes wait, none agreed: --timeout of that and the stream
-		 * stops (a replica that never writes what the others did). */
+	bool masked = c > 0 && all_masked(L, s);
+	if (!masked) {
+		/* Bytes wait, none agreed or a replica's views would show the
+		 * append (it has not opened the file): --timeout of that and
+		 * the stream stops (the end commits the file). */
 		double now = sup_now();
-		if (c > 0 || !waiting)
+		if (c == 0 && !waiting)
 			s->stalled = 0;
 		else if (s->stalled == 0)
 			s->stalled = now;
 		else if (now - s->stalled > S->o->straggler_ms / 1000.0)
-			unsettle(L, s, "no quorum for its bytes within --timeout");
+			unsettle(L, s, c == 0 ? "no quorum for its bytes within --timeout"
+					      : "a replica has no version of its own of the file --timeout after a quorum "
+						"appended");
 		return;
 	}
 	s->stalled = 0;
@@ -797,12 +837,13 @@ void logs_tick(struct logs *L)
 		stream_round(L, s);
 		/* A sync whose bytes found no quorum within --timeout goes on
 		 * (the end commits them). */
-		for (struct held *h = s->held; h != NULL && !s->off; h = h->next)
+		for (struct held *h = s->held, *next; h != NULL && !s->off; h = next) {
+			next = h->next;
 			if (now - h->since > limit) {
 				log_event("%s: a sync of replica %u goes on after %.1f s without a quorum for its bytes",
 					  s->path, h->rid, limit);
 				release_one(L, s, h);
-				break;
 			}
+		}
 	}
 }

@@ -549,30 +549,26 @@ static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, c
 			close(src);
 			return false;
 		}
-		/* A voter whose count fell behind the others' (a timer's syncs,
-		 * or points another replica made alone and that went on
-		 * unsettled): the version it has is that of a later point it
-		 * passed, or else it is at the point the others come to next. */
-		if (r->live) {
-			for (uint64_t k = m + 1; k < pp->ndone && k < DONE_MAX && k < m + 64; k++)
-				if (pp->done[k].size != NO_VERSION && same_version(&pp->done[k], v)) {
-					pp->seen[slot] = k + 1;
-					P->late_checked++;
-					report_counts(P);
-					close(src);
-					return false;
-				}
-			m = pp->ndone;
-			pp->seen[slot] = m + 1;
-		} else {
-			if (kept) {
+		/* A voter whose count fell behind the others' (a timer's syncs):
+		 * the version it has is that of a later point it passed, on
+		 * that evidence only; else the point is used up here, its
+		 * version outvoted (never moved ahead to the next point: that
+		 * count would stay off for good). */
+		for (uint64_t k = m + 1; r->live && k < pp->ndone && k < DONE_MAX && k < m + 64; k++)
+			if (pp->done[k].size != NO_VERSION && same_version(&pp->done[k], v)) {
+				pp->seen[slot] = k + 1;
 				P->late_checked++;
-				outvoted(P, r, pp, m, how_differs(v, &pp->done[m]));
 				report_counts(P);
+				close(src);
+				return false;
 			}
-			close(src);
-			return false;
+		if (kept) {
+			P->late_checked++;
+			outvoted(P, r, pp, m, how_differs(v, &pp->done[m]));
+			report_counts(P);
 		}
+		close(src);
+		return false;
 	}
 	struct waiter *w = must(calloc(1, sizeof *w));
 	*w = (struct waiter){ .slot = slot, .rid = r->id, .gen = gen, .id = id, .m = m, .v = *v, .src = src,
