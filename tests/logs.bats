@@ -9,12 +9,7 @@ load helpers
 load writer
 
 setup() {
-	require_diehard
-	require_jq
-	T=$BATS_TEST_TMPDIR
-	export SUP_TIMEOUT=240
-	SUP_SHARE= # the work directory is viewed, as any other
-	mkdir "$T/w" "$T/shared"
+	writer_setup
 }
 
 # log_is FILE TEXT: FILE holds TEXT (waits 60 s at most: a stream appends

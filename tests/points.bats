@@ -9,12 +9,7 @@ load helpers
 load writer
 
 setup() {
-	require_diehard
-	require_jq
-	T=$BATS_TEST_TMPDIR
-	export SUP_TIMEOUT=240
-	SUP_SHARE= # the work directory is viewed, as any other
-	mkdir "$T/w" "$T/shared"
+	writer_setup
 }
 
 @test "fsync: the agreed bytes are in the real file when the call returns, once; the end commits what came after" {

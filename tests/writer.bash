@@ -1,9 +1,20 @@
 # tests/writer.bash: a long-running writer under diehard, driven a line
 # at a time (tests/scripts/points_writer.py does one thing a line of input
 # and says so on stdout, flushed): for tests/points.bats and tests/logs.bats.
-# Needs $T (with $T/w, the writer's directory, and $T/shared, --share'd).
+# writer_setup makes $T/w (the writer's directory) and $T/shared (--share'd).
 
 WRITER=$ROOT/tests/scripts/points_writer.py
+
+# writer_setup: a test's $T, its $T/w and $T/shared; the work directory
+# is viewed, as any other (no --share of the test's directory).
+writer_setup() {
+	require_diehard
+	require_jq
+	T=$BATS_TEST_TMPDIR
+	export SUP_TIMEOUT=240
+	SUP_SHARE= # the work directory is viewed, as any other
+	mkdir "$T/w" "$T/shared"
+}
 
 # start_writer ARGS...: diehard ARGS... running the writer in $T/w, its
 # input the fifo on fd 7, its output in $T/run.out.
