@@ -150,7 +150,7 @@ lines_are() {
 		fail "report: $(jq -c '.files.logs' "$T/r.json")"
 }
 
-@test "nginx's access log in its view (the master opens it, a worker writes): one line per request in the real log while it serves, and after SIGTERM" {
+@test "nginx's access log in its view (the master opens it, a worker writes): one line per request in the real log while it serves, and after SIGTERM; its pid file holds diehard's pid, which signals reach" {
 	require_cmd nginx curl
 	local port i n=40
 	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -161,7 +161,7 @@ lines_are() {
 		user root;
 		worker_processes 1;
 		pid $T/w/nginx.pid;
-		error_log $T/shared/error.log;
+		error_log $T/shared/error.log notice;
 		events { worker_connections 64; }
 		http {
 			client_body_temp_path $T/w/tmp/body;
@@ -182,6 +182,14 @@ lines_are() {
 	DH=$!
 	wait_until 60 eval "curl -sf -o /dev/null http://127.0.0.1:$port/index.html" ||
 		fail "nginx did not serve" "$(tail "$T/run.err")" "$(cat "$T/shared/error.log" 2>/dev/null)"
+	# Its pid file holds diehard's pid (docs/FILES.md, "Pid files"), whose
+	# signals reach every replica: USR1 makes nginx reopen its logs.
+	local dh_pid
+	dh_pid=$(pgrep -P "$DH" -x diehard)
+	wait_until 60 eval '[[ $(cat "$T/w/nginx.pid" 2>/dev/null) == "$dh_pid" ]]' ||
+		fail "nginx.pid holds '$(cat "$T/w/nginx.pid" 2>&1)', not diehard's pid $dh_pid" "$(grep -i pid "$T/run.err")"
+	kill -USR1 "$(cat "$T/w/nginx.pid")"
+	wait_until 60 grep -q "reopening logs" "$T/shared/error.log" || fail "USR1 through the pid file did not reach nginx"
 	for ((i = 1; i < n; i++)); do
 		curl -sf -o /dev/null "http://127.0.0.1:$port/index.html?$i" || fail "request $i"
 	done
@@ -192,6 +200,8 @@ lines_are() {
 	await_exit "$DH" 60 || fail "diehard did not end after SIGTERM"
 	(($(grep -c '' "$T/w/logs/access.log") == n)) || fail "after the stop: $(grep -c '' "$T/w/logs/access.log") lines"
 	(($(sort -u "$T/w/logs/access.log" | grep -c '') == n)) || fail "a line twice: $(sort "$T/w/logs/access.log" | uniq -d)"
-	jq -e '.files.logs.streams >= 1 and .files.logs.unsettled == 0' "$T/r.json" >/dev/null ||
-		fail "report: $(jq -c '.files.logs' "$T/r.json")" "$(grep -E 'stream' "$T/run.err")"
+	jq -e '.files.logs.streams >= 1 and .files.logs.unsettled == 0 and .files.pid_files == 1' "$T/r.json" >/dev/null ||
+		fail "report: $(jq -c '{logs: .files.logs, pid_files: .files.pid_files}' "$T/r.json")" "$(grep -E 'stream' "$T/run.err")"
+	# nginx removes its pid file as it exits: so does the end's commit.
+	[[ ! -e $T/w/nginx.pid ]] || fail "nginx.pid left: $(cat "$T/w/nginx.pid")"
 }

@@ -15,6 +15,7 @@
 #include "exitcode.h"
 #include "log.h"
 #include "logs.h"
+#include "pidfile.h"
 #include "points.h"
 #include "pre.h"
 #include "report.h"
@@ -33,6 +34,7 @@ struct files {
 	json_t *rep;           /* the report's "files" object */
 	struct points *points; /* commit points (points.h), or NULL */
 	struct logs *logs;     /* append-only files (logs.h), or NULL */
+	struct pidfiles *pids; /* pid files (pidfile.h), or NULL */
 	struct pre *pre;       /* their start-state layer (pre.h), or NULL */
 };
 
@@ -118,6 +120,7 @@ void files_init(struct sup *S)
 	json_object_set_new(F->rep, "shared", shared);
 	if (files_points_wanted(S) && (F->pre = pre_new()) != NULL) {
 		F->logs = logs_new(S, F->rep, F->pre);
+		F->pids = pidfile_new(S, F->rep, F->pre);
 		F->points = points_new(S, F->rep, F->pre, F->logs);
 		F->plan.pre = pre_root(F->pre);
 	} else if (S->o->replay != NULL) {
@@ -158,6 +161,7 @@ void files_tick(struct sup *S)
 	if (S->files != NULL) {
 		points_tick(S->files->points);
 		logs_tick(S->files->logs);
+		pidfile_tick(S->files->pids);
 	}
 }
 
@@ -170,6 +174,8 @@ void files_end(struct sup *S)
 	F->points = NULL;
 	logs_free(F->logs);
 	F->logs = NULL;
+	pidfile_free(F->pids);
+	F->pids = NULL;
 	pre_free(F->pre);
 	F->pre = NULL;
 }
@@ -178,6 +184,12 @@ void files_appending(struct sup *S, unsigned slot, pid_t tid)
 {
 	if (S->files != NULL)
 		logs_opening(S->files->logs, slot, tid);
+}
+
+void files_creating(struct sup *S, unsigned slot, pid_t tid, int dirfd, const char *path)
+{
+	if (S->files != NULL)
+		pidfile_creating(S->files->pids, slot, tid, dirfd, path);
 }
 
 bool files_point(struct sup *S, unsigned slot, uint64_t gen, const struct seccomp_notif *req)

@@ -56,6 +56,9 @@ bool files_point(struct sup *S, unsigned slot, uint64_t gen, const struct seccom
 void files_started(struct sup *S, struct replica *r, int fd);
 /* Thread tid of slot's replica opens a file to append to (logs.h). */
 void files_appending(struct sup *S, unsigned slot, pid_t tid);
+/* Thread tid of slot's replica makes path anew (O_CREAT, O_TRUNC; relative
+ * to dirfd or its cwd): a pid file, maybe (pidfile.h). */
+void files_creating(struct sup *S, unsigned slot, pid_t tid, int dirfd, const char *path);
 /* r ended: its changes are read. */
 void files_ended(struct sup *S, struct replica *r);
 /* r's slot is reused or the run ends: its views go. */

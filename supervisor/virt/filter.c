@@ -201,7 +201,8 @@ static int prefix_library_opens(struct sock_fprog *prog, uint64_t ask, bool appe
 	size_t nsites = libc_open_sites(sites);
 	/* 0-3: an openat from above the floor, else to the end (the first
 	 * instruction of libseccomp's program); 4: its flags; with appends,
-	 * O_APPEND goes to the end (logs.h); then O_CLOEXEC goes to the
+	 * O_APPEND or O_TRUNC goes to the end (logs.h, pidfile.h); then
+	 * O_CLOEXEC goes to the
 	 * marker check; then libc's sites, which go there too; then the
 	 * marker check: the asking marker goes to the end, the rest is
 	 * allowed. */
@@ -213,7 +214,7 @@ static int prefix_library_opens(struct sock_fprog *prog, uint64_t ask, bool appe
 	size_t n = from_library(prefix, SYS_openat, end);
 	prefix[n] = load(offsetof(struct seccomp_data, args[2])), n++;
 	if (appends)
-		prefix[n] = jump(BPF_JSET, O_APPEND, n, end, n + 1), n++;
+		prefix[n] = jump(BPF_JSET, O_APPEND | O_TRUNC, n, end, n + 1), n++;
 	prefix[n] = jump(BPF_JSET, O_CLOEXEC, n, mark_at, nsites ? sites_at : end), n++;
 	if (nsites) {
 		prefix[n] = load(ip), n++;
@@ -521,6 +522,14 @@ static int add_points(scmp_filter_ctx ctx)
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(openat), 1,
 				      SCMP_A2(SCMP_CMP_MASKED_EQ, O_APPEND, O_APPEND));
+	/* Files made anew (O_CREAT with O_TRUNC): a daemon's pid file
+	 * (pidfile.h). */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(open), 1,
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, O_CREAT | O_TRUNC, O_CREAT | O_TRUNC));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(openat), 1,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, O_CREAT | O_TRUNC, O_CREAT | O_TRUNC));
 	return rc;
 }
 

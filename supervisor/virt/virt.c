@@ -849,6 +849,12 @@ static enum answer on_open(struct vreplica *vr, const struct seccomp_notif *req,
 	/* A file opened to append to: voted as a stream (files/logs.h). */
 	if ((flags & O_APPEND) && (flags & O_ACCMODE) != O_RDONLY)
 		files_appending(vr->V->S, vr->index, (pid_t)req->pid);
+	/* A file made anew: a daemon's pid file, maybe (files/pidfile.h). */
+	if ((flags & (O_CREAT | O_TRUNC)) == (O_CREAT | O_TRUNC)) {
+		char made[4096];
+		if (remote_read_string((pid_t)req->pid, req->data.args[at ? 1 : 0], made, sizeof made) == 0)
+			files_creating(vr->V->S, vr->index, (pid_t)req->pid, dirfd, made);
+	}
 	/* Only plain reads are virtualized; writing to the device (feeding the
 	 * kernel's pool) goes on as it would. The filter already leaves such
 	 * opens in the kernel; the same mask keeps this handler right alone. */

@@ -1,0 +1,306 @@
+/* pidfile.c — see pidfile.h.
+ *
+ * Each path created is looked at for LOOK_TICKS ticks after its creation
+ * was notified (a daemon writes its pid right after it opens the file);
+ * the contents last made real are kept so that the same ones are not made
+ * again. Paths are few (a daemon's one or two pid files): a list, at most
+ * PATHS_MAX. */
+#include "pidfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <linux/openat2.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "changes.h"
+#include "exitcode.h"
+#include "log.h"
+#include "pre.h"
+#include "sup.h"
+
+#define LOOK_TICKS 50 /* 5 s */
+#define PATHS_MAX 64
+#define CONTENT_MAX 32
+
+struct pentry {
+	char *path;
+	char *target;        /* its view's real directory */
+	size_t rel;          /* where the path beneath it starts */
+	unsigned ticks;      /* looks left */
+	bool kept;           /* its start version is in the start-state layer */
+	char made[CONTENT_MAX + 1]; /* the replicas' contents last made real */
+	struct pentry *next;
+};
+
+struct pidfiles {
+	struct sup *S;
+	json_t *rep;
+	struct pre *pre;
+	struct pentry *paths;
+	unsigned npaths, made;
+};
+
+static void *must(void *p)
+{
+	if (p == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	return p;
+}
+
+struct pidfiles *pidfile_new(struct sup *S, json_t *rep, struct pre *pre)
+{
+	struct pidfiles *F = must(calloc(1, sizeof *F));
+	F->S = S;
+	F->rep = rep;
+	F->pre = pre;
+	return F;
+}
+
+void pidfile_free(struct pidfiles *F)
+{
+	if (F == NULL)
+		return;
+	for (struct pentry *e = F->paths, *next; e != NULL; e = next) {
+		next = e->next;
+		free(e->path);
+		free(e->target);
+		free(e);
+	}
+	free(F);
+}
+
+static bool participant(const struct replica *r)
+{
+	return r->used && (r->live || r->joining) && !r->killed && !r->exited;
+}
+
+/* path made absolute against base and cleaned of ".", ".." and repeated
+ * slashes, into out. false when it does not fit. */
+static bool absolute(const char *base, const char *path, char *out, size_t size)
+{
+	char joined[8192];
+	int n = path[0] == '/' ? snprintf(joined, sizeof joined, "%s", path)
+			       : snprintf(joined, sizeof joined, "%s/%s", base, path);
+	if (n < 0 || (size_t)n >= sizeof joined)
+		return false;
+	size_t o = 0;
+	for (char *save = NULL, *c = strtok_r(joined, "/", &save); c != NULL; c = strtok_r(NULL, "/", &save)) {
+		if (strcmp(c, ".") == 0)
+			continue;
+		if (strcmp(c, "..") == 0) {
+			while (o > 0 && out[o - 1] != '/')
+				o--;
+			if (o > 0)
+				o--;
+			continue;
+		}
+		size_t len = strlen(c);
+		if (o + 1 + len + 1 > size)
+			return false;
+		out[o++] = '/';
+		memcpy(out + o, c, len);
+		o += len;
+	}
+	if (o == 0)
+		out[o++] = '/';
+	out[o] = '\0';
+	return true;
+}
+
+void pidfile_creating(struct pidfiles *F, unsigned slot, pid_t tid, int dirfd, const char *path)
+{
+	if (F == NULL || slot >= F->S->nslots)
+		return;
+	size_t len = strlen(path);
+	if (len < 5 || strcmp(path + len - 4, ".pid") != 0 || strchr(path, '\n') != NULL)
+		return;
+	const struct replica *r = &F->S->r[slot];
+	if (!participant(r) || r->changes == NULL)
+		return;
+	char link[64], base[4096] = "/", real[4096];
+	if (path[0] != '/') {
+		if (dirfd == AT_FDCWD)
+			snprintf(link, sizeof link, "/proc/%d/cwd", (int)tid);
+		else
+			snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)tid, dirfd);
+		ssize_t n = readlink(link, base, sizeof base - 1);
+		if (n <= 0 || base[0] != '/')
+			return;
+		base[n] = '\0';
+	}
+	size_t rel;
+	int v;
+	if (!absolute(base, path, real, sizeof real) || (v = changes_view_of(r->changes, real, &rel)) < 0)
+		return;
+	for (struct pentry *e = F->paths; e != NULL; e = e->next)
+		if (strcmp(e->path, real) == 0) {
+			e->ticks = LOOK_TICKS;
+			return;
+		}
+	if (F->npaths == PATHS_MAX)
+		return;
+	struct pentry *e = must(calloc(1, sizeof *e));
+	e->path = must(strdup(real));
+	e->target = must(strdup(r->changes->targets[v]));
+	e->rel = rel;
+	e->ticks = LOOK_TICKS;
+	e->next = F->paths;
+	F->paths = e;
+	F->npaths++;
+}
+
+/* A replica's version of the path, if it is a pid file: its contents
+ * (NUL-terminated) and attributes. */
+struct pversion {
+	char text[CONTENT_MAX + 1];
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+};
+
+static bool version_of(const struct replica *r, const char *path, struct pversion *pv)
+{
+	int fd = changes_open_version(r->changes, path);
+	if (fd < 0)
+		return false;
+	struct stat st;
+	ssize_t n = -1;
+	if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size <= CONTENT_MAX)
+		n = pread(fd, pv->text, CONTENT_MAX, 0);
+	close(fd);
+	if (n <= 0 || n != st.st_size)
+		return false;
+	pv->text[n] = '\0';
+	size_t digits = strspn(pv->text, "0123456789");
+	if (digits == 0 || digits > 10 || !(pv->text[digits] == '\0' || strcmp(pv->text + digits, "\n") == 0))
+		return false;
+	pv->mode = st.st_mode & 07777;
+	pv->uid = st.st_uid;
+	pv->gid = st.st_gid;
+	return true;
+}
+
+static bool same(const struct pversion *a, const struct pversion *b)
+{
+	return strcmp(a->text, b->text) == 0 && a->mode == b->mode && a->uid == b->uid && a->gid == b->gid;
+}
+
+/* Makes e's real file hold diehard's pid (with the newline pv has): beside,
+ * synced, renamed into place, its directory synced; the directory opened
+ * beneath the view's target, no link followed. 0 or an errno. */
+static int make_real(struct pidfiles *F, struct pentry *e, const struct pversion *pv)
+{
+	if (!e->kept) {
+		int err = pre_keep(F->pre, e->target, e->path);
+		if (err != 0)
+			return err;
+		e->kept = true;
+	}
+	const char *name = strrchr(e->path, '/') + 1;
+	char parent[4096];
+	size_t plen = (size_t)(name - 1 - (e->path + e->rel));
+	if (name - 1 < e->path + e->rel)
+		plen = 0;
+	if (plen >= sizeof parent)
+		return ENAMETOOLONG;
+	memcpy(parent, e->path + e->rel, plen);
+	parent[plen] = '\0';
+	int top = open(e->target, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (top < 0)
+		return errno;
+	int dir = top;
+	if (plen > 0) {
+		struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+					.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+						   RESOLVE_NO_XDEV };
+		dir = (int)syscall(SYS_openat2, top, parent, &how, sizeof how);
+		int err = errno;
+		close(top);
+		if (dir < 0)
+			return err;
+	} else {
+		close(top);
+		dir = open(e->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dir < 0)
+			return errno;
+	}
+	char tmp[64], text[48];
+	snprintf(tmp, sizeof tmp, ".diehard-pid-%d-%u", (int)getpid(), F->made);
+	int len = snprintf(text, sizeof text, "%d%s", (int)getpid(), strchr(pv->text, '\n') ? "\n" : "");
+	int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, pv->mode & 0777);
+	int err = fd < 0 ? errno : 0;
+	if (fd >= 0) {
+		if (write(fd, text, (size_t)len) != len)
+			err = errno ? errno : EIO;
+		if (err == 0 && geteuid() == 0 && fchown(fd, pv->uid, pv->gid) != 0)
+			err = errno;
+		if (err == 0 && fchmod(fd, pv->mode) != 0)
+			err = errno;
+		if (err == 0 && fsync(fd) != 0)
+			err = errno;
+		close(fd);
+		if (err == 0 && renameat(dir, tmp, dir, name) != 0)
+			err = errno;
+		if (err != 0)
+			(void)unlinkat(dir, tmp, 0);
+		else
+			(void)fsync(dir);
+	}
+	close(dir);
+	return err;
+}
+
+void pidfile_tick(struct pidfiles *F)
+{
+	if (F == NULL || F->S->stopping)
+		return;
+	struct sup *S = F->S;
+	for (struct pentry *e = F->paths; e != NULL; e = e->next) {
+		if (e->ticks == 0)
+			continue;
+		e->ticks--;
+		struct pversion v[64];
+		bool has[64] = { false };
+		bool masked = true;
+		unsigned n = S->nslots < 64 ? S->nslots : 64;
+		for (unsigned i = 0; i < n; i++) {
+			const struct replica *r = &S->r[i];
+			if (!participant(r))
+				continue;
+			if (r->changes == NULL || !changes_masks(r->changes, e->path))
+				masked = false;
+			has[i] = r->live && r->changes != NULL && version_of(r, e->path, &v[i]);
+		}
+		const struct pversion *best = NULL;
+		unsigned best_n = 0;
+		for (unsigned i = 0; i < n; i++) {
+			unsigned k = 0;
+			for (unsigned j = 0; has[i] && j < n; j++)
+				k += has[j] && same(&v[i], &v[j]);
+			if (k > best_n) {
+				best_n = k;
+				best = &v[i];
+			}
+		}
+		if (best == NULL || best_n < sup_quorum(S) || !masked || strcmp(best->text, e->made) == 0)
+			continue;
+		int err = make_real(F, e, best);
+		if (err != 0) {
+			log_warn("%s: cannot make the pid file real: %s (the end commits it)", e->path, strerror(err));
+			e->ticks = 0;
+			continue;
+		}
+		snprintf(e->made, sizeof e->made, "%s", best->text);
+		F->made++;
+		json_object_set_new(F->rep, "pid_files", json_integer((json_int_t)F->made));
+		log_event("%s: a pid file (the replicas' %.*s): made real with diehard's pid %d", e->path,
+			  (int)strcspn(best->text, "\n"), best->text, (int)getpid());
+	}
+}
