@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -28,13 +29,19 @@
 #define LOOK_TICKS 50 /* 5 s */
 #define PATHS_MAX 64
 #define CONTENT_MAX 32
+/* A pid file's path beneath its view: bytes, and names deep. Past that
+ * it is left to the end (each look walks it in every replica). */
+#define REL_MAX 255
+#define DEPTH_MAX 16
 
 struct pentry {
 	char *path;
 	char *target;        /* its view's real directory */
 	size_t rel;          /* where the path beneath it starts */
 	unsigned ticks;      /* looks left */
+	uint64_t who;        /* slots that made it anew (only they vote) */
 	bool kept;           /* its start version is in the start-state layer */
+	bool failed;         /* could not be made: left to the end (said once) */
 	char made[CONTENT_MAX + 1]; /* the replicas' contents last made real */
 	struct pentry *next;
 };
@@ -119,8 +126,11 @@ void pidfile_creating(struct pidfiles *F, unsigned slot, pid_t tid, int dirfd, c
 	if (F == NULL || slot >= F->S->nslots)
 		return;
 	size_t len = strlen(path);
-	if (len < 5 || strcmp(path + len - 4, ".pid") != 0 || strchr(path, '\n') != NULL)
+	if (len < 5 || strcmp(path + len - 4, ".pid") != 0)
 		return;
+	for (const char *c = path; *c != '\0'; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return; /* a name that would forge or garble log lines */
 	const struct replica *r = &F->S->r[slot];
 	if (!participant(r) || r->changes == NULL)
 		return;
@@ -139,18 +149,30 @@ void pidfile_creating(struct pidfiles *F, unsigned slot, pid_t tid, int dirfd, c
 	int v;
 	if (!absolute(base, path, real, sizeof real) || (v = changes_view_of(r->changes, real, &rel)) < 0)
 		return;
-	for (struct pentry *e = F->paths; e != NULL; e = e->next)
+	unsigned depth = 0;
+	for (const char *c = real + rel; *c != '\0'; c++)
+		depth += *c == '/';
+	if (strlen(real + rel) > REL_MAX || depth >= DEPTH_MAX)
+		return;
+	unsigned mine = 0;
+	for (struct pentry *e = F->paths; e != NULL; e = e->next) {
 		if (strcmp(e->path, real) == 0) {
-			e->ticks = LOOK_TICKS;
+			e->ticks = e->failed ? 0 : LOOK_TICKS;
+			if (slot < 64)
+				e->who |= 1ull << slot;
 			return;
 		}
-	if (F->npaths == PATHS_MAX)
+		mine += slot < 64 && (e->who & (1ull << slot)) != 0;
+	}
+	/* Each slot a share: one replica's opens never crowd out another's. */
+	if (F->npaths == PATHS_MAX || mine >= PATHS_MAX / F->S->nslots)
 		return;
 	struct pentry *e = must(calloc(1, sizeof *e));
 	e->path = must(strdup(real));
 	e->target = must(strdup(r->changes->targets[v]));
 	e->rel = rel;
 	e->ticks = LOOK_TICKS;
+	e->who = slot < 64 ? 1ull << slot : 0;
 	e->next = F->paths;
 	F->paths = e;
 	F->npaths++;
@@ -197,12 +219,6 @@ static bool same(const struct pversion *a, const struct pversion *b)
  * beneath the view's target, no link followed. 0 or an errno. */
 static int make_real(struct pidfiles *F, struct pentry *e, const struct pversion *pv)
 {
-	if (!e->kept) {
-		int err = pre_keep(F->pre, e->target, e->path);
-		if (err != 0)
-			return err;
-		e->kept = true;
-	}
 	const char *name = strrchr(e->path, '/') + 1;
 	char parent[4096];
 	size_t plen = (size_t)(name - 1 - (e->path + e->rel));
@@ -231,17 +247,44 @@ static int make_real(struct pidfiles *F, struct pentry *e, const struct pversion
 		if (dir < 0)
 			return errno;
 	}
+	/* What is there now must be nothing or a small regular file (no
+	 * FIFO, no huge file for the start-state layer to copy). */
+	struct stat now;
+	if (fstatat(dir, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && (!S_ISREG(now.st_mode) || now.st_size > 4096)) {
+		close(dir);
+		return EEXIST;
+	}
+	if (!e->kept) {
+		int err = pre_keep(F->pre, e->target, e->path);
+		if (err != 0) {
+			close(dir);
+			return err;
+		}
+		e->kept = true;
+	}
+	/* Made and renamed as the owner the replicas gave it, so that the
+	 * kernel checks what it checks for them (a sticky /tmp, a directory
+	 * of another user's); root's own rights are not lent. */
+	bool as_owner = geteuid() == 0;
+	if (as_owner) {
+		(void)setfsgid(pv->gid);
+		(void)setfsuid(pv->uid);
+		if ((uid_t)setfsuid((uid_t)-1) != pv->uid || (gid_t)setfsgid((gid_t)-1) != pv->gid) {
+			(void)setfsuid(0);
+			(void)setfsgid(0);
+			close(dir);
+			return EPERM;
+		}
+	}
 	char tmp[64], text[48];
 	snprintf(tmp, sizeof tmp, ".diehard-pid-%d-%u", (int)getpid(), F->made);
 	int len = snprintf(text, sizeof text, "%d%s", (int)getpid(), strchr(pv->text, '\n') ? "\n" : "");
-	int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, pv->mode & 0777);
+	int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, pv->mode & 0666);
 	int err = fd < 0 ? errno : 0;
 	if (fd >= 0) {
 		if (write(fd, text, (size_t)len) != len)
 			err = errno ? errno : EIO;
-		if (err == 0 && geteuid() == 0 && fchown(fd, pv->uid, pv->gid) != 0)
-			err = errno;
-		if (err == 0 && fchmod(fd, pv->mode) != 0)
+		if (err == 0 && fchmod(fd, pv->mode & 0666) != 0)
 			err = errno;
 		if (err == 0 && fsync(fd) != 0)
 			err = errno;
@@ -252,6 +295,10 @@ static int make_real(struct pidfiles *F, struct pentry *e, const struct pversion
 			(void)unlinkat(dir, tmp, 0);
 		else
 			(void)fsync(dir);
+	}
+	if (as_owner) {
+		(void)setfsuid(0);
+		(void)setfsgid(0);
 	}
 	close(dir);
 	return err;
@@ -268,15 +315,13 @@ void pidfile_tick(struct pidfiles *F)
 		e->ticks--;
 		struct pversion v[64];
 		bool has[64] = { false };
-		bool masked = true;
 		unsigned n = S->nslots < 64 ? S->nslots : 64;
+		/* Only the voters that made the file anew vote (a copy-up of
+		 * the real one is no pid file of theirs). */
 		for (unsigned i = 0; i < n; i++) {
 			const struct replica *r = &S->r[i];
-			if (!participant(r))
-				continue;
-			if (r->changes == NULL || !changes_masks(r->changes, e->path))
-				masked = false;
-			has[i] = r->live && r->changes != NULL && version_of(r, e->path, &v[i]);
+			has[i] = (e->who & (1ull << i)) && participant(r) && r->live && r->changes != NULL &&
+				 version_of(r, e->path, &v[i]);
 		}
 		const struct pversion *best = NULL;
 		unsigned best_n = 0;
@@ -289,12 +334,20 @@ void pidfile_tick(struct pidfiles *F)
 				best = &v[i];
 			}
 		}
-		if (best == NULL || best_n < sup_quorum(S) || !masked || strcmp(best->text, e->made) == 0)
+		if (best == NULL || best_n < sup_quorum(S) || strcmp(best->text, e->made) == 0)
+			continue;
+		bool masked = true;
+		for (unsigned i = 0; i < S->nslots && masked; i++) {
+			const struct replica *r = &S->r[i];
+			masked = !participant(r) || (r->changes != NULL && changes_masks(r->changes, e->path));
+		}
+		if (!masked)
 			continue;
 		int err = make_real(F, e, best);
 		if (err != 0) {
 			log_warn("%s: cannot make the pid file real: %s (the end commits it)", e->path, strerror(err));
 			e->ticks = 0;
+			e->failed = true;
 			continue;
 		}
 		snprintf(e->made, sizeof e->made, "%s", best->text);

@@ -238,9 +238,16 @@ static bool kept(const struct pre *p, const char *path, size_t from)
 /* A copy of the real file at path into the layer (its directories made). */
 static int copy_file(struct pre *p, const char *path, const struct stat *st)
 {
-	int in = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	/* Never waiting on a FIFO put there since the lstat: what is open
+	 * must still be a regular file. */
+	int in = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (in < 0)
 		return errno;
+	struct stat now;
+	if (fstat(in, &now) != 0 || !S_ISREG(now.st_mode)) {
+		close(in);
+		return EINVAL;
+	}
 	/* A name of the layer's own beside the root, never a mirrored one. */
 	char tmp[64];
 	static unsigned long counter;
