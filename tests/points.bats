@@ -61,7 +61,8 @@ setup() {
 		mkdir "$T/copy"
 		cp "$T/w/t.db" "$T/w/t.db-wal" "$T/copy/"
 		[[ $(sqlite3 "$T/copy/t.db" 'select count(*) from t') == "$n" ]] ||
-			fail "after row $n the real database has $(sqlite3 "$T/copy/t.db" 'select count(*) from t' 2>&1) rows"
+			fail "after row $n the real database has $(sqlite3 "$T/copy/t.db" 'select count(*) from t' 2>&1) rows" \
+				"$(grep -E 'sync|point|straggler|kill|caught|outvoted' "$T/run.err" | tail -n 15)"
 		if ((n == 3)); then
 			victim=$(writer_pids | shuf -n 1)
 			[[ -n $victim ]] || fail "no replica to kill"
@@ -70,8 +71,9 @@ setup() {
 	done
 	finish
 	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
-	[[ $(sqlite3 "$T/w/t.db" 'select group_concat(n) from t') == 1,2,3,4,5,6 ]]
-	[[ $(sqlite3 "$T/w/t.db" 'pragma integrity_check') == ok ]]
+	[[ $(sqlite3 "$T/w/t.db" 'select group_concat(n) from t') == 1,2,3,4,5,6 ]] ||
+		fail "after the run: $(sqlite3 "$T/w/t.db" 'select group_concat(n) from t' 2>&1)" "$(tail -n 15 "$T/run.err")"
+	[[ $(sqlite3 "$T/w/t.db" 'pragma integrity_check') == ok ]] || fail "integrity: $(sqlite3 "$T/w/t.db" 'pragma integrity_check' 2>&1)"
 	jq -e '.files.points.committed > 0 and .files.points.failed == 0 and
 		(.files.divergences // []) == [] and (.replacements | length) >= 1' "$T/r.json" >/dev/null ||
 		fail "report: $(jq -c '{points: .files.points, div: .files.divergences, rep: (.replacements | length)}' "$T/r.json")" \
