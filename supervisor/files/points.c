@@ -669,6 +669,27 @@ static const struct waiter *oldest_at(const struct ppath *pp, uint64_t m)
 	return old;
 }
 
+/* Whether every live voter without a call held at point m of pp has one
+ * held at another point. */
+static bool others_held(struct points *P, const struct ppath *pp, uint64_t m)
+{
+	struct sup *S = P->S;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		const struct replica *r = &S->r[i];
+		if (!r->live || !participant(r))
+			continue;
+		bool there = false, elsewhere = false;
+		for (const struct waiter *w = pp->wait; w != NULL && !there; w = w->next)
+			there = w->slot == i && w->rid == r->id && w->m == m;
+		for (const struct ppath *q = P->paths; q != NULL && !there && !elsewhere; q = q->next)
+			for (const struct waiter *w = q->wait; w != NULL && !elsewhere; w = w->next)
+				elsewhere = w->slot == i && w->rid == r->id && (q != pp || w->m != m);
+		if (!there && !elsewhere)
+			return false;
+	}
+	return true;
+}
+
 void points_tick(struct points *P)
 {
 	if (P == NULL)
@@ -704,13 +725,15 @@ void points_tick(struct points *P)
 			}
 			pp->quorum_since = 0;
 			decide(P, pp);
-		} else if (now - old->since > limit) {
-			/* No quorum within --timeout: the voters not there sync
-			 * it later, in another order, or never (a timer's sync
-			 * that found nothing to write). */
+		} else if (now - old->since > limit && others_held(P, pp, m)) {
+			/* No quorum within --timeout, and every voter not there
+			 * waits at another point: none can come (syncs in
+			 * another order in each replica). A voter that runs on is
+			 * waited for: a slow one comes, and one that never does
+			 * is a straggler of the output. */
 			char why[160];
-			snprintf(why, sizeof why, "no quorum within %.1f s (the other replicas' syncs of it come later, "
-				 "or never)", limit);
+			snprintf(why, sizeof why, "no quorum within %.1f s (every other replica waits at another point)",
+				 limit);
 			unsettle(P, pp, m, why);
 			decide(P, pp);
 		}

@@ -17,7 +17,8 @@
  * only then do the calls return. A point is no verdict: what a file holds
  * at a sync can depend on when it came (a timer's sync), so a replica of
  * another version is outvoted there and goes on, and a point where no
- * quorum can form, or none formed within --timeout, goes on uncommitted;
+ * quorum can form, or none formed within --timeout while every other
+ * replica waits at another point, goes on uncommitted;
  * the end's vote judges the replicas. A replica that reaches a point
  * already decided (a late one, a replacement replaying) is compared with
  * the committed version and never commits again. A stop (SIGTERM,
