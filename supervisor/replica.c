@@ -176,6 +176,11 @@ static void probe_stopped(struct replica *r)
 	}
 }
 
+bool replica_in_run(const struct replica *r)
+{
+	return r->used && (r->live || r->joining) && !r->killed && !r->exited;
+}
+
 /* Takes r out of the vote (or out of catching up) for good, kills it, and
  * asks for a replacement. */
 void replica_kill(struct sup *S, struct replica *r, const char *why)

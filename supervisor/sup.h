@@ -230,6 +230,9 @@ void replica_close_input(struct replica *r);
 void replica_close_output(struct replica *r, int s);
 void replica_signal(struct replica *r, int sig);
 void replica_kill(struct sup *S, struct replica *r, const char *why);
+/* In the run: a voter, or a replacement catching up, neither killed nor
+ * exited (what the file effects wait for). */
+bool replica_in_run(const struct replica *r);
 /* SIGKILL to every process not reaped yet, stopped or not: the replicas
  * still running and those killed before (sandboxed: their inits). */
 void replicas_kill_all(struct sup *S);

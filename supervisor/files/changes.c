@@ -470,6 +470,20 @@ static int open_beneath(int root, const char *upper)
 	return fd;
 }
 
+int changes_open_real(const char *target, const char *rel, int flags, mode_t mode)
+{
+	int top = open(target, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (top < 0)
+		return -1;
+	struct open_how how = { .flags = (uint64_t)(flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), .mode = mode,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+	int fd = (int)syscall(SYS_openat2, top, rel[0] != '\0' ? rel : ".", &how, sizeof how);
+	int err = errno;
+	close(top);
+	errno = err;
+	return fd;
+}
+
 int changes_open_version(const struct changes *ch, const char *path)
 {
 	char upper[4200];

@@ -81,6 +81,11 @@ void changes_free(struct changes *ch);
 /* The view of the real path (the longest target it lies beneath), or -1;
  * *rel where the path beneath it starts. */
 int changes_view_of(const struct changes *ch, const char *path, size_t *rel);
+/* rel beneath the real directory target (a view's), opened with flags
+ * (and mode, when made) by openat2: no link followed, no magic link, no
+ * other file system, never blocking on a FIFO; rel "" is target itself.
+ * -1 with errno. */
+int changes_open_real(const char *target, const char *rel, int flags, mode_t mode);
 /* The replica's own version of the real path (in its upper layer), open
  * for reading: opened beneath the staging root, no link followed, no other
  * file system, never waiting on a FIFO; a regular file, or -1. */

@@ -23,12 +23,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "changes.h"
@@ -158,12 +156,6 @@ static void report_counts(struct logs *L)
 				      "outvoted", (json_int_t)L->outvoted, "unsettled", (json_int_t)L->unsettled));
 }
 
-/* A voter, or a replacement catching up. */
-static bool participant(const struct replica *r)
-{
-	return r->used && (r->live || r->joining) && !r->killed && !r->exited;
-}
-
 void logs_opening(struct logs *L, unsigned slot, pid_t tid)
 {
 	if (L == NULL || slot >= L->S->nslots)
@@ -185,21 +177,10 @@ void logs_opening(struct logs *L, unsigned slot, pid_t tid)
 
 /* ---- finding streams ---- */
 
-/* The real file beneath s's view, opened with flags (and mode, when
- * made) by openat2: no link followed, no magic link, no other file system,
- * never blocking on a FIFO. -1 with errno. */
+/* The real file of s, beneath its view (changes_open_real). */
 static int real_open(const struct lstream *s, int flags, mode_t mode)
 {
-	int top = open(s->target, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (top < 0)
-		return -1;
-	struct open_how how = { .flags = (uint64_t)(flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), .mode = mode,
-				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
-	int fd = (int)syscall(SYS_openat2, top, s->path + s->rel, &how, sizeof how);
-	int err = errno;
-	close(top);
-	errno = err;
-	return fd;
+	return changes_open_real(s->target, s->path + s->rel, flags, mode);
 }
 
 /* Whether fd is a plain regular file of one link. */
@@ -299,7 +280,7 @@ static void member_join(struct logs *L, struct lstream *s, unsigned slot)
 static void look(struct logs *L, const struct scan *sc)
 {
 	const struct replica *r = &L->S->r[sc->slot];
-	if (!participant(r) || r->id != sc->rid || r->changes == NULL)
+	if (!replica_in_run(r) || r->id != sc->rid || r->changes == NULL)
 		return;
 	char dir[64];
 	snprintf(dir, sizeof dir, "/proc/%d/fd", (int)sc->tid);
@@ -369,7 +350,7 @@ static void release(struct logs *L, struct lstream *s, bool all, unsigned slot)
 			synced = true;
 		}
 		const struct replica *r = &S->r[a->slot];
-		if (participant(r) && r->id == a->rid)
+		if (replica_in_run(r) && r->id == a->rid)
 			virt_resume(S->virt, a->slot, a->gen, a->id, durable ? sync_err : 0);
 		*h = a->next;
 		free(a);
@@ -383,7 +364,7 @@ static void release_one(struct logs *L, struct lstream *s, struct held *h)
 		if (*p == h) {
 			*p = h->next;
 			const struct replica *r = &L->S->r[h->slot];
-			if (participant(r) && r->id == h->rid)
+			if (replica_in_run(r) && r->id == h->rid)
 				virt_resume(L->S->virt, h->slot, h->gen, h->id, 0);
 			free(h);
 			return;
@@ -473,7 +454,7 @@ static bool all_masked(struct logs *L, const struct lstream *s)
 {
 	for (unsigned i = 0; i < L->S->nslots; i++) {
 		const struct replica *r = &L->S->r[i];
-		if (participant(r) && (r->changes == NULL || !changes_masks(r->changes, s->path)))
+		if (replica_in_run(r) && (r->changes == NULL || !changes_masks(r->changes, s->path)))
 			return false;
 	}
 	return true;
@@ -514,9 +495,10 @@ static int open_for_append(struct logs *L, struct lstream *s, uint64_t agree, co
 				log_warn("cannot give %s its owner: %s", s->path, strerror(errno));
 			if (fchmod(fd, one.st_mode & 07777) != 0)
 				log_warn("cannot give %s its mode: %s", s->path, strerror(errno));
-			char *dir = must(strdup(s->path));
-			*strrchr(dir, '/') = '\0';
-			int dfd = open(dir[0] != '\0' ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			char *dir = must(strdup(s->path + s->rel));
+			char *slash = strrchr(dir, '/');
+			*(slash != NULL ? slash : dir) = '\0';
+			int dfd = changes_open_real(s->target, dir, O_RDONLY | O_DIRECTORY, 0);
 			if (dfd >= 0) {
 				(void)fsync(dfd);
 				close(dfd);
@@ -637,7 +619,7 @@ static void stream_round(struct logs *L, struct lstream *s)
 		struct member *m = &s->m[i];
 		const struct replica *r = &S->r[i];
 		views[i] = (struct voter_view){ .live = r->live && !r->killed && !r->exited };
-		if (!m->in || m->rid != r->id || !participant(r)) {
+		if (!m->in || m->rid != r->id || !replica_in_run(r)) {
 			if (m->in && m->rid != r->id)
 				member_drop(m);
 			continue;

@@ -10,14 +10,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <linux/openat2.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "changes.h"
@@ -83,11 +81,6 @@ void pidfile_free(struct pidfiles *F)
 	free(F);
 }
 
-static bool participant(const struct replica *r)
-{
-	return r->used && (r->live || r->joining) && !r->killed && !r->exited;
-}
-
 /* path made absolute against base and cleaned of ".", ".." and repeated
  * slashes, into out. false when it does not fit. */
 static bool absolute(const char *base, const char *path, char *out, size_t size)
@@ -132,7 +125,7 @@ void pidfile_creating(struct pidfiles *F, unsigned slot, pid_t tid, int dirfd, c
 		if ((unsigned char)*c < 0x20 || *c == 0x7f)
 			return; /* a name that would forge or garble log lines */
 	const struct replica *r = &F->S->r[slot];
-	if (!participant(r) || r->changes == NULL)
+	if (!replica_in_run(r) || r->changes == NULL)
 		return;
 	char link[64], base[4096] = "/", real[4096];
 	if (path[0] != '/') {
@@ -228,25 +221,9 @@ static int make_real(struct pidfiles *F, struct pentry *e, const struct pversion
 		return ENAMETOOLONG;
 	memcpy(parent, e->path + e->rel, plen);
 	parent[plen] = '\0';
-	int top = open(e->target, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (top < 0)
+	int dir = changes_open_real(e->target, parent, O_RDONLY | O_DIRECTORY, 0);
+	if (dir < 0)
 		return errno;
-	int dir = top;
-	if (plen > 0) {
-		struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-					.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-						   RESOLVE_NO_XDEV };
-		dir = (int)syscall(SYS_openat2, top, parent, &how, sizeof how);
-		int err = errno;
-		close(top);
-		if (dir < 0)
-			return err;
-	} else {
-		close(top);
-		dir = open(e->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dir < 0)
-			return errno;
-	}
 	/* What is there now must be nothing or a small regular file (no
 	 * FIFO, no huge file for the start-state layer to copy). */
 	struct stat now;
@@ -320,7 +297,7 @@ void pidfile_tick(struct pidfiles *F)
 		 * the real one is no pid file of theirs). */
 		for (unsigned i = 0; i < n; i++) {
 			const struct replica *r = &S->r[i];
-			has[i] = (e->who & (1ull << i)) && participant(r) && r->live && r->changes != NULL &&
+			has[i] = (e->who & (1ull << i)) && replica_in_run(r) && r->live && r->changes != NULL &&
 				 version_of(r, e->path, &v[i]);
 		}
 		const struct pversion *best = NULL;
@@ -339,7 +316,7 @@ void pidfile_tick(struct pidfiles *F)
 		bool masked = true;
 		for (unsigned i = 0; i < S->nslots && masked; i++) {
 			const struct replica *r = &S->r[i];
-			masked = !participant(r) || (r->changes != NULL && changes_masks(r->changes, e->path));
+			masked = !replica_in_run(r) || (r->changes != NULL && changes_masks(r->changes, e->path));
 		}
 		if (!masked)
 			continue;

@@ -257,17 +257,10 @@ static const char *how_differs(const struct version *a, const struct version *b)
 	return a->uid != b->uid || a->gid != b->gid ? "owner" : "mode";
 }
 
-/* In the run: a voter, or a replacement catching up; either must reach
- * a point before it is committed. */
-static bool participant(const struct replica *r)
-{
-	return r->used && (r->live || r->joining) && !r->killed && !r->exited;
-}
-
 static bool waiter_valid(const struct sup *S, const struct waiter *w)
 {
 	const struct replica *r = &S->r[w->slot];
-	return participant(r) && r->id == w->rid;
+	return replica_in_run(r) && r->id == w->rid;
 }
 
 static bool waiter_votes(const struct sup *S, const struct waiter *w)
@@ -428,7 +421,7 @@ static unsigned exposed(struct points *P, const struct ppath *pp, struct replica
 	*first = NULL;
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
-		if (!participant(r) || (r->changes != NULL && changes_masks(r->changes, pp->path)))
+		if (!replica_in_run(r) || (r->changes != NULL && changes_masks(r->changes, pp->path)))
 			continue;
 		if (n++ == 0)
 			*first = r;
@@ -633,7 +626,7 @@ bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct sec
 	struct sup *S = P->S;
 	struct replica *r = &S->r[slot];
 	if (S->o->replay != NULL || S->stopping || S->stop_ev != NULL || r->changes == NULL || r->changes_bad ||
-	    !participant(r))
+	    !replica_in_run(r))
 		return false;
 	switch (req->data.nr) {
 	case SYS_fsync:
@@ -676,7 +669,7 @@ static bool others_held(struct points *P, const struct ppath *pp, uint64_t m)
 	struct sup *S = P->S;
 	for (unsigned i = 0; i < S->nslots; i++) {
 		const struct replica *r = &S->r[i];
-		if (!r->live || !participant(r))
+		if (!r->live || !replica_in_run(r))
 			continue;
 		bool there = false, elsewhere = false;
 		for (const struct waiter *w = pp->wait; w != NULL && !there; w = w->next)
