@@ -80,15 +80,58 @@ setup() {
 			"$(grep -E 'kill|replace|caught|diverg' "$T/run.err" | tail)"
 }
 
-@test "a file renamed into place after its sync: the temporary name the sync committed goes, the name gets the bytes, at the end" {
+@test "a rename is a point: the name has the bytes in the real tree and the old name is gone when the call returns; RENAME_NOREPLACE over a file is refused as the kernel says, nothing committed" {
 	start_writer -k 3
 	echo old >"$T/w/conf"
 	say "sync conf.tmp new" "synced conf.tmp"
 	[[ $(<"$T/w/conf.tmp") == new ]]
 	say "mv conf.tmp conf" "moved conf.tmp"
+	[[ ! -e $T/w/conf.tmp && $(<"$T/w/conf") == new ]] || fail "after the rename: conf '$(cat "$T/w/conf")'" "$(ls -la "$T/w")"
+	# A file never synced, renamed over a real one: a point too.
+	echo draft >"$T/w/draft"
+	say "sync conf.tmp newer" "synced conf.tmp"
+	say "mv conf.tmp conf" "moved conf.tmp"
+	[[ ! -e $T/w/conf.tmp && $(<"$T/w/conf") == newer ]] || fail "after the second rename: conf '$(cat "$T/w/conf")'"
+	# The kernel refuses it in the replica that goes first (conf is
+	# there): nothing committed, and every replica gets the refusal.
+	say "sync conf.tmp third" "synced conf.tmp"
+	say "mvx conf.tmp conf" "refused conf.tmp FileExistsError"
+	[[ $(<"$T/w/conf") == newer && $(<"$T/w/conf.tmp") == third ]] || fail "after the refused rename: conf '$(cat "$T/w/conf")'"
 	finish
 	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
-	[[ ! -e $T/w/conf.tmp && $(<"$T/w/conf") == new ]] || fail "after the run: $(ls -la "$T/w")"
+	[[ $(<"$T/w/conf") == newer && $(<"$T/w/conf.tmp") == third ]] || fail "after the run: $(ls -la "$T/w")"
+	validate_report "$T/r.json"
+	jq -e '.files.points.renamed == 2 and .files.points.unsettled == 1 and .files.points.failed == 0 and
+		(.files.divergences // []) == []' "$T/r.json" >/dev/null || fail "report: $(jq -c .files.points "$T/r.json")"
+}
+
+@test "a rename the kernel refuses to the program (another user's file in a sticky directory) is refused in every replica, and the real file stays" {
+	[[ $(id -u) == 0 ]] || skip "needs root (the writer runs as nobody)"
+	require_nobody
+	local dir
+	dir=$(mktemp -d /tmp/diehard-rename.XXXXXX)
+	chmod 755 "$dir"
+	mkdir "$dir/w" "$dir/shared"
+	chmod 1777 "$dir/w" "$dir/shared"
+	echo "root's" >"$dir/w/conf"
+	rmdir "$T/w" "$T/shared"
+	ln -s "$dir/w" "$T/w"
+	ln -s "$dir/shared" "$T/shared"
+	WRITER_AS="setpriv --reuid=65534 --regid=65534 --clear-groups env PATH=/usr/bin:/bin" start_writer -k 3
+	say "sync conf.tmp mine" "synced conf.tmp"
+	say "mv conf.tmp conf" "refused conf.tmp PermissionError"
+	local during
+	during=$(cat "$dir/w/conf")
+	finish
+	local after owner
+	after=$(cat "$dir/w/conf")
+	owner=$(stat -c %u "$dir/w/conf")
+	rm -rf "$dir"
+	[[ $during == "root's" && $after == "root's" && $owner == 0 ]] ||
+		fail "conf: '$during' during, '$after' after, owner $owner" "$(tail -20 "$T/run.err")"
+	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
+	jq -e '.files.points.renamed == 0 and .files.points.unsettled == 1' "$T/r.json" >/dev/null ||
+		fail "report: $(jq -c .files.points "$T/r.json")"
 }
 
 @test "a replica whose file differs at a point is outvoted there: the majority's version is committed, the replica goes on; the end's vote outvotes it, the path reported" {

@@ -17,11 +17,13 @@ writer_setup() {
 }
 
 # start_writer ARGS...: diehard ARGS... running the writer in $T/w, its
-# input the fifo on fd 7, its output in $T/run.out.
+# input the fifo on fd 7, its output in $T/run.out; WRITER_AS: words
+# before the writer's python3 (setpriv ..., to run it as another user).
 start_writer() {
 	mkfifo "$T/in"
+	# shellcheck disable=SC2086 # WRITER_AS is a list of words
 	(cd "$T/w" && POINTS_LOCK=$T/shared/lock exec timeout "$SUP_TIMEOUT" "$DIEHARD" --share "$T/shared" "$@" \
-		-r "$T/r.json" python3 "$WRITER" <"$T/in" >"$T/run.out" 2>"$T/run.err") &
+		-r "$T/r.json" ${WRITER_AS:-} python3 "$WRITER" <"$T/in" >"$T/run.out" 2>"$T/run.err") &
 	DH=$!
 	exec 7>"$T/in"
 	DH_PID=

@@ -475,7 +475,9 @@ int changes_open_real(const char *target, const char *rel, int flags, mode_t mod
 	int top = open(target, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (top < 0)
 		return -1;
-	struct open_how how = { .flags = (uint64_t)(flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), .mode = mode,
+	/* openat2 takes no other flag with O_PATH. */
+	int more = (flags & O_PATH) ? O_NOFOLLOW | O_CLOEXEC : O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	struct open_how how = { .flags = (uint64_t)(flags | more), .mode = mode,
 				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
 	int fd = (int)syscall(SYS_openat2, top, rel[0] != '\0' ? rel : ".", &how, sizeof how);
 	int err = errno;
@@ -524,6 +526,85 @@ bool changes_masks(const struct changes *ch, const char *path)
 		if (whole)
 			return false;
 	}
+}
+
+/* path's upper name, "vN/u/REL", into buf; its view's index (or -1) and
+ * where REL starts in buf. */
+static int upper_name(const struct changes *ch, const char *path, char *buf, size_t size, size_t *at)
+{
+	size_t rel;
+	int v = changes_view_of(ch, path, &rel);
+	if (v < 0)
+		return -1;
+	int n = snprintf(buf, size, "v%d/u/%s", v, path + rel);
+	if (n < 0 || (size_t)n >= size)
+		return -1;
+	*at = (size_t)n - strlen(path + rel);
+	return v;
+}
+
+int changes_real_kind(const struct changes *ch, const char *path)
+{
+	size_t rel;
+	int v = changes_view_of(ch, path, &rel);
+	if (v < 0)
+		return -1;
+	int fd = changes_open_real(ch->targets[v], path + rel, O_PATH, 0);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	struct stat st;
+	int kind = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? 1 : -1;
+	close(fd);
+	return kind;
+}
+
+bool changes_dirs_real(const struct changes *ch, const char *path)
+{
+	char upper[4200];
+	size_t at, rel;
+	int v = upper_name(ch, path, upper, sizeof upper, &at);
+	if (v < 0 || changes_view_of(ch, path, &rel) != v)
+		return false;
+	bool real_gone = false;
+	for (char *s = strchr(upper + at, '/'); s != NULL; s = strchr(s + 1, '/')) {
+		*s = '\0';
+		struct stat up, real;
+		bool has_up = fstatat(ch->root, upper, &up, AT_SYMLINK_NOFOLLOW) == 0;
+		int fd = real_gone ? -1 : changes_open_real(ch->targets[v], upper + at, O_PATH | O_DIRECTORY, 0);
+		bool ok;
+		if (fd < 0 && !real_gone && errno != ENOENT)
+			ok = false; /* a link, another file system, no directory */
+		else if (fd < 0) {
+			/* The real tree lacks it (and all beneath): the
+			 * replica's own, made in the directory above. */
+			real_gone = true;
+			ok = !has_up || S_ISDIR(up.st_mode);
+		} else
+			ok = fstat(fd, &real) == 0 && (!has_up || (S_ISDIR(up.st_mode) && !opaque(ch->root, upper, ch->user_xattrs) &&
+								  (up.st_mode & 07777) == (real.st_mode & 07777) &&
+								  up.st_uid == real.st_uid && up.st_gid == real.st_gid));
+		if (fd >= 0)
+			close(fd);
+		*s = '/';
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+bool changes_renamed(const struct changes *ch, const char *from, const char *to, dev_t dev, ino_t ino)
+{
+	char up_from[4200], up_to[4200];
+	size_t at;
+	if (upper_name(ch, from, up_from, sizeof up_from, &at) < 0 || upper_name(ch, to, up_to, sizeof up_to, &at) < 0)
+		return false;
+	struct stat st;
+	if (fstatat(ch->root, up_to, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || st.st_dev != dev ||
+	    st.st_ino != ino)
+		return false;
+	if (fstatat(ch->root, up_from, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return errno == ENOENT;
+	return S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0;
 }
 
 void changes_add(struct changes *ch, const struct change *c)

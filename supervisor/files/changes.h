@@ -95,6 +95,17 @@ int changes_open_version(const struct changes *ch, const char *path);
  * (a whiteout) in a directory's place above it. A change of the real path
  * then never shows in them (a commit made while the replica runs). */
 bool changes_masks(const struct changes *ch, const char *path);
+/* What the real path is: 0 nothing (nor a directory above it), 1 a
+ * regular file, -1 anything else or out of reach (a link on the way). */
+int changes_real_kind(const struct changes *ch, const char *path);
+/* Whether every directory above path in the replica's upper layer is a
+ * copy of the real one (not opaque, the same mode and owner) or one the
+ * real tree lacks: then what the kernel let the replica do there, it
+ * checked against the real directories' rights. */
+bool changes_dirs_real(const struct changes *ch, const char *path);
+/* Whether the replica's upper layer shows its file (dev, ino), once at
+ * from, renamed to to: to is that file, and from a whiteout or nothing. */
+bool changes_renamed(const struct changes *ch, const char *from, const char *to, dev_t dev, ino_t ino);
 /* Adds a copy of c (its strings copied) at the end of the list; then
  * changes_sort puts the list back in the walk's order. */
 void changes_add(struct changes *ch, const struct change *c);

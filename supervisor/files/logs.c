@@ -791,6 +791,14 @@ bool logs_sync(struct logs *L, unsigned slot, uint64_t gen, uint64_t id, const c
 	return true;
 }
 
+bool logs_streamed(const struct logs *L, const char *path)
+{
+	for (const struct lstream *s = L != NULL ? L->streams : NULL; s != NULL; s = s->next)
+		if (!s->off && strcmp(s->path, path) == 0)
+			return true;
+	return false;
+}
+
 void logs_release(struct logs *L)
 {
 	if (L == NULL)

@@ -54,6 +54,9 @@ void logs_opening(struct logs *L, unsigned slot, pid_t tid);
  * replica's file holds now and the real file is synced (or the stream
  * stops, or the replica leaves it), and true; false: not a stream's. */
 bool logs_sync(struct logs *L, unsigned slot, uint64_t gen, uint64_t id, const char *path, int version);
+/* Whether path is voted as a stream now (a rename of it is no point: the
+ * stream sees the rotation and stops). */
+bool logs_streamed(const struct logs *L, const char *path);
 /* Every held sync answered (a stop). */
 void logs_release(struct logs *L);
 /* The supervisor's tick: new streams found, each replica's new bytes

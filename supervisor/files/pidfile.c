@@ -21,6 +21,7 @@
 #include "changes.h"
 #include "exitcode.h"
 #include "log.h"
+#include "named.h"
 #include "pre.h"
 #include "sup.h"
 
@@ -81,39 +82,6 @@ void pidfile_free(struct pidfiles *F)
 	free(F);
 }
 
-/* path made absolute against base and cleaned of ".", ".." and repeated
- * slashes, into out. false when it does not fit. */
-static bool absolute(const char *base, const char *path, char *out, size_t size)
-{
-	char joined[8192];
-	int n = path[0] == '/' ? snprintf(joined, sizeof joined, "%s", path)
-			       : snprintf(joined, sizeof joined, "%s/%s", base, path);
-	if (n < 0 || (size_t)n >= sizeof joined)
-		return false;
-	size_t o = 0;
-	for (char *save = NULL, *c = strtok_r(joined, "/", &save); c != NULL; c = strtok_r(NULL, "/", &save)) {
-		if (strcmp(c, ".") == 0)
-			continue;
-		if (strcmp(c, "..") == 0) {
-			while (o > 0 && out[o - 1] != '/')
-				o--;
-			if (o > 0)
-				o--;
-			continue;
-		}
-		size_t len = strlen(c);
-		if (o + 1 + len + 1 > size)
-			return false;
-		out[o++] = '/';
-		memcpy(out + o, c, len);
-		o += len;
-	}
-	if (o == 0)
-		out[o++] = '/';
-	out[o] = '\0';
-	return true;
-}
-
 void pidfile_creating(struct pidfiles *F, unsigned slot, pid_t tid, int dirfd, const char *path)
 {
 	if (F == NULL || slot >= F->S->nslots)
@@ -127,20 +95,10 @@ void pidfile_creating(struct pidfiles *F, unsigned slot, pid_t tid, int dirfd, c
 	const struct replica *r = &F->S->r[slot];
 	if (!replica_in_run(r) || r->changes == NULL)
 		return;
-	char link[64], base[4096] = "/", real[4096];
-	if (path[0] != '/') {
-		if (dirfd == AT_FDCWD)
-			snprintf(link, sizeof link, "/proc/%d/cwd", (int)tid);
-		else
-			snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)tid, dirfd);
-		ssize_t n = readlink(link, base, sizeof base - 1);
-		if (n <= 0 || base[0] != '/')
-			return;
-		base[n] = '\0';
-	}
+	char real[4096];
 	size_t rel;
 	int v;
-	if (!absolute(base, path, real, sizeof real) || (v = changes_view_of(r->changes, real, &rel)) < 0)
+	if (!named_path(tid, dirfd, path, real, sizeof real) || (v = changes_view_of(r->changes, real, &rel)) < 0)
 		return;
 	unsigned depth = 0;
 	for (const char *c = real + rel; *c != '\0'; c++)

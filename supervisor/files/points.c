@@ -23,6 +23,7 @@
 #include "points.h"
 
 #include <errno.h>
+#include <event2/event.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <linux/seccomp.h>
@@ -38,7 +39,9 @@
 #include "exitcode.h"
 #include "log.h"
 #include "logs.h"
+#include "named.h"
 #include "pre.h"
+#include "remote.h"
 #include "sup.h"
 #include "virt.h"
 
@@ -55,6 +58,7 @@ struct version {
 	mode_t mode;
 	uid_t uid;                /* the owner too: one replica never picks it */
 	gid_t gid;
+	uint64_t from;            /* a rename's: the name it had (a hash) */
 };
 #define NO_VERSION ((off_t)-1)
 
@@ -65,12 +69,23 @@ struct waiter {
 	uint64_t m;         /* its number among the path's points */
 	struct version v;
 	int src;            /* the version, open for reading */
-	double since;       /* when it came */
+	double since;       /* when it came (a probe: when it went on) */
+	/* A rename's: the name its file had, the thread and its call, the
+	 * file in its upper layer; continued: it went on, as the probe. */
+	char *from;
+	pid_t tid;
+	struct seccomp_data call;
+	dev_t dev;
+	ino_t ino;
+	bool continued;
 	struct waiter *next;
 };
 
 struct ppath {
 	char *path;
+	bool rename;          /* its points are renames onto it, not syncs */
+	struct waiter *probe; /* a rename's call that went on first, whose
+				 outcome decides the point (one of wait) */
 	uint64_t *seen;       /* per slot: the path's points its process reached */
 	struct version *done; /* committed, by number */
 	uint64_t ndone;       /* points committed (those past DONE_MAX not kept) */
@@ -79,6 +94,7 @@ struct ppath {
 	double quorum_since;  /* when a quorum agreed on its next point while
 				 a replica's views still showed the real path
 				 (0: not so) */
+	char *quorum_from;    /* that quorum's old name, a rename's */
 	struct ppath *next;
 };
 
@@ -89,7 +105,8 @@ struct points {
 	struct pre *pre;
 	struct ppath *paths;
 	unsigned *held;       /* per slot: calls held */
-	uint64_t committed, failed, skipped, late_checked, outvoted, unsettled;
+	struct event *probe_ev; /* looks at the probes' outcomes */
+	uint64_t committed, renamed, failed, skipped, late_checked, outvoted, unsettled;
 	bool said_cap, said_held;
 };
 
@@ -100,6 +117,8 @@ static void *must(void *p)
 	return p;
 }
 
+static void on_probe_timer(evutil_socket_t fd, short what, void *arg);
+
 struct points *points_new(struct sup *S, json_t *rep, struct pre *pre, struct logs *logs)
 {
 	struct points *P = must(calloc(1, sizeof *P));
@@ -108,16 +127,25 @@ struct points *points_new(struct sup *S, json_t *rep, struct pre *pre, struct lo
 	P->rep = rep;
 	P->pre = pre;
 	P->held = must(calloc(S->nslots, sizeof *P->held));
+	P->probe_ev = must(evtimer_new(S->base, on_probe_timer, P));
 	return P;
 }
 
-static void waiter_free(struct points *P, struct waiter *w)
+/* A waiter never held (a late replica's call). */
+static void waiter_drop(struct waiter *w)
 {
 	if (w->src >= 0)
 		close(w->src);
+	free(w->from);
+	free(w);
+}
+
+/* A held one, its call answered or its process gone. */
+static void waiter_free(struct points *P, struct waiter *w)
+{
 	if (P->held[w->slot] > 0)
 		P->held[w->slot]--;
-	free(w);
+	waiter_drop(w);
 }
 
 void points_free(struct points *P)
@@ -131,11 +159,14 @@ void points_free(struct points *P)
 			waiter_free(P, w);
 		}
 		free(pp->path);
+		free(pp->quorum_from);
 		free(pp->seen);
 		free(pp->done);
 		free(pp);
 	}
 	free(P->held);
+	if (P->probe_ev != NULL)
+		event_free(P->probe_ev);
 	free(P);
 }
 
@@ -147,7 +178,8 @@ uint64_t points_committed(const struct points *P)
 static void report_counts(struct points *P)
 {
 	json_object_set_new(P->rep, "points",
-			    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "committed", (json_int_t)P->committed, "skipped",
+			    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "committed", (json_int_t)P->committed, "renamed",
+				      (json_int_t)P->renamed, "skipped",
 				      (json_int_t)P->skipped, "failed", (json_int_t)P->failed, "late_checked",
 				      (json_int_t)P->late_checked, "outvoted", (json_int_t)P->outvoted, "unsettled",
 				      (json_int_t)P->unsettled));
@@ -226,32 +258,20 @@ static bool map_path(pid_t tid, uint64_t addr, char *buf, size_t size)
 	return found;
 }
 
-/* A sync's file: its real path (copied into *path, malloc'ed) and the
- * replica's version, open at in (taken: kept in *src, or closed), digested
- * into v. false: no point. */
-static bool point_file(struct points *P, int in, const char *real, char **path, struct version *v, int *src)
-{
-	if (!version_of(P, in, v)) {
-		close(in);
-		return false;
-	}
-	*src = in;
-	*path = must(strdup(real));
-	return true;
-}
-
 /* ---- the vote ---- */
 
 static bool same_version(const struct version *a, const struct version *b)
 {
 	return a->size == b->size && a->mode == b->mode && a->uid == b->uid && a->gid == b->gid &&
-	       memcmp(a->dg, b->dg, sizeof a->dg) == 0;
+	       a->from == b->from && memcmp(a->dg, b->dg, sizeof a->dg) == 0;
 }
 
 /* How a's version differs from b's, in the report's words: the bytes (or
  * the size), the owner, or the mode. */
 static const char *how_differs(const struct version *a, const struct version *b)
 {
+	if (a->from != b->from)
+		return "the name renamed";
 	if (a->size != b->size || memcmp(a->dg, b->dg, sizeof a->dg) != 0)
 		return "bytes";
 	return a->uid != b->uid || a->gid != b->gid ? "owner" : "mode";
@@ -268,11 +288,11 @@ static bool waiter_votes(const struct sup *S, const struct waiter *w)
 	return S->r[w->slot].live;
 }
 
-static struct ppath *path_lookup(struct points *P, const char *path, bool make)
+static struct ppath *path_lookup(struct points *P, const char *path, bool rename, bool make)
 {
 	struct ppath **pp = &P->paths;
 	for (; *pp != NULL; pp = &(*pp)->next)
-		if (strcmp((*pp)->path, path) == 0) {
+		if ((*pp)->rename == rename && strcmp((*pp)->path, path) == 0) {
 			struct ppath *found = *pp;
 			*pp = found->next; /* to the front */
 			found->next = P->paths;
@@ -283,10 +303,17 @@ static struct ppath *path_lookup(struct points *P, const char *path, bool make)
 		return NULL;
 	struct ppath *n = must(calloc(1, sizeof *n));
 	n->path = must(strdup(path));
+	n->rename = rename;
 	n->seen = must(calloc(P->S->nslots, sizeof *n->seen));
 	n->next = P->paths;
 	P->paths = n;
 	return n;
+}
+
+/* What pp's points are, in lines. */
+static const char *call_name(const struct ppath *pp)
+{
+	return pp->rename ? "rename" : "sync";
 }
 
 /* r's file differs at point m of pp from the version committed there: it
@@ -297,21 +324,23 @@ static struct ppath *path_lookup(struct points *P, const char *path, bool make)
 static void outvoted(struct points *P, const struct replica *r, const struct ppath *pp, uint64_t m, const char *what)
 {
 	P->outvoted++;
-	log_event("replica %u's file %s at its sync %llu differs from the version committed there (%s): outvoted at "
+	log_event("replica %u's file %s at its %s %llu differs from the version committed there (%s): outvoted at "
 		  "that point, it goes on (the end's vote judges it)",
-		  r->id, pp->path, (unsigned long long)m + 1, what);
+		  r->id, pp->path, call_name(pp), (unsigned long long)m + 1, what);
 }
 
 /* Commits w's version of pp's path: the directories above it the real
- * tree lacks (from w's replica's upper layer) and the file (from w->src,
- * its copy checked against the version voted). The start's version kept
- * first (pre.h). 0, or an errno (said). */
-static int commit_version(struct points *P, const struct ppath *pp, const struct waiter *w)
+ * tree lacks (from the upper layer of dirs_from's replica) and the file
+ * (from w->src, its copy checked against the version voted); then, when
+ * gone is not NULL, that real file removed (a rename's old name). The
+ * start's version kept first (pre.h). 0, or an errno (said). */
+static int commit_version(struct points *P, const struct ppath *pp, const struct waiter *w, unsigned dirs_from,
+			  const char *gone)
 {
-	const struct changes *ch = P->S->r[w->slot].changes;
+	const struct changes *ch = P->S->r[dirs_from].changes;
 	const char *path = pp->path;
 	enum { MAX_DIRS = 64 };
-	struct change list[MAX_DIRS + 1];
+	struct change list[MAX_DIRS + 2];
 	char *owned[2 * MAX_DIRS];
 	size_t n = 0, nowned = 0, rel;
 	int v = changes_view_of(ch, path, &rel);
@@ -351,8 +380,12 @@ static int commit_version(struct points *P, const struct ppath *pp, const struct
 			c.mtime = st.st_mtim;
 		}
 	}
+	if (err == 0 && gone != NULL)
+		err = pre_keep(P->pre, ch->targets[v], gone);
 	if (err == 0) {
 		list[n++] = c;
+		if (gone != NULL)
+			list[n++] = (struct change){ .path = (char *)gone, .view = (unsigned)v, .rel = rel, .kind = CHANGE_GONE };
 		/* key: the copy's digest must be the one voted (commit.h). */
 		struct changes one = { .c = list, .n = n, .targets = ch->targets, .ntargets = ch->ntargets,
 				       .user_xattrs = ch->user_xattrs, .root = ch->root, .verify = &P->S->dkey };
@@ -394,7 +427,8 @@ static void unsettle(struct points *P, struct ppath *pp, uint64_t m, const char 
 {
 	struct sup *S = P->S;
 	P->unsettled++;
-	log_event("%s: its sync %llu goes on uncommitted: %s", pp->path, (unsigned long long)m + 1, why);
+	log_event("%s: its %s %llu goes on uncommitted: %s", pp->path, call_name(pp), (unsigned long long)m + 1, why);
+	pp->probe = NULL;
 	struct version none = { .size = NO_VERSION };
 	point_done(P, pp, &none);
 	for (struct waiter **w = &pp->wait; *w != NULL;) {
@@ -404,29 +438,103 @@ static void unsettle(struct points *P, struct ppath *pp, uint64_t m, const char 
 			continue;
 		}
 		*w = a->next;
-		if (waiter_valid(S, a))
+		if (waiter_valid(S, a) && !a->continued)
 			virt_resume(S->virt, a->slot, a->gen, a->id, 0);
 		waiter_free(P, a);
 	}
 }
 
+/* Whether slot i's process has a call held at point m of pp. */
+static bool held_at(const struct points *P, const struct ppath *pp, uint64_t m, unsigned i)
+{
+	for (const struct waiter *w = pp->wait; w != NULL; w = w->next)
+		if (w->slot == i && w->m == m && w->rid == P->S->r[i].id)
+			return true;
+	return false;
+}
+
 /* The participants whose views would show a commit of pp's real path:
- * no view of theirs hides it (changes.h's masks; being at the point is no
- * proof: another thread may have moved the file since). *first one of
+ * no view of theirs hides it (changes.h's masks; being at a sync is no
+ * proof: another thread may have moved the file since). A rename's: the
+ * old name from too, but a replica held at the rename (its own rename
+ * puts its file in the name's place before it goes on). *first one of
  * them, if any. */
-static unsigned exposed(struct points *P, const struct ppath *pp, struct replica **first)
+static unsigned exposed(struct points *P, const struct ppath *pp, uint64_t m, const char *from, struct replica **first)
 {
 	struct sup *S = P->S;
 	unsigned n = 0;
 	*first = NULL;
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
-		if (!replica_in_run(r) || (r->changes != NULL && changes_masks(r->changes, pp->path)))
+		if (!replica_in_run(r) || (pp->rename && held_at(P, pp, m, i)) ||
+		    (r->changes != NULL && changes_masks(r->changes, pp->path) &&
+		     (from == NULL || changes_masks(r->changes, from))))
 			continue;
 		if (n++ == 0)
 			*first = r;
 	}
 	return n;
+}
+
+/* Answers every call held at point m of pp, decided with version v: one
+ * of another version is outvoted there; those of v get err (a sync that
+ * could not be committed: EIO). The probe went on already. */
+static void answer(struct points *P, struct ppath *pp, uint64_t m, const struct version *v, int err)
+{
+	struct sup *S = P->S;
+	for (struct waiter **w = &pp->wait; *w != NULL;) {
+		struct waiter *a = *w;
+		if (a->m != m) {
+			w = &a->next;
+			continue;
+		}
+		*w = a->next;
+		bool same = same_version(&a->v, v);
+		if (!same)
+			outvoted(P, &S->r[a->slot], pp, m, how_differs(&a->v, v));
+		if (!a->continued)
+			virt_resume(S->virt, a->slot, a->gen, a->id, same ? err : 0);
+		waiter_free(P, a);
+	}
+	pp->probe = NULL;
+}
+
+static void probe_arm(struct points *P)
+{
+	struct timeval soon = { .tv_sec = 0, .tv_usec = 2000 };
+	if (!evtimer_pending(P->probe_ev, NULL) && evtimer_add(P->probe_ev, &soon) != 0)
+		log_warn("cannot arm the rename probes' timer: the tick looks at them");
+}
+
+/* A quorum agreed on a rename onto pp's path, and nobody would see it
+ * early: one of them (a) goes on first, alone, and the kernel judges its
+ * call in its views (rights, RENAME_NOREPLACE, a name gone); its outcome
+ * decides the point (probe_check). No quorum of replicas is past the
+ * rename before that outcome is committed, so nothing they say after it
+ * reaches the world first. The start versions of both names are kept
+ * before either changes. */
+static void probe_start(struct points *P, struct ppath *pp, struct waiter *a)
+{
+	struct sup *S = P->S;
+	const struct changes *ch = S->r[a->slot].changes;
+	size_t rel;
+	int v = changes_view_of(ch, pp->path, &rel);
+	int to = changes_real_kind(ch, pp->path), from = changes_real_kind(ch, a->from);
+	int err = v < 0 || to < 0 || from < 0 || to + from == 0 ? EXDEV : 0;
+	if (err == 0)
+		err = pre_keep(P->pre, ch->targets[v], pp->path);
+	if (err == 0 && from > 0)
+		err = pre_keep(P->pre, ch->targets[v], a->from);
+	if (err != 0) {
+		unsettle(P, pp, pp->ndone,
+			 err == EXDEV ? "its names in the real tree are no plain files now" : "the start could not be kept");
+		return;
+	}
+	a->continued = true;
+	a->since = sup_now();
+	pp->probe = a;
+	virt_resume(S->virt, a->slot, a->gen, a->id, 0);
+	probe_arm(P);
 }
 
 /* Decides pp's next points while one can be: committed when a quorum of
@@ -436,7 +544,8 @@ static unsigned exposed(struct points *P, const struct ppath *pp, struct replica
  * a replica whose upper layer lacks the path would see the commit);
  * unsettled when no quorum can form any more. The calls of a committed
  * point return (EIO when it could not be committed), those of another
- * version too, outvoted. */
+ * version too, outvoted. A rename's point is decided by its probe's
+ * outcome (probe_start). */
 static void decide(struct points *P, struct ppath *pp)
 {
 	struct sup *S = P->S;
@@ -449,12 +558,16 @@ static void decide(struct points *P, struct ppath *pp)
 			}
 			struct waiter *dead = *w;
 			*w = dead->next;
+			if (dead == pp->probe)
+				pp->probe = NULL;
 			waiter_free(P, dead);
 		}
+		if (pp->probe != NULL)
+			return; /* probe_check decides */
 		uint64_t m = pp->ndone;
-		const struct waiter *best = NULL;
+		struct waiter *best = NULL;
 		unsigned best_n = 0, voted = 0, live = sup_live_count(S);
-		for (const struct waiter *a = pp->wait; a != NULL; a = a->next) {
+		for (struct waiter *a = pp->wait; a != NULL; a = a->next) {
 			if (a->m != m || !waiter_votes(S, a))
 				continue;
 			voted++;
@@ -477,11 +590,19 @@ static void decide(struct points *P, struct ppath *pp)
 			return;
 		}
 		struct replica *show;
-		if (exposed(P, pp, &show) > 0) {
+		if (exposed(P, pp, m, best->from, &show) > 0) {
 			/* The tick kills it as a straggler after --timeout. */
 			if (pp->quorum_since == 0)
 				pp->quorum_since = sup_now();
+			if (best->from != NULL && (pp->quorum_from == NULL || strcmp(pp->quorum_from, best->from) != 0)) {
+				free(pp->quorum_from);
+				pp->quorum_from = must(strdup(best->from));
+			}
 			return;
+		}
+		if (pp->rename) {
+			probe_start(P, pp, best);
+			continue; /* unsettled at once, or waits for the probe */
 		}
 		struct version v = best->v;
 		/* From the quorum's replicas in turn, each whose file still has
@@ -492,7 +613,7 @@ static void decide(struct points *P, struct ppath *pp)
 			struct stat now;
 			if (a->m == m && waiter_votes(S, a) && same_version(&a->v, &v) && fstat(a->src, &now) == 0 &&
 			    now.st_size == v.size)
-				err = commit_version(P, pp, a);
+				err = commit_version(P, pp, a, a->slot, NULL);
 		}
 		if (err == 0) {
 			P->committed++;
@@ -507,39 +628,157 @@ static void decide(struct points *P, struct ppath *pp)
 			P->failed++;
 		}
 		point_done(P, pp, &v);
-		/* Answer every call at this point; another version is outvoted. */
-		for (struct waiter **w = &pp->wait; *w != NULL;) {
-			struct waiter *a = *w;
-			if (a->m != m) {
-				w = &a->next;
-				continue;
-			}
-			*w = a->next;
-			bool same = same_version(&a->v, &v);
-			if (!same)
-				outvoted(P, &S->r[a->slot], pp, m, how_differs(&a->v, &v));
-			virt_resume(S->virt, a->slot, a->gen, a->id, same && err != 0 ? EIO : 0);
-			waiter_free(P, a);
-		}
+		answer(P, pp, m, &v, err != 0 ? EIO : 0);
 	}
 }
 
-/* Slot slot reached a point of path with version v (src: its bytes,
- * taken). true: the call is held. */
-static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, const char *path,
-		   const struct version *v, int src)
+/* Commits the rename its probe a made in its views: the name gets the
+ * bytes voted (from a's file, renamed there, or another of the quorum's
+ * held ones: the same bytes), with the directories above it the real tree
+ * lacks as a's upper layer has them, and the old name, when the real tree
+ * has it, goes. The calls held go on either way: a rename promises no
+ * durability, and the probe's already returned. */
+static void commit_rename(struct points *P, struct ppath *pp, struct waiter *a)
+{
+	struct sup *S = P->S;
+	uint64_t m = pp->ndone;
+	struct version v = a->v;
+	int from = changes_real_kind(S->r[a->slot].changes, a->from);
+	int err = from < 0 ? EXDEV : ESTALE;
+	struct stat now;
+	if (err == ESTALE && fstat(a->src, &now) == 0 && now.st_size == v.size)
+		err = commit_version(P, pp, a, a->slot, from > 0 ? a->from : NULL);
+	for (struct waiter *w = pp->wait; w != NULL && err == ESTALE; w = w->next)
+		if (w != a && w->m == m && waiter_votes(S, w) && same_version(&w->v, &v) && fstat(w->src, &now) == 0 &&
+		    now.st_size == v.size)
+			err = commit_version(P, pp, w, a->slot, from > 0 ? a->from : NULL);
+	if (err == 0) {
+		P->committed++;
+		P->renamed++;
+	} else if (err == ESTALE) {
+		P->skipped++;
+		log_warn("%s: not committed at its rename %llu: the replicas wrote on while it was voted", pp->path,
+			 (unsigned long long)m + 1);
+	} else {
+		P->failed++;
+		if (err == EXDEV)
+			log_warn("%s: not committed at its rename %llu: its old name %s is no plain file in the real tree now",
+				 pp->path, (unsigned long long)m + 1, a->from);
+	}
+	point_done(P, pp, &v);
+	answer(P, pp, m, &v, 0);
+}
+
+enum outcome { PENDING, RENAMED, FAILED };
+
+/* What became of the probe a's rename: seen in its upper layer, or the
+ * thread past the call (/proc/TID/syscall no longer shows it waiting in
+ * it) with the upper layer unchanged. */
+static enum outcome probe_outcome(const struct ppath *pp, const struct waiter *a, const struct changes *ch)
+{
+	if (changes_renamed(ch, a->from, pp->path, a->dev, a->ino))
+		return RENAMED;
+	char proc[64], line[512];
+	snprintf(proc, sizeof proc, "/proc/%d/syscall", (int)a->tid);
+	int fd = open(proc, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, line, sizeof line - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n > 0) {
+		line[n] = '\0';
+		if (strncmp(line, "running", 7) == 0)
+			return PENDING; /* in its call still, or past it: looked at again */
+		long nr;
+		unsigned long long arg[5];
+		if (sscanf(line, "%ld %llx %llx %llx %llx %llx", &nr, &arg[0], &arg[1], &arg[2], &arg[3], &arg[4]) == 6 &&
+		    nr == a->call.nr) {
+			bool same = true;
+			for (int i = 0; i < 5; i++)
+				same = same && arg[i] == a->call.args[i];
+			if (same)
+				return PENDING;
+		}
+	} else if (fd >= 0 || errno != ENOENT) {
+		return PENDING; /* unreadable: the time limit decides */
+	}
+	/* Past it (or gone): its effect, if any, is in the layer now. */
+	return changes_renamed(ch, a->from, pp->path, a->dev, a->ino) ? RENAMED : FAILED;
+}
+
+/* The probe of pp's next point: its outcome, once known, decides the
+ * point; one not known --timeout after it went on lets the point go on
+ * uncommitted. true while it is still awaited. */
+static bool probe_check(struct points *P, struct ppath *pp)
+{
+	struct sup *S = P->S;
+	struct waiter *a = pp->probe;
+	uint64_t m = pp->ndone;
+	char why[160];
+	if (!waiter_valid(S, a)) {
+		decide(P, pp); /* its process is gone: another goes */
+		return pp->probe != NULL;
+	}
+	const struct replica *r = &S->r[a->slot];
+	switch (probe_outcome(pp, a, r->changes)) {
+	case PENDING:
+		if (sup_now() - a->since <= S->o->straggler_ms / 1000.0)
+			return true;
+		snprintf(why, sizeof why, "what became of replica %u's rename was not seen within %.1f s", r->id,
+			 S->o->straggler_ms / 1000.0);
+		unsettle(P, pp, m, why);
+		break;
+	case FAILED:
+		snprintf(why, sizeof why, "it failed in replica %u's views (the kernel's answer there)", r->id);
+		unsettle(P, pp, m, why);
+		break;
+	case RENAMED:
+		/* What the kernel let the replica do in its views holds for
+		 * the real tree only if the directories it checked are the
+		 * real ones (no copy of the replica's making). */
+		if (changes_dirs_real(r->changes, pp->path) && changes_dirs_real(r->changes, a->from)) {
+			commit_rename(P, pp, a);
+		} else {
+			snprintf(why, sizeof why, "the directories above it in replica %u's views are not the real ones",
+				 r->id);
+			unsettle(P, pp, m, why);
+		}
+		break;
+	}
+	decide(P, pp);
+	return pp->probe != NULL;
+}
+
+static void on_probe_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct points *P = arg;
+	bool again = false;
+	for (struct ppath *pp = P->paths; pp != NULL && !P->S->stopping; pp = pp->next)
+		if (pp->probe != NULL)
+			again |= probe_check(P, pp);
+	if (again)
+		probe_arm(P);
+}
+
+/* Slot slot reached a point of path (a rename onto it, or a sync) with
+ * w's version (w made by the caller: its version, src, and a rename's
+ * fields; taken). true: the call is held. */
+static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, const char *path, bool rename,
+		   struct waiter *w)
 {
 	struct sup *S = P->S;
 	struct replica *r = &S->r[slot];
-	struct ppath *pp = path_lookup(P, path, true);
+	struct ppath *pp = path_lookup(P, path, rename, true);
 	uint64_t m = pp->seen[slot]++;
+	const struct version *v = &w->v;
 	if (m < pp->ndone) {
 		/* Decided: a late replica, or a replacement replaying. */
 		bool kept = m < DONE_MAX && pp->done[m].size != NO_VERSION;
 		if (kept && same_version(&pp->done[m], v)) {
 			P->late_checked++;
 			report_counts(P);
-			close(src);
+			waiter_drop(w);
 			return false;
 		}
 		/* A voter whose count fell behind the others' (a timer's syncs):
@@ -552,7 +791,7 @@ static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, c
 				pp->seen[slot] = k + 1;
 				P->late_checked++;
 				report_counts(P);
-				close(src);
+				waiter_drop(w);
 				return false;
 			}
 		if (kept) {
@@ -560,14 +799,18 @@ static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, c
 			outvoted(P, r, pp, m, how_differs(v, &pp->done[m]));
 			report_counts(P);
 		}
-		close(src);
+		waiter_drop(w);
 		return false;
 	}
-	struct waiter *w = must(calloc(1, sizeof *w));
-	*w = (struct waiter){ .slot = slot, .rid = r->id, .gen = gen, .id = id, .m = m, .v = *v, .src = src,
-			      .since = sup_now(), .next = pp->wait };
-	pp->wait = w;
 	P->held[slot]++;
+	w->slot = slot;
+	w->rid = r->id;
+	w->gen = gen;
+	w->id = id;
+	w->m = m;
+	w->since = sup_now();
+	w->next = pp->wait;
+	pp->wait = w;
 	decide(P, pp);
 	return true;
 }
@@ -591,9 +834,7 @@ static bool room(struct points *P, unsigned slot)
 static bool on_sync(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req)
 {
 	struct replica *r = &P->S->r[slot];
-	char *path, real[4096];
-	struct version v = { 0 };
-	int src;
+	char real[4096];
 	if (!room(P, slot))
 		return false;
 	if (req->data.nr == SYS_msync) {
@@ -614,11 +855,74 @@ static bool on_sync(struct points *P, unsigned slot, uint64_t gen, const struct 
 		close(in);
 		return true;
 	}
-	if (!point_file(P, in, real, &path, &v, &src))
+	struct waiter *w = must(calloc(1, sizeof *w));
+	w->src = in;
+	if (!version_of(P, in, &w->v)) {
+		waiter_drop(w);
 		return false;
-	bool held = arrive(P, slot, gen, req->id, path, &v, src);
-	free(path);
-	return held;
+	}
+	return arrive(P, slot, gen, req->id, real, false, w);
+}
+
+/* A cheap hash of a rename's old name, for its version. */
+static uint64_t name_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s != '\0'; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h | 1; /* never 0, a sync's */
+}
+
+/* rename, renameat, renameat2 (RENAME_NOREPLACE or no flag): a point when
+ * both names lie in one view (not a --share'd directory, no stream), the
+ * replica's file at the old name is one of its upper layer (one it made
+ * or changed), both names are nothing or a regular file in the real tree
+ * and one of them is there: a file put in place of a real one, or one a
+ * sync made real moved to its name. The names are read from the replica
+ * and trusted only as far as its upper layer shows the rename made
+ * (probe_check). */
+static bool on_rename(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req)
+{
+	const struct replica *r = &P->S->r[slot];
+	const __u64 *arg = req->data.args;
+	bool at = req->data.nr != SYS_rename;
+	int from_dir = at ? (int)(int32_t)arg[0] : AT_FDCWD, to_dir = at ? (int)(int32_t)arg[2] : AT_FDCWD;
+	uint64_t from_at = at ? arg[1] : arg[0], to_at = at ? arg[3] : arg[1];
+	unsigned flags = req->data.nr == SYS_renameat2 ? (unsigned)arg[4] : 0;
+	char name[4096], from[4096], to[4096];
+	pid_t tid = (pid_t)req->pid;
+	if ((flags & ~(unsigned)RENAME_NOREPLACE) != 0 || !room(P, slot))
+		return false;
+	if (remote_read_string(tid, from_at, name, sizeof name) != 0 || !named_path(tid, from_dir, name, from, sizeof from))
+		return false;
+	if (remote_read_string(tid, to_at, name, sizeof name) != 0 || !named_path(tid, to_dir, name, to, sizeof to))
+		return false;
+	size_t rel_from, rel_to;
+	int v = changes_view_of(r->changes, to, &rel_to);
+	if (v < 0 || changes_view_of(r->changes, from, &rel_from) != v || strcmp(from, to) == 0 ||
+	    strchr(from, '\n') != NULL || strchr(to, '\n') != NULL || logs_streamed(P->logs, from) ||
+	    logs_streamed(P->logs, to))
+		return false;
+	int real_to = changes_real_kind(r->changes, to), real_from = changes_real_kind(r->changes, from);
+	if (real_to < 0 || real_from < 0 || real_to + real_from == 0)
+		return false;
+	int in = changes_open_version(r->changes, from);
+	if (in < 0)
+		return false;
+	struct waiter *w = must(calloc(1, sizeof *w));
+	w->src = in;
+	struct stat st;
+	if (fstat(in, &st) != 0 || !version_of(P, in, &w->v)) {
+		waiter_drop(w);
+		return false;
+	}
+	w->v.from = name_hash(from);
+	w->from = must(strdup(from));
+	w->tid = tid;
+	w->call = req->data;
+	w->dev = st.st_dev;
+	w->ino = st.st_ino;
+	return arrive(P, slot, gen, req->id, to, true, w);
 }
 
 bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req)
@@ -632,6 +936,9 @@ bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct sec
 	case SYS_fsync:
 	case SYS_fdatasync:
 	case SYS_msync: return on_sync(P, slot, gen, req);
+	case SYS_rename:
+	case SYS_renameat:
+	case SYS_renameat2: return on_rename(P, slot, gen, req);
 	default: return false;
 	}
 }
@@ -644,10 +951,11 @@ void points_release(struct points *P)
 		while (pp->wait != NULL) {
 			struct waiter *w = pp->wait;
 			pp->wait = w->next;
-			if (waiter_valid(P->S, w))
+			if (waiter_valid(P->S, w) && !w->continued)
 				virt_resume(P->S->virt, w->slot, w->gen, w->id, 0);
 			waiter_free(P, w);
 		}
+		pp->probe = NULL;
 		pp->quorum_since = 0;
 	}
 }
@@ -696,6 +1004,10 @@ void points_tick(struct points *P)
 	for (struct ppath *pp = P->paths; pp != NULL && !S->stopping; pp = pp->next) {
 		if (pp->wait == NULL)
 			continue;
+		if (pp->probe != NULL) {
+			(void)probe_check(P, pp); /* the timer's, if it could not be armed */
+			continue;
+		}
 		/* A replica that ended or was killed since is no longer
 		 * waited for. */
 		decide(P, pp);
@@ -709,11 +1021,11 @@ void points_tick(struct points *P)
 			/* A quorum agreed, and a replica's views still show the
 			 * real path: it never made the file a quorum synced. */
 			struct replica *r;
-			while (!S->stopping && exposed(P, pp, &r) > 0) {
+			while (!S->stopping && exposed(P, pp, m, pp->rename ? pp->quorum_from : NULL, &r) > 0) {
 				char why[256];
-				snprintf(why, sizeof why,
-					 "straggler: no file %s of its own %.1f s after a quorum synced it (its sync %llu)",
-					 pp->path, limit, (unsigned long long)m + 1);
+				snprintf(why, sizeof why, "straggler: no file %s of its own %.1f s after a quorum %s it (its %s %llu)",
+					 pp->path, limit, pp->rename ? "renamed a file onto" : "synced", call_name(pp),
+					 (unsigned long long)m + 1);
 				replica_kill(S, r, why);
 			}
 			pp->quorum_since = 0;

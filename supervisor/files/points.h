@@ -29,8 +29,24 @@
  * else goes on at once: a sync of a file the replica did not change, of a
  * descriptor that is no file of a view (a pipe, a socket, a file of a kept
  * directory, a removed file), and every call in a replay (diehard replay
- * and --ci's origin search commit nothing). Renames and removals are no
- * points: they reach the real file system at the end.
+ * and --ci's origin search commit nothing).
+ *
+ * A rename is a point of the new name when it puts a file the replica made
+ * or changed (its upper layer's) in place of a real file, or moves one a
+ * sync made real (both names in one view, nothing or a regular file each
+ * in the real tree): its version is the file's and the old name. Once a
+ * quorum agreed and nobody would see it early, one replica of the quorum
+ * (the probe) goes on alone and the kernel judges its call in its views:
+ * rights, RENAME_NOREPLACE, a name gone. Its upper layer showing the file
+ * at the new name and the old one gone, with every directory above them a
+ * copy of the real one, the new name gets the bytes voted in the real tree
+ * and the old name, if real, goes; then the others go on. A refusal (the
+ * thread past its call, the layer unchanged), or no outcome within
+ * --timeout, lets the point go on uncommitted: each replica gets its own
+ * kernel's answer. With a quorum of two or more, no quorum of replicas is
+ * past the rename before its commit, so nothing they say after it reaches
+ * the world first. Removals are no points: they reach the real file system
+ * at the end.
  *
  * Invariants: for every path, the points committed are numbered 0 .. n-1
  * and were committed in that order; a held call belongs to a participant
@@ -56,7 +72,8 @@ typedef struct json_t json_t;
  * append-only files (logs.h), whose syncs are their streams'. */
 struct points *points_new(struct sup *S, json_t *rep, struct pre *pre, struct logs *logs);
 void points_free(struct points *P);
-/* Slot slot's process made the call in req (fsync, fdatasync), received
+/* Slot slot's process made the call in req (fsync, fdatasync, msync,
+ * rename, renameat, renameat2), received
  * by the listener of generation gen (virt.h): true when the call is held,
  * to be answered through virt_resume; false: it goes on now. */
 bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req);

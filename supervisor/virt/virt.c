@@ -1245,7 +1245,10 @@ static enum answer dispatch(struct vreplica *vr, const struct seccomp_notif *req
 	case SYS_socket: return on_net(vr, req, resp);
 	case SYS_fsync:
 	case SYS_fdatasync:
-	case SYS_msync: return files_point(vr->V->S, vr->index, vr->gen, req) ? DROP : CONTINUE;
+	case SYS_msync:
+	case SYS_rename:
+	case SYS_renameat:
+	case SYS_renameat2: return files_point(vr->V->S, vr->index, vr->gen, req) ? DROP : CONTINUE;
 	default: return CONTINUE;
 	}
 }

@@ -13,7 +13,9 @@
 #                      the mapping and msync it (mmap's flush: MS_SYNC)
 #   row N              insert N into t.db's table t (SQLite in WAL mode, one
 #                      transaction)
-#   mv NAME TO         rename NAME to TO
+#   mv NAME TO         rename NAME to TO ("refused NAME ERROR" when the
+#                      kernel says no)
+#   mvx NAME TO        the same with RENAME_NOREPLACE (renameat2)
 #   order A B          sync A then B in the replica that makes $POINTS_LOCK
 #                      first, B then A in the others
 #   odd NAME           write "odd" into NAME if this replica makes the
@@ -23,6 +25,7 @@
 #   skip-odd NAME      the replica that makes $POINTS_LOCK first never
 #                      syncs NAME (it waits for its input to end); the
 #                      others write "even" and fsync
+import ctypes
 import mmap
 import os
 import sqlite3
@@ -95,9 +98,19 @@ for line in sys.stdin:
         for n in ((name, text) if first() else (text, name)):
             write(n, n)
         print("ordered", flush=True)
-    elif cmd == "mv":
-        os.rename(name, text)
-        print("moved", name, flush=True)
+    elif cmd in ("mv", "mvx"):
+        try:
+            if cmd == "mv":
+                os.rename(name, text)
+            else:
+                libc = ctypes.CDLL(None, use_errno=True)
+                at = -100  # AT_FDCWD
+                if libc.renameat2(at, name.encode(), at, text.encode(), 1) != 0:
+                    e = ctypes.get_errno()
+                    raise OSError(e, os.strerror(e))
+            print("moved", name, flush=True)
+        except OSError as e:
+            print("refused", name, type(e).__name__, flush=True)
 
     elif cmd == "odd":
         write(name, "odd" if first() else "even")
