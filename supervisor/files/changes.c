@@ -602,9 +602,23 @@ bool changes_renamed(const struct changes *ch, const char *from, const char *to,
 	if (fstatat(ch->root, up_to, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || st.st_dev != dev ||
 	    st.st_ino != ino)
 		return false;
+	/* Gone from the old name: nothing, a whiteout, or another file made
+	 * there since (the program's next save). */
 	if (fstatat(ch->root, up_from, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return errno == ENOENT;
-	return S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0;
+	return (S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0) || st.st_ino != ino;
+}
+
+bool changes_removed(const struct changes *ch, const char *path, ino_t ino)
+{
+	char up[4200];
+	size_t at;
+	if (upper_name(ch, path, up, sizeof up, &at) < 0)
+		return false;
+	struct stat st;
+	if (fstatat(ch->root, up, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return errno == ENOENT;
+	return (S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0) || st.st_ino != ino;
 }
 
 void changes_add(struct changes *ch, const struct change *c)

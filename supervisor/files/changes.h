@@ -50,6 +50,10 @@ struct change {
 	uint8_t digest[DIGEST_BYTES]; /* a file's bytes */
 	char *link;                   /* a link's target */
 	struct timespec atime, mtime;
+	/* A commit point's file (commit.h): written into the real file, which
+	 * keeps its inode, when that is a regular file of one link and the
+	 * same owner (else beside and renamed). */
+	bool in_place;
 };
 
 /* What a replica could not view (the manifest's "-" lines). */
@@ -68,6 +72,7 @@ struct changes {
 	size_t nun;
 	bool user_xattrs; /* the overlays' marks are user.overlay.* (unprivileged), else trusted.* */
 	const struct digest_key *verify; /* commit.h: a file's copy must have its digest (NULL: unchecked) */
+	bool keep_dirs; /* a commit point's: a real directory in a file's place fails it, never removed */
 	int root; /* the staging tmpfs (owned) */
 };
 
@@ -104,8 +109,13 @@ int changes_real_kind(const struct changes *ch, const char *path);
  * checked against the real directories' rights. */
 bool changes_dirs_real(const struct changes *ch, const char *path);
 /* Whether the replica's upper layer shows its file (dev, ino), once at
- * from, renamed to to: to is that file, and from a whiteout or nothing. */
+ * from, renamed to to: to is that file, and from a whiteout, nothing, or
+ * another file made since. */
 bool changes_renamed(const struct changes *ch, const char *from, const char *to, dev_t dev, ino_t ino);
+/* Whether the replica's upper layer shows its own file ino at path
+ * removed: a whiteout, nothing, or another file made since (a database's
+ * next journal). */
+bool changes_removed(const struct changes *ch, const char *path, ino_t ino);
 /* Adds a copy of c (its strings copied) at the end of the list; then
  * changes_sort puts the list back in the walk's order. */
 void changes_add(struct changes *ch, const struct change *c);

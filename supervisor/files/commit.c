@@ -217,7 +217,7 @@ static int make_beside(const struct changes *ch, const struct change *c, int par
 				err = errno;
 			if (err == 0 && futimens(out, ts) != 0)
 				err = errno;
-			if (err == 0 && each && fsync(out) != 0)
+			if (err == 0 && each && !c->in_place && fsync(out) != 0)
 				err = errno;
 			if (close(out) != 0 && err == 0)
 				err = errno;
@@ -263,6 +263,71 @@ static int make_beside(const struct changes *ch, const struct change *c, int par
 			return err;
 	}
 	return EEXIST;
+}
+
+/* Writes the verified copy tmp (in parent) into the real file name, in
+ * place: only the blocks that differ, then its size, mode and times,
+ * synced. The real file keeps its inode, so that a replica's views, whose
+ * copy of it records the real one as its origin, keep showing the same
+ * inode number (SQLite takes a changed one for a moved database and goes
+ * read-only). 0; ENOTSUP when the real file is none to write so (not a
+ * regular file of one link and c's owner, not writable): the caller
+ * renames instead; another errno (said) when it failed part way. */
+static int write_in_place(int parent, const char *tmp, const char *name, const struct change *c)
+{
+	int out = openat(parent, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (out < 0 || fstat(out, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != c->uid ||
+	    st.st_gid != c->gid) {
+		if (out >= 0)
+			close(out);
+		return ENOTSUP;
+	}
+	int in = openat(parent, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int cur = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int err = in < 0 || cur < 0 ? ENOTSUP : 0;
+	static char a[COPY_CHUNK / 2], b[COPY_CHUNK / 2];
+	for (off_t at = 0; err == 0 && at < c->size;) {
+		size_t want = (size_t)(c->size - at < (off_t)sizeof a ? c->size - at : (off_t)sizeof a);
+		ssize_t n = pread(in, a, want, at);
+		if (n <= 0) {
+			err = n < 0 ? errno : EIO;
+			break;
+		}
+		ssize_t m = pread(cur, b, (size_t)n, at);
+		if (m < 0) {
+			err = errno;
+			break;
+		}
+		if (m != n || memcmp(a, b, (size_t)n) != 0) {
+			for (ssize_t o = 0; o < n;) {
+				ssize_t w = pwrite(out, a + o, (size_t)(n - o), at + o);
+				if (w < 0 && errno == EINTR)
+					continue;
+				if (w <= 0) {
+					err = w < 0 ? errno : EIO;
+					break;
+				}
+				o += w;
+			}
+		}
+		at += n;
+	}
+	struct timespec ts[2] = { c->atime, c->mtime };
+	if (err == 0 && st.st_size != c->size && ftruncate(out, c->size) != 0)
+		err = errno;
+	if (err == 0 && (st.st_mode & 07777) != c->mode && fchmod(out, c->mode) != 0)
+		err = errno;
+	if (err == 0 && futimens(out, ts) != 0)
+		err = errno;
+	if (err == 0 && fsync(out) != 0)
+		err = errno;
+	if (in >= 0)
+		close(in);
+	if (cur >= 0)
+		close(cur);
+	close(out);
+	return err;
 }
 
 /* A directory made (writable by its owner until set_dir), or kept; an
@@ -430,9 +495,29 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 		} else {
 			struct stat st;
 			bool dir = fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+			err = ENOTSUP;
+			if (!dir && c->kind == CHANGE_FILE && c->in_place)
+				err = write_in_place(parent, tmp[i], name, c);
+			if (err == ENOTSUP && c->in_place && each) {
+				/* Renamed after all: its copy synced first. */
+				int fd = openat(parent, tmp[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+				if (fd < 0 || fsync(fd) != 0)
+					err = errno ? errno : EIO;
+				if (fd >= 0)
+					close(fd);
+			}
 			if (dir)
 				parent_forget();
-			if (dir && (err = remove_in(parent, name)) != 0) {
+			if (err != ENOTSUP) {
+				if (err != 0)
+					say(c->path, "write in place", err, res);
+				else
+					res->written++;
+				(void)unlinkat(parent, tmp[i], 0);
+			} else if (dir && ch->keep_dirs) {
+				say(c->path, "a directory in its place", EISDIR, res);
+				(void)unlinkat(parent, tmp[i], 0);
+			} else if (dir && (err = remove_in(parent, name)) != 0) {
 				say(c->path, "the directory it replaces", err, res);
 				(void)unlinkat(parent, tmp[i], 0);
 			} else if (renameat(parent, tmp[i], parent, name) != 0) {

@@ -121,7 +121,7 @@ void files_init(struct sup *S)
 	if (files_points_wanted(S) && (F->pre = pre_new()) != NULL) {
 		F->logs = logs_new(S, F->rep, F->pre);
 		F->pids = pidfile_new(S, F->rep, F->pre);
-		F->points = points_new(S, F->rep, F->pre, F->logs);
+		F->points = points_new(S, F->rep, F->pre, F->logs, F->pids);
 		F->plan.pre = pre_root(F->pre);
 	} else if (S->o->replay != NULL) {
 		F->plan.pre = replay_layer();

@@ -40,6 +40,7 @@
 #include "log.h"
 #include "logs.h"
 #include "named.h"
+#include "pidfile.h"
 #include "pre.h"
 #include "remote.h"
 #include "sup.h"
@@ -77,13 +78,17 @@ struct waiter {
 	struct seccomp_data call;
 	dev_t dev;
 	ino_t ino;
+	dev_t to_dev;       /* the real new name when the call came (0: none) */
+	ino_t to_ino;
 	bool continued;
 	struct waiter *next;
 };
 
+enum kind { SYNC, RENAME, REMOVAL };
+
 struct ppath {
 	char *path;
-	bool rename;          /* its points are renames onto it, not syncs */
+	enum kind kind;       /* its points: syncs, renames onto it, removals */
 	struct waiter *probe; /* a rename's call that went on first, whose
 				 outcome decides the point (one of wait) */
 	uint64_t *seen;       /* per slot: the path's points its process reached */
@@ -95,18 +100,22 @@ struct ppath {
 				 a replica's views still showed the real path
 				 (0: not so) */
 	char *quorum_from;    /* that quorum's old name, a rename's */
+	dev_t real_dev;       /* the real file a point of this run made last at */
+	ino_t real_ino;       /* the path (0: none): the only one a rename's old
+				 name or a removal may take away */
 	struct ppath *next;
 };
 
 struct points {
 	struct sup *S;
 	struct logs *logs;    /* the streams (logs.h), whose syncs are theirs */
+	struct pidfiles *pids; /* pid files (pidfile.h), renamed into place too */
 	json_t *rep;
 	struct pre *pre;
 	struct ppath *paths;
 	unsigned *held;       /* per slot: calls held */
 	struct event *probe_ev; /* looks at the probes' outcomes */
-	uint64_t committed, renamed, failed, skipped, late_checked, outvoted, unsettled;
+	uint64_t committed, renamed, removed, failed, skipped, late_checked, outvoted, unsettled;
 	bool said_cap, said_held;
 };
 
@@ -119,9 +128,10 @@ static void *must(void *p)
 
 static void on_probe_timer(evutil_socket_t fd, short what, void *arg);
 
-struct points *points_new(struct sup *S, json_t *rep, struct pre *pre, struct logs *logs)
+struct points *points_new(struct sup *S, json_t *rep, struct pre *pre, struct logs *logs, struct pidfiles *pids)
 {
 	struct points *P = must(calloc(1, sizeof *P));
+	P->pids = pids;
 	P->S = S;
 	P->logs = logs;
 	P->rep = rep;
@@ -178,8 +188,8 @@ uint64_t points_committed(const struct points *P)
 static void report_counts(struct points *P)
 {
 	json_object_set_new(P->rep, "points",
-			    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "committed", (json_int_t)P->committed, "renamed",
-				      (json_int_t)P->renamed, "skipped",
+			    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "committed", (json_int_t)P->committed, "renamed",
+				      (json_int_t)P->renamed, "removed", (json_int_t)P->removed, "skipped",
 				      (json_int_t)P->skipped, "failed", (json_int_t)P->failed, "late_checked",
 				      (json_int_t)P->late_checked, "outvoted", (json_int_t)P->outvoted, "unsettled",
 				      (json_int_t)P->unsettled));
@@ -288,11 +298,11 @@ static bool waiter_votes(const struct sup *S, const struct waiter *w)
 	return S->r[w->slot].live;
 }
 
-static struct ppath *path_lookup(struct points *P, const char *path, bool rename, bool make)
+static struct ppath *path_lookup(struct points *P, const char *path, enum kind kind, bool make)
 {
 	struct ppath **pp = &P->paths;
 	for (; *pp != NULL; pp = &(*pp)->next)
-		if ((*pp)->rename == rename && strcmp((*pp)->path, path) == 0) {
+		if ((*pp)->kind == kind && strcmp((*pp)->path, path) == 0) {
 			struct ppath *found = *pp;
 			*pp = found->next; /* to the front */
 			found->next = P->paths;
@@ -303,7 +313,7 @@ static struct ppath *path_lookup(struct points *P, const char *path, bool rename
 		return NULL;
 	struct ppath *n = must(calloc(1, sizeof *n));
 	n->path = must(strdup(path));
-	n->rename = rename;
+	n->kind = kind;
 	n->seen = must(calloc(P->S->nslots, sizeof *n->seen));
 	n->next = P->paths;
 	P->paths = n;
@@ -313,7 +323,7 @@ static struct ppath *path_lookup(struct points *P, const char *path, bool rename
 /* What pp's points are, in lines. */
 static const char *call_name(const struct ppath *pp)
 {
-	return pp->rename ? "rename" : "sync";
+	return pp->kind == RENAME ? "rename" : pp->kind == REMOVAL ? "removal" : "sync";
 }
 
 /* r's file differs at point m of pp from the version committed there: it
@@ -327,6 +337,93 @@ static void outvoted(struct points *P, const struct replica *r, const struct ppa
 	log_event("replica %u's file %s at its %s %llu differs from the version committed there (%s): outvoted at "
 		  "that point, it goes on (the end's vote judges it)",
 		  r->id, pp->path, call_name(pp), (unsigned long long)m + 1, what);
+}
+
+/* The real file at path (lstat beneath its view's target): 0, or an
+ * errno (ENOENT: nothing there). */
+static int real_stat(const struct changes *ch, const char *path, struct stat *st)
+{
+	size_t rel;
+	int v = changes_view_of(ch, path, &rel);
+	if (v < 0)
+		return EXDEV;
+	int fd = changes_open_real(ch->targets[v], path + rel, O_PATH, 0);
+	if (fd < 0)
+		return errno;
+	int err = fstat(fd, st) == 0 ? 0 : errno;
+	close(fd);
+	return err;
+}
+
+/* The real file a point just made at path is remembered as this run's. */
+static void remember_real(struct points *P, const struct changes *ch, const char *path)
+{
+	struct stat st;
+	struct ppath *sp = path_lookup(P, path, SYNC, true);
+	if (real_stat(ch, path, &st) == 0 && S_ISREG(st.st_mode)) {
+		sp->real_dev = st.st_dev;
+		sp->real_ino = st.st_ino;
+	}
+}
+
+/* Whether the real file at path is the one a point of this run made (a
+ * file another put there since, or one the run started with, is not).
+ * The only real file a rename's old name or a removal takes away: the
+ * kernel judged the replica's removal of its own file, which has rights
+ * of its own (another user's file appearing there later has others). */
+static bool ours(struct points *P, const struct changes *ch, const char *path)
+{
+	struct ppath *sp = path_lookup(P, path, SYNC, false);
+	struct stat st;
+	return sp != NULL && sp->real_ino != 0 && real_stat(ch, path, &st) == 0 && S_ISREG(st.st_mode) &&
+	       st.st_dev == sp->real_dev && st.st_ino == sp->real_ino;
+}
+
+/* path's directory in the real tree, opened beneath target (no link), and
+ * *name its last name. -1 with errno. */
+static int real_parent(const char *target, const char *path, const char **name)
+{
+	size_t t = strcmp(target, "/") == 0 ? 0 : strlen(target);
+	*name = strrchr(path, '/') + 1;
+	char parent[4096];
+	size_t plen = *name - 1 > path + t + 1 ? (size_t)(*name - 1 - (path + t + 1)) : 0;
+	if (plen >= sizeof parent) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(parent, path + t + 1, plen);
+	parent[plen] = '\0';
+	return changes_open_real(target, parent, O_RDONLY | O_DIRECTORY, 0);
+}
+
+/* Removes the real file at path if it is still this run's (ours): never a
+ * directory, nothing followed; its directory synced. 0 (also when it is
+ * gone), EEXIST when another file is there now, or an errno. */
+static int remove_real(struct points *P, const struct changes *ch, const char *path)
+{
+	size_t rel;
+	int v = changes_view_of(ch, path, &rel);
+	const char *name;
+	if (v < 0)
+		return EXDEV;
+	int dir = real_parent(ch->targets[v], path, &name);
+	if (dir < 0)
+		return errno == ENOENT ? 0 : errno;
+	struct ppath *sp = path_lookup(P, path, SYNC, false);
+	struct stat st;
+	int err = 0;
+	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		err = errno == ENOENT ? 0 : errno;
+	else if (sp == NULL || !S_ISREG(st.st_mode) || st.st_dev != sp->real_dev || st.st_ino != sp->real_ino)
+		err = EEXIST;
+	else if ((err = pre_keep(P->pre, ch->targets[v], path)) == 0 && unlinkat(dir, name, 0) != 0)
+		err = errno;
+	else if (err == 0 && fsync(dir) != 0)
+		log_warn("cannot sync the directory of %s: %s", path, strerror(errno));
+	if (err == 0 && sp != NULL)
+		sp->real_ino = 0;
+	close(dir);
+	return err;
 }
 
 /* Commits w's version of pp's path: the directories above it the real
@@ -372,8 +469,10 @@ static int commit_version(struct points *P, const struct ppath *pp, const struct
 		} else {
 			c.fd1 = w->src + 1;
 			c.mode = w->v.mode;
-			c.uid = st.st_uid;
-			c.gid = st.st_gid;
+			c.uid = w->v.uid; /* the owner voted */
+			c.gid = w->v.gid;
+			/* A sync's file keeps its real inode (changes.h). */
+			c.in_place = gone == NULL && pp->kind == SYNC;
 			c.size = w->v.size;
 			memcpy(c.digest, w->v.dg, sizeof c.digest);
 			c.atime = st.st_atim;
@@ -388,7 +487,8 @@ static int commit_version(struct points *P, const struct ppath *pp, const struct
 			list[n++] = (struct change){ .path = (char *)gone, .view = (unsigned)v, .rel = rel, .kind = CHANGE_GONE };
 		/* key: the copy's digest must be the one voted (commit.h). */
 		struct changes one = { .c = list, .n = n, .targets = ch->targets, .ntargets = ch->ntargets,
-				       .user_xattrs = ch->user_xattrs, .root = ch->root, .verify = &P->S->dkey };
+				       .user_xattrs = ch->user_xattrs, .root = ch->root, .verify = &P->S->dkey,
+				       .keep_dirs = true };
 		struct commit_result res;
 		commit_apply(&one, &res);
 		err = res.failed == 0 ? 0 : EIO;
@@ -466,7 +566,7 @@ static unsigned exposed(struct points *P, const struct ppath *pp, uint64_t m, co
 	*first = NULL;
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
-		if (!replica_in_run(r) || (pp->rename && held_at(P, pp, m, i)) ||
+		if (!replica_in_run(r) || (pp->kind != SYNC && held_at(P, pp, m, i)) ||
 		    (r->changes != NULL && changes_masks(r->changes, pp->path) &&
 		     (from == NULL || changes_masks(r->changes, from))))
 			continue;
@@ -506,33 +606,27 @@ static void probe_arm(struct points *P)
 		log_warn("cannot arm the rename probes' timer: the tick looks at them");
 }
 
-/* A quorum agreed on a rename onto pp's path, and nobody would see it
- * early: one of them (a) goes on first, alone, and the kernel judges its
- * call in its views (rights, RENAME_NOREPLACE, a name gone); its outcome
- * decides the point (probe_check). No quorum of replicas is past the
- * rename before that outcome is committed, so nothing they say after it
- * reaches the world first. The start versions of both names are kept
- * before either changes. */
+/* A quorum agreed on a rename onto pp's path (or a removal of it), and
+ * nobody would see it early: one of them (a) goes on first, alone, and
+ * the kernel judges its call in its views (rights, RENAME_NOREPLACE, a
+ * name gone); its outcome decides the point (probe_check). No quorum of
+ * replicas is past the call before that outcome is committed, so nothing
+ * they say after it reaches the world first. Nothing real is read or
+ * kept before the kernel has judged (pre.h's copy of a file the replica
+ * may not replace would cost its size). */
 static void probe_start(struct points *P, struct ppath *pp, struct waiter *a)
 {
 	struct sup *S = P->S;
 	const struct changes *ch = S->r[a->slot].changes;
-	size_t rel;
-	int v = changes_view_of(ch, pp->path, &rel);
-	int to = changes_real_kind(ch, pp->path), from = changes_real_kind(ch, a->from);
-	int err = v < 0 || to < 0 || from < 0 || to + from == 0 ? EXDEV : 0;
-	if (err == 0)
-		err = pre_keep(P->pre, ch->targets[v], pp->path);
-	if (err == 0 && from > 0)
-		err = pre_keep(P->pre, ch->targets[v], a->from);
-	if (err != 0) {
-		unsettle(P, pp, pp->ndone,
-			 err == EXDEV ? "its names in the real tree are no plain files now" : "the start could not be kept");
+	int to = changes_real_kind(ch, pp->path), from = a->from != NULL ? changes_real_kind(ch, a->from) : 0;
+	if (to < 0 || from < 0 || (pp->kind == REMOVAL && to == 0)) {
+		unsettle(P, pp, pp->ndone, "its names in the real tree are no plain files now");
 		return;
 	}
 	a->continued = true;
 	a->since = sup_now();
 	pp->probe = a;
+	pp->quorum_since = 0;
 	virt_resume(S->virt, a->slot, a->gen, a->id, 0);
 	probe_arm(P);
 }
@@ -589,18 +683,21 @@ static void decide(struct points *P, struct ppath *pp)
 				unsettle(P, pp, m, "the voters' files differ there, no quorum");
 			return;
 		}
+		/* A rename's old name matters when the real tree has it (the
+		 * commit takes it away). */
+		const char *from = best->from != NULL && changes_real_kind(S->r[best->slot].changes, best->from) > 0
+					   ? best->from
+					   : NULL;
 		struct replica *show;
-		if (exposed(P, pp, m, best->from, &show) > 0) {
+		if (exposed(P, pp, m, from, &show) > 0) {
 			/* The tick kills it as a straggler after --timeout. */
 			if (pp->quorum_since == 0)
 				pp->quorum_since = sup_now();
-			if (best->from != NULL && (pp->quorum_from == NULL || strcmp(pp->quorum_from, best->from) != 0)) {
-				free(pp->quorum_from);
-				pp->quorum_from = must(strdup(best->from));
-			}
+			free(pp->quorum_from);
+			pp->quorum_from = from != NULL ? must(strdup(from)) : NULL;
 			return;
 		}
-		if (pp->rename) {
+		if (pp->kind != SYNC) {
 			probe_start(P, pp, best);
 			continue; /* unsettled at once, or waits for the probe */
 		}
@@ -617,6 +714,7 @@ static void decide(struct points *P, struct ppath *pp)
 		}
 		if (err == 0) {
 			P->committed++;
+			remember_real(P, S->r[best->slot].changes, pp->path);
 		} else if (err == ESTALE) {
 			/* Not a failure of the real file system: the calls go on;
 			 * a later point, or the end, commits what they wrote. */
@@ -643,18 +741,31 @@ static void commit_rename(struct points *P, struct ppath *pp, struct waiter *a)
 	struct sup *S = P->S;
 	uint64_t m = pp->ndone;
 	struct version v = a->v;
-	int from = changes_real_kind(S->r[a->slot].changes, a->from);
-	int err = from < 0 ? EXDEV : ESTALE;
+	const struct changes *ch = S->r[a->slot].changes;
+	/* The real new name as the probe's call found it (the same file, or
+	 * still nothing): what the kernel judged there. */
+	struct stat st;
+	int now_to = real_stat(ch, pp->path, &st);
+	bool same_to = a->to_ino == 0 ? now_to == ENOENT
+				       : now_to == 0 && st.st_dev == a->to_dev && st.st_ino == a->to_ino;
+	int err = same_to ? ESTALE : EXDEV;
 	struct stat now;
 	if (err == ESTALE && fstat(a->src, &now) == 0 && now.st_size == v.size)
-		err = commit_version(P, pp, a, a->slot, from > 0 ? a->from : NULL);
+		err = commit_version(P, pp, a, a->slot, NULL);
 	for (struct waiter *w = pp->wait; w != NULL && err == ESTALE; w = w->next)
 		if (w != a && w->m == m && waiter_votes(S, w) && same_version(&w->v, &v) && fstat(w->src, &now) == 0 &&
 		    now.st_size == v.size)
-			err = commit_version(P, pp, w, a->slot, from > 0 ? a->from : NULL);
+			err = commit_version(P, pp, w, a->slot, NULL);
 	if (err == 0) {
 		P->committed++;
 		P->renamed++;
+		remember_real(P, ch, pp->path);
+		/* The old name goes when the real one is the file a point of
+		 * this run made; another (a file put there since) is left. */
+		int gone = remove_real(P, ch, a->from);
+		if (gone != 0 && gone != EEXIST)
+			log_warn("%s: its old name %s could not be removed at its rename %llu: %s", pp->path, a->from,
+				 (unsigned long long)m + 1, strerror(gone));
 	} else if (err == ESTALE) {
 		P->skipped++;
 		log_warn("%s: not committed at its rename %llu: the replicas wrote on while it was voted", pp->path,
@@ -662,22 +773,51 @@ static void commit_rename(struct points *P, struct ppath *pp, struct waiter *a)
 	} else {
 		P->failed++;
 		if (err == EXDEV)
-			log_warn("%s: not committed at its rename %llu: its old name %s is no plain file in the real tree now",
-				 pp->path, (unsigned long long)m + 1, a->from);
+			log_warn("%s: not committed at its rename %llu: the real file there changed since the call", pp->path,
+				 (unsigned long long)m + 1);
 	}
 	point_done(P, pp, &v);
 	answer(P, pp, m, &v, 0);
 }
 
-enum outcome { PENDING, RENAMED, FAILED };
+/* Commits the removal its probe a made in its views: the real file goes
+ * when it is still the one a point of this run made (remove_real). The
+ * calls held go on. */
+static void commit_removal(struct points *P, struct ppath *pp, struct waiter *a)
+{
+	uint64_t m = pp->ndone;
+	int err = remove_real(P, P->S->r[a->slot].changes, pp->path);
+	if (err == 0) {
+		P->committed++;
+		P->removed++;
+	} else {
+		P->failed++;
+		log_warn("%s: not committed at its removal %llu: %s", pp->path, (unsigned long long)m + 1,
+			 err == EEXIST ? "another file is there now" : strerror(err));
+	}
+	point_done(P, pp, &a->v);
+	answer(P, pp, m, &a->v, 0);
+}
 
-/* What became of the probe a's rename: seen in its upper layer, or the
+enum outcome { PENDING, MADE, FAILED };
+
+/* Whether a's call is made in its replica's upper layer: the file renamed
+ * (its inode at the new name, the old name a whiteout or nothing), or
+ * removed (a whiteout, or nothing where its own file was). */
+static bool made(const struct ppath *pp, const struct waiter *a, const struct changes *ch)
+{
+	if (pp->kind == RENAME)
+		return changes_renamed(ch, a->from, pp->path, a->dev, a->ino);
+	return changes_removed(ch, pp->path, a->ino);
+}
+
+/* What became of the probe a's call: seen in its upper layer, or the
  * thread past the call (/proc/TID/syscall no longer shows it waiting in
  * it) with the upper layer unchanged. */
 static enum outcome probe_outcome(const struct ppath *pp, const struct waiter *a, const struct changes *ch)
 {
-	if (changes_renamed(ch, a->from, pp->path, a->dev, a->ino))
-		return RENAMED;
+	if (made(pp, a, ch))
+		return MADE;
 	char proc[64], line[512];
 	snprintf(proc, sizeof proc, "/proc/%d/syscall", (int)a->tid);
 	int fd = open(proc, O_RDONLY | O_CLOEXEC);
@@ -702,7 +842,37 @@ static enum outcome probe_outcome(const struct ppath *pp, const struct waiter *a
 		return PENDING; /* unreadable: the time limit decides */
 	}
 	/* Past it (or gone): its effect, if any, is in the layer now. */
-	return changes_renamed(ch, a->from, pp->path, a->dev, a->ino) ? RENAMED : FAILED;
+	return made(pp, a, ch) ? MADE : FAILED;
+}
+
+/* Whether nobody would see the commit of the probe a's call early (a
+ * replica that came while it went on: a replacement, a tie-breaker). One
+ * that still would --timeout after it is killed as a straggler; false
+ * while it is waited for, or when a's process went meanwhile. */
+static bool unexposed(struct points *P, struct ppath *pp, struct waiter *a)
+{
+	struct sup *S = P->S;
+	uint64_t m = pp->ndone;
+	double limit = S->o->straggler_ms / 1000.0;
+	const char *from =
+		a->from != NULL && changes_real_kind(S->r[a->slot].changes, a->from) > 0 ? a->from : NULL;
+	struct replica *show;
+	if (exposed(P, pp, m, from, &show) == 0) {
+		pp->quorum_since = 0;
+		return true;
+	}
+	if (pp->quorum_since == 0)
+		pp->quorum_since = sup_now();
+	if (sup_now() - pp->quorum_since <= limit)
+		return false;
+	while (!S->stopping && exposed(P, pp, m, from, &show) > 0) {
+		char why[256];
+		snprintf(why, sizeof why, "straggler: no file %s of its own %.1f s after a quorum's %s of it", pp->path,
+			 limit, call_name(pp));
+		replica_kill(S, show, why);
+	}
+	pp->quorum_since = 0;
+	return !S->stopping && waiter_valid(S, a);
 }
 
 /* The probe of pp's next point: its outcome, once known, decides the
@@ -723,25 +893,30 @@ static bool probe_check(struct points *P, struct ppath *pp)
 	case PENDING:
 		if (sup_now() - a->since <= S->o->straggler_ms / 1000.0)
 			return true;
-		snprintf(why, sizeof why, "what became of replica %u's rename was not seen within %.1f s", r->id,
-			 S->o->straggler_ms / 1000.0);
+		snprintf(why, sizeof why, "what became of replica %u's %s was not seen within %.1f s", r->id,
+			 call_name(pp), S->o->straggler_ms / 1000.0);
 		unsettle(P, pp, m, why);
 		break;
 	case FAILED:
 		snprintf(why, sizeof why, "it failed in replica %u's views (the kernel's answer there)", r->id);
 		unsettle(P, pp, m, why);
 		break;
-	case RENAMED:
+	case MADE:
 		/* What the kernel let the replica do in its views holds for
 		 * the real tree only if the directories it checked are the
 		 * real ones (no copy of the replica's making). */
-		if (changes_dirs_real(r->changes, pp->path) && changes_dirs_real(r->changes, a->from)) {
-			commit_rename(P, pp, a);
-		} else {
+		if (!changes_dirs_real(r->changes, pp->path) || (a->from != NULL && !changes_dirs_real(r->changes, a->from))) {
 			snprintf(why, sizeof why, "the directories above it in replica %u's views are not the real ones",
 				 r->id);
 			unsettle(P, pp, m, why);
+			break;
 		}
+		if (!unexposed(P, pp, a))
+			return pp->probe != NULL;
+		if (pp->kind == RENAME)
+			commit_rename(P, pp, a);
+		else
+			commit_removal(P, pp, a);
 		break;
 	}
 	decide(P, pp);
@@ -764,12 +939,12 @@ static void on_probe_timer(evutil_socket_t fd, short what, void *arg)
 /* Slot slot reached a point of path (a rename onto it, or a sync) with
  * w's version (w made by the caller: its version, src, and a rename's
  * fields; taken). true: the call is held. */
-static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, const char *path, bool rename,
+static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, const char *path, enum kind kind,
 		   struct waiter *w)
 {
 	struct sup *S = P->S;
 	struct replica *r = &S->r[slot];
-	struct ppath *pp = path_lookup(P, path, rename, true);
+	struct ppath *pp = path_lookup(P, path, kind, true);
 	uint64_t m = pp->seen[slot]++;
 	const struct version *v = &w->v;
 	if (m < pp->ndone) {
@@ -861,7 +1036,7 @@ static bool on_sync(struct points *P, unsigned slot, uint64_t gen, const struct 
 		waiter_drop(w);
 		return false;
 	}
-	return arrive(P, slot, gen, req->id, real, false, w);
+	return arrive(P, slot, gen, req->id, real, SYNC, w);
 }
 
 /* A cheap hash of a rename's old name, for its version. */
@@ -891,7 +1066,10 @@ static bool on_rename(struct points *P, unsigned slot, uint64_t gen, const struc
 	unsigned flags = req->data.nr == SYS_renameat2 ? (unsigned)arg[4] : 0;
 	char name[4096], from[4096], to[4096];
 	pid_t tid = (pid_t)req->pid;
-	if ((flags & ~(unsigned)RENAME_NOREPLACE) != 0 || !room(P, slot))
+	/* RENAME_NOREPLACE is no point: once the real name is made, a
+	 * replica held at the same call that never looked it up would find
+	 * it there and fail. */
+	if (flags != 0 || !room(P, slot))
 		return false;
 	if (remote_read_string(tid, from_at, name, sizeof name) != 0 || !named_path(tid, from_dir, name, from, sizeof from))
 		return false;
@@ -903,8 +1081,17 @@ static bool on_rename(struct points *P, unsigned slot, uint64_t gen, const struc
 	    strchr(from, '\n') != NULL || strchr(to, '\n') != NULL || logs_streamed(P->logs, from) ||
 	    logs_streamed(P->logs, to))
 		return false;
-	int real_to = changes_real_kind(r->changes, to), real_from = changes_real_kind(r->changes, from);
-	if (real_to < 0 || real_from < 0 || real_to + real_from == 0)
+	/* A pid file put in place by a rename: pidfile.h makes it real with
+	 * diehard's pid. */
+	size_t tl = strlen(to);
+	if (tl > 4 && strcmp(to + tl - 4, ".pid") == 0) {
+		pidfile_creating(P->pids, slot, tid, AT_FDCWD, to);
+		return false;
+	}
+	struct stat real;
+	int real_to = real_stat(r->changes, to, &real);
+	if (!(real_to == ENOENT || (real_to == 0 && S_ISREG(real.st_mode))) ||
+	    (real_to == ENOENT && changes_real_kind(r->changes, from) != 1))
 		return false;
 	int in = changes_open_version(r->changes, from);
 	if (in < 0)
@@ -922,7 +1109,54 @@ static bool on_rename(struct points *P, unsigned slot, uint64_t gen, const struc
 	w->call = req->data;
 	w->dev = st.st_dev;
 	w->ino = st.st_ino;
-	return arrive(P, slot, gen, req->id, to, true, w);
+	if (real_to == 0) {
+		w->to_dev = real.st_dev;
+		w->to_ino = real.st_ino;
+	}
+	return arrive(P, slot, gen, req->id, to, RENAME, w);
+}
+
+/* unlink, unlinkat (no flag): a point when the name lies in a view (not a
+ * --share'd directory, no stream), the replica has its own file there, and
+ * the real one is the file a point of this run made (a database's journal
+ * a sync made real; ours).
+ * Every removal of the name agrees with every other: the version is the
+ * name alone. */
+static bool on_unlink(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req)
+{
+	const struct replica *r = &P->S->r[slot];
+	const __u64 *arg = req->data.args;
+	bool at = req->data.nr == SYS_unlinkat;
+	char name[4096], path[4096];
+	pid_t tid = (pid_t)req->pid;
+	if ((at && arg[2] != 0) || !room(P, slot))
+		return false;
+	if (remote_read_string(tid, at ? arg[1] : arg[0], name, sizeof name) != 0 ||
+	    !named_path(tid, at ? (int)(int32_t)arg[0] : AT_FDCWD, name, path, sizeof path))
+		return false;
+	size_t rel;
+	if (changes_view_of(r->changes, path, &rel) < 0 || strchr(path, '\n') != NULL || logs_streamed(P->logs, path) ||
+	    !ours(P, r->changes, path))
+		return false;
+	/* Its own file there: one a replica that never had it (only the
+	 * real one, through its lower layers) could not remove once the
+	 * real one is gone, so such a removal is left to the end. */
+	int in = changes_open_version(r->changes, path);
+	struct stat st;
+	if (in < 0 || fstat(in, &st) != 0) {
+		if (in >= 0)
+			close(in);
+		return false;
+	}
+	close(in);
+	struct waiter *w = must(calloc(1, sizeof *w));
+	w->src = -1;
+	w->dev = st.st_dev;
+	w->ino = st.st_ino;
+	w->v.from = 1;
+	w->tid = tid;
+	w->call = req->data;
+	return arrive(P, slot, gen, req->id, path, REMOVAL, w);
 }
 
 bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req)
@@ -939,6 +1173,8 @@ bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct sec
 	case SYS_rename:
 	case SYS_renameat:
 	case SYS_renameat2: return on_rename(P, slot, gen, req);
+	case SYS_unlink:
+	case SYS_unlinkat: return on_unlink(P, slot, gen, req);
 	default: return false;
 	}
 }
@@ -981,10 +1217,10 @@ static bool others_held(struct points *P, const struct ppath *pp, uint64_t m)
 			continue;
 		bool there = false, elsewhere = false;
 		for (const struct waiter *w = pp->wait; w != NULL && !there; w = w->next)
-			there = w->slot == i && w->rid == r->id && w->m == m;
+			there = w->slot == i && w->rid == r->id && w->m == m && !w->continued;
 		for (const struct ppath *q = P->paths; q != NULL && !there && !elsewhere; q = q->next)
 			for (const struct waiter *w = q->wait; w != NULL && !elsewhere; w = w->next)
-				elsewhere = w->slot == i && w->rid == r->id && (q != pp || w->m != m);
+				elsewhere = w->slot == i && w->rid == r->id && !w->continued && (q != pp || w->m != m);
 		if (!there && !elsewhere)
 			return false;
 	}
@@ -1021,10 +1257,14 @@ void points_tick(struct points *P)
 			/* A quorum agreed, and a replica's views still show the
 			 * real path: it never made the file a quorum synced. */
 			struct replica *r;
-			while (!S->stopping && exposed(P, pp, m, pp->rename ? pp->quorum_from : NULL, &r) > 0) {
+			while (!S->stopping && exposed(P, pp, m, pp->kind == RENAME ? pp->quorum_from : NULL, &r) > 0) {
 				char why[256];
 				snprintf(why, sizeof why, "straggler: no file %s of its own %.1f s after a quorum %s it (its %s %llu)",
-					 pp->path, limit, pp->rename ? "renamed a file onto" : "synced", call_name(pp),
+					 pp->path, limit,
+					 pp->kind == RENAME    ? "renamed a file onto"
+					 : pp->kind == REMOVAL ? "removed"
+							       : "synced",
+					 call_name(pp),
 					 (unsigned long long)m + 1);
 				replica_kill(S, r, why);
 			}
@@ -1044,3 +1284,4 @@ void points_tick(struct points *P)
 		}
 	}
 }
+

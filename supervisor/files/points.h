@@ -5,48 +5,53 @@
  * it ends (files.h). A program that runs for long makes files durable as
  * it goes: each fsync or fdatasync of a file the replica changed in its
  * views (a database's commit, an editor's save), or msync (MS_SYNC) of a
- * shared mapping of one, is a point, its version
- * the file's bytes, size and mode. The replica's call is held until a
- * quorum of voters made the same point (the same path, the same number of
- * syncs of it so far) with the same version, and no other replica of the
- * run would see the real path change (each has its own copy of it in its
- * upper layer: changes.h's masks; one that has not made the file
- * --timeout after the quorum is killed as a straggler); that version is
- * then committed to the real file system (commit.h: beside, checked
- * against the digest voted, synced, renamed, its directory synced) and
- * only then do the calls return. A point is no verdict: what a file holds
- * at a sync can depend on when it came (a timer's sync), so a replica of
- * another version is outvoted there and goes on, and a point where no
- * quorum can form, or none formed within --timeout while every other
- * replica waits at another point, goes on uncommitted;
- * the end's vote judges the replicas. A replica that reaches a point
- * already decided (a late one, a replacement replaying) is compared with
- * the committed version and never commits again. A stop (SIGTERM,
- * SIGINT) lets every held call go on.
+ * shared mapping of one, is a point, its version the file's bytes, size,
+ * mode and owner. The replica's call is held until a quorum of voters
+ * made the same point (the same path, the same number of syncs of it so
+ * far) with the same version, and no other replica of the run would see
+ * the real path change (each has its own copy of it in its upper layer:
+ * changes.h's masks; one that has not made the file --timeout after the
+ * quorum is killed as a straggler); that version is then committed to the
+ * real file system (commit.h: a copy beside checked against the digest
+ * voted, then written into the real file, which keeps its inode, or
+ * renamed into place when there is none; synced) and only then do the
+ * calls return. A point is no verdict: what a file holds at a sync can
+ * depend on when it came (a timer's sync), so a replica of another version
+ * is outvoted there and goes on, and a point where no quorum can form, or
+ * none formed within --timeout while every other replica waits at another
+ * point, goes on uncommitted; the end's vote judges the replicas. A
+ * replica that reaches a point already decided (a late one, a replacement
+ * replaying) is compared with the committed version and never commits
+ * again. A stop (SIGTERM, SIGINT) lets every held call go on.
  *
- * Points are counted per path, not per replica: threads that sync
- * different files in another order in each replica still agree. Anything
- * else goes on at once: a sync of a file the replica did not change, of a
- * descriptor that is no file of a view (a pipe, a socket, a file of a kept
- * directory, a removed file), and every call in a replay (diehard replay
- * and --ci's origin search commit nothing).
+ * Points are counted per path and kind, not per replica: threads that
+ * sync different files in another order in each replica still agree.
+ * Anything else goes on at once: a sync of a file the replica did not
+ * change, of a descriptor that is no file of a view (a pipe, a socket, a
+ * file of a kept directory, a removed file), and every call in a replay
+ * (diehard replay and --ci's origin search commit nothing).
  *
- * A rename is a point of the new name when it puts a file the replica made
- * or changed (its upper layer's) in place of a real file, or moves one a
- * sync made real (both names in one view, nothing or a regular file each
- * in the real tree): its version is the file's and the old name. Once a
- * quorum agreed and nobody would see it early, one replica of the quorum
- * (the probe) goes on alone and the kernel judges its call in its views:
- * rights, RENAME_NOREPLACE, a name gone. Its upper layer showing the file
- * at the new name and the old one gone, with every directory above them a
- * copy of the real one, the new name gets the bytes voted in the real tree
- * and the old name, if real, goes; then the others go on. A refusal (the
- * thread past its call, the layer unchanged), or no outcome within
- * --timeout, lets the point go on uncommitted: each replica gets its own
- * kernel's answer. With a quorum of two or more, no quorum of replicas is
- * past the rename before its commit, so nothing they say after it reaches
- * the world first. Removals are no points: they reach the real file system
- * at the end.
+ * Renames and removals that make a change visible are points too, judged
+ * by the kernel before anything real changes:
+ * - a rename (no flag) of a file the replica made or changed (its upper
+ *   layer's) onto a name where the real tree has a regular file, or of a
+ *   file a point made real (both names in one view): a point of the new
+ *   name, its version the file's and the old name's;
+ * - an unlink of a file the replica has its own copy of, whose real file
+ *   is the one a point of this run made (a database's journal): a point of
+ *   the name, every removal of it the same version.
+ * Once a quorum agreed and nobody would see it early, one replica of the
+ * quorum (the probe) goes on alone and the kernel judges its call in its
+ * views: rights, a name gone. Its upper layer showing the call made, with
+ * every directory above the names a copy of the real one, the real tree
+ * gets it (the new name the bytes voted, written beside and renamed; the
+ * old name, or the removed one, unlinked if it is still the file a point
+ * of this run made: never another's put there since, never a directory);
+ * then the others go on. A refusal (the thread past its call, the layer
+ * unchanged), or no outcome within --timeout, lets the point go on
+ * uncommitted: each replica gets its own kernel's answer. With a quorum
+ * of two or more, no quorum of replicas is past the call before its
+ * commit, so nothing they say after it reaches the world first.
  *
  * Invariants: for every path, the points committed are numbered 0 .. n-1
  * and were committed in that order; a held call belongs to a participant
@@ -62,6 +67,7 @@
 struct sup;
 struct points;
 struct logs;
+struct pidfiles;
 struct pre;
 struct seccomp_notif;
 typedef struct json_t json_t;
@@ -70,7 +76,7 @@ typedef struct json_t json_t;
  * "files" object, where "points" goes; pre: the start-state layer every
  * view has (pre.h), kept before each path's first commit; logs: the
  * append-only files (logs.h), whose syncs are their streams'. */
-struct points *points_new(struct sup *S, json_t *rep, struct pre *pre, struct logs *logs);
+struct points *points_new(struct sup *S, json_t *rep, struct pre *pre, struct logs *logs, struct pidfiles *pids);
 void points_free(struct points *P);
 /* Slot slot's process made the call in req (fsync, fdatasync, msync,
  * rename, renameat, renameat2), received

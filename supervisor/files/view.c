@@ -14,6 +14,7 @@
 #include <linux/fs.h>
 #include <fcntl.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -477,6 +478,32 @@ static int pre_dirs(int pre, const char *path)
 
 /* The next view's upper and work directories made in the staging tmpfs;
  * its overlay of lower mounted at target. 0, or an errno. */
+/* A name the start-state layer has in every view's top directory, removed
+ * in each view as soon as it is mounted: the overlay's first whiteout,
+ * which takes an inode number of the staging tmpfs (later whiteouts are
+ * links to it), is so made at the same moment in every replica. A commit
+ * point's call that goes on in one replica first (points.h's probe) may
+ * then make a whiteout the others do not (the real name gone by the time
+ * they make theirs) without shifting the inode numbers of the files it
+ * makes next, which git's index records. The whiteout left is no change
+ * (changes.c: nothing real to remove). */
+#define WHITEOUT_SEED ".diehard-whiteout-seed"
+
+/* The seed in the start-state layer's directory for lower (made by the
+ * first replica's init; EEXIST after). */
+static void seed_whiteout(int pre, const char *lower)
+{
+	char path[PATH_BYTES];
+	size_t n = strlen(lower);
+	if (n + sizeof WHITEOUT_SEED + 2 > sizeof path)
+		return;
+	snprintf(path, sizeof path, "%s%s%s", strcmp(lower, "/") == 0 ? "" : lower + 1,
+		 strcmp(lower, "/") == 0 ? "" : "/", WHITEOUT_SEED);
+	int fd = openat(pre, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+}
+
 static int overlay(struct stage *st, const char *lower, const char *target, unsigned long flags, bool user)
 {
 	if (st->views == VIEW_MAX)
@@ -505,6 +532,7 @@ static int overlay(struct stage *st, const char *lower, const char *target, unsi
 		int err = pre_dirs(st->pre, lower);
 		if (err != 0)
 			return err;
+		seed_whiteout(st->pre, lower);
 		p = put(p, end, "/proc/self/fd/");
 		p = put_uint(p, end, (unsigned)st->pre);
 		if (strcmp(lower, "/") != 0)
@@ -541,6 +569,12 @@ static int overlay(struct stage *st, const char *lower, const char *target, unsi
 			(void)unlinkat(st->fd, w, AT_REMOVEDIR);
 		(void)unlinkat(st->fd, name, AT_REMOVEDIR);
 		return err;
+	}
+	if (st->pre >= 0) {
+		char seed[PATH_BYTES];
+		if ((size_t)snprintf(seed, sizeof seed, "%s/%s", strcmp(target, "/") == 0 ? "" : target, WHITEOUT_SEED) <
+		    sizeof seed)
+			(void)unlink(seed); /* absent (a replay's layer): no seed */
 	}
 	manifest_line(st, name, 0, lower);
 	view_devs(st->views, target);

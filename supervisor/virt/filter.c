@@ -503,11 +503,11 @@ static int add_net(scmp_filter_ctx ctx)
 }
 
 /* The file views' commit points (points.h): the calls that make a file
- * durable (syncs) or visible (renames). */
+ * durable (syncs) or visible (renames, removals). */
 static int add_points(scmp_filter_ctx ctx)
 {
-	static const int calls[] = { SCMP_SYS(fsync),  SCMP_SYS(fdatasync), SCMP_SYS(rename),
-				     SCMP_SYS(renameat), SCMP_SYS(renameat2) };
+	static const int calls[] = { SCMP_SYS(fsync),	 SCMP_SYS(fdatasync), SCMP_SYS(rename), SCMP_SYS(renameat),
+				     SCMP_SYS(renameat2), SCMP_SYS(unlink),	SCMP_SYS(unlinkat) };
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < sizeof calls / sizeof calls[0]; i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, calls[i], 0);

@@ -1248,7 +1248,9 @@ static enum answer dispatch(struct vreplica *vr, const struct seccomp_notif *req
 	case SYS_msync:
 	case SYS_rename:
 	case SYS_renameat:
-	case SYS_renameat2: return files_point(vr->V->S, vr->index, vr->gen, req) ? DROP : CONTINUE;
+	case SYS_renameat2:
+	case SYS_unlink:
+	case SYS_unlinkat: return files_point(vr->V->S, vr->index, vr->gen, req) ? DROP : CONTINUE;
 	default: return CONTINUE;
 	}
 }

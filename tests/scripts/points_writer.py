@@ -13,6 +13,10 @@
 #                      the mapping and msync it (mmap's flush: MS_SYNC)
 #   row N              insert N into t.db's table t (SQLite in WAL mode, one
 #                      transaction)
+#   jrow N             insert N into j.db's table t (SQLite in its default
+#                      journal mode, DELETE: the journal's removal commits)
+#   rm NAME            remove NAME ("refused NAME ERROR" when the kernel
+#                      says no)
 #   mv NAME TO         rename NAME to TO ("refused NAME ERROR" when the
 #                      kernel says no)
 #   mvx NAME TO        the same with RENAME_NOREPLACE (renameat2)
@@ -48,6 +52,7 @@ def first():
 
 
 db = None
+jdb = None
 logs = {}
 
 
@@ -94,6 +99,20 @@ for line in sys.stdin:
         db.execute("insert into t values (?)", (int(name),))
         db.commit()
         print("row", name, flush=True)
+    elif cmd == "jrow":
+        if jdb is None:
+            jdb = sqlite3.connect("j.db")
+            jdb.execute("create table if not exists t(n)")
+            jdb.commit()
+        jdb.execute("insert into t values (?)", (int(name),))
+        jdb.commit()
+        print("jrow", name, flush=True)
+    elif cmd == "rm":
+        try:
+            os.unlink(name)
+            print("removed", name, flush=True)
+        except OSError as e:
+            print("refused", name, type(e).__name__, flush=True)
     elif cmd == "order":
         for n in ((name, text) if first() else (text, name)):
             write(n, n)
