@@ -131,30 +131,36 @@ setup() {
 		(.files.divergences // []) == []' "$T/r.json" >/dev/null || fail "report: $(jq -c .files.points "$T/r.json")"
 }
 
-@test "a rename the kernel refuses to the program (another user's file in a sticky directory) is refused in every replica, and the real file stays" {
+@test "renames a nobody program may not make: over root's file in a sticky directory (no point), and over its own file in root's directory (the probe is refused): refused in every replica, the real files stay" {
 	[[ $(id -u) == 0 ]] || skip "needs root (the writer runs as nobody)"
 	require_nobody
 	local dir
 	dir=$(mktemp -d /tmp/diehard-rename.XXXXXX)
 	chmod 755 "$dir"
-	mkdir "$dir/w" "$dir/shared"
+	mkdir "$dir/w" "$dir/shared" "$dir/w/ro"
 	chmod 1777 "$dir/w" "$dir/shared"
 	echo "root's" >"$dir/w/conf"
+	echo "nobody's" >"$dir/w/ro/conf"
+	chown 65534:65534 "$dir/w/ro/conf"
 	rmdir "$T/w" "$T/shared"
 	ln -s "$dir/w" "$T/w"
 	ln -s "$dir/shared" "$T/shared"
 	WRITER_AS="setpriv --reuid=65534 --regid=65534 --clear-groups env PATH=/usr/bin:/bin" start_writer -k 3
 	say "sync conf.tmp mine" "synced conf.tmp"
 	say "mv conf.tmp conf" "refused conf.tmp PermissionError"
-	local during
+	say "mv conf.tmp ro/conf" "refused conf.tmp PermissionError"
+	local during during_ro
 	during=$(cat "$dir/w/conf")
+	during_ro=$(cat "$dir/w/ro/conf")
 	finish
-	local after owner
+	local after owner after_ro
 	after=$(cat "$dir/w/conf")
 	owner=$(stat -c %u "$dir/w/conf")
+	after_ro=$(cat "$dir/w/ro/conf")
 	rm -rf "$dir"
 	[[ $during == "root's" && $after == "root's" && $owner == 0 ]] ||
 		fail "conf: '$during' during, '$after' after, owner $owner" "$(tail -20 "$T/run.err")"
+	[[ $during_ro == "nobody's" && $after_ro == "nobody's" ]] || fail "ro/conf: '$during_ro' during, '$after_ro' after"
 	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
 	jq -e '.files.points.renamed == 0 and .files.points.unsettled == 1' "$T/r.json" >/dev/null ||
 		fail "report: $(jq -c .files.points "$T/r.json")"

@@ -23,6 +23,7 @@
 
 #include "extents.h"
 #include "log.h"
+#include "view.h"
 
 #define READ_CHUNK (1u << 20)
 #define BLOCK EXTENT_BLOCK
@@ -259,6 +260,17 @@ static int walk_entry(struct walk *w, int dir, const char *name, const char *rea
 	struct stat st;
 	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return errno;
+	/* The whiteout of view.c's seed at a view's top: no change (the real
+	 * directory had no such name, or it would have had no seed). */
+	if (strcmp(name, VIEW_WHITEOUT_SEED) == 0 && strchr(upper, '/') == strrchr(upper, '/') && S_ISCHR(st.st_mode) &&
+	    st.st_rdev == 0) {
+		struct stat real_st;
+		char *rp = path_join(real, name);
+		bool absent = lstat(rp, &real_st) != 0 && errno == ENOENT;
+		free(rp);
+		if (absent)
+			return 0;
+	}
 	struct change c = { .path = path_join(real, name), .upper = path_join(upper, name), .view = w->view, .rel = w->rel,
 			    .mode = st.st_mode & 07777,
 			    .uid = st.st_uid, .gid = st.st_gid, .atime = st.st_atim, .mtime = st.st_mtim };
@@ -541,6 +553,67 @@ static int upper_name(const struct changes *ch, const char *path, char *buf, siz
 		return -1;
 	*at = (size_t)n - strlen(path + rel);
 	return v;
+}
+
+int changes_fd_id(int fd, struct file_id *id)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char room[sizeof id->h];
+	} u;
+	u.fh.handle_bytes = sizeof id->h;
+	int mnt;
+	if (name_to_handle_at(fd, "", &u.fh, &mnt, AT_EMPTY_PATH) != 0)
+		return errno;
+	id->type = u.fh.handle_type;
+	id->len = u.fh.handle_bytes;
+	memcpy(id->h, u.fh.f_handle, id->len);
+	return 0;
+}
+
+bool changes_same_id(const struct file_id *a, const struct file_id *b)
+{
+	return a->type != 0 && a->type == b->type && a->len == b->len && memcmp(a->h, b->h, a->len) == 0;
+}
+
+int changes_real_id(const struct changes *ch, const char *path, struct file_id *id, struct stat *st)
+{
+	size_t rel;
+	int v = changes_view_of(ch, path, &rel);
+	if (v < 0)
+		return EXDEV;
+	int fd = changes_open_real(ch->targets[v], path + rel, O_PATH, 0);
+	if (fd < 0)
+		return errno;
+	int err = fstat(fd, st) != 0 ? errno : changes_fd_id(fd, id);
+	close(fd);
+	return err;
+}
+
+int changes_origin_id(const struct changes *ch, const char *path, struct file_id *id)
+{
+	char up[4200], proc[64];
+	size_t at;
+	if (upper_name(ch, path, up, sizeof up, &at) < 0)
+		return EXDEV;
+	int fd = openat(ch->root, up, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	/* overlayfs's origin record: version, magic 0xfb, length, flags,
+	 * handle type, the lower file system's uuid (16), the handle. */
+	unsigned char v[4 + 1 + 16 + sizeof id->h];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	ssize_t n = getxattr(proc, ch->user_xattrs ? "user.overlay.origin" : "trusted.overlay.origin", v, sizeof v);
+	int err = n < 0 ? (errno == ENODATA ? ENODATA : errno) : 0;
+	close(fd);
+	if (err != 0)
+		return err;
+	if (n < 21 || v[1] != 0xfb || v[2] != n)
+		return EINVAL;
+	id->type = v[4];
+	id->len = (unsigned)n - 21;
+	memcpy(id->h, v + 21, id->len);
+	return 0;
 }
 
 int changes_real_kind(const struct changes *ch, const char *path)

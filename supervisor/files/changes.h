@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -35,6 +36,14 @@ enum change_kind {
 	CHANGE_NODE,   /* a device node (committed as root only) */
 };
 
+/* A file's identity on its file system: its handle (name_to_handle_at:
+ * the inode and its generation, so never another file that reused the
+ * number), as overlayfs records a copy's origin. */
+struct file_id {
+	int type;     /* 0: none */
+	unsigned len;
+	unsigned char h[128];
+};
 struct change {
 	char *path;  /* the real path */
 	unsigned view; /* its view: targets[view] */
@@ -52,8 +61,9 @@ struct change {
 	struct timespec atime, mtime;
 	/* A commit point's file (commit.h): written into the real file, which
 	 * keeps its inode, when that is a regular file of one link and the
-	 * same owner (else beside and renamed). */
+	 * same owner, and the file expect names (else beside and renamed). */
 	bool in_place;
+	const struct file_id *expect;
 };
 
 /* What a replica could not view (the manifest's "-" lines). */
@@ -100,6 +110,16 @@ int changes_open_version(const struct changes *ch, const char *path);
  * (a whiteout) in a directory's place above it. A change of the real path
  * then never shows in them (a commit made while the replica runs). */
 bool changes_masks(const struct changes *ch, const char *path);
+/* The real file at path: its identity (and *st). 0, ENOENT when there is
+ * nothing there, or an errno. */
+int changes_real_id(const struct changes *ch, const char *path, struct file_id *id, struct stat *st);
+/* The real file the replica's upper copy of path was copied from (its
+ * overlay origin). 0, ENODATA when it has none (made in the views), or an
+ * errno (no upper copy). */
+int changes_origin_id(const struct changes *ch, const char *path, struct file_id *id);
+bool changes_same_id(const struct file_id *a, const struct file_id *b);
+/* An open file's identity. 0 or an errno. */
+int changes_fd_id(int fd, struct file_id *id);
 /* What the real path is: 0 nothing (nor a directory above it), 1 a
  * regular file, -1 anything else or out of reach (a link on the way). */
 int changes_real_kind(const struct changes *ch, const char *path);

@@ -275,17 +275,23 @@ static int make_beside(const struct changes *ch, const struct change *c, int par
  * renames instead; another errno (said) when it failed part way. */
 static int write_in_place(int parent, const char *tmp, const char *name, const struct change *c)
 {
-	int out = openat(parent, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
-	if (out < 0 || fstat(out, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != c->uid ||
-	    st.st_gid != c->gid) {
+	int out = openat(parent, name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int in = openat(parent, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st, src;
+	struct file_id id;
+	/* The very file the replicas' views showed (their copies' origin,
+	 * or the one a point made), not one swapped in since; and no sparse
+	 * copy (written whole, its holes would be filled). */
+	if (out < 0 || in < 0 || fstat(out, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+	    st.st_uid != c->uid || st.st_gid != c->gid || c->expect == NULL || changes_fd_id(out, &id) != 0 ||
+	    !changes_same_id(&id, c->expect) || fstat(in, &src) != 0 || (off_t)src.st_blocks * 512 < src.st_size) {
 		if (out >= 0)
 			close(out);
+		if (in >= 0)
+			close(in);
 		return ENOTSUP;
 	}
-	int in = openat(parent, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	int cur = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	int err = in < 0 || cur < 0 ? ENOTSUP : 0;
+	int err = 0;
 	static char a[COPY_CHUNK / 2], b[COPY_CHUNK / 2];
 	for (off_t at = 0; err == 0 && at < c->size;) {
 		size_t want = (size_t)(c->size - at < (off_t)sizeof a ? c->size - at : (off_t)sizeof a);
@@ -294,7 +300,7 @@ static int write_in_place(int parent, const char *tmp, const char *name, const s
 			err = n < 0 ? errno : EIO;
 			break;
 		}
-		ssize_t m = pread(cur, b, (size_t)n, at);
+		ssize_t m = pread(out, b, (size_t)n, at);
 		if (m < 0) {
 			err = errno;
 			break;
@@ -322,10 +328,7 @@ static int write_in_place(int parent, const char *tmp, const char *name, const s
 		err = errno;
 	if (err == 0 && fsync(out) != 0)
 		err = errno;
-	if (in >= 0)
-		close(in);
-	if (cur >= 0)
-		close(cur);
+	close(in);
 	close(out);
 	return err;
 }

@@ -78,8 +78,10 @@ struct waiter {
 	struct seccomp_data call;
 	dev_t dev;
 	ino_t ino;
-	dev_t to_dev;       /* the real new name when the call came (0: none) */
-	ino_t to_ino;
+	struct file_id real_id; /* the real file at the name (a sync's, a rename's
+				   new name) when the call came (type 0: none) */
+	struct file_id gone_id; /* the real file a removal or a rename's old
+				   name takes away (type 0: none) */
 	bool continued;
 	struct waiter *next;
 };
@@ -100,9 +102,9 @@ struct ppath {
 				 a replica's views still showed the real path
 				 (0: not so) */
 	char *quorum_from;    /* that quorum's old name, a rename's */
-	dev_t real_dev;       /* the real file a point of this run made last at */
-	ino_t real_ino;       /* the path (0: none): the only one a rename's old
-				 name or a removal may take away */
+	struct file_id made;  /* the real file a point of this run made last at
+				 the path (type 0: none): the only one a
+				 rename's old name or a removal may take away */
 	struct ppath *next;
 };
 
@@ -339,31 +341,13 @@ static void outvoted(struct points *P, const struct replica *r, const struct ppa
 		  r->id, pp->path, call_name(pp), (unsigned long long)m + 1, what);
 }
 
-/* The real file at path (lstat beneath its view's target): 0, or an
- * errno (ENOENT: nothing there). */
-static int real_stat(const struct changes *ch, const char *path, struct stat *st)
-{
-	size_t rel;
-	int v = changes_view_of(ch, path, &rel);
-	if (v < 0)
-		return EXDEV;
-	int fd = changes_open_real(ch->targets[v], path + rel, O_PATH, 0);
-	if (fd < 0)
-		return errno;
-	int err = fstat(fd, st) == 0 ? 0 : errno;
-	close(fd);
-	return err;
-}
-
 /* The real file a point just made at path is remembered as this run's. */
 static void remember_real(struct points *P, const struct changes *ch, const char *path)
 {
 	struct stat st;
 	struct ppath *sp = path_lookup(P, path, SYNC, true);
-	if (real_stat(ch, path, &st) == 0 && S_ISREG(st.st_mode)) {
-		sp->real_dev = st.st_dev;
-		sp->real_ino = st.st_ino;
-	}
+	if (changes_real_id(ch, path, &sp->made, &st) != 0 || !S_ISREG(st.st_mode))
+		sp->made.type = 0;
 }
 
 /* Whether the real file at path is the one a point of this run made (a
@@ -371,12 +355,67 @@ static void remember_real(struct points *P, const struct changes *ch, const char
  * The only real file a rename's old name or a removal takes away: the
  * kernel judged the replica's removal of its own file, which has rights
  * of its own (another user's file appearing there later has others). */
-static bool ours(struct points *P, const struct changes *ch, const char *path)
+static bool ours(struct points *P, const struct changes *ch, const char *path, struct file_id *id)
 {
 	struct ppath *sp = path_lookup(P, path, SYNC, false);
 	struct stat st;
-	return sp != NULL && sp->real_ino != 0 && real_stat(ch, path, &st) == 0 && S_ISREG(st.st_mode) &&
-	       st.st_dev == sp->real_dev && st.st_ino == sp->real_ino;
+	return sp != NULL && changes_real_id(ch, path, id, &st) == 0 && S_ISREG(st.st_mode) &&
+	       changes_same_id(id, &sp->made);
+}
+
+/* The fsuid of thread tid (as diehard's user namespace sees it), or -1. */
+static long fsuid_of(pid_t tid)
+{
+	char proc[64], line[256];
+	snprintf(proc, sizeof proc, "/proc/%d/status", (int)tid);
+	FILE *f = fopen(proc, "re");
+	long fsuid = -1;
+	while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+		long r, e, sv, fs;
+		if (sscanf(line, "Uid: %ld %ld %ld %ld", &r, &e, &sv, &fs) == 4) {
+			fsuid = fs;
+			break;
+		}
+	}
+	if (f != NULL)
+		fclose(f);
+	return fsuid;
+}
+
+/* Whether a point of slot's replica (thread tid) may replace the real
+ * file at path, the one *id (type 0: nothing there) names: nothing there;
+ * the file a point of this run made; the file the replica's own copy was
+ * made from (its overlay origin); or one its fsuid owns (or root's
+ * rights). Not another's that came after the replica looked (overlayfs
+ * keeps a name it found missing: the replica made its own, and had no
+ * right to the other's). */
+static bool may_replace(struct points *P, const struct changes *ch, const char *path, pid_t tid, struct file_id *id)
+{
+	struct stat st;
+	int err = changes_real_id(ch, path, id, &st);
+	if (err == ENOENT) {
+		id->type = 0;
+		return true;
+	}
+	if (err != 0 || !S_ISREG(st.st_mode))
+		return false;
+	struct ppath *sp = path_lookup(P, path, SYNC, false);
+	struct file_id origin;
+	if ((sp != NULL && changes_same_id(id, &sp->made)) ||
+	    (changes_origin_id(ch, path, &origin) == 0 && changes_same_id(id, &origin)))
+		return true;
+	long fsuid = fsuid_of(tid);
+	return fsuid == 0 || (fsuid > 0 && (uid_t)fsuid == st.st_uid);
+}
+
+/* Whether the real file at path is still the one id names (type 0:
+ * still nothing there). */
+static bool still(const struct changes *ch, const char *path, const struct file_id *id)
+{
+	struct file_id now;
+	struct stat st;
+	int err = changes_real_id(ch, path, &now, &st);
+	return id->type == 0 ? err == ENOENT : err == 0 && changes_same_id(&now, id);
 }
 
 /* path's directory in the real tree, opened beneath target (no link), and
@@ -399,7 +438,7 @@ static int real_parent(const char *target, const char *path, const char **name)
 /* Removes the real file at path if it is still this run's (ours): never a
  * directory, nothing followed; its directory synced. 0 (also when it is
  * gone), EEXIST when another file is there now, or an errno. */
-static int remove_real(struct points *P, const struct changes *ch, const char *path)
+static int remove_real(struct points *P, const struct changes *ch, const char *path, const struct file_id *expect)
 {
 	size_t rel;
 	int v = changes_view_of(ch, path, &rel);
@@ -411,33 +450,36 @@ static int remove_real(struct points *P, const struct changes *ch, const char *p
 		return errno == ENOENT ? 0 : errno;
 	struct ppath *sp = path_lookup(P, path, SYNC, false);
 	struct stat st;
+	struct file_id id;
 	int err = 0;
-	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+	int fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
 		err = errno == ENOENT ? 0 : errno;
-	else if (sp == NULL || !S_ISREG(st.st_mode) || st.st_dev != sp->real_dev || st.st_ino != sp->real_ino)
+	else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || changes_fd_id(fd, &id) != 0 || expect == NULL ||
+		 !changes_same_id(&id, expect))
 		err = EEXIST;
 	else if ((err = pre_keep(P->pre, ch->targets[v], path)) == 0 && unlinkat(dir, name, 0) != 0)
 		err = errno;
 	else if (err == 0 && fsync(dir) != 0)
 		log_warn("cannot sync the directory of %s: %s", path, strerror(errno));
-	if (err == 0 && sp != NULL)
-		sp->real_ino = 0;
+	if (fd >= 0)
+		close(fd);
+	if (err == 0 && sp != NULL && expect != NULL && changes_same_id(&sp->made, expect))
+		sp->made.type = 0;
 	close(dir);
 	return err;
 }
 
 /* Commits w's version of pp's path: the directories above it the real
  * tree lacks (from the upper layer of dirs_from's replica) and the file
- * (from w->src, its copy checked against the version voted); then, when
- * gone is not NULL, that real file removed (a rename's old name). The
- * start's version kept first (pre.h). 0, or an errno (said). */
-static int commit_version(struct points *P, const struct ppath *pp, const struct waiter *w, unsigned dirs_from,
-			  const char *gone)
+ * (from w->src, its copy checked against the version voted). The start's
+ * version kept first (pre.h). 0, or an errno (said). */
+static int commit_version(struct points *P, const struct ppath *pp, const struct waiter *w, unsigned dirs_from)
 {
 	const struct changes *ch = P->S->r[dirs_from].changes;
 	const char *path = pp->path;
 	enum { MAX_DIRS = 64 };
-	struct change list[MAX_DIRS + 2];
+	struct change list[MAX_DIRS + 1];
 	char *owned[2 * MAX_DIRS];
 	size_t n = 0, nowned = 0, rel;
 	int v = changes_view_of(ch, path, &rel);
@@ -471,20 +513,18 @@ static int commit_version(struct points *P, const struct ppath *pp, const struct
 			c.mode = w->v.mode;
 			c.uid = w->v.uid; /* the owner voted */
 			c.gid = w->v.gid;
-			/* A sync's file keeps its real inode (changes.h). */
-			c.in_place = gone == NULL && pp->kind == SYNC;
+			/* A sync's file keeps its real inode (changes.h): the very
+			 * file the call found. */
+			c.in_place = pp->kind == SYNC && w->real_id.type != 0;
+			c.expect = &w->real_id;
 			c.size = w->v.size;
 			memcpy(c.digest, w->v.dg, sizeof c.digest);
 			c.atime = st.st_atim;
 			c.mtime = st.st_mtim;
 		}
 	}
-	if (err == 0 && gone != NULL)
-		err = pre_keep(P->pre, ch->targets[v], gone);
 	if (err == 0) {
 		list[n++] = c;
-		if (gone != NULL)
-			list[n++] = (struct change){ .path = (char *)gone, .view = (unsigned)v, .rel = rel, .kind = CHANGE_GONE };
 		/* key: the copy's digest must be the one voted (commit.h). */
 		struct changes one = { .c = list, .n = n, .targets = ch->targets, .ntargets = ch->ntargets,
 				       .user_xattrs = ch->user_xattrs, .root = ch->root, .verify = &P->S->dkey,
@@ -708,9 +748,10 @@ static void decide(struct points *P, struct ppath *pp)
 		int err = ESTALE;
 		for (const struct waiter *a = pp->wait; a != NULL && err != 0; a = a->next) {
 			struct stat now;
+			/* The real file as that replica's call found it. */
 			if (a->m == m && waiter_votes(S, a) && same_version(&a->v, &v) && fstat(a->src, &now) == 0 &&
-			    now.st_size == v.size)
-				err = commit_version(P, pp, a, a->slot, NULL);
+			    now.st_size == v.size && still(S->r[a->slot].changes, pp->path, &a->real_id))
+				err = commit_version(P, pp, a, a->slot);
 		}
 		if (err == 0) {
 			P->committed++;
@@ -744,25 +785,21 @@ static void commit_rename(struct points *P, struct ppath *pp, struct waiter *a)
 	const struct changes *ch = S->r[a->slot].changes;
 	/* The real new name as the probe's call found it (the same file, or
 	 * still nothing): what the kernel judged there. */
-	struct stat st;
-	int now_to = real_stat(ch, pp->path, &st);
-	bool same_to = a->to_ino == 0 ? now_to == ENOENT
-				       : now_to == 0 && st.st_dev == a->to_dev && st.st_ino == a->to_ino;
-	int err = same_to ? ESTALE : EXDEV;
+	int err = still(ch, pp->path, &a->real_id) ? ESTALE : EXDEV;
 	struct stat now;
 	if (err == ESTALE && fstat(a->src, &now) == 0 && now.st_size == v.size)
-		err = commit_version(P, pp, a, a->slot, NULL);
+		err = commit_version(P, pp, a, a->slot);
 	for (struct waiter *w = pp->wait; w != NULL && err == ESTALE; w = w->next)
 		if (w != a && w->m == m && waiter_votes(S, w) && same_version(&w->v, &v) && fstat(w->src, &now) == 0 &&
 		    now.st_size == v.size)
-			err = commit_version(P, pp, w, a->slot, NULL);
+			err = commit_version(P, pp, w, a->slot);
 	if (err == 0) {
 		P->committed++;
 		P->renamed++;
 		remember_real(P, ch, pp->path);
 		/* The old name goes when the real one is the file a point of
 		 * this run made; another (a file put there since) is left. */
-		int gone = remove_real(P, ch, a->from);
+		int gone = a->gone_id.type != 0 ? remove_real(P, ch, a->from, &a->gone_id) : 0;
 		if (gone != 0 && gone != EEXIST)
 			log_warn("%s: its old name %s could not be removed at its rename %llu: %s", pp->path, a->from,
 				 (unsigned long long)m + 1, strerror(gone));
@@ -786,7 +823,7 @@ static void commit_rename(struct points *P, struct ppath *pp, struct waiter *a)
 static void commit_removal(struct points *P, struct ppath *pp, struct waiter *a)
 {
 	uint64_t m = pp->ndone;
-	int err = remove_real(P, P->S->r[a->slot].changes, pp->path);
+	int err = remove_real(P, P->S->r[a->slot].changes, pp->path, &a->gone_id);
 	if (err == 0) {
 		P->committed++;
 		P->removed++;
@@ -1032,7 +1069,10 @@ static bool on_sync(struct points *P, unsigned slot, uint64_t gen, const struct 
 	}
 	struct waiter *w = must(calloc(1, sizeof *w));
 	w->src = in;
-	if (!version_of(P, in, &w->v)) {
+	w->tid = (pid_t)req->pid;
+	/* Not a real file the replica may not replace (may_replace): the end
+	 * judges it. */
+	if (!version_of(P, in, &w->v) || !may_replace(P, r->changes, real, w->tid, &w->real_id)) {
 		waiter_drop(w);
 		return false;
 	}
@@ -1088,11 +1128,15 @@ static bool on_rename(struct points *P, unsigned slot, uint64_t gen, const struc
 		pidfile_creating(P->pids, slot, tid, AT_FDCWD, to);
 		return false;
 	}
-	struct stat real;
-	int real_to = real_stat(r->changes, to, &real);
-	if (!(real_to == ENOENT || (real_to == 0 && S_ISREG(real.st_mode))) ||
-	    (real_to == ENOENT && changes_real_kind(r->changes, from) != 1))
+	/* The new name: nothing, or a file the replica may replace; the old
+	 * one: nothing, or the file a point of this run made (kept: only
+	 * that one is taken away), or another's, left. One of them real. */
+	struct file_id to_id, gone_id = { 0 };
+	int real_from = changes_real_kind(r->changes, from);
+	if (!may_replace(P, r->changes, to, tid, &to_id) || real_from < 0 || (to_id.type == 0 && real_from == 0))
 		return false;
+	if (real_from > 0 && !ours(P, r->changes, from, &gone_id))
+		gone_id.type = 0;
 	int in = changes_open_version(r->changes, from);
 	if (in < 0)
 		return false;
@@ -1109,10 +1153,8 @@ static bool on_rename(struct points *P, unsigned slot, uint64_t gen, const struc
 	w->call = req->data;
 	w->dev = st.st_dev;
 	w->ino = st.st_ino;
-	if (real_to == 0) {
-		w->to_dev = real.st_dev;
-		w->to_ino = real.st_ino;
-	}
+	w->real_id = to_id;
+	w->gone_id = gone_id;
 	return arrive(P, slot, gen, req->id, to, RENAME, w);
 }
 
@@ -1135,8 +1177,9 @@ static bool on_unlink(struct points *P, unsigned slot, uint64_t gen, const struc
 	    !named_path(tid, at ? (int)(int32_t)arg[0] : AT_FDCWD, name, path, sizeof path))
 		return false;
 	size_t rel;
+	struct file_id gone_id;
 	if (changes_view_of(r->changes, path, &rel) < 0 || strchr(path, '\n') != NULL || logs_streamed(P->logs, path) ||
-	    !ours(P, r->changes, path))
+	    !ours(P, r->changes, path, &gone_id))
 		return false;
 	/* Its own file there: one a replica that never had it (only the
 	 * real one, through its lower layers) could not remove once the
@@ -1153,6 +1196,7 @@ static bool on_unlink(struct points *P, unsigned slot, uint64_t gen, const struc
 	w->src = -1;
 	w->dev = st.st_dev;
 	w->ino = st.st_ino;
+	w->gone_id = gone_id;
 	w->v.from = 1;
 	w->tid = tid;
 	w->call = req->data;

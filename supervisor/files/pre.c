@@ -21,6 +21,7 @@
 
 #include "changes.h"
 #include "exitcode.h"
+#include "extents.h"
 #include "log.h"
 
 /* What the layer holds, as pre_keep put it there. */
@@ -236,6 +237,20 @@ static bool kept(const struct pre *p, const char *path, size_t from)
 }
 
 /* A copy of the real file at path into the layer (its directories made). */
+static int put_piece(void *ctx, const char *bytes, size_t n, off_t at)
+{
+	int out = *(int *)ctx;
+	for (size_t o = 0; o < n;) {
+		ssize_t w = pwrite(out, bytes + o, n - o, at + (off_t)o);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? errno : EIO;
+		o += (size_t)w;
+	}
+	return 0;
+}
+
 static int copy_file(struct pre *p, const char *path, const struct stat *st)
 {
 	/* Never waiting on a FIFO put there since the lstat: what is open
@@ -254,26 +269,13 @@ static int copy_file(struct pre *p, const char *path, const struct stat *st)
 	snprintf(tmp, sizeof tmp, "../copy-%lu", ++counter);
 	int out = openat(p->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	int err = out < 0 ? errno : 0;
+	/* Its data alone, holes kept (a sparse file costs what it holds);
+	 * the size the file has now. */
 	static char buf[1 << 16];
-	for (off_t at = 0; err == 0;) {
-		ssize_t n = pread(in, buf, sizeof buf, at);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			err = errno;
-			break;
-		}
-		if (n == 0)
-			break;
-		for (ssize_t o = 0; o < n && err == 0;) {
-			ssize_t w = write(out, buf + o, (size_t)(n - o));
-			if (w < 0 && errno != EINTR)
-				err = errno;
-			else if (w > 0)
-				o += w;
-		}
-		at += n;
-	}
+	if (err == 0)
+		err = extents_each(in, now.st_size, buf, sizeof buf, put_piece, &out);
+	if (err == 0 && ftruncate(out, now.st_size) != 0)
+		err = errno;
 	close(in);
 	struct timespec ts[2] = { st->st_atim, st->st_mtim };
 	if (err == 0 && geteuid() == 0 && fchown(out, st->st_uid, st->st_gid) != 0)

@@ -487,21 +487,26 @@ static int pre_dirs(int pre, const char *path)
  * they make theirs) without shifting the inode numbers of the files it
  * makes next, which git's index records. The whiteout left is no change
  * (changes.c: nothing real to remove). */
-#define WHITEOUT_SEED ".diehard-whiteout-seed"
+#define WHITEOUT_SEED VIEW_WHITEOUT_SEED
 
 /* The seed in the start-state layer's directory for lower (made by the
- * first replica's init; EEXIST after). */
-static void seed_whiteout(int pre, const char *lower)
+ * first replica's init; there already after): true when it is there and
+ * the real directory has no such name (a real one is never hidden, and
+ * then there is no seed to remove). */
+static bool seed_whiteout(int pre, const char *lower)
 {
-	char path[PATH_BYTES];
-	size_t n = strlen(lower);
-	if (n + sizeof WHITEOUT_SEED + 2 > sizeof path)
-		return;
-	snprintf(path, sizeof path, "%s%s%s", strcmp(lower, "/") == 0 ? "" : lower + 1,
-		 strcmp(lower, "/") == 0 ? "" : "/", WHITEOUT_SEED);
+	char path[PATH_BYTES], real[PATH_BYTES];
+	bool root = strcmp(lower, "/") == 0;
+	struct stat st;
+	if ((size_t)snprintf(path, sizeof path, "%s%s%s", root ? "" : lower + 1, root ? "" : "/", WHITEOUT_SEED) >=
+		    sizeof path ||
+	    (size_t)snprintf(real, sizeof real, "%s/%s", root ? "" : lower, WHITEOUT_SEED) >= sizeof real ||
+	    lstat(real, &st) == 0 || errno != ENOENT)
+		return false;
 	int fd = openat(pre, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd >= 0)
 		close(fd);
+	return (fd >= 0 || errno == EEXIST) && fstatat(pre, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
 }
 
 static int overlay(struct stage *st, const char *lower, const char *target, unsigned long flags, bool user)
@@ -525,6 +530,7 @@ static int overlay(struct stage *st, const char *lower, const char *target, unsi
 		return errno;
 	char opts[4 * PATH_BYTES];
 	char *p = opts, *end = opts + sizeof opts - 1;
+	bool seeded = false;
 	p = put(p, end, "lowerdir=");
 	if (st->pre >= 0) {
 		/* The start-state layer first, its directory for this view made
@@ -532,7 +538,7 @@ static int overlay(struct stage *st, const char *lower, const char *target, unsi
 		int err = pre_dirs(st->pre, lower);
 		if (err != 0)
 			return err;
-		seed_whiteout(st->pre, lower);
+		seeded = seed_whiteout(st->pre, lower);
 		p = put(p, end, "/proc/self/fd/");
 		p = put_uint(p, end, (unsigned)st->pre);
 		if (strcmp(lower, "/") != 0)
@@ -570,11 +576,11 @@ static int overlay(struct stage *st, const char *lower, const char *target, unsi
 		(void)unlinkat(st->fd, name, AT_REMOVEDIR);
 		return err;
 	}
-	if (st->pre >= 0) {
+	if (seeded) {
 		char seed[PATH_BYTES];
 		if ((size_t)snprintf(seed, sizeof seed, "%s/%s", strcmp(target, "/") == 0 ? "" : target, WHITEOUT_SEED) <
 		    sizeof seed)
-			(void)unlink(seed); /* absent (a replay's layer): no seed */
+			(void)unlink(seed);
 	}
 	manifest_line(st, name, 0, lower);
 	view_devs(st->views, target);

@@ -45,6 +45,9 @@
 #include <stdbool.h>
 
 #define VIEW_MAX 32     /* views per replica */
+/* A name of the start-state layer in each view's top directory, removed as
+ * the view is mounted (view.c): never a change of the replica's. */
+#define VIEW_WHITEOUT_SEED ".diehard-whiteout-seed"
 #define VIEW_DEVS_VAR "DIEHARD_VIEWDEVS"
 #define VIEW_DEVS_BYTES 3584 /* its value's room: (3 * VIEW_MAX + 1) pairs */
 #define VIEW_KEEP_MAX 16 /* directories bound through: diehard's own, --share's */
