@@ -236,7 +236,8 @@ static bool kept(const struct pre *p, const char *path, size_t from)
 	return false;
 }
 
-/* A copy of the real file at path into the layer (its directories made). */
+/* extents.h's walk: n bytes of the file written at the same offset of
+ * the copy (*ctx, a descriptor). */
 static int put_piece(void *ctx, const char *bytes, size_t n, off_t at)
 {
 	int out = *(int *)ctx;
@@ -251,6 +252,7 @@ static int put_piece(void *ctx, const char *bytes, size_t n, off_t at)
 	return 0;
 }
 
+/* A copy of the real file at path into the layer (its directories made). */
 static int copy_file(struct pre *p, const char *path, const struct stat *st)
 {
 	/* Never waiting on a FIFO put there since the lstat: what is open
