@@ -498,6 +498,21 @@ int changes_open_real(const char *target, const char *rel, int flags, mode_t mod
 	return fd;
 }
 
+int changes_open_real_parent(const char *target, const char *path, const char **name)
+{
+	size_t t = strcmp(target, "/") == 0 ? 0 : strlen(target);
+	*name = strrchr(path, '/') + 1;
+	char parent[4096];
+	size_t plen = *name - 1 > path + t + 1 ? (size_t)(*name - 1 - (path + t + 1)) : 0;
+	if (plen >= sizeof parent) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(parent, path + t + 1, plen);
+	parent[plen] = '\0';
+	return changes_open_real(target, parent, O_RDONLY | O_DIRECTORY, 0);
+}
+
 int changes_open_version(const struct changes *ch, const char *path)
 {
 	char upper[4200];
@@ -576,7 +591,9 @@ bool changes_same_id(const struct file_id *a, const struct file_id *b)
 	return a->type != 0 && a->type == b->type && a->len == b->len && memcmp(a->h, b->h, a->len) == 0;
 }
 
-int changes_real_id(const struct changes *ch, const char *path, struct file_id *id, struct stat *st)
+/* The real file at path, its attributes into *st and (id not NULL) its
+ * identity: 0, ENOENT when there is nothing there, or an errno. */
+static int real_at(const struct changes *ch, const char *path, struct file_id *id, struct stat *st)
 {
 	size_t rel;
 	int v = changes_view_of(ch, path, &rel);
@@ -585,9 +602,14 @@ int changes_real_id(const struct changes *ch, const char *path, struct file_id *
 	int fd = changes_open_real(ch->targets[v], path + rel, O_PATH, 0);
 	if (fd < 0)
 		return errno;
-	int err = fstat(fd, st) != 0 ? errno : changes_fd_id(fd, id);
+	int err = fstat(fd, st) != 0 ? errno : id != NULL ? changes_fd_id(fd, id) : 0;
 	close(fd);
 	return err;
+}
+
+int changes_real_id(const struct changes *ch, const char *path, struct file_id *id, struct stat *st)
+{
+	return real_at(ch, path, id, st);
 }
 
 int changes_origin_id(const struct changes *ch, const char *path, struct file_id *id)
@@ -618,17 +640,9 @@ int changes_origin_id(const struct changes *ch, const char *path, struct file_id
 
 int changes_real_kind(const struct changes *ch, const char *path)
 {
-	size_t rel;
-	int v = changes_view_of(ch, path, &rel);
-	if (v < 0)
-		return -1;
-	int fd = changes_open_real(ch->targets[v], path + rel, O_PATH, 0);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -1;
 	struct stat st;
-	int kind = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? 1 : -1;
-	close(fd);
-	return kind;
+	int err = real_at(ch, path, NULL, &st);
+	return err == ENOENT ? 0 : err == 0 && S_ISREG(st.st_mode) ? 1 : -1;
 }
 
 bool changes_dirs_real(const struct changes *ch, const char *path)

@@ -101,6 +101,10 @@ int changes_view_of(const struct changes *ch, const char *path, size_t *rel);
  * other file system, never blocking on a FIFO; rel "" is target itself.
  * -1 with errno. */
 int changes_open_real(const char *target, const char *rel, int flags, mode_t mode);
+/* The real directory of path (a path beneath the view's target), opened
+ * as changes_open_real does, for reading; *name its last name. -1 with
+ * errno. */
+int changes_open_real_parent(const char *target, const char *path, const char **name);
 /* The replica's own version of the real path (in its upper layer), open
  * for reading: opened beneath the staging root, no link followed, no other
  * file system, never waiting on a FIFO; a regular file, or -1. */

@@ -495,15 +495,12 @@ static int open_for_append(struct logs *L, struct lstream *s, uint64_t agree, co
 				log_warn("cannot give %s its owner: %s", s->path, strerror(errno));
 			if (fchmod(fd, one.st_mode & 07777) != 0)
 				log_warn("cannot give %s its mode: %s", s->path, strerror(errno));
-			char *dir = must(strdup(s->path + s->rel));
-			char *slash = strrchr(dir, '/');
-			*(slash != NULL ? slash : dir) = '\0';
-			int dfd = changes_open_real(s->target, dir, O_RDONLY | O_DIRECTORY, 0);
+			const char *name;
+			int dfd = changes_open_real_parent(s->target, s->path, &name);
 			if (dfd >= 0) {
 				(void)fsync(dfd);
 				close(dfd);
 			}
-			free(dir);
 		}
 	}
 	if (fd < 0) {

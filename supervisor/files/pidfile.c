@@ -36,7 +36,6 @@
 struct pentry {
 	char *path;
 	char *target;        /* its view's real directory */
-	size_t rel;          /* where the path beneath it starts */
 	unsigned ticks;      /* looks left */
 	uint64_t who;        /* slots that made it anew (only they vote) */
 	bool kept;           /* its start version is in the start-state layer */
@@ -121,7 +120,6 @@ void pidfile_creating(struct pidfiles *F, unsigned slot, pid_t tid, int dirfd, c
 	struct pentry *e = must(calloc(1, sizeof *e));
 	e->path = must(strdup(real));
 	e->target = must(strdup(r->changes->targets[v]));
-	e->rel = rel;
 	e->ticks = LOOK_TICKS;
 	e->who = slot < 64 ? 1ull << slot : 0;
 	e->next = F->paths;
@@ -170,16 +168,8 @@ static bool same(const struct pversion *a, const struct pversion *b)
  * beneath the view's target, no link followed. 0 or an errno. */
 static int make_real(struct pidfiles *F, struct pentry *e, const struct pversion *pv)
 {
-	const char *name = strrchr(e->path, '/') + 1;
-	char parent[4096];
-	size_t plen = (size_t)(name - 1 - (e->path + e->rel));
-	if (name - 1 < e->path + e->rel)
-		plen = 0;
-	if (plen >= sizeof parent)
-		return ENAMETOOLONG;
-	memcpy(parent, e->path + e->rel, plen);
-	parent[plen] = '\0';
-	int dir = changes_open_real(e->target, parent, O_RDONLY | O_DIRECTORY, 0);
+	const char *name;
+	int dir = changes_open_real_parent(e->target, e->path, &name);
 	if (dir < 0)
 		return errno;
 	/* What is there now must be nothing or a small regular file (no

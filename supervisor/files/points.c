@@ -366,20 +366,10 @@ static bool ours(struct points *P, const struct changes *ch, const char *path, s
 /* The fsuid of thread tid (as diehard's user namespace sees it), or -1. */
 static long fsuid_of(pid_t tid)
 {
-	char proc[64], line[256];
-	snprintf(proc, sizeof proc, "/proc/%d/status", (int)tid);
-	FILE *f = fopen(proc, "re");
-	long fsuid = -1;
-	while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-		long r, e, sv, fs;
-		if (sscanf(line, "Uid: %ld %ld %ld %ld", &r, &e, &sv, &fs) == 4) {
-			fsuid = fs;
-			break;
-		}
-	}
-	if (f != NULL)
-		fclose(f);
-	return fsuid;
+	char status[4096];
+	long r, e, sv, fs;
+	const char *uid = remote_status(tid, status, sizeof status) == 0 ? strstr(status, "\nUid:") : NULL;
+	return uid != NULL && sscanf(uid, "\nUid: %ld %ld %ld %ld", &r, &e, &sv, &fs) == 4 ? fs : -1;
 }
 
 /* Whether a point of slot's replica (thread tid) may replace the real
@@ -418,23 +408,6 @@ static bool still(const struct changes *ch, const char *path, const struct file_
 	return id->type == 0 ? err == ENOENT : err == 0 && changes_same_id(&now, id);
 }
 
-/* path's directory in the real tree, opened beneath target (no link), and
- * *name its last name. -1 with errno. */
-static int real_parent(const char *target, const char *path, const char **name)
-{
-	size_t t = strcmp(target, "/") == 0 ? 0 : strlen(target);
-	*name = strrchr(path, '/') + 1;
-	char parent[4096];
-	size_t plen = *name - 1 > path + t + 1 ? (size_t)(*name - 1 - (path + t + 1)) : 0;
-	if (plen >= sizeof parent) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	memcpy(parent, path + t + 1, plen);
-	parent[plen] = '\0';
-	return changes_open_real(target, parent, O_RDONLY | O_DIRECTORY, 0);
-}
-
 /* Removes the real file at path if it is still this run's (ours): never a
  * directory, nothing followed; its directory synced. 0 (also when it is
  * gone), EEXIST when another file is there now, or an errno. */
@@ -445,7 +418,7 @@ static int remove_real(struct points *P, const struct changes *ch, const char *p
 	const char *name;
 	if (v < 0)
 		return EXDEV;
-	int dir = real_parent(ch->targets[v], path, &name);
+	int dir = changes_open_real_parent(ch->targets[v], path, &name);
 	if (dir < 0)
 		return errno == ENOENT ? 0 : errno;
 	struct ppath *sp = path_lookup(P, path, SYNC, false);
