@@ -107,7 +107,7 @@ setup() {
 }
 
 @test "a rename is a point: the name has the bytes in the real tree and the old name is gone when the call returns; RENAME_NOREPLACE (no point) is refused as the kernel says, nothing committed" {
-	start_writer -k 3
+	start_writer -k 3 -v
 	echo old >"$T/w/conf"
 	say "sync conf.tmp new" "synced conf.tmp"
 	[[ $(<"$T/w/conf.tmp") == new ]]
@@ -117,7 +117,7 @@ setup() {
 	echo draft >"$T/w/draft"
 	say "sync conf.tmp newer" "synced conf.tmp"
 	say "mv conf.tmp conf" "moved conf.tmp"
-	[[ ! -e $T/w/conf.tmp && $(<"$T/w/conf") == newer ]] || fail "after the second rename: conf '$(cat "$T/w/conf")'"
+	[[ ! -e $T/w/conf.tmp && $(<"$T/w/conf") == newer ]] || fail "after the second rename: conf '$(cat "$T/w/conf")'" "$(ls -la "$T/w")" "$(cat "$T/run.err")" "$(cat "$T/run.out")"
 	# RENAME_NOREPLACE is no point: each replica's kernel refuses it
 	# (conf is there), nothing committed.
 	say "sync conf.tmp third" "synced conf.tmp"

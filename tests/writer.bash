@@ -31,12 +31,15 @@ start_writer() {
 }
 
 # say LINE WANT: one command; waits (120 s at most) until the committed
-# output has the line WANT.
+# output has one line WANT more than before it (a command said twice
+# waits for its second answer, not the first's).
 say() {
+	local i had n
+	had=$(grep -cxF -- "$2" "$T/run.out" 2>/dev/null) || true
 	echo "$1" >&7
-	local i
 	for ((i = 0; i < 6000; i++)); do
-		grep -qxF -- "$2" "$T/run.out" 2>/dev/null && return 0
+		n=$(grep -cxF -- "$2" "$T/run.out" 2>/dev/null) || true
+		((${n:-0} > ${had:-0})) && return 0
 		proc_alive "$DH" || break
 		sleep 0.02
 	done
