@@ -37,7 +37,7 @@ ci_bug() {
 # Runs of each planted bug and clean program: a check that it holds, not the
 # rate's measurement (bench/ci runs BENCH_DETECT, 20, of each: its table is
 # in docs/PERFORMANCE.md, "CI mode"). CI_RUNS=20 for the full count.
-RUNS=${CI_RUNS:-6} CLEAN_RUNS=${CI_RUNS:-10}
+RUNS=${CI_RUNS:-4} CLEAN_RUNS=${CI_RUNS:-6}
 
 @test "ci: every planted bug is caught in every run, with its origin's file:line" {
 	for kind in bit word padding realloc branch; do

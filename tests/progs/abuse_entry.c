@@ -65,6 +65,7 @@
 #include <linux/kcmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,6 +360,9 @@ static void attack(const char *target)
 	}
 	const char *name = call->name;
 	int sig = pid > 0 ? SIGKILL : 0;
+	/* The calls that send sig: their child target is waited for. */
+	bool sends = strcmp(name, "kill") == 0 || strcmp(name, "tkill") == 0 || strcmp(name, "tgkill") == 0 ||
+		     strncmp(name, "rt_", 3) == 0 || strcmp(name, "pidfd_send_signal") == 0;
 	long r;
 	if (strcmp(name, "ptrace") == 0) {
 		say("trying");
@@ -422,10 +426,11 @@ static void attack(const char *target)
 	}
 	result(r);
 	if (child > 0) {
-		/* Given 5 s to die of a signal that was let through. */
+		/* Given 5 s to die of a signal that was let through (only a
+		 * call that sends one: another's child is ended at once). */
 		int st;
 		pid_t w = 0;
-		for (int t = 0; t < 500 && w == 0 && r >= 0 && sig == SIGKILL; t++)
+		for (int t = 0; t < 500 && w == 0 && r >= 0 && sends && sig == SIGKILL; t++)
 			if ((w = waitpid(child, &st, WNOHANG)) == 0)
 				usleep(10000);
 		if (w == child && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
