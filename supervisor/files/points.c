@@ -52,6 +52,8 @@
 #define DONE_MAX (1u << 20)
 /* Calls held per replica at once. */
 #define HELD_MAX 256
+#define PROBE_FIRST_US 50 /* the probes' timer (probe_arm) */
+#define PROBE_LAST_US 2000
 
 struct version {
 	uint8_t dg[DIGEST_BYTES]; /* its bytes */
@@ -117,6 +119,8 @@ struct points {
 	struct ppath *paths;
 	unsigned *held;       /* per slot: calls held */
 	struct event *probe_ev; /* looks at the probes' outcomes */
+	long probe_us;        /* its next interval: PROBE_FIRST_US after a probe
+				 starts, doubled each look to PROBE_LAST_US */
 	uint64_t committed, renamed, removed, failed, skipped, late_checked, outvoted, unsettled;
 	bool said_cap, said_held;
 };
@@ -612,10 +616,20 @@ static void answer(struct points *P, struct ppath *pp, uint64_t m, const struct 
 	pp->probe = NULL;
 }
 
-static void probe_arm(struct points *P)
+/* The probes' timer: soon after a probe starts (a rename or an unlink
+ * takes the kernel tens of microseconds, and every replica of the quorum
+ * waits for its outcome), then less often, so that a probe that takes
+ * long (a slow disk, a loaded machine) costs diehard a look every
+ * PROBE_LAST_US. */
+static void probe_arm(struct points *P, bool started)
 {
-	struct timeval soon = { .tv_sec = 0, .tv_usec = 2000 };
-	if (!evtimer_pending(P->probe_ev, NULL) && evtimer_add(P->probe_ev, &soon) != 0)
+	if (started)
+		P->probe_us = PROBE_FIRST_US;
+	else if (evtimer_pending(P->probe_ev, NULL))
+		return;
+	struct timeval soon = { .tv_sec = 0, .tv_usec = P->probe_us };
+	P->probe_us = P->probe_us * 2 < PROBE_LAST_US ? P->probe_us * 2 : PROBE_LAST_US;
+	if (evtimer_add(P->probe_ev, &soon) != 0)
 		log_warn("cannot arm the rename probes' timer: the tick looks at them");
 }
 
@@ -641,7 +655,7 @@ static void probe_start(struct points *P, struct ppath *pp, struct waiter *a)
 	pp->probe = a;
 	pp->quorum_since = 0;
 	virt_resume(S->virt, a->slot, a->gen, a->id, 0);
-	probe_arm(P);
+	probe_arm(P, true);
 }
 
 /* Decides pp's next points while one can be: committed when a quorum of
@@ -943,7 +957,7 @@ static void on_probe_timer(evutil_socket_t fd, short what, void *arg)
 		if (pp->probe != NULL)
 			again |= probe_check(P, pp);
 	if (again)
-		probe_arm(P);
+		probe_arm(P, false);
 }
 
 /* Slot slot reached a point of path (a rename onto it, or a sync) with
