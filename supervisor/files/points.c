@@ -19,8 +19,9 @@
  * replicas' checks, and the calls held on it; a replica holds at most
  * HELD_MAX calls at once (past that, its syncs go on unvoted, said once).
  * Paths are few in the programs that sync (a database's files, a log), so
- * they are a list, the last one used first. */
-#include "points.h"
+ * they are a list, the last one used first. Renames and removals are
+ * decided by a probe: probe.c. */
+#include "points_int.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -39,116 +40,27 @@
 #include "exitcode.h"
 #include "log.h"
 #include "logs.h"
-#include "named.h"
-#include "pidfile.h"
 #include "pre.h"
 #include "remote.h"
 #include "sup.h"
 #include "virt.h"
 
-/* Versions kept per path for the late replicas' checks; past this, later
- * points of the path are committed but no longer checked against a late
- * replica (said once). */
-#define DONE_MAX (1u << 20)
-/* Calls held per replica at once. */
-#define HELD_MAX 256
-#define PROBE_FIRST_US 50 /* the probes' timer (probe_arm) */
-#define PROBE_LAST_US 2000
-
-struct version {
-	uint8_t dg[DIGEST_BYTES]; /* its bytes */
-	off_t size;               /* NO_VERSION: a point that went on unsettled */
-	mode_t mode;
-	uid_t uid;                /* the owner too: one replica never picks it */
-	gid_t gid;
-	uint64_t from;            /* a rename's: the name it had (a hash) */
-};
-#define NO_VERSION ((off_t)-1)
-
-/* A call held until its point is decided. */
-struct waiter {
-	unsigned slot, rid; /* the slot and the id of the process that made it */
-	uint64_t gen, id;   /* its listener's generation, the notification */
-	uint64_t m;         /* its number among the path's points */
-	struct version v;
-	int src;            /* the version, open for reading */
-	double since;       /* when it came (a probe: when it went on) */
-	/* A rename's: the name its file had, the thread and its call, the
-	 * file in its upper layer; continued: it went on, as the probe. */
-	char *from;
-	pid_t tid;
-	struct seccomp_data call;
-	dev_t dev;
-	ino_t ino;
-	struct file_id real_id; /* the real file at the name (a sync's, a rename's
-				   new name) when the call came (type 0: none) */
-	struct file_id gone_id; /* the real file a removal or a rename's old
-				   name takes away (type 0: none) */
-	bool continued;
-	struct waiter *next;
-};
-
-enum kind { SYNC, RENAME, REMOVAL };
-
-struct ppath {
-	char *path;
-	enum kind kind;       /* its points: syncs, renames onto it, removals */
-	struct waiter *probe; /* a rename's call that went on first, whose
-				 outcome decides the point (one of wait) */
-	uint64_t *seen;       /* per slot: the path's points its process reached */
-	struct version *done; /* committed, by number */
-	uint64_t ndone;       /* points committed (those past DONE_MAX not kept) */
-	size_t cap;
-	struct waiter *wait;
-	double quorum_since;  /* when a quorum agreed on its next point while
-				 a replica's views still showed the real path
-				 (0: not so) */
-	char *quorum_from;    /* that quorum's old name, a rename's */
-	struct file_id made;  /* the real file a point of this run made last at
-				 the path (type 0: none): the only one a
-				 rename's old name or a removal may take away */
-	struct ppath *next;
-};
-
-struct points {
-	struct sup *S;
-	struct logs *logs;    /* the streams (logs.h), whose syncs are theirs */
-	struct pidfiles *pids; /* pid files (pidfile.h), renamed into place too */
-	json_t *rep;
-	struct pre *pre;
-	struct ppath *paths;
-	unsigned *held;       /* per slot: calls held */
-	struct event *probe_ev; /* looks at the probes' outcomes */
-	long probe_us;        /* its next interval: PROBE_FIRST_US after a probe
-				 starts, doubled each look to PROBE_LAST_US */
-	uint64_t committed, renamed, removed, failed, skipped, late_checked, outvoted, unsettled;
-	bool said_cap, said_held;
-};
-
-static void *must(void *p)
-{
-	if (p == NULL)
-		fatal(EXIT_INTERNAL, "out of memory");
-	return p;
-}
-
-static void on_probe_timer(evutil_socket_t fd, short what, void *arg);
 
 struct points *points_new(struct sup *S, json_t *rep, struct pre *pre, struct logs *logs, struct pidfiles *pids)
 {
-	struct points *P = must(calloc(1, sizeof *P));
+	struct points *P = points_must(calloc(1, sizeof *P));
 	P->pids = pids;
 	P->S = S;
 	P->logs = logs;
 	P->rep = rep;
 	P->pre = pre;
-	P->held = must(calloc(S->nslots, sizeof *P->held));
-	P->probe_ev = must(evtimer_new(S->base, on_probe_timer, P));
+	P->held = points_must(calloc(S->nslots, sizeof *P->held));
+	P->probe_ev = points_must(evtimer_new(S->base, probe_on_timer, P));
 	return P;
 }
 
 /* A waiter never held (a late replica's call). */
-static void waiter_drop(struct waiter *w)
+void points_waiter_drop(struct waiter *w)
 {
 	if (w->src >= 0)
 		close(w->src);
@@ -161,7 +73,7 @@ static void waiter_free(struct points *P, struct waiter *w)
 {
 	if (P->held[w->slot] > 0)
 		P->held[w->slot]--;
-	waiter_drop(w);
+	points_waiter_drop(w);
 }
 
 void points_free(struct points *P)
@@ -212,7 +124,7 @@ void points_restart(struct points *P, unsigned slot)
 /* ---- the file of a point ---- */
 
 /* The version of the open regular file fd. false on failure. */
-static bool version_of(struct points *P, int fd, struct version *v)
+bool points_version_of(struct points *P, int fd, struct version *v)
 {
 	struct stat st;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || changes_digest_fd(fd, &P->S->dkey, v->dg) != 0)
@@ -276,7 +188,7 @@ static bool map_path(pid_t tid, uint64_t addr, char *buf, size_t size)
 
 /* ---- the vote ---- */
 
-static bool same_version(const struct version *a, const struct version *b)
+bool points_same_version(const struct version *a, const struct version *b)
 {
 	return a->size == b->size && a->mode == b->mode && a->uid == b->uid && a->gid == b->gid &&
 	       a->from == b->from && memcmp(a->dg, b->dg, sizeof a->dg) == 0;
@@ -293,18 +205,18 @@ static const char *how_differs(const struct version *a, const struct version *b)
 	return a->uid != b->uid || a->gid != b->gid ? "owner" : "mode";
 }
 
-static bool waiter_valid(const struct sup *S, const struct waiter *w)
+bool points_waiter_valid(const struct sup *S, const struct waiter *w)
 {
 	const struct replica *r = &S->r[w->slot];
 	return replica_in_run(r) && r->id == w->rid;
 }
 
-static bool waiter_votes(const struct sup *S, const struct waiter *w)
+bool points_waiter_votes(const struct sup *S, const struct waiter *w)
 {
 	return S->r[w->slot].live;
 }
 
-static struct ppath *path_lookup(struct points *P, const char *path, enum kind kind, bool make)
+struct ppath *points_path(struct points *P, const char *path, enum kind kind, bool make)
 {
 	struct ppath **pp = &P->paths;
 	for (; *pp != NULL; pp = &(*pp)->next)
@@ -317,17 +229,17 @@ static struct ppath *path_lookup(struct points *P, const char *path, enum kind k
 		}
 	if (!make)
 		return NULL;
-	struct ppath *n = must(calloc(1, sizeof *n));
-	n->path = must(strdup(path));
+	struct ppath *n = points_must(calloc(1, sizeof *n));
+	n->path = points_must(strdup(path));
 	n->kind = kind;
-	n->seen = must(calloc(P->S->nslots, sizeof *n->seen));
+	n->seen = points_must(calloc(P->S->nslots, sizeof *n->seen));
 	n->next = P->paths;
 	P->paths = n;
 	return n;
 }
 
 /* What pp's points are, in lines. */
-static const char *call_name(const struct ppath *pp)
+const char *points_call_name(const struct ppath *pp)
 {
 	return pp->kind == RENAME ? "rename" : pp->kind == REMOVAL ? "removal" : "sync";
 }
@@ -342,29 +254,16 @@ static void outvoted(struct points *P, const struct replica *r, const struct ppa
 	P->outvoted++;
 	log_event("replica %u's file %s at its %s %llu differs from the version committed there (%s): outvoted at "
 		  "that point, it goes on (the end's vote judges it)",
-		  r->id, pp->path, call_name(pp), (unsigned long long)m + 1, what);
+		  r->id, pp->path, points_call_name(pp), (unsigned long long)m + 1, what);
 }
 
 /* The real file a point just made at path is remembered as this run's. */
-static void remember_real(struct points *P, const struct changes *ch, const char *path)
+void points_remember_real(struct points *P, const struct changes *ch, const char *path)
 {
 	struct stat st;
-	struct ppath *sp = path_lookup(P, path, SYNC, true);
+	struct ppath *sp = points_path(P, path, SYNC, true);
 	if (changes_real_id(ch, path, &sp->made, &st) != 0 || !S_ISREG(st.st_mode))
 		sp->made.type = 0;
-}
-
-/* Whether the real file at path is the one a point of this run made (a
- * file another put there since, or one the run started with, is not).
- * The only real file a rename's old name or a removal takes away: the
- * kernel judged the replica's removal of its own file, which has rights
- * of its own (another user's file appearing there later has others). */
-static bool ours(struct points *P, const struct changes *ch, const char *path, struct file_id *id)
-{
-	struct ppath *sp = path_lookup(P, path, SYNC, false);
-	struct stat st;
-	return sp != NULL && changes_real_id(ch, path, id, &st) == 0 && S_ISREG(st.st_mode) &&
-	       changes_same_id(id, &sp->made);
 }
 
 /* The fsuid of thread tid (as diehard's user namespace sees it), or -1. */
@@ -383,7 +282,7 @@ static long fsuid_of(pid_t tid)
  * rights). Not another's that came after the replica looked (overlayfs
  * keeps a name it found missing: the replica made its own, and had no
  * right to the other's). */
-static bool may_replace(struct points *P, const struct changes *ch, const char *path, pid_t tid, struct file_id *id)
+bool points_may_replace(struct points *P, const struct changes *ch, const char *path, pid_t tid, struct file_id *id)
 {
 	struct stat st;
 	int err = changes_real_id(ch, path, id, &st);
@@ -393,7 +292,7 @@ static bool may_replace(struct points *P, const struct changes *ch, const char *
 	}
 	if (err != 0 || !S_ISREG(st.st_mode))
 		return false;
-	struct ppath *sp = path_lookup(P, path, SYNC, false);
+	struct ppath *sp = points_path(P, path, SYNC, false);
 	struct file_id origin;
 	if ((sp != NULL && changes_same_id(id, &sp->made)) ||
 	    (changes_origin_id(ch, path, &origin) == 0 && changes_same_id(id, &origin)))
@@ -404,7 +303,7 @@ static bool may_replace(struct points *P, const struct changes *ch, const char *
 
 /* Whether the real file at path is still the one id names (type 0:
  * still nothing there). */
-static bool still(const struct changes *ch, const char *path, const struct file_id *id)
+bool points_still(const struct changes *ch, const char *path, const struct file_id *id)
 {
 	struct file_id now;
 	struct stat st;
@@ -412,46 +311,11 @@ static bool still(const struct changes *ch, const char *path, const struct file_
 	return id->type == 0 ? err == ENOENT : err == 0 && changes_same_id(&now, id);
 }
 
-/* Removes the real file at path if it is still this run's (ours): never a
- * directory, nothing followed; its directory synced. 0 (also when it is
- * gone), EEXIST when another file is there now, or an errno. */
-static int remove_real(struct points *P, const struct changes *ch, const char *path, const struct file_id *expect)
-{
-	size_t rel;
-	int v = changes_view_of(ch, path, &rel);
-	const char *name;
-	if (v < 0)
-		return EXDEV;
-	int dir = changes_open_real_parent(ch->targets[v], path, &name);
-	if (dir < 0)
-		return errno == ENOENT ? 0 : errno;
-	struct ppath *sp = path_lookup(P, path, SYNC, false);
-	struct stat st;
-	struct file_id id;
-	int err = 0;
-	int fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		err = errno == ENOENT ? 0 : errno;
-	else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || changes_fd_id(fd, &id) != 0 || expect == NULL ||
-		 !changes_same_id(&id, expect))
-		err = EEXIST;
-	else if ((err = pre_keep(P->pre, ch->targets[v], path)) == 0 && unlinkat(dir, name, 0) != 0)
-		err = errno;
-	else if (err == 0 && fsync(dir) != 0)
-		log_warn("cannot sync the directory of %s: %s", path, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	if (err == 0 && sp != NULL && expect != NULL && changes_same_id(&sp->made, expect))
-		sp->made.type = 0;
-	close(dir);
-	return err;
-}
-
 /* Commits w's version of pp's path: the directories above it the real
  * tree lacks (from the upper layer of dirs_from's replica) and the file
  * (from w->src, its copy checked against the version voted). The start's
  * version kept first (pre.h). 0, or an errno (said). */
-static int commit_version(struct points *P, const struct ppath *pp, const struct waiter *w, unsigned dirs_from)
+int points_commit_version(struct points *P, const struct ppath *pp, const struct waiter *w, unsigned dirs_from)
 {
 	const struct changes *ch = P->S->r[dirs_from].changes;
 	const char *path = pp->path;
@@ -467,7 +331,7 @@ static int commit_version(struct points *P, const struct ppath *pp, const struct
 	if (err == 0) {
 		/* The directories above it, top down, that the real tree lacks. */
 		for (const char *s = strchr(path + rel, '/'); s != NULL && n < MAX_DIRS; s = strchr(s + 1, '/')) {
-			char *dir = must(strndup(path, (size_t)(s - path)));
+			char *dir = points_must(strndup(path, (size_t)(s - path)));
 			char *up = NULL;
 			struct stat real, st;
 			if (lstat(dir, &real) == 0 || errno != ENOENT || asprintf(&up, "v%d/u/%s", v, dir + rel) < 0 ||
@@ -519,12 +383,12 @@ static int commit_version(struct points *P, const struct ppath *pp, const struct
 
 /* Point m of pp is decided: v (NO_VERSION: none) kept for the late
  * replicas' checks, the point counted done. */
-static void point_done(struct points *P, struct ppath *pp, const struct version *v)
+void points_done(struct points *P, struct ppath *pp, const struct version *v)
 {
 	if (pp->ndone < DONE_MAX) {
 		if (pp->ndone == pp->cap) {
 			pp->cap = pp->cap ? 2 * pp->cap : 4;
-			pp->done = must(realloc(pp->done, pp->cap * sizeof *pp->done));
+			pp->done = points_must(realloc(pp->done, pp->cap * sizeof *pp->done));
 		}
 		pp->done[pp->ndone] = *v;
 	} else if (!P->said_cap) {
@@ -540,14 +404,15 @@ static void point_done(struct points *P, struct ppath *pp, const struct version 
 /* Point m of pp goes on with nothing committed (no quorum formed: why):
  * its calls return; the end, or a later point, commits what the replicas
  * wrote. */
-static void unsettle(struct points *P, struct ppath *pp, uint64_t m, const char *why)
+void points_unsettle(struct points *P, struct ppath *pp, uint64_t m, const char *why)
 {
 	struct sup *S = P->S;
 	P->unsettled++;
-	log_event("%s: its %s %llu goes on uncommitted: %s", pp->path, call_name(pp), (unsigned long long)m + 1, why);
+	log_event("%s: its %s %llu goes on uncommitted: %s", pp->path, points_call_name(pp), (unsigned long long)m + 1,
+		  why);
 	pp->probe = NULL;
 	struct version none = { .size = NO_VERSION };
-	point_done(P, pp, &none);
+	points_done(P, pp, &none);
 	for (struct waiter **w = &pp->wait; *w != NULL;) {
 		struct waiter *a = *w;
 		if (a->m != m) {
@@ -555,7 +420,7 @@ static void unsettle(struct points *P, struct ppath *pp, uint64_t m, const char 
 			continue;
 		}
 		*w = a->next;
-		if (waiter_valid(S, a) && !a->continued)
+		if (points_waiter_valid(S, a) && !a->continued)
 			virt_resume(S->virt, a->slot, a->gen, a->id, 0);
 		waiter_free(P, a);
 	}
@@ -576,7 +441,7 @@ static bool held_at(const struct points *P, const struct ppath *pp, uint64_t m, 
  * old name from too, but a replica held at the rename (its own rename
  * puts its file in the name's place before it goes on). *first one of
  * them, if any. */
-static unsigned exposed(struct points *P, const struct ppath *pp, uint64_t m, const char *from, struct replica **first)
+unsigned points_exposed(struct points *P, const struct ppath *pp, uint64_t m, const char *from, struct replica **first)
 {
 	struct sup *S = P->S;
 	unsigned n = 0;
@@ -596,7 +461,7 @@ static unsigned exposed(struct points *P, const struct ppath *pp, uint64_t m, co
 /* Answers every call held at point m of pp, decided with version v: one
  * of another version is outvoted there; those of v get err (a sync that
  * could not be committed: EIO). The probe went on already. */
-static void answer(struct points *P, struct ppath *pp, uint64_t m, const struct version *v, int err)
+void points_answer(struct points *P, struct ppath *pp, uint64_t m, const struct version *v, int err)
 {
 	struct sup *S = P->S;
 	for (struct waiter **w = &pp->wait; *w != NULL;) {
@@ -606,7 +471,7 @@ static void answer(struct points *P, struct ppath *pp, uint64_t m, const struct 
 			continue;
 		}
 		*w = a->next;
-		bool same = same_version(&a->v, v);
+		bool same = points_same_version(&a->v, v);
 		if (!same)
 			outvoted(P, &S->r[a->slot], pp, m, how_differs(&a->v, v));
 		if (!a->continued)
@@ -614,48 +479,6 @@ static void answer(struct points *P, struct ppath *pp, uint64_t m, const struct 
 		waiter_free(P, a);
 	}
 	pp->probe = NULL;
-}
-
-/* The probes' timer: soon after a probe starts (a rename or an unlink
- * takes the kernel tens of microseconds, and every replica of the quorum
- * waits for its outcome), then less often, so that a probe that takes
- * long (a slow disk, a loaded machine) costs diehard a look every
- * PROBE_LAST_US. */
-static void probe_arm(struct points *P, bool started)
-{
-	if (started)
-		P->probe_us = PROBE_FIRST_US;
-	else if (evtimer_pending(P->probe_ev, NULL))
-		return;
-	struct timeval soon = { .tv_sec = 0, .tv_usec = P->probe_us };
-	P->probe_us = P->probe_us * 2 < PROBE_LAST_US ? P->probe_us * 2 : PROBE_LAST_US;
-	if (evtimer_add(P->probe_ev, &soon) != 0)
-		log_warn("cannot arm the rename probes' timer: the tick looks at them");
-}
-
-/* A quorum agreed on a rename onto pp's path (or a removal of it), and
- * nobody would see it early: one of them (a) goes on first, alone, and
- * the kernel judges its call in its views (rights, RENAME_NOREPLACE, a
- * name gone); its outcome decides the point (probe_check). No quorum of
- * replicas is past the call before that outcome is committed, so nothing
- * they say after it reaches the world first. Nothing real is read or
- * kept before the kernel has judged (pre.h's copy of a file the replica
- * may not replace would cost its size). */
-static void probe_start(struct points *P, struct ppath *pp, struct waiter *a)
-{
-	struct sup *S = P->S;
-	const struct changes *ch = S->r[a->slot].changes;
-	int to = changes_real_kind(ch, pp->path), from = a->from != NULL ? changes_real_kind(ch, a->from) : 0;
-	if (to < 0 || from < 0 || (pp->kind == REMOVAL && to == 0)) {
-		unsettle(P, pp, pp->ndone, "its names in the real tree are no plain files now");
-		return;
-	}
-	a->continued = true;
-	a->since = sup_now();
-	pp->probe = a;
-	pp->quorum_since = 0;
-	virt_resume(S->virt, a->slot, a->gen, a->id, 0);
-	probe_arm(P, true);
 }
 
 /* Decides pp's next points while one can be: committed when a quorum of
@@ -667,13 +490,13 @@ static void probe_start(struct points *P, struct ppath *pp, struct waiter *a)
  * point return (EIO when it could not be committed), those of another
  * version too, outvoted. A rename's point is decided by its probe's
  * outcome (probe_start). */
-static void decide(struct points *P, struct ppath *pp)
+void points_decide(struct points *P, struct ppath *pp)
 {
 	struct sup *S = P->S;
 	while (!S->stopping) {
 		/* Calls of processes that are gone or out of the vote. */
 		for (struct waiter **w = &pp->wait; *w != NULL;) {
-			if (waiter_valid(S, *w)) {
+			if (points_waiter_valid(S, *w)) {
 				w = &(*w)->next;
 				continue;
 			}
@@ -689,12 +512,12 @@ static void decide(struct points *P, struct ppath *pp)
 		struct waiter *best = NULL;
 		unsigned best_n = 0, voted = 0, live = sup_live_count(S);
 		for (struct waiter *a = pp->wait; a != NULL; a = a->next) {
-			if (a->m != m || !waiter_votes(S, a))
+			if (a->m != m || !points_waiter_votes(S, a))
 				continue;
 			voted++;
 			unsigned same = 0;
 			for (const struct waiter *b = pp->wait; b != NULL; b = b->next)
-				same += b->m == m && waiter_votes(S, b) && same_version(&a->v, &b->v);
+				same += b->m == m && points_waiter_votes(S, b) && points_same_version(&a->v, &b->v);
 			if (same > best_n) {
 				best = a;
 				best_n = same;
@@ -707,7 +530,7 @@ static void decide(struct points *P, struct ppath *pp)
 		if (best_n < sup_quorum(S)) {
 			/* The voters not there yet cannot make a quorum. */
 			if (best_n + (live > voted ? live - voted : 0) < sup_quorum(S))
-				unsettle(P, pp, m, "the voters' files differ there, no quorum");
+				points_unsettle(P, pp, m, "the voters' files differ there, no quorum");
 			return;
 		}
 		/* A rename's old name matters when the real tree has it (the
@@ -716,12 +539,12 @@ static void decide(struct points *P, struct ppath *pp)
 					   ? best->from
 					   : NULL;
 		struct replica *show;
-		if (exposed(P, pp, m, from, &show) > 0) {
+		if (points_exposed(P, pp, m, from, &show) > 0) {
 			/* The tick kills it as a straggler after --timeout. */
 			if (pp->quorum_since == 0)
 				pp->quorum_since = sup_now();
 			free(pp->quorum_from);
-			pp->quorum_from = from != NULL ? must(strdup(from)) : NULL;
+			pp->quorum_from = from != NULL ? points_must(strdup(from)) : NULL;
 			return;
 		}
 		if (pp->kind != SYNC) {
@@ -736,13 +559,13 @@ static void decide(struct points *P, struct ppath *pp)
 		for (const struct waiter *a = pp->wait; a != NULL && err != 0; a = a->next) {
 			struct stat now;
 			/* The real file as that replica's call found it. */
-			if (a->m == m && waiter_votes(S, a) && same_version(&a->v, &v) && fstat(a->src, &now) == 0 &&
-			    now.st_size == v.size && still(S->r[a->slot].changes, pp->path, &a->real_id))
-				err = commit_version(P, pp, a, a->slot);
+			if (a->m == m && points_waiter_votes(S, a) && points_same_version(&a->v, &v) &&
+			    fstat(a->src, &now) == 0 && now.st_size == v.size && points_still(S->r[a->slot].changes, pp->path, &a->real_id))
+				err = points_commit_version(P, pp, a, a->slot);
 		}
 		if (err == 0) {
 			P->committed++;
-			remember_real(P, S->r[best->slot].changes, pp->path);
+			points_remember_real(P, S->r[best->slot].changes, pp->path);
 		} else if (err == ESTALE) {
 			/* Not a failure of the real file system: the calls go on;
 			 * a later point, or the end, commits what they wrote. */
@@ -753,231 +576,29 @@ static void decide(struct points *P, struct ppath *pp)
 		} else {
 			P->failed++;
 		}
-		point_done(P, pp, &v);
-		answer(P, pp, m, &v, err != 0 ? EIO : 0);
+		points_done(P, pp, &v);
+		points_answer(P, pp, m, &v, err != 0 ? EIO : 0);
 	}
-}
-
-/* Commits the rename its probe a made in its views: the name gets the
- * bytes voted (from a's file, renamed there, or another of the quorum's
- * held ones: the same bytes), with the directories above it the real tree
- * lacks as a's upper layer has them, and the old name, when the real tree
- * has it, goes. The calls held go on either way: a rename promises no
- * durability, and the probe's already returned. */
-static void commit_rename(struct points *P, struct ppath *pp, struct waiter *a)
-{
-	struct sup *S = P->S;
-	uint64_t m = pp->ndone;
-	struct version v = a->v;
-	const struct changes *ch = S->r[a->slot].changes;
-	/* The real new name as the probe's call found it (the same file, or
-	 * still nothing): what the kernel judged there. */
-	int err = still(ch, pp->path, &a->real_id) ? ESTALE : EXDEV;
-	struct stat now;
-	if (err == ESTALE && fstat(a->src, &now) == 0 && now.st_size == v.size)
-		err = commit_version(P, pp, a, a->slot);
-	for (struct waiter *w = pp->wait; w != NULL && err == ESTALE; w = w->next)
-		if (w != a && w->m == m && waiter_votes(S, w) && same_version(&w->v, &v) && fstat(w->src, &now) == 0 &&
-		    now.st_size == v.size)
-			err = commit_version(P, pp, w, a->slot);
-	if (err == 0) {
-		P->committed++;
-		P->renamed++;
-		remember_real(P, ch, pp->path);
-		/* The old name goes when the real one is the file a point of
-		 * this run made; another (a file put there since) is left. */
-		int gone = a->gone_id.type != 0 ? remove_real(P, ch, a->from, &a->gone_id) : 0;
-		if (gone != 0 && gone != EEXIST)
-			log_warn("%s: its old name %s could not be removed at its rename %llu: %s", pp->path, a->from,
-				 (unsigned long long)m + 1, strerror(gone));
-	} else if (err == ESTALE) {
-		P->skipped++;
-		log_warn("%s: not committed at its rename %llu: the replicas wrote on while it was voted", pp->path,
-			 (unsigned long long)m + 1);
-	} else {
-		P->failed++;
-		if (err == EXDEV)
-			log_warn("%s: not committed at its rename %llu: the real file there changed since the call", pp->path,
-				 (unsigned long long)m + 1);
-	}
-	point_done(P, pp, &v);
-	answer(P, pp, m, &v, 0);
-}
-
-/* Commits the removal its probe a made in its views: the real file goes
- * when it is still the one a point of this run made (remove_real). The
- * calls held go on. */
-static void commit_removal(struct points *P, struct ppath *pp, struct waiter *a)
-{
-	uint64_t m = pp->ndone;
-	int err = remove_real(P, P->S->r[a->slot].changes, pp->path, &a->gone_id);
-	if (err == 0) {
-		P->committed++;
-		P->removed++;
-	} else {
-		P->failed++;
-		log_warn("%s: not committed at its removal %llu: %s", pp->path, (unsigned long long)m + 1,
-			 err == EEXIST ? "another file is there now" : strerror(err));
-	}
-	point_done(P, pp, &a->v);
-	answer(P, pp, m, &a->v, 0);
-}
-
-enum outcome { PENDING, MADE, FAILED };
-
-/* Whether a's call is made in its replica's upper layer: the file renamed
- * (its inode at the new name, the old name a whiteout or nothing), or
- * removed (a whiteout, or nothing where its own file was). */
-static bool made(const struct ppath *pp, const struct waiter *a, const struct changes *ch)
-{
-	if (pp->kind == RENAME)
-		return changes_renamed(ch, a->from, pp->path, a->dev, a->ino);
-	return changes_removed(ch, pp->path, a->ino);
-}
-
-/* What became of the probe a's call: seen in its upper layer, or the
- * thread past the call (/proc/TID/syscall no longer shows it waiting in
- * it) with the upper layer unchanged. */
-static enum outcome probe_outcome(const struct ppath *pp, const struct waiter *a, const struct changes *ch)
-{
-	if (made(pp, a, ch))
-		return MADE;
-	char proc[64], line[512];
-	snprintf(proc, sizeof proc, "/proc/%d/syscall", (int)a->tid);
-	int fd = open(proc, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, line, sizeof line - 1);
-	if (fd >= 0)
-		close(fd);
-	if (n > 0) {
-		line[n] = '\0';
-		if (strncmp(line, "running", 7) == 0)
-			return PENDING; /* in its call still, or past it: looked at again */
-		long nr;
-		unsigned long long arg[5];
-		if (sscanf(line, "%ld %llx %llx %llx %llx %llx", &nr, &arg[0], &arg[1], &arg[2], &arg[3], &arg[4]) == 6 &&
-		    nr == a->call.nr) {
-			bool same = true;
-			for (int i = 0; i < 5; i++)
-				same = same && arg[i] == a->call.args[i];
-			if (same)
-				return PENDING;
-		}
-	} else if (fd >= 0 || errno != ENOENT) {
-		return PENDING; /* unreadable: the time limit decides */
-	}
-	/* Past it (or gone): its effect, if any, is in the layer now. */
-	return made(pp, a, ch) ? MADE : FAILED;
-}
-
-/* Whether nobody would see the commit of the probe a's call early (a
- * replica that came while it went on: a replacement, a tie-breaker). One
- * that still would --timeout after it is killed as a straggler; false
- * while it is waited for, or when a's process went meanwhile. */
-static bool unexposed(struct points *P, struct ppath *pp, struct waiter *a)
-{
-	struct sup *S = P->S;
-	uint64_t m = pp->ndone;
-	double limit = S->o->straggler_ms / 1000.0;
-	const char *from =
-		a->from != NULL && changes_real_kind(S->r[a->slot].changes, a->from) > 0 ? a->from : NULL;
-	struct replica *show;
-	if (exposed(P, pp, m, from, &show) == 0) {
-		pp->quorum_since = 0;
-		return true;
-	}
-	if (pp->quorum_since == 0)
-		pp->quorum_since = sup_now();
-	if (sup_now() - pp->quorum_since <= limit)
-		return false;
-	while (!S->stopping && exposed(P, pp, m, from, &show) > 0) {
-		char why[256];
-		snprintf(why, sizeof why, "straggler: no file %s of its own %.1f s after a quorum's %s of it", pp->path,
-			 limit, call_name(pp));
-		replica_kill(S, show, why);
-	}
-	pp->quorum_since = 0;
-	return !S->stopping && waiter_valid(S, a);
-}
-
-/* The probe of pp's next point: its outcome, once known, decides the
- * point; one not known --timeout after it went on lets the point go on
- * uncommitted. true while it is still awaited. */
-static bool probe_check(struct points *P, struct ppath *pp)
-{
-	struct sup *S = P->S;
-	struct waiter *a = pp->probe;
-	uint64_t m = pp->ndone;
-	char why[160];
-	if (!waiter_valid(S, a)) {
-		decide(P, pp); /* its process is gone: another goes */
-		return pp->probe != NULL;
-	}
-	const struct replica *r = &S->r[a->slot];
-	switch (probe_outcome(pp, a, r->changes)) {
-	case PENDING:
-		if (sup_now() - a->since <= S->o->straggler_ms / 1000.0)
-			return true;
-		snprintf(why, sizeof why, "what became of replica %u's %s was not seen within %.1f s", r->id,
-			 call_name(pp), S->o->straggler_ms / 1000.0);
-		unsettle(P, pp, m, why);
-		break;
-	case FAILED:
-		snprintf(why, sizeof why, "it failed in replica %u's views (the kernel's answer there)", r->id);
-		unsettle(P, pp, m, why);
-		break;
-	case MADE:
-		/* What the kernel let the replica do in its views holds for
-		 * the real tree only if the directories it checked are the
-		 * real ones (no copy of the replica's making). */
-		if (!changes_dirs_real(r->changes, pp->path) || (a->from != NULL && !changes_dirs_real(r->changes, a->from))) {
-			snprintf(why, sizeof why, "the directories above it in replica %u's views are not the real ones",
-				 r->id);
-			unsettle(P, pp, m, why);
-			break;
-		}
-		if (!unexposed(P, pp, a))
-			return pp->probe != NULL;
-		if (pp->kind == RENAME)
-			commit_rename(P, pp, a);
-		else
-			commit_removal(P, pp, a);
-		break;
-	}
-	decide(P, pp);
-	return pp->probe != NULL;
-}
-
-static void on_probe_timer(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	struct points *P = arg;
-	bool again = false;
-	for (struct ppath *pp = P->paths; pp != NULL && !P->S->stopping; pp = pp->next)
-		if (pp->probe != NULL)
-			again |= probe_check(P, pp);
-	if (again)
-		probe_arm(P, false);
 }
 
 /* Slot slot reached a point of path (a rename onto it, or a sync) with
  * w's version (w made by the caller: its version, src, and a rename's
  * fields; taken). true: the call is held. */
-static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, const char *path, enum kind kind,
+bool points_arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, const char *path, enum kind kind,
 		   struct waiter *w)
 {
 	struct sup *S = P->S;
 	struct replica *r = &S->r[slot];
-	struct ppath *pp = path_lookup(P, path, kind, true);
+	struct ppath *pp = points_path(P, path, kind, true);
 	uint64_t m = pp->seen[slot]++;
 	const struct version *v = &w->v;
 	if (m < pp->ndone) {
 		/* Decided: a late replica, or a replacement replaying. */
 		bool kept = m < DONE_MAX && pp->done[m].size != NO_VERSION;
-		if (kept && same_version(&pp->done[m], v)) {
+		if (kept && points_same_version(&pp->done[m], v)) {
 			P->late_checked++;
 			report_counts(P);
-			waiter_drop(w);
+			points_waiter_drop(w);
 			return false;
 		}
 		/* A voter whose count fell behind the others' (a timer's syncs):
@@ -986,11 +607,11 @@ static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, c
 		 * version outvoted (never moved ahead to the next point: that
 		 * count would stay off for good). */
 		for (uint64_t k = m + 1; r->live && k < pp->ndone && k < DONE_MAX && k < m + 64; k++)
-			if (pp->done[k].size != NO_VERSION && same_version(&pp->done[k], v)) {
+			if (pp->done[k].size != NO_VERSION && points_same_version(&pp->done[k], v)) {
 				pp->seen[slot] = k + 1;
 				P->late_checked++;
 				report_counts(P);
-				waiter_drop(w);
+				points_waiter_drop(w);
 				return false;
 			}
 		if (kept) {
@@ -998,7 +619,7 @@ static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, c
 			outvoted(P, r, pp, m, how_differs(v, &pp->done[m]));
 			report_counts(P);
 		}
-		waiter_drop(w);
+		points_waiter_drop(w);
 		return false;
 	}
 	P->held[slot]++;
@@ -1010,13 +631,13 @@ static bool arrive(struct points *P, unsigned slot, uint64_t gen, uint64_t id, c
 	w->since = sup_now();
 	w->next = pp->wait;
 	pp->wait = w;
-	decide(P, pp);
+	points_decide(P, pp);
 	return true;
 }
 
 /* Whether a replica may hold one more call (else its syncs go on
  * unvoted, said once). */
-static bool room(struct points *P, unsigned slot)
+bool points_room(struct points *P, unsigned slot)
 {
 	if (P->held[slot] < HELD_MAX)
 		return true;
@@ -1034,7 +655,7 @@ static bool on_sync(struct points *P, unsigned slot, uint64_t gen, const struct 
 {
 	struct replica *r = &P->S->r[slot];
 	char real[4096];
-	if (!room(P, slot))
+	if (!points_room(P, slot))
 		return false;
 	if (req->data.nr == SYS_msync) {
 		if (!map_path((pid_t)req->pid, req->data.args[0], real, sizeof real))
@@ -1054,140 +675,16 @@ static bool on_sync(struct points *P, unsigned slot, uint64_t gen, const struct 
 		close(in);
 		return true;
 	}
-	struct waiter *w = must(calloc(1, sizeof *w));
+	struct waiter *w = points_must(calloc(1, sizeof *w));
 	w->src = in;
 	w->tid = (pid_t)req->pid;
 	/* Not a real file the replica may not replace (may_replace): the end
 	 * judges it. */
-	if (!version_of(P, in, &w->v) || !may_replace(P, r->changes, real, w->tid, &w->real_id)) {
-		waiter_drop(w);
+	if (!points_version_of(P, in, &w->v) || !points_may_replace(P, r->changes, real, w->tid, &w->real_id)) {
+		points_waiter_drop(w);
 		return false;
 	}
-	return arrive(P, slot, gen, req->id, real, SYNC, w);
-}
-
-/* A cheap hash of a rename's old name, for its version. */
-static uint64_t name_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s != '\0'; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h | 1; /* never 0, a sync's */
-}
-
-/* rename, renameat, renameat2 (RENAME_NOREPLACE or no flag): a point when
- * both names lie in one view (not a --share'd directory, no stream), the
- * replica's file at the old name is one of its upper layer (one it made
- * or changed), both names are nothing or a regular file in the real tree
- * and one of them is there: a file put in place of a real one, or one a
- * sync made real moved to its name. The names are read from the replica
- * and trusted only as far as its upper layer shows the rename made
- * (probe_check). */
-static bool on_rename(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req)
-{
-	const struct replica *r = &P->S->r[slot];
-	const __u64 *arg = req->data.args;
-	bool at = req->data.nr != SYS_rename;
-	int from_dir = at ? (int)(int32_t)arg[0] : AT_FDCWD, to_dir = at ? (int)(int32_t)arg[2] : AT_FDCWD;
-	uint64_t from_at = at ? arg[1] : arg[0], to_at = at ? arg[3] : arg[1];
-	unsigned flags = req->data.nr == SYS_renameat2 ? (unsigned)arg[4] : 0;
-	char name[4096], from[4096], to[4096];
-	pid_t tid = (pid_t)req->pid;
-	/* RENAME_NOREPLACE is no point: once the real name is made, a
-	 * replica held at the same call that never looked it up would find
-	 * it there and fail. */
-	if (flags != 0 || !room(P, slot))
-		return false;
-	if (remote_read_string(tid, from_at, name, sizeof name) != 0 || !named_path(tid, from_dir, name, from, sizeof from))
-		return false;
-	if (remote_read_string(tid, to_at, name, sizeof name) != 0 || !named_path(tid, to_dir, name, to, sizeof to))
-		return false;
-	size_t rel_from, rel_to;
-	int v = changes_view_of(r->changes, to, &rel_to);
-	if (v < 0 || changes_view_of(r->changes, from, &rel_from) != v || strcmp(from, to) == 0 ||
-	    strchr(from, '\n') != NULL || strchr(to, '\n') != NULL || logs_streamed(P->logs, from) ||
-	    logs_streamed(P->logs, to))
-		return false;
-	/* A pid file put in place by a rename: pidfile.h makes it real with
-	 * diehard's pid. */
-	size_t tl = strlen(to);
-	if (tl > 4 && strcmp(to + tl - 4, ".pid") == 0) {
-		pidfile_creating(P->pids, slot, tid, AT_FDCWD, to);
-		return false;
-	}
-	/* The new name: nothing, or a file the replica may replace; the old
-	 * one: nothing, or the file a point of this run made (kept: only
-	 * that one is taken away), or another's, left. One of them real. */
-	struct file_id to_id, gone_id = { 0 };
-	int real_from = changes_real_kind(r->changes, from);
-	if (!may_replace(P, r->changes, to, tid, &to_id) || real_from < 0 || (to_id.type == 0 && real_from == 0))
-		return false;
-	if (real_from > 0 && !ours(P, r->changes, from, &gone_id))
-		gone_id.type = 0;
-	int in = changes_open_version(r->changes, from);
-	if (in < 0)
-		return false;
-	struct waiter *w = must(calloc(1, sizeof *w));
-	w->src = in;
-	struct stat st;
-	if (fstat(in, &st) != 0 || !version_of(P, in, &w->v)) {
-		waiter_drop(w);
-		return false;
-	}
-	w->v.from = name_hash(from);
-	w->from = must(strdup(from));
-	w->tid = tid;
-	w->call = req->data;
-	w->dev = st.st_dev;
-	w->ino = st.st_ino;
-	w->real_id = to_id;
-	w->gone_id = gone_id;
-	return arrive(P, slot, gen, req->id, to, RENAME, w);
-}
-
-/* unlink, unlinkat (no flag): a point when the name lies in a view (not a
- * --share'd directory, no stream), the replica has its own file there, and
- * the real one is the file a point of this run made (a database's journal
- * a sync made real; ours).
- * Every removal of the name agrees with every other: the version is the
- * name alone. */
-static bool on_unlink(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req)
-{
-	const struct replica *r = &P->S->r[slot];
-	const __u64 *arg = req->data.args;
-	bool at = req->data.nr == SYS_unlinkat;
-	char name[4096], path[4096];
-	pid_t tid = (pid_t)req->pid;
-	if ((at && arg[2] != 0) || !room(P, slot))
-		return false;
-	if (remote_read_string(tid, at ? arg[1] : arg[0], name, sizeof name) != 0 ||
-	    !named_path(tid, at ? (int)(int32_t)arg[0] : AT_FDCWD, name, path, sizeof path))
-		return false;
-	size_t rel;
-	struct file_id gone_id;
-	if (changes_view_of(r->changes, path, &rel) < 0 || strchr(path, '\n') != NULL || logs_streamed(P->logs, path) ||
-	    !ours(P, r->changes, path, &gone_id))
-		return false;
-	/* Its own file there: one a replica that never had it (only the
-	 * real one, through its lower layers) could not remove once the
-	 * real one is gone, so such a removal is left to the end. */
-	int in = changes_open_version(r->changes, path);
-	struct stat st;
-	if (in < 0 || fstat(in, &st) != 0) {
-		if (in >= 0)
-			close(in);
-		return false;
-	}
-	close(in);
-	struct waiter *w = must(calloc(1, sizeof *w));
-	w->src = -1;
-	w->dev = st.st_dev;
-	w->ino = st.st_ino;
-	w->gone_id = gone_id;
-	w->v.from = 1;
-	w->tid = tid;
-	w->call = req->data;
-	return arrive(P, slot, gen, req->id, path, REMOVAL, w);
+	return points_arrive(P, slot, gen, req->id, real, SYNC, w);
 }
 
 bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req)
@@ -1203,9 +700,9 @@ bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct sec
 	case SYS_msync: return on_sync(P, slot, gen, req);
 	case SYS_rename:
 	case SYS_renameat:
-	case SYS_renameat2: return on_rename(P, slot, gen, req);
+	case SYS_renameat2: return probe_rename(P, slot, gen, req);
 	case SYS_unlink:
-	case SYS_unlinkat: return on_unlink(P, slot, gen, req);
+	case SYS_unlinkat: return probe_unlink(P, slot, gen, req);
 	default: return false;
 	}
 }
@@ -1218,7 +715,7 @@ void points_release(struct points *P)
 		while (pp->wait != NULL) {
 			struct waiter *w = pp->wait;
 			pp->wait = w->next;
-			if (waiter_valid(P->S, w) && !w->continued)
+			if (points_waiter_valid(P->S, w) && !w->continued)
 				virt_resume(P->S->virt, w->slot, w->gen, w->id, 0);
 			waiter_free(P, w);
 		}
@@ -1277,7 +774,7 @@ void points_tick(struct points *P)
 		}
 		/* A replica that ended or was killed since is no longer
 		 * waited for. */
-		decide(P, pp);
+		points_decide(P, pp);
 		uint64_t m = pp->ndone;
 		const struct waiter *old = oldest_at(pp, m);
 		if (S->stopping || old == NULL)
@@ -1288,19 +785,20 @@ void points_tick(struct points *P)
 			/* A quorum agreed, and a replica's views still show the
 			 * real path: it never made the file a quorum synced. */
 			struct replica *r;
-			while (!S->stopping && exposed(P, pp, m, pp->kind == RENAME ? pp->quorum_from : NULL, &r) > 0) {
+			const char *from = pp->kind == RENAME ? pp->quorum_from : NULL;
+			while (!S->stopping && points_exposed(P, pp, m, from, &r) > 0) {
 				char why[256];
 				snprintf(why, sizeof why, "straggler: no file %s of its own %.1f s after a quorum %s it (its %s %llu)",
 					 pp->path, limit,
 					 pp->kind == RENAME    ? "renamed a file onto"
 					 : pp->kind == REMOVAL ? "removed"
 							       : "synced",
-					 call_name(pp),
+					 points_call_name(pp),
 					 (unsigned long long)m + 1);
 				replica_kill(S, r, why);
 			}
 			pp->quorum_since = 0;
-			decide(P, pp);
+			points_decide(P, pp);
 		} else if (now - old->since > limit && others_held(P, pp, m)) {
 			/* No quorum within --timeout, and every voter not there
 			 * waits at another point: none can come (syncs in
@@ -1310,8 +808,8 @@ void points_tick(struct points *P)
 			char why[160];
 			snprintf(why, sizeof why, "no quorum within %.1f s (every other replica waits at another point)",
 				 limit);
-			unsettle(P, pp, m, why);
-			decide(P, pp);
+			points_unsettle(P, pp, m, why);
+			points_decide(P, pp);
 		}
 	}
 }
