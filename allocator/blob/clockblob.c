@@ -10,7 +10,6 @@
  * diehard writes before the image runs; until then (and if diehard could
  * not) ready is false and every read makes the system call. */
 #include <sched.h>
-#include <signal.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 
@@ -74,13 +73,6 @@ void blob_load(long fd, long dir, unsigned long nslots, unsigned long slot, unsi
 {
 	unsigned long page = cp_page_size();
 	long step = 1, region = 0;
-	/* Every signal held off until the descriptors are closed: one met in
-	 * the middle would end the graft there (graft.c), leaving a page's
-	 * descriptor open at the lowest free number, the one the program's
-	 * next file would take. Unblocked before the trap, a pending one
-	 * comes then, with nothing of the loader's left open. */
-	unsigned long all = ~0ul, old = 0;
-	bool masked = os_raw_syscall(SYS_rt_sigprocmask, SIG_BLOCK, (long)&all, (long)&old, sizeof all, 0, 0) == 0;
 	long r = os_raw_syscall(SYS_mmap, (long)blob_data_start, blob_end - blob_data_start, PROT_READ | PROT_WRITE,
 		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	if (r != (long)blob_data_start)
@@ -123,8 +115,6 @@ out:
 		step = 5;
 		r = -EBADF;
 	}
-	if (masked)
-		(void)os_raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
 	__asm__ volatile("jmp blob_trap" : : "a"(r), "d"(step));
 	__builtin_unreachable();
 }

@@ -59,6 +59,7 @@ static uint64_t blob_word(size_t at)
 struct graft {
 	pid_t tid;
 	int signal; /* a signal-delivery-stop met: the graft ends there, passing it on */
+	bool stop;  /* a SIGSTOP held back while the loader ran, passed on at the end */
 	struct user_regs_struct saved;
 };
 
@@ -152,6 +153,13 @@ static bool load(struct graft *g, uint64_t at, const uint64_t a[6], int64_t *rax
 			return false;
 		if (st >> 16 == PTRACE_EVENT_STOP && others++ < 4)
 			continue; /* the interrupt, reported late */
+		if (st >> 16 == 0 && WSTOPSIG(st) == SIGSTOP && !g->stop) {
+			/* The one signal its mask cannot hold off (graft_clocks):
+			 * kept for the end, so that the loader closes what it
+			 * opened. */
+			g->stop = true;
+			continue;
+		}
 		if (st >> 16 != 0 || ptrace(PTRACE_GETREGS, g->tid, 0, &r) != 0)
 			return false;
 		if (WSTOPSIG(st) != SIGTRAP || r.rip != at + BLOB_TRAP + 1) {
@@ -261,7 +269,13 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 	uint64_t code = blob_word(BLOB_CODE_AT), total = blob_word(BLOB_SIZE_AT), site = vdso_site(vdso);
 	size_t page = cp_page_size();
 	int64_t at = 0, region = 0, r = 0;
-	bool done = false, closed = gr->own_fd;
+	bool done = false, closed = gr->own_fd, masked = false;
+	uint64_t mask = 0, all = ~(uint64_t)0;
+	/* Not the loader's trap's, nor a fault's: the kernel forces those,
+	 * and a forced signal that is blocked has its handler reset. */
+	for (int sig = 1; sig < 32; sig++)
+		if (sig == SIGTRAP || sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE)
+			all &= ~(1ull << (sig - 1));
 	if (ptrace(PTRACE_GETREGS, tid, 0, &g.saved) != 0) {
 		*why = strerror(errno);
 		goto detach;
@@ -293,6 +307,16 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 		goto out;
 	}
 	int64_t step = -1;
+	/* The loader runs with every signal blocked but SIGSTOP (held back
+	 * by load), SIGKILL, and those the kernel forces (above): one that
+	 * stopped it between a page's openat
+	 * and its close would end the graft there, the page left open at the
+	 * lowest free number, the one the program's next file takes. The
+	 * mask is the tracer's to restore (below), whatever becomes of the
+	 * loader; a signal that came meanwhile is delivered once the thread
+	 * runs on with it. */
+	masked = ptrace(PTRACE_GETSIGMASK, tid, sizeof mask, &mask) == 0 &&
+		 ptrace(PTRACE_SETSIGMASK, tid, sizeof all, &all) == 0;
 	bool loaded = load(&g, (uint64_t)at,
 			   (uint64_t[6]){ (uint64_t)gr->fd, (uint64_t)gr->dir, gr->nslots, gr->slot, gr->own_fd, gr->mark_real },
 			   &region, &step);
@@ -332,9 +356,13 @@ out:
 		if (fd >= 0)
 			(void)run(&g, site, SYS_close, (uint64_t[6]){ (uint64_t)fd, 0, 0, 0, 0, 0 }, &r);
 	}
+	if (masked && ptrace(PTRACE_SETSIGMASK, tid, sizeof mask, &mask) != 0)
+		done = false;
 	if (ptrace(PTRACE_SETREGS, tid, 0, &g.saved) != 0)
 		done = false; /* gone: nothing of it runs on */
 detach:
-	(void)ptrace(PTRACE_DETACH, tid, 0, (void *)(uintptr_t)g.signal);
+	/* A SIGSTOP held back goes on in place of the stop's own signal (the
+	 * loader's trap), unless the graft ended at another's. */
+	(void)ptrace(PTRACE_DETACH, tid, 0, (void *)(uintptr_t)(g.signal != 0 ? g.signal : g.stop ? SIGSTOP : 0));
 	return done ? (uint64_t)at : 0;
 }
