@@ -153,7 +153,7 @@ static bool load(struct graft *g, uint64_t at, const uint64_t a[6], int64_t *rax
 			return false;
 		if (st >> 16 == PTRACE_EVENT_STOP && others++ < 4)
 			continue; /* the interrupt, reported late */
-		if (st >> 16 == 0 && WSTOPSIG(st) == SIGSTOP && !g->stop) {
+		if (st >> 16 == 0 && WSTOPSIG(st) == SIGSTOP) {
 			/* The one signal its mask cannot hold off (graft_clocks):
 			 * kept for the end, so that the loader closes what it
 			 * opened. */
@@ -200,6 +200,20 @@ bool graft_seize(pid_t tid)
 bool graft_interrupt(pid_t tid)
 {
 	return ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0;
+}
+
+/* Whether a SIGCONT is pending for thread tid (held off by the loader's
+ * mask): one sent after a SIGSTOP load held back, which it would have
+ * undone. */
+static bool cont_pending(pid_t tid)
+{
+	char buf[4096];
+	if (remote_status(tid, buf, sizeof buf) != 0)
+		return false;
+	const unsigned long long bit = 1ull << (SIGCONT - 1);
+	const char *own = strstr(buf, "\nSigPnd:"), *shared = strstr(buf, "\nShdPnd:");
+	return (own != NULL && (strtoull(own + strlen("\nSigPnd:"), NULL, 16) & bit) != 0) ||
+	       (shared != NULL && (strtoull(shared + strlen("\nShdPnd:"), NULL, 16) & bit) != 0);
 }
 
 /* What in thread tid's /proc/TID/status forbids a graft, or NULL: another
@@ -362,7 +376,10 @@ out:
 		done = false; /* gone: nothing of it runs on */
 detach:
 	/* A SIGSTOP held back goes on in place of the stop's own signal (the
-	 * loader's trap), unless the graft ended at another's. */
+	 * loader's trap), unless the graft ended at another's, or a SIGCONT
+	 * sent since would have undone it. */
+	if (g.stop && g.signal == 0 && cont_pending(tid))
+		g.stop = false;
 	(void)ptrace(PTRACE_DETACH, tid, 0, (void *)(uintptr_t)(g.signal != 0 ? g.signal : g.stop ? SIGSTOP : 0));
 	return done ? (uint64_t)at : 0;
 }
