@@ -7,8 +7,11 @@
  * stops), and, once the blob is written, the blob's loader, which maps
  * the rest and ends at its trap (one stop). Its registers are restored
  * and it is detached; a signal-delivery-stop met on the way ends the
- * graft there, the signal passed on with the detach. Every step is
- * checked; any failure detaches, the image on the notify path. */
+ * graft there, the signal passed on with the detach. The loader runs with
+ * the thread's signals blocked by the tracer (PTRACE_SETSIGMASK, the mask
+ * restored before the detach) and a SIGSTOP held back until then, so
+ * that it always closes the descriptors it opens. Every step is checked;
+ * any failure detaches, the image on the notify path. */
 #include "graft.h"
 
 #include <errno.h>
@@ -284,12 +287,12 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 	size_t page = cp_page_size();
 	int64_t at = 0, region = 0, r = 0;
 	bool done = false, closed = gr->own_fd, masked = false;
-	uint64_t mask = 0, all = ~(uint64_t)0;
-	/* Not the loader's trap's, nor a fault's: the kernel forces those,
-	 * and a forced signal that is blocked has its handler reset. */
-	for (int sig = 1; sig < 32; sig++)
-		if (sig == SIGTRAP || sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE)
-			all &= ~(1ull << (sig - 1));
+	/* Every signal but the loader's trap's and a fault's: the kernel
+	 * forces those, and a forced signal that is blocked has its handler
+	 * reset. */
+	const uint64_t forced = 1ull << (SIGTRAP - 1) | 1ull << (SIGSEGV - 1) | 1ull << (SIGBUS - 1) |
+				1ull << (SIGILL - 1) | 1ull << (SIGFPE - 1);
+	uint64_t mask = 0, all = ~forced;
 	if (ptrace(PTRACE_GETREGS, tid, 0, &g.saved) != 0) {
 		*why = strerror(errno);
 		goto detach;
@@ -323,12 +326,11 @@ uint64_t graft_clocks(pid_t tid, int mem, uint64_t vdso, const struct graft_regi
 	int64_t step = -1;
 	/* The loader runs with every signal blocked but SIGSTOP (held back
 	 * by load), SIGKILL, and those the kernel forces (above): one that
-	 * stopped it between a page's openat
-	 * and its close would end the graft there, the page left open at the
-	 * lowest free number, the one the program's next file takes. The
-	 * mask is the tracer's to restore (below), whatever becomes of the
-	 * loader; a signal that came meanwhile is delivered once the thread
-	 * runs on with it. */
+	 * stopped it between a page's openat and its close would end the
+	 * graft there, the page left open at the lowest free number, the one
+	 * the program's next file takes. The mask is the tracer's to restore
+	 * (below), whatever becomes of the loader; a signal that came
+	 * meanwhile is delivered once the thread runs on with it. */
 	masked = ptrace(PTRACE_GETSIGMASK, tid, sizeof mask, &mask) == 0 &&
 		 ptrace(PTRACE_SETSIGMASK, tid, sizeof all, &all) == 0;
 	bool loaded = load(&g, (uint64_t)at,
