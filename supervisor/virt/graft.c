@@ -205,18 +205,24 @@ bool graft_interrupt(pid_t tid)
 	return ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0;
 }
 
+/* Whether signal sig is in the mask of /proc/TID/status's line key
+ * ("\nSigBlk:", a mask in hex): 1 or 0, or -1 when the line is missing. */
+static int status_bit(const char *status, const char *key, int sig)
+{
+	const char *line = strstr(status, key);
+	if (line == NULL)
+		return -1;
+	return (strtoull(line + strlen(key), NULL, 16) & 1ull << (sig - 1)) != 0;
+}
+
 /* Whether a SIGCONT is pending for thread tid (held off by the loader's
  * mask): one sent after a SIGSTOP load held back, which it would have
  * undone. */
 static bool cont_pending(pid_t tid)
 {
 	char buf[4096];
-	if (remote_status(tid, buf, sizeof buf) != 0)
-		return false;
-	const unsigned long long bit = 1ull << (SIGCONT - 1);
-	const char *own = strstr(buf, "\nSigPnd:"), *shared = strstr(buf, "\nShdPnd:");
-	return (own != NULL && (strtoull(own + strlen("\nSigPnd:"), NULL, 16) & bit) != 0) ||
-	       (shared != NULL && (strtoull(shared + strlen("\nShdPnd:"), NULL, 16) & bit) != 0);
+	return remote_status(tid, buf, sizeof buf) == 0 &&
+	       (status_bit(buf, "\nSigPnd:", SIGCONT) > 0 || status_bit(buf, "\nShdPnd:", SIGCONT) > 0);
 }
 
 /* What in thread tid's /proc/TID/status forbids a graft, or NULL: another
@@ -229,15 +235,13 @@ static const char *unfit(pid_t tid)
 	char buf[4096];
 	if (remote_status(tid, buf, sizeof buf) != 0)
 		return "its status cannot be read";
-	const char *threads = strstr(buf, "\nThreads:"), *blocked = strstr(buf, "\nSigBlk:"),
-		   *ignored = strstr(buf, "\nSigIgn:");
-	if (threads == NULL || blocked == NULL || ignored == NULL)
+	const char *threads = strstr(buf, "\nThreads:");
+	int blocked = status_bit(buf, "\nSigBlk:", SIGTRAP), ignored = status_bit(buf, "\nSigIgn:", SIGTRAP);
+	if (threads == NULL || blocked < 0 || ignored < 0)
 		return "its status cannot be read";
 	if (strtol(threads + strlen("\nThreads:"), NULL, 10) != 1)
 		return "it has started threads";
-	const unsigned long long bit = 1ull << (SIGTRAP - 1);
-	if ((strtoull(blocked + strlen("\nSigBlk:"), NULL, 16) & bit) != 0 ||
-	    (strtoull(ignored + strlen("\nSigIgn:"), NULL, 16) & bit) != 0)
+	if (blocked || ignored)
 		return "it blocks or ignores SIGTRAP";
 	return NULL;
 }
