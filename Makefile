@@ -213,13 +213,16 @@ $(B)/tests/unit/test_voter: tests/unit/test_voter.c tests/unit/tap.h voter/voter
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Ivoter -o $@ $< voter/voter.c
 
 # The supervisor's pure modules (nondeterminism log, ChaCha20, digests,
-# disputes, UTF-8 escaping, socket addresses) likewise.
+# disputes, UTF-8 escaping, socket addresses, file extents) likewise.
 SUP_PURE := supervisor/virt/ndlog.c supervisor/virt/chacha.c
 $(B)/tests/unit/test_ndlog: tests/unit/test_ndlog.c tests/unit/tap.h $(SUP_PURE) supervisor/virt/ndlog.h supervisor/virt/chacha.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/virt -o $@ $< $(SUP_PURE)
 
 $(B)/tests/unit/test_digest: tests/unit/test_digest.c tests/unit/tap.h supervisor/digest.c supervisor/digest.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -o $@ $< supervisor/digest.c
+
+$(B)/tests/unit/test_extents: tests/unit/test_extents.c tests/unit/tap.h supervisor/files/extents.c supervisor/files/extents.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/files -o $@ $< supervisor/files/extents.c
 
 $(B)/tests/unit/test_utf8: tests/unit/test_utf8.c tests/unit/tap.h supervisor/utf8.c supervisor/utf8.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -o $@ $< supervisor/utf8.c

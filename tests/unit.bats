@@ -61,6 +61,10 @@ run_unit() {
 	run_unit test_utf8
 }
 
+@test "unit: file extents (a dense file read whole in pieces of the cap, a sparse one by its data alone at its offsets, an empty one not at all, a piece's error the walk's)" {
+	run_unit test_extents
+}
+
 @test "unit: keyed fills (pattern and inverse complements, zero, flips) and their parsers fed garbage" {
 	run_unit test_keyed
 }

@@ -174,7 +174,7 @@ static int digest_fd(int fd, const struct digest_key *key, uint8_t out[DIGEST_BY
 	digest_init(&d, key);
 	uint64_t size = (uint64_t)st.st_size;
 	digest_update(&d, &size, sizeof size);
-	int err = extents_each(fd, st.st_size, buf, READ_CHUNK, digest_piece, &d);
+	int err = extents_each(fd, &st, buf, READ_CHUNK, digest_piece, &d);
 	if (err != 0)
 		return err;
 	digest_final(&d, out);
@@ -211,15 +211,13 @@ static int by_name(const void *a, const void *b)
  * namespace its overlay uses (another's is the program's own xattr). */
 static bool opaque(int dir, const char *name, bool user)
 {
-	char proc[64], v[4];
-	int fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	/* One call, by a path through dir's descriptor; the last name not
+	 * followed (the callers found it a directory). */
+	char path[4400], v[4];
+	if ((size_t)snprintf(path, sizeof path, "/proc/self/fd/%d/%s", dir, name) >= sizeof path)
 		return false;
-	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-	bool yes = getxattr(proc, user ? "user.overlay.opaque" : "trusted.overlay.opaque", v, sizeof v) == 1 &&
-		   v[0] == 'y';
-	close(fd);
-	return yes;
+	return lgetxattr(path, user ? "user.overlay.opaque" : "trusted.overlay.opaque", v, sizeof v) == 1 &&
+	       v[0] == 'y';
 }
 
 /* Whether the real file (st of the upper version) is the same as it: a
@@ -538,6 +536,11 @@ bool changes_masks(const struct changes *ch, const char *path)
 	 * file put in a directory's place) or an opaque directory hides
 	 * everything beneath it. */
 	size_t base = strlen(upper) - strlen(path + rel);
+	/* The path itself in the upper layer (the common case: the replica
+	 * wrote the file) masks it, whatever lies above: one call. */
+	struct stat whole_st;
+	if (path[rel] != '\0' && fstatat(ch->root, upper, &whole_st, AT_SYMLINK_NOFOLLOW) == 0)
+		return true;
 	for (char *s = upper + base;; s++) {
 		if (*s != '/' && *s != '\0')
 			continue;

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -34,6 +35,11 @@
 #include "log.h"
 
 #define COPY_CHUNK (1u << 20)
+/* A file to write in place is copied into memory first up to this size;
+ * a larger one beside its path (on disk, as a renamed one is). */
+#define PRIVATE_MAX (64ull << 20)
+/* An in-place write compares and writes in blocks of this many bytes. */
+#define BLOCK 4096
 /* Commits of at most this many paths sync file by file (commit_apply). */
 #define COMMIT_FEW 16
 
@@ -143,16 +149,10 @@ struct copy {
 static int copy_piece(void *ctx, const char *bytes, size_t n, off_t at)
 {
 	struct copy *c = ctx;
-	for (size_t o = 0; o < n;) {
-		ssize_t w = pwrite(c->out, bytes + o, n - o, at + (off_t)o);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return errno;
-		o += (size_t)w;
-	}
-	*c->bytes += n;
-	return 0;
+	int err = extents_write(c->out, bytes, n, at);
+	if (err == 0)
+		*c->bytes += n;
+	return err;
 }
 
 /* Copies in's data to out, holes left as holes (extents.h), then out's
@@ -164,25 +164,70 @@ static int copy_bytes(int in, int out, unsigned long long *bytes)
 		return errno;
 	static char buf[COPY_CHUNK];
 	struct copy c = { out, bytes };
-	int err = extents_each(in, st.st_size, buf, sizeof buf, copy_piece, &c);
+	int err = extents_each(in, &st, buf, sizeof buf, copy_piece, &c);
 	if (err != 0)
 		return err;
 	return ftruncate(out, st.st_size) == 0 ? 0 : errno;
 }
 
-/* Whether the copy tmp (in parent) has c's digest: the bytes voted, not
- * what the source held a moment later (points.h). 0, or ESTALE. */
+/* Whether the copy open at fd has c's digest: the bytes voted, not what
+ * the source held a moment later (points.h). 0, or ESTALE. */
+static int verify_fd(const struct changes *ch, const struct change *c, int fd)
+{
+	uint8_t dg[DIGEST_BYTES];
+	int err = changes_digest_fd(fd, ch->verify, dg);
+	if (err != 0)
+		return err;
+	return memcmp(dg, c->digest, sizeof dg) == 0 ? 0 : ESTALE;
+}
+
+/* The same, of the copy tmp in parent. */
 static int verify_copy(const struct changes *ch, const struct change *c, int parent, const char *tmp)
 {
 	int fd = openat(parent, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno;
-	uint8_t dg[DIGEST_BYTES];
-	int err = changes_digest_fd(fd, ch->verify, dg);
+	int err = verify_fd(ch, c, fd);
 	close(fd);
-	if (err != 0)
-		return err;
-	return memcmp(dg, c->digest, sizeof dg) == 0 ? 0 : ESTALE;
+	return err;
+}
+
+/* c's new version open for reading (a descriptor of the caller's), or -1
+ * with errno. */
+static int open_source(const struct changes *ch, const struct change *c)
+{
+	if (c->fd1 > 0)
+		return fcntl(c->fd1 - 1, F_DUPFD_CLOEXEC, 0);
+	int in = openat(ch->root, c->upper, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (in < 0 && errno == EACCES && fchmodat(ch->root, c->upper, c->mode | 0400, 0) == 0)
+		in = openat(ch->root, c->upper, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	return in;
+}
+
+/* c's new version copied into memory (a memfd) and verified: what an
+ * in-place write takes its bytes from (write_in_place). Nothing is made in
+ * the real directory, so a commit written in place leaves no directory to
+ * sync; nor in the replica's staging tmpfs, whose inode numbers its
+ * program sees (a file made there would shift the next one's, in one
+ * replica only: git's index records them). A descriptor, or -1 with
+ * errno. */
+static int copy_private(const struct changes *ch, const struct change *c, unsigned long long *bytes)
+{
+	int out = memfd_create("diehard-commit", MFD_CLOEXEC);
+	if (out < 0)
+		return -1;
+	int in = open_source(ch, c);
+	int err = in < 0 ? errno : copy_bytes(in, out, bytes);
+	if (in >= 0)
+		close(in);
+	if (err == 0 && ch->verify != NULL)
+		err = verify_fd(ch, c, out);
+	if (err != 0) {
+		close(out);
+		errno = err;
+		return -1;
+	}
+	return out;
 }
 
 /* The new version of c made in parent under a temporary name (tmp). */
@@ -200,10 +245,7 @@ static int make_beside(const struct changes *ch, const struct change *c, int par
 				err = errno;
 				break;
 			}
-			int in = c->fd1 > 0 ? fcntl(c->fd1 - 1, F_DUPFD_CLOEXEC, 0)
-					    : openat(ch->root, c->upper, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-			if (in < 0 && c->fd1 <= 0 && errno == EACCES && fchmodat(ch->root, c->upper, c->mode | 0400, 0) == 0)
-				in = openat(ch->root, c->upper, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			int in = open_source(ch, c);
 			if (in < 0)
 				err = errno;
 			else {
@@ -265,18 +307,17 @@ static int make_beside(const struct changes *ch, const struct change *c, int par
 	return EEXIST;
 }
 
-/* Writes the verified copy tmp (in parent) into the real file name, in
- * place: only the blocks that differ, then its size, mode and times,
+/* Writes the verified copy open at in (copy_private) into the real file
+ * name, in place: only the blocks that differ, then its size, mode and times,
  * synced. The real file keeps its inode, so that a replica's views, whose
  * copy of it records the real one as its origin, keep showing the same
  * inode number (SQLite takes a changed one for a moved database and goes
  * read-only). 0; ENOTSUP when the real file is none to write so (not a
  * regular file of one link and c's owner, not writable): the caller
  * renames instead; another errno (said) when it failed part way. */
-static int write_in_place(int parent, const char *tmp, const char *name, const struct change *c)
+static int write_in_place(int parent, int in, const char *name, const struct change *c)
 {
 	int out = openat(parent, name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	int in = openat(parent, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st, src;
 	struct file_id id;
 	/* The very file the replicas' views showed (their copies' origin,
@@ -287,8 +328,6 @@ static int write_in_place(int parent, const char *tmp, const char *name, const s
 	    !changes_same_id(&id, c->expect) || fstat(in, &src) != 0 || (off_t)src.st_blocks * 512 < src.st_size) {
 		if (out >= 0)
 			close(out);
-		if (in >= 0)
-			close(in);
 		return ENOTSUP;
 	}
 	int err = 0;
@@ -305,17 +344,24 @@ static int write_in_place(int parent, const char *tmp, const char *name, const s
 			err = errno;
 			break;
 		}
-		if (m != n || memcmp(a, b, (size_t)n) != 0) {
-			for (ssize_t o = 0; o < n;) {
-				ssize_t w = pwrite(out, a + o, (size_t)(n - o), at + o);
-				if (w < 0 && errno == EINTR)
-					continue;
-				if (w <= 0) {
-					err = w < 0 ? errno : EIO;
-					break;
-				}
-				o += w;
+		/* Only the blocks that differ (past the real end: all), runs
+		 * of them written at once: a database's commit dirties the
+		 * pages it changed, not the whole file. */
+		for (ssize_t o = 0; err == 0 && o < n;) {
+			ssize_t len = n - o < BLOCK ? n - o : BLOCK;
+			if (o + len <= m && memcmp(a + o, b + o, (size_t)len) == 0) {
+				o += len;
+				continue;
 			}
+			ssize_t end = o + len;
+			while (end < n) {
+				ssize_t l = n - end < BLOCK ? n - end : BLOCK;
+				if (end + l <= m && memcmp(a + end, b + end, (size_t)l) == 0)
+					break;
+				end += l;
+			}
+			err = extents_write(out, a + o, (size_t)(end - o), at + o);
+			o = end;
 		}
 		at += n;
 	}
@@ -328,7 +374,6 @@ static int write_in_place(int parent, const char *tmp, const char *name, const s
 		err = errno;
 	if (err == 0 && fsync(out) != 0)
 		err = errno;
-	close(in);
 	close(out);
 	return err;
 }
@@ -426,14 +471,23 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 	 * programs write too. */
 	bool each = ch->n <= COMMIT_FEW;
 	char **tmp = calloc(ch->n, sizeof *tmp);
+	int *priv = malloc(ch->n * sizeof *priv); /* copy_private's, or -1 */
 	bool *done = calloc(ch->n, sizeof *done);
 	char **failed = calloc(ch->n, sizeof *failed);
 	int *tdir = calloc(ch->ntargets + 1, sizeof *tdir);
 	size_t nfailed = 0;
-	if (tmp == NULL || done == NULL || failed == NULL || tdir == NULL)
+	if (tmp == NULL || priv == NULL || done == NULL || failed == NULL || tdir == NULL)
 		fatal(125, "out of memory");
+	for (size_t i = 0; i < ch->n; i++)
+		priv[i] = -1;
+	/* The targets of the views the changes lie in (a point's: one). */
 	for (size_t v = 0; v < ch->ntargets; v++)
-		if ((tdir[v] = open(ch->targets[v], O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		tdir[v] = -2;
+	for (size_t i = 0; i < ch->n; i++)
+		if (ch->c[i].view < ch->ntargets)
+			tdir[ch->c[i].view] = -1;
+	for (size_t v = 0; v < ch->ntargets; v++)
+		if (tdir[v] == -1 && (tdir[v] = open(ch->targets[v], O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 			log_warn("cannot open %s to commit into it: %s", ch->targets[v], strerror(errno));
 	/* First pass: directories, and every new version beside its path. */
 	for (size_t i = 0; i < ch->n; i++) {
@@ -469,7 +523,14 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 			}
 			/* fall through */
 		default:
-			if ((err = make_beside(ch, c, parent, t, sizeof t, root, each, &res->bytes)) != 0)
+			/* A file to write in place is copied into memory;
+			 * beside it when too large or that cannot be made. */
+			if (c->kind == CHANGE_FILE && c->in_place && (unsigned long long)c->size <= PRIVATE_MAX &&
+			    (priv[i] = copy_private(ch, c, &res->bytes)) < 0 && errno == ESTALE)
+				say(c->path, "its copy", ESTALE, res);
+			else if (priv[i] >= 0)
+				;
+			else if ((err = make_beside(ch, c, parent, t, sizeof t, root, each, &res->bytes)) != 0)
 				say(c->path, "a new version beside it", err, res);
 			else if ((tmp[i] = strdup(t)) == NULL)
 				fatal(125, "out of memory");
@@ -482,11 +543,13 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 	/* Second pass: in place, in order. */
 	for (size_t i = 0; i < ch->n; i++) {
 		const struct change *c = &ch->c[i];
-		if ((c->kind != CHANGE_GONE && tmp[i] == NULL) || beneath_failed(failed, nfailed, c->path))
+		if ((c->kind != CHANGE_GONE && tmp[i] == NULL && priv[i] < 0) ||
+		    beneath_failed(failed, nfailed, c->path))
 			continue;
 		const char *name;
 		int parent = c->view < ch->ntargets && tdir[c->view] >= 0 ? parent_of(tdir[c->view], c, &name) : -1;
 		int err;
+		bool changed = true; /* the directory's entries */
 		if (parent < 0) {
 			say(c->path, "its directory", errno ? errno : ENOENT, res);
 		} else if (c->kind == CHANGE_GONE) {
@@ -499,8 +562,26 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 			struct stat st;
 			bool dir = fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
 			err = ENOTSUP;
-			if (!dir && c->kind == CHANGE_FILE && c->in_place)
-				err = write_in_place(parent, tmp[i], name, c);
+			if (!dir && c->kind == CHANGE_FILE && c->in_place) {
+				int in = priv[i] >= 0 ? priv[i] : openat(parent, tmp[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+				if (in >= 0)
+					err = write_in_place(parent, in, name, c);
+				if (in >= 0 && priv[i] < 0)
+					close(in);
+			}
+			if (err == ENOTSUP && tmp[i] == NULL) {
+				/* Not to be written in place after all: beside now
+				 * (its bytes counted once, by the copy). */
+				char t[128];
+				unsigned long long again = 0;
+				if ((err = make_beside(ch, c, parent, t, sizeof t, root, each, &again)) != 0) {
+					say(c->path, "a new version beside it", err, res);
+					goto next;
+				}
+				if ((tmp[i] = strdup(t)) == NULL)
+					fatal(125, "out of memory");
+				err = ENOTSUP;
+			}
 			if (err == ENOTSUP && c->in_place && each) {
 				/* Renamed after all: its copy synced first. */
 				int fd = openat(parent, tmp[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -516,7 +597,9 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 					say(c->path, "write in place", err, res);
 				else
 					res->written++;
-				(void)unlinkat(parent, tmp[i], 0);
+				changed = tmp[i] != NULL;
+				if (tmp[i] != NULL)
+					(void)unlinkat(parent, tmp[i], 0);
 			} else if (dir && ch->keep_dirs) {
 				say(c->path, "a directory in its place", EISDIR, res);
 				(void)unlinkat(parent, tmp[i], 0);
@@ -530,12 +613,16 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 				res->written++;
 			}
 		}
-		if (each && parent >= 0 && sync_dir(parent) != 0)
+		if (each && changed && parent >= 0 && sync_dir(parent) != 0)
 			log_warn("cannot sync the directory of %s: %s", c->path, strerror(errno));
+	next:
 		if (parent >= 0)
 			close(parent);
 		free(tmp[i]);
 		tmp[i] = NULL;
+		if (priv[i] >= 0)
+			close(priv[i]);
+		priv[i] = -1;
 	}
 	parent_forget();
 	/* Directories' modes, deepest first (a 0555 tree was filled first). */
@@ -559,6 +646,10 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 		if (tdir[v] >= 0)
 			close(tdir[v]);
 	free(tdir);
+	for (size_t i = 0; i < ch->n; i++)
+		if (priv[i] >= 0)
+			close(priv[i]);
+	free(priv);
 	free(tmp);
 	free(done);
 	free(failed);

@@ -9,8 +9,13 @@
  * directory before its contents), then the file systems are synced
  * again; a commit of a few paths (a commit point's, points.h) syncs each
  * new file before its rename and each directory after instead, cheaper
- * than whole file systems others write too. Directories are made (or given their mode) as the list reaches
- * them; an opaque one has its old contents removed first.
+ * than whole file systems others write too. A sync point's file that
+ * keeps its inode (changes.h's in_place) is instead copied into memory (a
+ * larger one beside), checked against the digest voted, and written into
+ * the real file in place, only the 4 KiB blocks that differ, then synced:
+ * its directory is not touched, so not synced. Directories are made (or
+ * given their mode) as the list reaches them; an opaque one has its old
+ * contents removed first.
  *
  * Owners are kept as root only (unprivileged, every file is the user's).
  * A failure on one path is said in one line and the rest still goes in. */

@@ -4,16 +4,20 @@
 #include "extents.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <unistd.h>
 
-int extents_each(int fd, off_t size, char *buf, size_t cap, extents_fn fn, void *ctx)
+int extents_each(int fd, const struct stat *st, char *buf, size_t cap, extents_fn fn, void *ctx)
 {
-	off_t pos = 0, done = 0;
+	off_t pos = 0, done = 0, size = st->st_size;
+	/* As many bytes allocated as the file is long: no hole to skip
+	 * (or one whose zeros cost less than two seeks per extent). */
+	bool dense = (off_t)st->st_blocks * 512 >= size;
 	while (pos < size) {
-		off_t data = lseek(fd, pos, SEEK_DATA);
+		off_t data = dense ? 0 : lseek(fd, pos, SEEK_DATA);
 		if (data < 0)
 			break; /* ENXIO: no data past pos */
-		off_t hole = lseek(fd, data, SEEK_HOLE);
+		off_t hole = dense ? size : lseek(fd, data, SEEK_HOLE);
 		if (hole < 0 || hole > size)
 			hole = size;
 		off_t at = data / EXTENT_BLOCK * EXTENT_BLOCK;
@@ -35,6 +39,19 @@ int extents_each(int fd, off_t size, char *buf, size_t cap, extents_fn fn, void 
 		}
 		done = (at + EXTENT_BLOCK - 1) / EXTENT_BLOCK * EXTENT_BLOCK;
 		pos = hole;
+	}
+	return 0;
+}
+
+int extents_write(int fd, const char *bytes, size_t n, off_t at)
+{
+	for (size_t o = 0; o < n;) {
+		ssize_t w = pwrite(fd, bytes + o, n - o, at + (off_t)o);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? errno : EIO;
+		o += (size_t)w;
 	}
 	return 0;
 }

@@ -240,16 +240,7 @@ static bool kept(const struct pre *p, const char *path, size_t from)
  * the copy (*ctx, a descriptor). */
 static int put_piece(void *ctx, const char *bytes, size_t n, off_t at)
 {
-	int out = *(int *)ctx;
-	for (size_t o = 0; o < n;) {
-		ssize_t w = pwrite(out, bytes + o, n - o, at + (off_t)o);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? errno : EIO;
-		o += (size_t)w;
-	}
-	return 0;
+	return extents_write(*(int *)ctx, bytes, n, at);
 }
 
 /* A copy of the real file at path into the layer (its directories made). */
@@ -275,7 +266,7 @@ static int copy_file(struct pre *p, const char *path, const struct stat *st)
 	 * the size the file has now. */
 	static char buf[1 << 16];
 	if (err == 0)
-		err = extents_each(in, now.st_size, buf, sizeof buf, put_piece, &out);
+		err = extents_each(in, &now, buf, sizeof buf, put_piece, &out);
 	if (err == 0 && ftruncate(out, now.st_size) != 0)
 		err = errno;
 	close(in);
