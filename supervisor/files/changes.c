@@ -209,15 +209,32 @@ static int by_name(const void *a, const void *b)
 
 /* Whether the upper directory (dir, name) is opaque, by the mark of the
  * namespace its overlay uses (another's is the program's own xattr). */
+static bool opaque_fd(int fd, bool user)
+{
+	char proc[64], v[4];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	return getxattr(proc, user ? "user.overlay.opaque" : "trusted.overlay.opaque", v, sizeof v) == 1 &&
+	       v[0] == 'y';
+}
+
+/* name beneath dir as an O_PATH descriptor, through no link at all (the
+ * last component may be one): a replica that swapped a directory of its
+ * layer for a link meanwhile gets nothing looked up outside it. */
+static int open_layer_path(int dir, const char *name)
+{
+	struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+	return (int)syscall(SYS_openat2, dir, name, &how, sizeof how);
+}
+
 static bool opaque(int dir, const char *name, bool user)
 {
-	/* One call, by a path through dir's descriptor; the last name not
-	 * followed (the callers found it a directory). */
-	char path[4400], v[4];
-	if ((size_t)snprintf(path, sizeof path, "/proc/self/fd/%d/%s", dir, name) >= sizeof path)
+	int fd = open_layer_path(dir, name);
+	if (fd < 0)
 		return false;
-	return lgetxattr(path, user ? "user.overlay.opaque" : "trusted.overlay.opaque", v, sizeof v) == 1 &&
-	       v[0] == 'y';
+	bool yes = opaque_fd(fd, user);
+	close(fd);
+	return yes;
 }
 
 /* Whether the real file (st of the upper version) is the same as it: a
@@ -537,24 +554,32 @@ bool changes_masks(const struct changes *ch, const char *path)
 	 * everything beneath it. */
 	size_t base = strlen(upper) - strlen(path + rel);
 	/* The path itself in the upper layer (the common case: the replica
-	 * wrote the file) masks it, whatever lies above: one call. */
-	struct stat whole_st;
-	if (path[rel] != '\0' && fstatat(ch->root, upper, &whole_st, AT_SYMLINK_NOFOLLOW) == 0)
+	 * wrote the file) masks it, whatever lies above. */
+	int fd;
+	if (path[rel] != '\0' && (fd = open_layer_path(ch->root, upper)) >= 0) {
+		close(fd);
 		return true;
-	for (char *s = upper + base;; s++) {
+	}
+	if (path[rel] == '\0')
+		return false; /* the target itself */
+	for (char *s = upper + base + 1;; s++) {
 		if (*s != '/' && *s != '\0')
 			continue;
 		char was = *s;
 		*s = '\0';
 		struct stat st;
-		bool whole = was == '\0';
-		if (s > upper + base && fstatat(ch->root, upper, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		/* A link on the way is no directory: it masks (ELOOP). */
+		if ((fd = open_layer_path(ch->root, upper)) < 0)
+			return errno == ELOOP;
+		if (fstat(fd, &st) != 0) {
+			close(fd);
 			return false;
-		if (s > upper + base && (whole || !S_ISDIR(st.st_mode) || opaque(ch->root, upper, ch->user_xattrs)))
+		}
+		bool masks = was == '\0' || !S_ISDIR(st.st_mode) || opaque_fd(fd, ch->user_xattrs);
+		close(fd);
+		if (masks)
 			return true;
 		*s = was;
-		if (whole)
-			return false;
 	}
 }
 

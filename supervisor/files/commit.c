@@ -213,26 +213,35 @@ static int open_source(const struct changes *ch, const struct change *c)
  * errno. */
 static int copy_private(const struct changes *ch, const struct change *c, unsigned long long *bytes)
 {
-	int out = memfd_create("diehard-commit", MFD_CLOEXEC);
-	if (out < 0)
-		return -1;
 	int in = open_source(ch, c);
-	int err = in < 0 ? errno : copy_bytes(in, out, bytes);
-	if (in >= 0)
-		close(in);
+	if (in < 0)
+		return -1;
+	/* Its size now the size voted (else the check fails anyway), so
+	 * that memory holds no more than PRIVATE_MAX. */
+	struct stat st;
+	int err = fstat(in, &st) != 0 ? errno : st.st_size != c->size ? ESTALE : 0;
+	int out = err == 0 ? memfd_create("diehard-commit", MFD_CLOEXEC) : -1;
+	unsigned long long n = 0;
+	if (err == 0)
+		err = out < 0 ? errno : copy_bytes(in, out, &n);
+	close(in);
 	if (err == 0 && ch->verify != NULL)
 		err = verify_fd(ch, c, out);
 	if (err != 0) {
-		close(out);
+		if (out >= 0)
+			close(out);
 		errno = err;
 		return -1;
 	}
+	*bytes += n;
 	return out;
 }
 
-/* The new version of c made in parent under a temporary name (tmp). */
+/* The new version of c made in parent under a temporary name (tmp): from
+ * the replica's layer, or (from >= 0) from copy_private's copy, checked
+ * already. */
 static int make_beside(const struct changes *ch, const struct change *c, int parent, char *tmp, size_t size,
-		       bool root, bool each, unsigned long long *bytes)
+		       bool root, bool each, int from, unsigned long long *bytes)
 {
 	static unsigned long counter;
 	for (int tries = 0; tries < 100; tries++) {
@@ -245,7 +254,7 @@ static int make_beside(const struct changes *ch, const struct change *c, int par
 				err = errno;
 				break;
 			}
-			int in = open_source(ch, c);
+			int in = from >= 0 ? fcntl(from, F_DUPFD_CLOEXEC, 0) : open_source(ch, c);
 			if (in < 0)
 				err = errno;
 			else {
@@ -263,7 +272,7 @@ static int make_beside(const struct changes *ch, const struct change *c, int par
 				err = errno;
 			if (close(out) != 0 && err == 0)
 				err = errno;
-			if (err == 0 && ch->verify != NULL)
+			if (err == 0 && ch->verify != NULL && from < 0)
 				err = verify_copy(ch, c, parent, tmp);
 			if (err != 0)
 				(void)unlinkat(parent, tmp, 0);
@@ -480,9 +489,10 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 		fatal(125, "out of memory");
 	for (size_t i = 0; i < ch->n; i++)
 		priv[i] = -1;
-	/* The targets of the views the changes lie in (a point's: one). */
+	/* The targets of the views the changes lie in (a point's: one); the
+	 * end's, all (each synced: a log's bytes may be in one unchanged). */
 	for (size_t v = 0; v < ch->ntargets; v++)
-		tdir[v] = -2;
+		tdir[v] = each ? -2 : -1;
 	for (size_t i = 0; i < ch->n; i++)
 		if (ch->c[i].view < ch->ntargets)
 			tdir[ch->c[i].view] = -1;
@@ -530,7 +540,7 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 				say(c->path, "its copy", ESTALE, res);
 			else if (priv[i] >= 0)
 				;
-			else if ((err = make_beside(ch, c, parent, t, sizeof t, root, each, &res->bytes)) != 0)
+			else if ((err = make_beside(ch, c, parent, t, sizeof t, root, each, -1, &res->bytes)) != 0)
 				say(c->path, "a new version beside it", err, res);
 			else if ((tmp[i] = strdup(t)) == NULL)
 				fatal(125, "out of memory");
@@ -570,11 +580,11 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 					close(in);
 			}
 			if (err == ENOTSUP && tmp[i] == NULL) {
-				/* Not to be written in place after all: beside now
-				 * (its bytes counted once, by the copy). */
+				/* Not to be written in place after all: beside now,
+				 * from the copy checked (its bytes counted once). */
 				char t[128];
 				unsigned long long again = 0;
-				if ((err = make_beside(ch, c, parent, t, sizeof t, root, each, &again)) != 0) {
+				if ((err = make_beside(ch, c, parent, t, sizeof t, root, each, priv[i], &again)) != 0) {
 					say(c->path, "a new version beside it", err, res);
 					goto next;
 				}

@@ -10,9 +10,10 @@
 int extents_each(int fd, const struct stat *st, char *buf, size_t cap, extents_fn fn, void *ctx)
 {
 	off_t pos = 0, done = 0, size = st->st_size;
-	/* As many bytes allocated as the file is long: no hole to skip
-	 * (or one whose zeros cost less than two seeks per extent). */
-	bool dense = (off_t)st->st_blocks * 512 >= size;
+	/* A small file with as many bytes allocated as it is long: read
+	 * whole, no seek. (Blocks reserved past its end could hide a hole:
+	 * its zeros are then read, at most DENSE_MAX of them.) */
+	bool dense = size <= DENSE_MAX && (off_t)st->st_blocks * 512 >= size;
 	while (pos < size) {
 		off_t data = dense ? 0 : lseek(fd, pos, SEEK_DATA);
 		if (data < 0)

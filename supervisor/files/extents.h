@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #define EXTENT_BLOCK 4096 /* extents are read from their block's start */
+#define DENSE_MAX (1 << 20) /* a file up to this long may be read without seeks */
 
 /* fn(ctx, bytes, n, at): n bytes of the file at offset at; 0, or an errno
  * that ends the walk. */
@@ -17,10 +18,10 @@ typedef int (*extents_fn)(void *ctx, const char *bytes, size_t n, off_t at);
 
 /* Calls fn for every data extent of fd (st: its fstat), in order, read in
  * pieces of at most cap bytes into buf, each extent from the start of its
- * first block and no block twice. A file with as many bytes allocated as
- * its size is one extent, read without a seek (a hole in it, beside
- * blocks allocated past its end, is read as the zeros it holds). 0, or an
- * errno (the read's or fn's). */
+ * first block and no block twice. A file of at most DENSE_MAX bytes with
+ * as many bytes allocated as its size is one extent, read without a seek
+ * (a hole in it, beside blocks reserved past its end, is read as the
+ * zeros it holds). 0, or an errno (the read's or fn's). */
 int extents_each(int fd, const struct stat *st, char *buf, size_t cap, extents_fn fn, void *ctx);
 
 /* Writes n bytes at offset at of fd, whole (a short write or EINTR goes
