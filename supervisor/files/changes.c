@@ -207,7 +207,7 @@ static int by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Whether the upper directory (dir, name) is opaque, by the mark of the
+/* Whether the upper directory open at fd is opaque, by the mark of the
  * namespace its overlay uses (another's is the program's own xattr). */
 static bool opaque_fd(int fd, bool user)
 {
@@ -227,6 +227,18 @@ static int open_layer_path(int dir, const char *name)
 	return (int)syscall(SYS_openat2, dir, name, &how, sizeof how);
 }
 
+int changes_layer_stat(const struct changes *ch, const char *upper, struct stat *st)
+{
+	int fd = open_layer_path(ch->root, upper);
+	if (fd < 0)
+		return -1;
+	int rc = fstat(fd, st), err = errno;
+	close(fd);
+	errno = err;
+	return rc;
+}
+
+/* The same, of name beneath dir. */
 static bool opaque(int dir, const char *name, bool user)
 {
 	int fd = open_layer_path(dir, name);
@@ -646,7 +658,7 @@ int changes_origin_id(const struct changes *ch, const char *path, struct file_id
 	size_t at;
 	if (upper_name(ch, path, up, sizeof up, &at) < 0)
 		return EXDEV;
-	int fd = openat(ch->root, up, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int fd = open_layer_path(ch->root, up);
 	if (fd < 0)
 		return errno;
 	/* overlayfs's origin record: version, magic 0xfb, length, flags,
@@ -684,7 +696,11 @@ bool changes_dirs_real(const struct changes *ch, const char *path)
 	for (char *s = strchr(upper + at, '/'); s != NULL; s = strchr(s + 1, '/')) {
 		*s = '\0';
 		struct stat up, real;
-		bool has_up = fstatat(ch->root, upper, &up, AT_SYMLINK_NOFOLLOW) == 0;
+		bool has_up = changes_layer_stat(ch, upper, &up) == 0;
+		if (!has_up && errno == ELOOP) {
+			has_up = true; /* a link on the way: the replica's, no directory */
+			up.st_mode = S_IFLNK;
+		}
 		int fd = real_gone ? -1 : changes_open_real(ch->targets[v], upper + at, O_PATH | O_DIRECTORY, 0);
 		bool ok;
 		if (fd < 0 && !real_gone && errno != ENOENT)
@@ -714,12 +730,11 @@ bool changes_renamed(const struct changes *ch, const char *from, const char *to,
 	if (upper_name(ch, from, up_from, sizeof up_from, &at) < 0 || upper_name(ch, to, up_to, sizeof up_to, &at) < 0)
 		return false;
 	struct stat st;
-	if (fstatat(ch->root, up_to, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || st.st_dev != dev ||
-	    st.st_ino != ino)
+	if (changes_layer_stat(ch, up_to, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != dev || st.st_ino != ino)
 		return false;
 	/* Gone from the old name: nothing, a whiteout, or another file made
 	 * there since (the program's next save). */
-	if (fstatat(ch->root, up_from, &st, AT_SYMLINK_NOFOLLOW) != 0)
+	if (changes_layer_stat(ch, up_from, &st) != 0)
 		return errno == ENOENT;
 	return (S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0) || st.st_ino != ino;
 }
@@ -731,7 +746,7 @@ bool changes_removed(const struct changes *ch, const char *path, ino_t ino)
 	if (upper_name(ch, path, up, sizeof up, &at) < 0)
 		return false;
 	struct stat st;
-	if (fstatat(ch->root, up, &st, AT_SYMLINK_NOFOLLOW) != 0)
+	if (changes_layer_stat(ch, up, &st) != 0)
 		return errno == ENOENT;
 	return (S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0) || st.st_ino != ino;
 }

@@ -114,6 +114,12 @@ int changes_open_version(const struct changes *ch, const char *path);
  * (a whiteout) in a directory's place above it. A change of the real path
  * then never shows in them (a commit made while the replica runs). */
 bool changes_masks(const struct changes *ch, const char *path);
+
+/* fstat of upper (a name beneath the staging root, "vN/u/..."), reached
+ * through no symbolic link but a last one (a replica's layer is its own to
+ * fill with links to anywhere). 0, or -1 with errno (ELOOP: a link on the
+ * way). */
+int changes_layer_stat(const struct changes *ch, const char *upper, struct stat *st);
 /* The real file at path: its identity (and *st). 0, ENOENT when there is
  * nothing there, or an errno. */
 int changes_real_id(const struct changes *ch, const char *path, struct file_id *id, struct stat *st);

@@ -156,11 +156,14 @@ static int copy_piece(void *ctx, const char *bytes, size_t n, off_t at)
 }
 
 /* Copies in's data to out, holes left as holes (extents.h), then out's
- * size. */
-static int copy_bytes(int in, int out, unsigned long long *bytes)
+ * size: in's as fstat says now, or as known says (a size checked: no more
+ * is read, whatever the file grew to since). */
+static int copy_bytes(int in, int out, const struct stat *known, unsigned long long *bytes)
 {
 	struct stat st;
-	if (fstat(in, &st) != 0)
+	if (known != NULL)
+		st = *known;
+	else if (fstat(in, &st) != 0)
 		return errno;
 	static char buf[COPY_CHUNK];
 	struct copy c = { out, bytes };
@@ -223,7 +226,7 @@ static int copy_private(const struct changes *ch, const struct change *c, unsign
 	int out = err == 0 ? memfd_create("diehard-commit", MFD_CLOEXEC) : -1;
 	unsigned long long n = 0;
 	if (err == 0)
-		err = out < 0 ? errno : copy_bytes(in, out, &n);
+		err = out < 0 ? errno : copy_bytes(in, out, &st, &n);
 	close(in);
 	if (err == 0 && ch->verify != NULL)
 		err = verify_fd(ch, c, out);
@@ -258,7 +261,7 @@ static int make_beside(const struct changes *ch, const struct change *c, int par
 			if (in < 0)
 				err = errno;
 			else {
-				err = copy_bytes(in, out, bytes);
+				err = copy_bytes(in, out, NULL, bytes);
 				close(in);
 			}
 			struct timespec ts[2] = { c->atime, c->mtime };

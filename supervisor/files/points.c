@@ -335,7 +335,7 @@ int points_commit_version(struct points *P, const struct ppath *pp, const struct
 			char *up = NULL;
 			struct stat real, st;
 			if (lstat(dir, &real) == 0 || errno != ENOENT || asprintf(&up, "v%d/u/%s", v, dir + rel) < 0 ||
-			    fstatat(ch->root, up, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) {
+			    changes_layer_stat(ch, up, &st) != 0 || !S_ISDIR(st.st_mode)) {
 				free(dir);
 				free(up);
 				continue;

@@ -347,8 +347,8 @@ static bool covered(const struct changes *ch, unsigned v, const char *path, size
 		if ((size_t)snprintf(upper, sizeof upper, "v%u/u/%.*s", v, (int)(i - rel), path + rel) >= sizeof upper)
 			return true; /* not reachable: nothing to add */
 		struct stat st;
-		if (fstatat(ch->root, upper, &st, AT_SYMLINK_NOFOLLOW) != 0)
-			return false;
+		if (changes_layer_stat(ch, upper, &st) != 0)
+			return errno == ELOOP; /* a link on the way hides what is below */
 		if (i == n || !S_ISDIR(st.st_mode))
 			return true;
 		for (size_t c = 0; c < ch->n; c++)

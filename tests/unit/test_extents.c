@@ -1,8 +1,9 @@
-/* Unit tests of extents.c, on real files in a temporary directory: a dense
- * file read whole, in order, in pieces of the cap asked for (no seek needed);
- * a sparse one read by its data alone, each byte at its offset and no block
- * twice, also with more space reserved past its end than it is long; an empty file read not at all; a piece function's error ending the
- * walk with that error. */
+/* Unit tests of extents.c, on real files in a temporary directory: dense
+ * files, small (read without seeks) and large, read whole, in order, in
+ * pieces of the cap asked for; a sparse one read by its data alone, each
+ * byte at its offset and no block twice, also with more space reserved past
+ * its end than it is long; an empty file read not at all; a piece
+ * function's error ending the walk with that error. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -95,6 +96,16 @@ int main(void)
 	free(s.copy);
 	close(fd);
 
+	/* Small and dense (the no-seek read): 300000 bytes in 64 KiB pieces. */
+	fd = make(dir, "small");
+	CHECK(fd >= 0 && write(fd, data, 300000) == 300000, "a small dense file written");
+	memset(&s, 0, sizeof s);
+	CHECK(walk(fd, 65536, &s) == 0, "a small dense file: walked");
+	CHECK(s.bytes == 300000 && memcmp(s.copy, data, 300000) == 0 && s.in_order && s.inside && s.pieces == 5,
+	      "a small dense file: every byte in order, in 5 pieces of the cap (%zu)", s.pieces);
+	free(s.copy);
+	close(fd);
+
 	/* Sparse: 5 bytes at 8 MiB and a block at 12 MiB, 16 MiB long. */
 	fd = make(dir, "sparse");
 	bool made = fd >= 0 && ftruncate(fd, 16 * MIB) == 0 && pwrite(fd, "hello", 5, 8 * MIB + 10) == 5 &&
@@ -144,7 +155,7 @@ int main(void)
 	free(s.copy);
 	close(fd);
 
-	const char *names[] = { "dense", "sparse", "reserved", "empty" };
+	const char *names[] = { "dense", "small", "sparse", "reserved", "empty" };
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
 		char path[4096];
 		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
