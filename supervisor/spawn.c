@@ -395,7 +395,7 @@ static _Noreturn void child(const struct spawn_request *r, char *const *sh_argv,
 		if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_IGN && sa.sa_handler != SIG_DFL)
 			signal(sig, SIG_DFL);
 	}
-	/* The supervisor raised its own fd limit (virt.c holds a pipe per open
+	/* The supervisor raised its own fd limit (logcalls.c holds a pipe per open
 	 * random device); the program gets the one diehard was started with. */
 	if (r->nofile != NULL && setrlimit(RLIMIT_NOFILE, r->nofile) != 0) {
 		err = errno;

@@ -3,7 +3,7 @@
  *   replica.c     starting, signalling, killing and reaping replicas
  *   input.c       stdin, read once and broadcast to every replica
  *   output.c      replicas' output: capture, vote, commit
- *   virt.c        replicas' clock and random calls, answered alike
+ *   virt/         replicas' clock and random calls, answered alike
  *   replace.c     replacements: fresh-seeded replicas that replay the run
  * Everything runs on one libevent loop; nothing here is thread-safe or
  * needs to be. See supervisor.h for the public entry point.

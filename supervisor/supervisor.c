@@ -596,7 +596,7 @@ int supervisor_run(const struct options *o)
 	event_set_log_callback(libevent_log);
 	/* Precise timers (a timerfd under epoll, not epoll's milliseconds):
 	 * the fast clock path's harvest comes every few hundred microseconds
-	 * while replicas read a clock hard (virt.c, fastclock_harvest_delay). */
+	 * while replicas read a clock hard (take.c, fastclock_harvest_delay). */
 	struct event_config *cfg = event_config_new();
 	if (cfg == NULL || event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER) != 0)
 		fatal(EXIT_INTERNAL, "cannot configure the event loop");

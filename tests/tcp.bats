@@ -493,7 +493,7 @@ stopped_before_listen() {
 	local ms=$(((${EPOCHREALTIME/./} - ${t0/./}) / 1000))
 	kill -CONT "$victim"
 	# A thread's clock read that trails its siblings' by more than a second
-	# reads the clock anew (virt.c): a stop that long tests that, not order.
+	# reads the clock anew (take.c): a stop that long tests that, not order.
 	((ms < 800)) || skip "the replica was stopped ${ms} ms (the machine is loaded): over the 1 s a thread's read may trail"
 	# It answers the 8: compared with what its siblings answered, to the
 	# nanosecond.

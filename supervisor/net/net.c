@@ -14,7 +14,7 @@
  * clients meanwhile wait in the backlog. A replica that missed connections
  * is not the same server as its siblings (a single-threaded one lacks
  * their state; a threaded one numbers its threads by the connections it
- * took, and virt.c matches wall clocks per thread number: its threads
+ * took, and take.c matches wall clocks per thread number: its threads
  * would pair with other requests' reads). One that still does not listen
  * --timeout after the bind is a straggler: killed, and its replacement
  * replays the connection log before it serves.

@@ -148,7 +148,7 @@ uint64_t fastclock_floor(struct fastclock *F, unsigned i, unsigned key, uint64_t
 void fastclock_pace(struct fastclock *F, uint64_t live, double now);
 
 /* Slot i makes every read the notify way from now on (a server's: its
- * wall clocks are matched per thread, virt.c). */
+ * wall clocks are matched per thread, take.c). */
 void fastclock_off(struct fastclock *F, unsigned i);
 /* The same, and the others no longer look at its page (it was found
  * written over: clockpage.h's ignore), until its next process. */

@@ -17,7 +17,7 @@
  * whose argument differs is behaving differently, a divergence signal.
  *
  * A key's top byte is its kind: a kind may have many keys (a server's wall
- * clock has one per thread, virt.c).
+ * clock has one per thread, take.c).
  *
  * Without `keep`, entries every live replica has taken are dropped. With
  * `keep` (replacement replicas may be started), entries are kept from the

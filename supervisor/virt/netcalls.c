@@ -159,7 +159,7 @@ static bool tcp(int fd, int *domain)
  * python's socketserver) the kernel drops the newest, their clients
  * retransmit, and it accepts them in another order than its siblings did:
  * its threads' numbers then name other requests, and per-thread clock
- * matching (virt.c) hands them another request's time (measured: in
+ * matching (take.c) hands them another request's time (measured: in
  * tests/tcp.bats's http.server runs, each `Date` that differed, unless the
  * odd replica had started listening late (net.c), came with
  * ListenOverflows in its namespace). The clients' own backlog is

@@ -1,5 +1,5 @@
 /* realclock.h — what a clock reads now for a given thread of a replica: the
- * value the first replica to reach a clock read is given (virt.c), and puts
+ * value the first replica to reach a clock read is given (take.c), and puts
  * in the log for the others. System-wide clocks are read by the supervisor
  * itself; CPU-time clocks are the calling thread's or process's, which the
  * supervisor reads from outside. */

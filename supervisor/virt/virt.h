@@ -74,7 +74,7 @@ void virt_retire(struct virt *V, unsigned i, bool killed);
 void virt_finish(struct virt *V);
 
 /* A wait status of pid from our reaping loop: true when it was a process
- * traced to its exec (virt.c) and is handled (its new image patched at the
+ * traced to its exec (images.c) and is handled (its new image patched at the
  * exec stop, then left to run untraced), false when the loop should look
  * at it as usual. */
 bool virt_traced(struct virt *V, pid_t pid, int wstatus);

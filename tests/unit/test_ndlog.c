@@ -818,7 +818,7 @@ static void test_random(void)
 }
 
 /* ndlog_last: the value put last for a key, kept after every replica took
- * it (virt.c keeps CPU-time clocks from going back with it). */
+ * it (take.c keeps CPU-time clocks from going back with it). */
 static void test_last(void)
 {
 	struct ndlog *log = ndlog_new(2, 4, false);

@@ -1,0 +1,146 @@
+/* virt_int.h — what virt.c and its parts share (internal to supervisor/virt/).
+ *
+ * virt.c receives each notification and dispatches it; the answers come
+ * from take.c (the nondeterminism log's side of a call: keys, leader and
+ * follower, the fast clock path's entries, stale reads, divergences),
+ * logcalls.c (the clock, getrandom and random-device calls answered from
+ * it) and images.c (new program images: their vDSO, AT_RANDOM, the clock
+ * blob, exec tracing). A handler fills the response and says what to do
+ * with it (enum answer); it checks the notification is still pending
+ * (virt_waiting) after reading or writing the caller and before answering
+ * (virt.c's rules). */
+#ifndef DIEHARD_VIRT_INT_H
+#define DIEHARD_VIRT_INT_H
+
+#include <linux/seccomp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "chacha.h"
+#include "clockpage.h"
+#include "ndlog.h"
+#include "sup.h"
+
+/* Keys (ndlog.h): the kind in the top byte, details below. */
+enum {
+	KEY_CLOCK = 1 << 24,     /* | the clock id, for ids 0..15; 0xffff: any other */
+	KEY_CPUCLOCK = 2 << 24,  /* | task number << 3 | thread bit | which */
+	KEY_GETTIMEOFDAY = 3 << 24,
+	KEY_TIME = 4 << 24,
+	KEY_GETRANDOM = 5 << 24,
+	KEY_URANDOM = 6 << 24,
+	KEY_RANDOM = 7 << 24,
+	KEY_AT_RANDOM = 8 << 24,
+	KEY_WALL_THREAD = 9 << 24, /* | which << 22 | thread number: a server's wall clocks */
+};
+/* KEY_WALL_THREAD's calls. */
+enum { WALL_REALTIME, WALL_REALTIME_COARSE, WALL_GETTIMEOFDAY, WALL_TIME };
+/* Keystream domains (chacha.h): one per source of random bytes. */
+enum { DOMAIN_GETRANDOM = 1, DOMAIN_URANDOM = 2, DOMAIN_RANDOM = 3, DOMAIN_AT_RANDOM = 4 };
+
+/* CPU-time clocks are keyed by the calling task too (take_clock_key): the
+ * tasks of a replica are numbered in the order of their first CPU-clock
+ * read, up to this many; later ones share the last number. */
+#define CPU_TASKS 256
+
+/* A process traced to its exec (one whose next image lacks libdiehard):
+ * the thread that called it, and its process (whose id the exec stop
+ * reports when another thread made the call). */
+struct traced {
+	pid_t pid, tgid;
+	unsigned slot;
+	struct traced *next;
+};
+
+struct vreplica {
+	struct virt *V;
+	unsigned index;       /* the slot */
+	bool used;            /* a process was attached */
+	bool reported;        /* its call counts are in the report */
+	int fd;               /* the listener; -1 once closed */
+	uint64_t gen;         /* which attach made it (virt_resume) */
+	struct event *ev;
+	uint64_t unvirtualized;
+	uint64_t images_stopped; /* new images diehard patched (stopped) */
+	uint64_t images_grafted; /* of those, given the clock blob (graft.h) */
+	uint64_t opens_checked; /* opens we looked at that were no random device */
+	pid_t cpu_task[CPU_TASKS]; /* tids, numbered by first CPU-clock read */
+	unsigned ncpu_tasks;
+	uint64_t fast_notified; /* reads of the fast path's keys that reached us */
+	uint32_t fast_lost;   /* a bit per fast key: behind the log's cap (real values) */
+	uint64_t clock_reads; /* wall and monotonic reads answered (but those
+				 of the fast path's keys: its page counts them) */
+};
+
+struct virt {
+	struct sup *S;
+	struct ndlog *log;
+	struct disputes *disputes;
+	struct entropy *entropy;
+	struct netcalls *net;     /* a private network's calls */
+	uint8_t key[CHACHA_KEY_BYTES];
+	struct vreplica *r;
+	bool vdso_warned;
+	uint64_t attaches;        /* listeners attached so far: their generations */
+	uint64_t vdso_fallbacks;  /* leaders' vDSO reads that made a system call */
+	uint64_t skipped_sleeps;  /* by replacements catching up */
+	uint64_t clock_resyncs;   /* a server's stale clock reads moved to the front */
+	uint64_t open_failures;   /* random device opens we could not answer */
+	unsigned *random_open;    /* per slot: its random-device pipes alive */
+	unsigned random_cap;      /* at most this many per slot (the rest EMFILE) */
+	bool cap_said;
+	struct fastclock *fast;   /* the in-replica clock path, or NULL */
+	struct traced *traced;    /* processes traced to their exec */
+	struct event *harvest_ev; /* brings its entries into the log */
+	uint64_t fast_damaged;    /* slots turned to notify: damaged counts */
+};
+
+/* What a handler decided. */
+enum answer { ANSWER, CONTINUE, DROP };
+
+/* Reads the real value of a call, for a leader. */
+typedef void real_fn(const struct seccomp_notif *req, struct nd_value *v);
+
+/* Whether notification id of vr's listener still waits for its answer. */
+static inline bool virt_waiting(const struct vreplica *vr, uint64_t id)
+{
+	return ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
+/* take.c */
+void take_key_name(uint32_t key, char *buf, size_t size);
+uint32_t take_clock_key(struct vreplica *vr, clockid_t id, pid_t tid);
+uint32_t take_wall_key(struct vreplica *vr, unsigned which, uint32_t key, pid_t tid);
+bool take_thread_key(uint32_t key);
+void take_divergence(struct vreplica *vr, uint32_t key, uint64_t index, const char *expected, const char *got);
+uint64_t take_still_calling(const struct sup *S);
+void take_on_odd(void *ctx, unsigned r, uint32_t key, uint64_t index, uint64_t expected, uint64_t got);
+real_fn take_real_clock, take_real_gettimeofday, take_real_time, take_no_real;
+bool take_wall_or_monotonic(uint32_t key);
+void take_fast_put(unsigned fk, uint64_t n, const struct cp_value *cv, unsigned by, void *arg);
+int take_fast_key(const struct virt *V, uint32_t key);
+uint32_t take_log_key(unsigned fk);
+void take_harvest(struct virt *V);
+void take_kill_forged(struct virt *V);
+void take_on_harvest(evutil_socket_t fd, short what, void *arg);
+int take_value(struct vreplica *vr, const struct seccomp_notif *req, uint32_t key, uint64_t arg, real_fn *real,
+	       struct nd_value *v, uint64_t *index);
+
+/* logcalls.c */
+enum answer logcalls_clock_gettime(struct vreplica *vr, const struct seccomp_notif *req,
+				   struct seccomp_notif_resp *resp);
+enum answer logcalls_gettimeofday(struct vreplica *vr, const struct seccomp_notif *req,
+				  struct seccomp_notif_resp *resp);
+enum answer logcalls_time(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp);
+enum answer logcalls_getrandom(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp);
+enum answer logcalls_open(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp);
+
+/* images.c (and virt.h's virt_traced) */
+enum answer images_arch_prctl(struct vreplica *vr, const struct seccomp_notif *req);
+enum answer images_execve(struct vreplica *vr, const struct seccomp_notif *req);
+void images_at_random_key(const struct virt *V, uint64_t key[2]);
+
+#endif
