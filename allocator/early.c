@@ -229,7 +229,7 @@ static int self_patch(const char *spec, char **e)
 
 /* Asks diehard to do what self_patch could not: an arch_prctl from here
  * (not the loader's place) is sent to it, which patches the image as it
- * does at a stopped image's (supervisor/virt/virt.c). */
+ * does at a stopped image's (supervisor/virt/images.c). */
 static void ask_diehard(void)
 {
 	unsigned long fs;

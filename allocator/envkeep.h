@@ -1,6 +1,6 @@
 /* envkeep.h — whether an exec's environment keeps libdiehard.so and the
  * run's fast clock path (issue 16's zero-stop images): the check exec.c
- * makes on its own process's execs, and diehard (virt.c) on an exec it
+ * makes on its own process's execs, and diehard (images.c) on an exec it
  * sees unmarked. Pure: no allocation, no stdio, async-signal-safe. */
 #ifndef DIEHARD_ENVKEEP_H
 #define DIEHARD_ENVKEEP_H

@@ -11,7 +11,7 @@
  * preloads this library and keeps DIEHARD_CLOCKS makes the system call
  * carry the exec marker (fourth argument), which the filter lets through.
  * Any other exec is seen by diehard, which reads its environment and traces
- * one without libdiehard to its exec (virt.c). */
+ * one without libdiehard to its exec (images.c). */
 #include "exec.h"
 
 #include <dlfcn.h>

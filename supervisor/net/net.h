@@ -44,7 +44,7 @@ void net_replica_started(struct net *N, unsigned i, int factory_fd);
  * its connections are dropped from every vote, its listens forgotten. */
 void net_replica_gone(struct net *N, unsigned i);
 
-/* virt.c: slot i is a replacement between its replayed past and the time
+/* take.c: slot i is a replacement between its replayed past and the time
  * of now (net.c): its wall and monotonic reads are real and not logged. */
 bool net_clocks_aside(const struct net *N, unsigned i);
 
@@ -54,11 +54,11 @@ bool net_clocks_aside(const struct net *N, unsigned i);
 void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr, socklen_t len, bool v6only,
 			 int fd);
 
-/* Whether the replicas serve: some address is listened on (virt.c: a
+/* Whether the replicas serve: some address is listened on (take.c: a
  * server's clocks, net.h's rules). */
 bool net_serving(const struct net *N);
 
-/* Whether slot i's program listens on some address (virt.c: a server's
+/* Whether slot i's program listens on some address (take.c: a server's
  * wall clocks go per thread from then on). */
 bool net_listening(const struct net *N, unsigned i);
 

@@ -50,7 +50,6 @@ static enum answer after_write(struct vreplica *vr, const struct seccomp_notif *
 	return ANSWER;
 }
 
-
 enum answer logcalls_clock_gettime(struct vreplica *vr, const struct seccomp_notif *req,
 				   struct seccomp_notif_resp *resp)
 {

@@ -22,7 +22,7 @@
 struct sup;
 struct netcalls;
 
-/* What to do with a notification, as virt.c's own handlers decide: answer
+/* What to do with a notification, as virt.c's handlers (virt_int.h) decide: answer
  * with resp, let the call go on in the kernel, or nothing (the caller is
  * gone: no answer is wanted). */
 enum netcall { NETCALL_ANSWER, NETCALL_CONTINUE, NETCALL_DROP };

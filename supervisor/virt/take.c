@@ -156,7 +156,6 @@ uint32_t take_wall_key(struct vreplica *vr, unsigned which, uint32_t key, pid_t 
 	return t == 0 ? key : KEY_WALL_THREAD | which << 22 | t;
 }
 
-
 void take_divergence(struct vreplica *vr, uint32_t key, uint64_t index, const char *expected, const char *got)
 {
 	struct sup *S = vr->V->S;
@@ -196,7 +195,6 @@ void take_on_odd(void *ctx, unsigned r, uint32_t key, uint64_t index, uint64_t e
 	take_divergence(&V->r[r], key, index, e, g);
 }
 
-
 void take_real_clock(const struct seccomp_notif *req, struct nd_value *v)
 {
 	realclock_read((clockid_t)(int32_t)req->data.args[0], (pid_t)req->pid, v);
@@ -229,7 +227,6 @@ void take_no_real(const struct seccomp_notif *req, struct nd_value *v)
 	(void)req;
 	*v = (struct nd_value){ 0 };
 }
-
 
 /* A followed wall or monotonic clock value older than this, in a server
  * (its replicas listen: net.h), is stale: an event loop's clock reads, one
