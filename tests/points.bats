@@ -34,6 +34,36 @@ setup() {
 		fail "the start-state layer was left: $(ls -d /dev/shm/diehard-pre-"$DH_PID"-*)"
 }
 
+@test "a sync of a real file written in place: a small one and one past 64 MiB keep their inode and hold the agreed bytes when the call returns; one with a second name is renamed into place, the other name keeping the old bytes" {
+	printf 'old small\n' >"$T/w/small"
+	head -c $((70 << 20)) /dev/zero >"$T/w/big"
+	printf 'old linked\n' >"$T/w/linked"
+	ln "$T/w/linked" "$T/w/other"
+	local small big linked
+	small=$(stat -c %i "$T/w/small") big=$(stat -c %i "$T/w/big") linked=$(stat -c %i "$T/w/linked")
+	start_writer -k 3
+	say "poke small 0 new" "poked small"
+	[[ $(<"$T/w/small") == "new small" ]] || fail "small after its sync: $(cat "$T/w/small")"
+	[[ $(stat -c %i "$T/w/small") == "$small" ]] || fail "small has another inode"
+	say "poke big 5000000 X" "poked big"
+	[[ $(dd if="$T/w/big" bs=1 skip=5000000 count=1 status=none) == X ]] || fail "big after its sync"
+	[[ $(stat -c %i "$T/w/big") == "$big" && $(stat -c %s "$T/w/big") == $((70 << 20)) ]] ||
+		fail "big: $(stat -c '%i %s' "$T/w/big") (inode $big)"
+	say "poke linked 0 new" "poked linked"
+	[[ $(<"$T/w/linked") == "new linked" && $(<"$T/w/other") == "old linked" ]] ||
+		fail "linked: $(cat "$T/w/linked"), other: $(cat "$T/w/other")"
+	[[ $(stat -c %i "$T/w/linked") != "$linked" && $(stat -c %i "$T/w/other") == "$linked" ]] ||
+		fail "linked was not renamed into place"
+	finish
+	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(tail -20 "$T/run.err")"
+	jq -e '.files.points.committed == 3 and .files.points.failed == 0 and (.files.divergences // []) == []' "$T/r.json" \
+		>/dev/null || fail "report: $(jq -c .files.points "$T/r.json")"
+	# The end found them agreed: nothing renamed over the two in place.
+	[[ $(stat -c %i "$T/w/small") == "$small" && $(stat -c %i "$T/w/big") == "$big" ]] || fail "replaced at the end"
+	[[ $(<"$T/w/small") == "new small" && $(<"$T/w/other") == "old linked" ]]
+	! ls "$T/w"/.diehard-commit-* 2>/dev/null || fail "temporary files were left"
+}
+
 @test "msync (MS_SYNC) of a shared mapping is a point: the mapped bytes are in the real file when it returns" {
 	start_writer -k 3 -v
 	say "mmap m.bin mapped-bytes" "mapped m.bin"

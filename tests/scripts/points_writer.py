@@ -9,6 +9,8 @@
 #                      $POINTS_LOCK first
 #   logsync NAME TEXT  append TEXT (no newline) to the log NAME kept open,
 #                      and fsync it
+#   poke NAME AT TEXT  write TEXT at offset AT of the existing NAME (not
+#                      truncated), fsync it
 #   mmap NAME TEXT     make NAME as long as TEXT, map it shared, put TEXT in
 #                      the mapping and msync it (mmap's flush: MS_SYNC)
 #   row N              insert N into t.db's table t (SQLite in WAL mode, one
@@ -82,6 +84,13 @@ for line in sys.stdin:
     elif cmd == "log-odd":
         log(name, "odd" if first() else text)
         print("logged", name, text, flush=True)
+    elif cmd == "poke":
+        at, _, what = text.partition(" ")
+        fd = os.open(name, os.O_WRONLY)
+        os.pwrite(fd, what.encode(), int(at))
+        os.fsync(fd)
+        os.close(fd)
+        print("poked", name, flush=True)
     elif cmd == "mmap":
         data = text.encode()
         with open(name, "w+b") as f:
