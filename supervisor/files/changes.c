@@ -574,10 +574,10 @@ bool changes_masks(const struct changes *ch, const char *path)
 	}
 	if (path[rel] == '\0')
 		return false; /* the target itself */
-	for (char *s = upper + base + 1;; s++) {
-		if (*s != '/' && *s != '\0')
+	/* Not there itself: the directories above it, top down. */
+	for (char *s = upper + base + 1; *s != '\0'; s++) {
+		if (*s != '/')
 			continue;
-		char was = *s;
 		*s = '\0';
 		struct stat st;
 		/* A link on the way is no directory: it masks (ELOOP). */
@@ -587,12 +587,13 @@ bool changes_masks(const struct changes *ch, const char *path)
 			close(fd);
 			return false;
 		}
-		bool masks = was == '\0' || !S_ISDIR(st.st_mode) || opaque_fd(fd, ch->user_xattrs);
+		bool masks = !S_ISDIR(st.st_mode) || opaque_fd(fd, ch->user_xattrs);
 		close(fd);
 		if (masks)
 			return true;
-		*s = was;
+		*s = '/';
 	}
+	return false;
 }
 
 /* path's upper name, "vN/u/REL", into buf; its view's index (or -1) and

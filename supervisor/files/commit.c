@@ -538,14 +538,16 @@ void commit_apply(const struct changes *ch, struct commit_result *res)
 		default:
 			/* A file to write in place is copied into memory;
 			 * beside it when too large or that cannot be made. */
+			err = 0;
 			if (c->kind == CHANGE_FILE && c->in_place && (unsigned long long)c->size <= PRIVATE_MAX &&
-			    (priv[i] = copy_private(ch, c, &res->bytes)) < 0 && errno == ESTALE)
-				say(c->path, "its copy", ESTALE, res);
-			else if (priv[i] >= 0)
-				;
-			else if ((err = make_beside(ch, c, parent, t, sizeof t, root, each, -1, &res->bytes)) != 0)
+			    (priv[i] = copy_private(ch, c, &res->bytes)) < 0)
+				err = errno;
+			if (err == ESTALE)
+				say(c->path, "its copy", err, res);
+			else if (priv[i] < 0 &&
+				 (err = make_beside(ch, c, parent, t, sizeof t, root, each, -1, &res->bytes)) != 0)
 				say(c->path, "a new version beside it", err, res);
-			else if ((tmp[i] = strdup(t)) == NULL)
+			else if (priv[i] < 0 && (tmp[i] = strdup(t)) == NULL)
 				fatal(125, "out of memory");
 		}
 		close(parent);
