@@ -390,9 +390,13 @@ memory_hog_rlimit() {
 @test "root, --sandbox off: a daemon a replica leaves behind runs until the run's end, then dies with the replica's cgroup" {
 	runner_for root
 	require_cgroup_caps
-	dh_bg "$T/run" -k 3 --sandbox off sh -c '"$1" wait "$2" >/dev/null 2>&1 </dev/null & sleep 0.5; echo ok' sh "$B" "$W"
-	wait_until 10 eval '[[ $(bomb_pids | wc -l) == 3 ]]' || fail "daemons: $(bomb_pids | wc -l)"
+	# Each replica goes on only once the test saw the three daemons (its
+	# go file; --sandbox off: the real /tmp), however loaded the machine.
+	dh_bg "$T/run" -k 3 --sandbox off sh -c '"$1" wait "$2" >/dev/null 2>&1 </dev/null &
+		i=0; while [ ! -e "$2/go" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done; echo ok' sh "$B" "$W"
+	wait_until 30 eval '[[ $(bomb_pids | wc -l) == 3 ]]' || fail "daemons: $(bomb_pids | wc -l)"
 	[[ -n $(cgroup_dirs "$DH_PID") ]] || fail "no cgroup of diehard $DH_PID while it runs"
+	touch "$W/go"
 	await_exit "$BG_PID" 30
 	[[ $BG_RC == 0 && $(<"$T/run.out") == ok ]] || fail "exit $BG_RC" "$(cat "$T/run.err")"
 	wait_until 10 eval '[[ -z $(bomb_pids) ]]' || fail "daemons left after the run:" "$(bomb_pids)"
