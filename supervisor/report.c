@@ -212,11 +212,11 @@ void report_divergence(struct report *rp, const char *stream, size_t offset, con
 					     "time", t)));
 }
 
-void report_conn_divergence(struct report *rp, unsigned long long conn, const char *address, size_t offset,
-			    unsigned r, const char *kind, double t)
+void report_conn_divergence(struct report *rp, const char *stream, unsigned long long conn, const char *address,
+			    size_t offset, unsigned r, const char *kind, double t)
 {
 	json_array_append_new(rp->divergences,
-			      must(json_pack("{s:s,s:I,s:o,s:I,s:i,s:o,s:f}", "stream", "connection", "connection",
+			      must(json_pack("{s:s,s:I,s:o,s:I,s:i,s:o,s:f}", "stream", stream, "connection",
 					     (json_int_t)conn, "address", text(address), "offset", (json_int_t)offset,
 					     "replica", r, "kind", text(kind), "time", t)));
 }
@@ -399,14 +399,6 @@ void report_opens_checked(struct report *rp, unsigned r, uint64_t count)
 void report_clock_reads_in_replica(struct report *rp, unsigned r, uint64_t count)
 {
 	set_count(rp, r, "clock_reads_in_replica", count);
-}
-
-void report_outbound(struct report *rp, unsigned r, const char *address, double t)
-{
-	json_t *out = json_object_get(rp->root, "outbound");
-	if (out == NULL)
-		out = attach(rp->root, "outbound", json_array());
-	json_array_append_new(out, must(json_pack("{s:i,s:o,s:f}", "replica", r, "address", text(address), "time", t)));
 }
 
 void report_recording(struct report *rp, const char *path, bool written, const char *why)

@@ -33,10 +33,11 @@ void report_committed(struct report *rp, const char *stream, size_t n);
 void report_divergence(struct report *rp, const char *stream, size_t offset, const unsigned *agree, unsigned nagree,
 		       unsigned replica,
 		       const char *majority_hex, const char *replica_hex, const char *kind, double t);
-/* Replica r's reply on a proxied connection (net.h) differed from the
- * agreed one at offset (kind: "differs", "ends early", ...). */
-void report_conn_divergence(struct report *rp, unsigned long long conn, const char *address, size_t offset,
-			    unsigned r, const char *kind, double t);
+/* Replica r's reply on a proxied connection (net.h; stream "connection"),
+ * or its bytes on an outbound one (outbound.h; "outbound"), differed from
+ * the agreed ones at offset (kind: "differs", "ends early", ...). */
+void report_conn_divergence(struct report *rp, const char *stream, unsigned long long conn, const char *address,
+			    size_t offset, unsigned r, const char *kind, double t);
 void report_status_divergence(struct report *rp, unsigned replica, int status, int majority);
 void report_kill(struct report *rp, unsigned replica, const char *why, double t);
 /* As replica was killed, one of its processes was found stopped (by a
@@ -79,10 +80,6 @@ void report_opens_checked(struct report *rp, unsigned replica, uint64_t count);
 /* Of its clock reads, those the fast path served in the replica (no
  * round trip to diehard: fastclock.h). */
 void report_clock_reads_in_replica(struct report *rp, unsigned replica, uint64_t count);
-/* With a private network: replica first tried to reach address ("a.b.c.d:port",
- * "[v6]:port") outside its namespace at t (netcalls.h: the first of each
- * destination in the run, up to its cap). */
-void report_outbound(struct report *rp, unsigned replica, const char *address, double t);
 void report_set_exit(struct report *rp, int code, const char *reason);
 /* The run's recording (--record, or --ci's on failure): written to path,
  * or not, and why (one line). */

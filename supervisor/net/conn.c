@@ -50,7 +50,9 @@
 
 #include "exitcode.h"
 #include "log.h"
+#include "netaddr.h"
 #include "netint.h"
+#include "outbound.h"
 #include "sup.h"
 #include "voter.h"
 
@@ -87,6 +89,8 @@ struct conn {
 	bool crev_on, cwev_on, idle_on;
 	unsigned np, nstart;
 	struct peer *p;
+	char name[NETADDR_TEXT + 16]; /* its listener's address, or "to DEST" */
+	struct orec *rec;        /* outbound: where the peer's bytes are recorded (NULL: none) */
 	unsigned char *in;
 	size_t in_cap, in_base, in_tail;
 	bool in_eof;
@@ -191,7 +195,10 @@ void conn_free(struct conn *c)
 		N->conns = c->next;
 	if (c->next != NULL)
 		c->next->prev = c->prev;
-	connlog_close(N, c->id);
+	if (c->l != NULL)
+		connlog_close(N, c->id);
+	else
+		outbound_closed(N, c->rec);
 	free(c);
 	net_conn_closed(N);
 }
@@ -203,8 +210,26 @@ static void conn_abort(struct conn *c, const char *why)
 		return;
 	c->aborted = true;
 	if (why != NULL)
-		log_event("connection %llu on %s: %s: closed", (unsigned long long)c->id, c->l->name, why);
+		log_event("connection %llu %s: %s: closed", (unsigned long long)c->id, c->name, why);
 	kick(c);
+}
+
+/* The client's (an outbound connection's peer's) bytes, and their end:
+ * logged for replacements. */
+static void in_data(struct conn *c, const unsigned char *p, size_t n)
+{
+	if (c->l != NULL)
+		connlog_data(c->N, c->id, p, n);
+	else
+		outbound_data(c->N, c->rec, p, n, c->emitted);
+}
+
+static void in_ended(struct conn *c)
+{
+	if (c->l != NULL)
+		connlog_eof(c->N, c->id);
+	else
+		outbound_eof(c->N, c->rec);
 }
 
 /* The client reset the connection or went away mid-reply. Closing every
@@ -220,11 +245,11 @@ static void conn_client_gone(struct conn *c, const char *why)
 		return;
 	c->client_gone = true;
 	c->gone_at = now();
-	log_event("connection %llu on %s: the client went away (%s): replies drained", (unsigned long long)c->id,
-		  c->l->name, why);
+	log_event("connection %llu %s: the %s went away (%s): replies drained", (unsigned long long)c->id, c->name,
+		  c->l != NULL ? "client" : "peer", why);
 	if (!c->in_eof) {
 		c->in_eof = true;
-		connlog_eof(c->N, c->id);
+		in_ended(c);
 	}
 	ev_set(c->crev, &c->crev_on, false);
 	ev_set(c->cwev, &c->cwev_on, false);
@@ -329,9 +354,9 @@ static void on_client_readable(evutil_socket_t fd, short what, void *arg)
 	}
 	if (n == 0) {
 		c->in_eof = true;
-		connlog_eof(c->N, c->id);
+		in_ended(c);
 	} else {
-		connlog_data(c->N, c->id, c->in + (c->in_tail - c->in_base), (size_t)n);
+		in_data(c, c->in + (c->in_tail - c->in_base), (size_t)n);
 		c->in_tail += (size_t)n;
 	}
 	send_all(c);
@@ -394,7 +419,7 @@ static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 	if (n > 0) {
 		p->end += (size_t)n;
 		p->last_read = now();
-		if (c->in_tail == 0 && !c->in_eof)
+		if (c->in_tail == 0 && !c->in_eof && c->l != NULL)
 			defer_server_first(c->N, c->l); /* a reply before any request */
 	} else {
 		/* A close, or a reset: the reply ends here (voted). */
@@ -466,6 +491,8 @@ static void emit(struct conn *c)
 		ssize_t w = write(c->cfd, h->buf + (c->emitted - h->base), c->committed - c->emitted);
 		if (w > 0) {
 			c->emitted += (size_t)w;
+			if (c->l == NULL)
+				outbound_sent(c->N, c->rec, (size_t)w);
 			continue;
 		}
 		if (w < 0 && errno == EINTR)
@@ -507,8 +534,8 @@ static void on_client_writable(evutil_socket_t fd, short what, void *arg)
 
 static void describe(struct conn *c, char *buf, size_t size, const char *what, size_t off)
 {
-	snprintf(buf, size, "its reply on connection %llu (%s) %s at byte %zu", (unsigned long long)c->id,
-		 c->l->name, what, off);
+	snprintf(buf, size, "its %s on connection %llu (%s) %s at byte %zu", c->l != NULL ? "reply" : "request",
+		 (unsigned long long)c->id, c->name, what, off);
 }
 
 /* Laggers (pos < committed): their new bytes against the committed ones;
@@ -675,10 +702,13 @@ static void conn_vote(struct conn *c)
 		char why[192];
 		describe(c, why, sizeof why, what[j], off[j]);
 		struct sup *S = c->N->S;
-		report_conn_divergence(S->report, (unsigned long long)c->id, c->l->name, off[j], S->r[c->p[j].slot].id,
+		report_conn_divergence(S->report, c->l != NULL ? "connection" : "outbound", (unsigned long long)c->id,
+				       c->l != NULL ? c->l->name : outbound_name(c->rec), off[j], S->r[c->p[j].slot].id,
 				       what[j], sup_now() - S->t_start);
-		log_event("divergence on connection %llu (%s): replica %u %s at byte %zu", (unsigned long long)c->id,
-			  c->l->name, S->r[c->p[j].slot].id, what[j], off[j]);
+		if (c->l == NULL)
+			outbound_diverged(c->N, c->rec);
+		log_event("divergence on connection %llu %s: replica %u %s at byte %zu", (unsigned long long)c->id,
+			  c->name, S->r[c->p[j].slot].id, what[j], off[j]);
 		net_kill(c->N, c->p[j].slot, why);
 		peer_drop(&c->p[j]);
 	}
@@ -761,8 +791,9 @@ void conn_tick(struct conn *c, double t)
 		bool behind = p->connecting || p->pos < c->committed || (c->ended && !p->eof);
 		if (behind && t - p->last_read > limit) {
 			snprintf(why, sizeof why,
-				 "straggler: its reply on connection %llu (%s) trails the others, silent for more than %.1f s",
-				 (unsigned long long)c->id, c->l->name, limit);
+				 "straggler: its %s on connection %llu %s trails the others, silent for more than %.1f s",
+				 p->fd < 0 ? "connect" : c->l != NULL ? "reply" : "request", (unsigned long long)c->id,
+				 c->name, limit);
 			net_kill(c->N, p->slot, why);
 			continue;
 		}
@@ -774,8 +805,8 @@ void conn_tick(struct conn *c, double t)
 			p->in_since = t;
 		if (holds && t - p->in_since > limit) {
 			snprintf(why, sizeof why,
-				 "straggler: stopped reading connection %llu (%s) for more than %.1f s while the others did",
-				 (unsigned long long)c->id, c->l->name, limit);
+				 "straggler: stopped reading connection %llu %s for more than %.1f s while the others did",
+				 (unsigned long long)c->id, c->name, limit);
 			net_kill(c->N, p->slot, why);
 		}
 	}
@@ -802,7 +833,9 @@ static void set_nodelay(int fd)
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-void conn_open(struct net *N, struct listener *l, int cfd)
+/* A connection with no replica in it yet: cfd the client's socket (the
+ * peer's, outbound), numbered and listed. */
+static struct conn *conn_new(struct net *N, struct listener *l, int cfd)
 {
 	struct sup *S = N->S;
 	struct conn *c = calloc(1, sizeof *c);
@@ -811,7 +844,7 @@ void conn_open(struct net *N, struct listener *l, int cfd)
 	c->N = N;
 	c->l = l;
 	c->cfd = cfd;
-	c->id = ++N->next_conn;
+	c->id = l != NULL ? ++N->next_conn : ++N->next_out;
 	c->opened = now();
 	c->p = calloc(S->nslots, sizeof *c->p);
 	if (c->p == NULL)
@@ -828,6 +861,26 @@ void conn_open(struct net *N, struct listener *l, int cfd)
 		N->conns->prev = c;
 	N->conns = c;
 	N->nconns++;
+	return c;
+}
+
+/* p's events, on its socket fd. */
+static void peer_events(struct conn *c, struct peer *p, int fd)
+{
+	struct event_base *base = c->N->S->base;
+	p->fd = fd;
+	set_nodelay(fd);
+	p->rev = event_new(base, fd, EV_READ | EV_PERSIST, on_peer_readable, p);
+	p->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, on_peer_writable, p);
+	if (p->rev == NULL || p->wev == NULL)
+		fatal(EXIT_INTERNAL, "cannot create a connection's events");
+}
+
+void conn_open(struct net *N, struct listener *l, int cfd)
+{
+	struct sup *S = N->S;
+	struct conn *c = conn_new(N, l, cfd);
+	snprintf(c->name, sizeof c->name, "on %s", l->name);
 	connlog_open(N, c->id, l->index);
 	for (unsigned i = 0; i < S->nslots; i++) {
 		const struct nslot *ns = &N->slot[i];
@@ -839,13 +892,8 @@ void conn_open(struct net *N, struct listener *l, int cfd)
 		struct peer *p = &c->p[c->np++];
 		/* Its clock starts now: making its socket may have taken a
 		 * while (an init slow to answer, factory.c). */
-		*p = (struct peer){ .slot = i, .alive = true, .fd = fd, .connecting = true, .c = c,
-				    .last_read = now() };
-		set_nodelay(fd);
-		p->rev = event_new(S->base, fd, EV_READ | EV_PERSIST, on_peer_readable, p);
-		p->wev = event_new(S->base, fd, EV_WRITE | EV_PERSIST, on_peer_writable, p);
-		if (p->rev == NULL || p->wev == NULL)
-			fatal(EXIT_INTERNAL, "cannot create a connection's events");
+		*p = (struct peer){ .slot = i, .alive = true, .connecting = true, .c = c, .last_read = now() };
+		peer_events(c, p, fd);
 		/* Connected when writable (at once, mostly, on a loopback). */
 		peer_want_write(p, true);
 	}
@@ -859,4 +907,43 @@ void conn_open(struct net *N, struct listener *l, int cfd)
 	}
 	log_event("connection %llu on %s: %u replicas", (unsigned long long)c->id, l->name, c->np);
 	client_update_read(c);
+}
+
+struct conn *conn_open_out(struct net *N, int cfd, const char *dest, uint64_t voters, struct orec *rec)
+{
+	struct sup *S = N->S;
+	struct conn *c = conn_new(N, NULL, cfd);
+	snprintf(c->name, sizeof c->name, "to %s", dest);
+	c->rec = rec;
+	/* Each voter joins when its own connect reaches the listener made
+	 * for it in its namespace (conn_join); until then it is a peer still
+	 * connecting: the peer's bytes are kept for it, and the straggler
+	 * tick gives it --timeout. */
+	for (unsigned i = 0; i < S->nslots; i++)
+		if (voters & (1ull << i))
+			c->p[c->np++] = (struct peer){ .slot = i, .alive = true, .fd = -1, .connecting = true, .c = c,
+						       .last_read = now() };
+	c->nstart = c->np;
+	log_event("outbound connection %llu to %s: %u replicas", (unsigned long long)c->id, dest, c->np);
+	client_update_read(c);
+	return c;
+}
+
+bool conn_join(struct conn *c, unsigned slot, int fd)
+{
+	for (unsigned j = 0; j < c->np; j++) {
+		struct peer *p = &c->p[j];
+		if (p->slot != slot || !p->alive || p->fd >= 0)
+			continue;
+		peer_events(c, p, fd);
+		p->connecting = false;
+		p->last_read = now();
+		if (event_add(p->rev, NULL) != 0)
+			fatal(EXIT_INTERNAL, "cannot add a connection event");
+		peer_send(c, p);
+		conn_vote(c);
+		client_update_read(c);
+		return true;
+	}
+	return false;
 }

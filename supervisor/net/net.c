@@ -44,6 +44,7 @@
 #include "inputlog.h"
 #include "log.h"
 #include "netint.h"
+#include "outbound.h"
 #include "report.h"
 #include "sup.h"
 #include "svcenv.h"
@@ -388,6 +389,7 @@ struct net *net_new(struct sup *S)
 		fatal(EXIT_INTERNAL, "cannot create the proxy's events");
 	if (S->o->respawns > 0 && S->o->conn_log > 0)
 		N->log = inputlog_new(S->o->conn_log);
+	N->out = outbound_new(N);
 	adopt_listen_fds(N);
 	return N;
 }
@@ -398,6 +400,7 @@ void net_free(struct net *N)
 		return;
 	while (N->conns != NULL)
 		conn_free(N->conns);
+	outbound_free(N->out);
 	for (unsigned i = 0; i < N->S->nslots; i++) {
 		connlog_replay_stop(N, i);
 		defer_slot_gone(N, i);
@@ -428,6 +431,7 @@ void net_replica_started(struct net *N, unsigned i, int factory_fd)
 	defer_slot_gone(N, i);
 	factory_free(ns->F);
 	*ns = (struct nslot){ .present = true };
+	outbound_slot_started(N, i);
 	if (factory_fd >= 0 && (ns->F = factory_new(factory_fd)) == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	for (unsigned l = 0; l < N->nl; l++)
@@ -515,6 +519,7 @@ void net_replica_gone(struct net *N, unsigned i)
 	defer_slot_gone(N, i);
 	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
 		conn_replica_gone(c, i);
+	outbound_slot_gone(N, i);
 	factory_free(ns->F);
 	ns->F = NULL;
 	/* The rest of the vote may all listen now. */
@@ -569,6 +574,7 @@ void net_stop(struct net *N)
 	N->stopping = true;
 	for (unsigned i = 0; i < N->nl; i++)
 		listener_pause(N->L[i], true);
+	outbound_stop(N);
 	/* A replacement still fed old connections stops with them open,
 	 * which a server may tell in its exit status (lighttpd: 1). */
 	for (unsigned i = 0; i < N->S->nslots; i++) {
@@ -584,6 +590,11 @@ void net_stop(struct net *N)
 
 bool net_replayable(const struct net *N, char *why, size_t size)
 {
+	if (N != NULL && !outbound_replayable(N)) {
+		snprintf(why, size, "the record of outbound connections no longer holds every byte their peers sent "
+				    "(--conn-log %zu)", N->S->o->conn_log);
+		return false;
+	}
 	if (N == NULL || N->log == NULL || inputlog_complete(N->log))
 		return true;
 	snprintf(why, size, "the connection log no longer holds every connection from the start (--conn-log %zu)",

@@ -19,6 +19,8 @@ struct factory;
 struct inputlog;
 struct conn;
 struct replay_conn;
+struct orec;
+struct outbound;
 
 #define NET_MAX_LISTENERS 64
 /* Client bytes a connection holds for its slowest replica, and reply bytes
@@ -83,6 +85,8 @@ struct net {
 	unsigned nconns;
 	unsigned max_conns;          /* from the fd limit */
 	uint64_t next_conn;          /* numbers connections, from 1 */
+	uint64_t next_out;           /* numbers outbound connections, from 1 */
+	struct outbound *out;        /* the replicas' outbound connections (outbound.c) */
 	uint64_t reply_total;        /* reply bytes committed over all connections */
 	bool stopping;
 	bool said_full;
@@ -104,6 +108,14 @@ bool net_clocks_settled(struct net *N, unsigned i);
 
 /* conn.c */
 void conn_open(struct net *N, struct listener *l, int cfd);
+/* An outbound connection: cfd the real peer's socket (connected), dest
+ * its name; each slot of voters joins it with the socket accepted from its
+ * replica (conn_join), the peer's bytes kept for it until then; rec
+ * records the peer's bytes for replacements (outbound.c). */
+struct conn *conn_open_out(struct net *N, int cfd, const char *dest, uint64_t voters, struct orec *rec);
+/* slot's socket fd (taken over) joins c: false (fd not taken) when c
+ * expects none of slot. */
+bool conn_join(struct conn *c, unsigned slot, int fd);
 void conn_replica_gone(struct conn *c, unsigned i);
 void conn_tick(struct conn *c, double now);
 /* diehard did not run for gap seconds: c's straggler clocks skip them. */

@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@
 #include "log.h"
 #include "net.h"
 #include "netaddr.h"
+#include "outbound.h"
 #include "remote.h"
 #include "report.h"
 #include "sup.h"
@@ -47,14 +49,8 @@
 #define PIDFD_THREAD O_EXCL
 #endif
 
-/* Destinations said (and reported) per run; past them, one line more. */
-#define OUTBOUND_MAX 16
-
 struct netcalls {
 	struct sup *S;
-	char outbound[OUTBOUND_MAX][NETADDR_TEXT];
-	unsigned noutbound;
-	bool more_said;   /* past OUTBOUND_MAX */
 	bool udp_said;
 	bool blind_said;  /* a listen we could not see into */
 };
@@ -234,59 +230,68 @@ static enum netcall on_listen(struct netcalls *N, int listener, unsigned slot, c
 
 /* ---- connect, socket ---- */
 
-/* Replica slot's process tried to reach sa, outside its namespace (local:
- * the loopback, where only the replica's own servers listen). */
-static void outbound(struct netcalls *N, unsigned slot, const void *sa, size_t len, bool local)
+/* An unconnected socket of TCP: one whose connect makes a connection (a
+ * second connect on one connected or connecting is the kernel's to answer:
+ * EISCONN, EALREADY). */
+static bool tcp_unconnected(int fd)
 {
-	char text[NETADDR_TEXT];
-	if (!netaddr_format(sa, len, text, sizeof text))
-		return;
-	for (unsigned i = 0; i < N->noutbound; i++)
-		if (strcmp(N->outbound[i], text) == 0)
-			return;
-	struct sup *S = N->S;
-	unsigned id = replica_id(N, slot);
-	if (N->noutbound == OUTBOUND_MAX) {
-		if (!N->more_said)
-			log_warn("replica %u connects to %s too: further destinations outside the replicas' network "
-				 "namespaces are not said", id, text);
-		N->more_said = true;
-		return;
-	}
-	memcpy(N->outbound[N->noutbound++], text, sizeof text);
-	if (local)
-		log_warn("replica %u connects to %s, where it does not listen: its network namespace's loopback is its "
-			 "own, not the host's, and outbound connections are not replicated (--net host shares "
-			 "diehard's network, unvoted)", id, text);
-	else
-		log_warn("replica %u connects to %s: outbound connections are not replicated, and in its network "
-			 "namespace only its own loopback answers (--net host shares diehard's network, unvoted)", id,
-			 text);
-	report_outbound(S->report, id, text, sup_now() - S->t_start);
+	int domain;
+	struct tcp_info ti;
+	socklen_t len = sizeof ti;
+	return tcp(fd, &domain) && getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_CLOSE;
 }
 
-static enum netcall on_connect(struct netcalls *N, int listener, unsigned slot, const struct seccomp_notif *req)
+static bool unspecified(const struct sockaddr_storage *ss)
 {
+	static const unsigned char zero[16];
+	if (ss->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == 0;
+	const unsigned char *a = ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr;
+	static const unsigned char mapped[12] = { [10] = 0xff, [11] = 0xff };
+	return memcmp(a, zero, 16) == 0 || (memcmp(a, mapped, 12) == 0 && memcmp(a + 12, zero, 4) == 0);
+}
+
+static enum netcall on_connect(struct netcalls *N, int listener, unsigned slot, uint64_t gen,
+			       const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
+{
+	int fd = (int)(int32_t)req->data.args[0];
 	uint64_t addr = req->data.args[1];
 	int len = (int)(int32_t)req->data.args[2];
 	struct sockaddr_storage ss;
 	/* The kernel refuses what is too long (EINVAL) or unreadable
 	 * (EFAULT); what we may not read (EPERM) goes unjudged. */
-	if (addr == 0 || len < (int)sizeof(sa_family_t) || (size_t)len > sizeof ss)
+	if (N->S->net == NULL || addr == 0 || len < (int)sizeof(sa_family_t) || (size_t)len > sizeof ss)
 		return NETCALL_CONTINUE;
 	memset(&ss, 0, sizeof ss);
 	if (remote_read_all((pid_t)req->pid, addr, &ss, (size_t)len) != 0)
 		return NETCALL_CONTINUE;
 	enum netaddr_kind kind = netaddr_classify(&ss, (size_t)len);
-	/* The loopback is the replica's own: reaching its own listening
-	 * port is its business; any other port there is someone else's
-	 * on the host, which it cannot reach. */
-	if (kind == NETADDR_OTHER ||
+	/* Unix sockets and other families; the unspecified address (Linux
+	 * connects to the namespace itself); the replica's own listening
+	 * port on its loopback: its own business. */
+	if (kind == NETADDR_OTHER || unspecified(&ss) ||
 	    (kind == NETADDR_LOCAL && net_listens_port(N->S->net, slot, (const struct sockaddr *)&ss)))
 		return NETCALL_CONTINUE;
-	if (!still_waiting(listener, req->id))
+	int ours = take_fd((pid_t)req->pid, fd);
+	if (ours < 0)
+		return NETCALL_CONTINUE; /* gone, not an fd, or out of reach: the kernel answers */
+	if (!still_waiting(listener, req->id)) {
+		close(ours);
 		return NETCALL_DROP;
-	outbound(N, slot, &ss, (size_t)len, kind == NETADDR_LOCAL);
+	}
+	/* UDP (a connected datagram socket): its datagrams stay in the
+	 * namespace, as socket() said. */
+	if (!tcp_unconnected(ours)) {
+		close(ours);
+		return NETCALL_CONTINUE;
+	}
+	int err = 0;
+	switch (outbound_connect(N->S->net, slot, gen, req->id, ours, (const struct sockaddr *)&ss, (socklen_t)len,
+				 &err)) {
+	case OUT_HELD: return NETCALL_DROP;
+	case OUT_FAIL: resp->error = -err; return NETCALL_ANSWER;
+	case OUT_CONTINUE: break;
+	}
 	return NETCALL_CONTINUE;
 }
 
@@ -303,12 +308,12 @@ static enum netcall on_socket(struct netcalls *N, unsigned slot, const struct se
 	return NETCALL_CONTINUE;
 }
 
-enum netcall netcalls_handle(struct netcalls *N, int listener, unsigned slot, const struct seccomp_notif *req,
-			     struct seccomp_notif_resp *resp)
+enum netcall netcalls_handle(struct netcalls *N, int listener, unsigned slot, uint64_t gen,
+			     const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 {
 	switch (req->data.nr) {
 	case SYS_listen: return on_listen(N, listener, slot, req, resp);
-	case SYS_connect: return on_connect(N, listener, slot, req);
+	case SYS_connect: return on_connect(N, listener, slot, gen, req, resp);
 	case SYS_socket: return on_socket(N, slot, req);
 	default: return NETCALL_CONTINUE;
 	}

@@ -7,17 +7,18 @@
  *            learns the address (getsockname) before the program can
  *            accept, and tells the proxy (net_replica_listens). Other
  *            listens go on in the kernel;
- *   connect  to an address outside the replica's namespace (not its
- *            loopback, not the unspecified address: netaddr.h) is said on
- *            stderr and in the report (outbound), once per destination in
- *            the run, and goes on: the kernel fails it, for there is no
- *            route out of the namespace, and the program sees that error;
+ *   connect  of an unconnected TCP socket to an address outside the
+ *            replica's namespace (not its loopback's ports it listens on,
+ *            not the unspecified address: netaddr.h) is held and made once
+ *            for the quorum (net/outbound.h); others go on;
  *   socket   of UDP is said once a run, and goes on.
- * Each costs the one round trip of its notification; no fd is kept. */
+ * Each costs the one round trip of its notification; an outbound
+ * connect's socket is kept until the replica's connection is matched. */
 #ifndef DIEHARD_NETCALLS_H
 #define DIEHARD_NETCALLS_H
 
 #include <linux/seccomp.h>
+#include <stdint.h>
 
 struct sup;
 struct netcalls;
@@ -34,7 +35,7 @@ struct netcalls *netcalls_new(struct sup *S);
 /* Handles req, a listen, connect or socket call of slot's process,
  * received on listener (checked again before acting on the caller). Any
  * other call goes on. */
-enum netcall netcalls_handle(struct netcalls *N, int listener, unsigned slot, const struct seccomp_notif *req,
-			     struct seccomp_notif_resp *resp);
+enum netcall netcalls_handle(struct netcalls *N, int listener, unsigned slot, uint64_t gen,
+			     const struct seccomp_notif *req, struct seccomp_notif_resp *resp);
 
 #endif

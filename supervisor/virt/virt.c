@@ -81,7 +81,7 @@ static enum answer on_sleep(struct vreplica *vr, struct seccomp_notif_resp *resp
 /* A private network's listen, connect and UDP socket (netcalls.h). */
 static enum answer on_net(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 {
-	enum netcall o = netcalls_handle(vr->V->net, vr->fd, vr->index, req, resp);
+	enum netcall o = netcalls_handle(vr->V->net, vr->fd, vr->index, vr->gen, req, resp);
 	/* A replica that listens is a server: its wall clocks are matched
 	 * per thread and its clocks resynchronised (take.c), which the fast
 	 * path cannot do in the replica. */

@@ -1,0 +1,980 @@
+/* outbound.c — see outbound.h: held connects, the one real connection, the
+ * replicas' sockets connected to it through their namespaces, the record
+ * and its replay to replacements.
+ *
+ * A destination (odest) is an address and port, an IPv4-mapped IPv6
+ * address taken as its IPv4 one. Its n-th connection (orec) goes through:
+ *   WAIT        connects of voters held until a quorum of them made it;
+ *   CONNECTING  diehard's own non-blocking connect, from its network;
+ *   OPEN        made: conn.c votes it; each replica's held connect goes on
+ *               to a listener in its namespace at the destination's
+ *               address (added to its loopback), and is accepted there;
+ *   CLOSED      the connection ended; its record stays for replacements;
+ *   FAILED      the real connect's errno, every call's answer.
+ * A replica's socket is matched to its held call by address: the accepted
+ * connection's peer is the replica socket's own name (diehard keeps a
+ * reference to the socket, taken when the call arrived).
+ *
+ * The namespace's side is made by diehard on sockets its init made there
+ * (factory.h): a socket acts in the namespace it was made in, and diehard
+ * holds CAP_NET_ADMIN over the replica's user namespace (it made it, or is
+ * root), so the address goes on with SIOCSIFADDR (IPv4: an alias "lo:N",
+ * /32; IPv6: /128) and the listener binds there. A listener lives while
+ * connects wait to be accepted on it, no longer: a port of the program's
+ * own stays free.
+ *
+ * Invariants: a slot's call in a record is held (answered later), or
+ * joined (its socket matched), or neither; every held call is answered
+ * exactly once, or its process is gone; a voter of an OPEN connection
+ * that never joins is a peer still connecting there, killed as a
+ * straggler after --timeout (conn.c). */
+#include "outbound.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <linux/ipv6.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exitcode.h"
+#include "factory.h"
+#include "log.h"
+#include "netaddr.h"
+#include "netint.h"
+#include "report.h"
+#include "sup.h"
+#include "virt.h"
+
+/* Destinations, and addresses added to one replica's loopback, at most. */
+#define DEST_MAX 4096
+#define ALIAS_MAX 1024
+
+enum rstate { R_WAIT, R_CONNECTING, R_OPEN, R_CLOSED, R_FAILED };
+
+struct ocall {
+	bool held;               /* answered later */
+	bool replay;             /* its process votes on none of it: fed the record */
+	bool joined;             /* its socket was matched */
+	uint64_t gen, id;
+	int sock;                /* our reference to its socket (-1: none) */
+};
+
+struct mark {
+	size_t at;               /* the record's offset where these bytes start */
+	size_t sent;             /* agreed bytes sent to the peer before them */
+};
+
+struct oreplay;
+
+struct orec {
+	struct outbound *O;
+	struct odest *d;
+	uint64_t n;
+	enum rstate state;
+	int err;
+	uint64_t arrived;        /* voters whose connect arrived, before the open */
+	uint64_t voters;         /* fixed at the open */
+	struct ocall *call;      /* per slot */
+	int fd;                  /* the real connect in flight */
+	struct event *ev;
+	struct conn *c;
+	unsigned char *data;     /* the peer's bytes (kept for replacements) */
+	size_t len, cap;
+	struct mark *marks;
+	size_t nmarks, capmarks;
+	bool eof;
+	struct oreplay *replays;
+};
+
+struct olisten {
+	struct outbound *O;
+	struct odest *d;
+	unsigned slot;
+	int fd;
+	struct event *ev;
+	unsigned pending;        /* calls let through to it, not yet accepted */
+};
+
+struct odest {
+	struct sockaddr_storage addr; /* normalised: IPv4-mapped as IPv4 */
+	socklen_t len;
+	char name[NETADDR_TEXT];
+	bool loopback;           /* already local in every namespace */
+	uint64_t *count;         /* per slot: connects its process made here */
+	struct orec **rec;
+	size_t nrec, caprec;
+	struct olisten **lis;    /* per slot */
+	json_t *rep;             /* its entry in the report's "outbound" */
+	uint64_t connections, failed, diverged, sent, received;
+};
+
+/* A replacement fed a record. */
+struct oreplay {
+	struct orec *r;
+	unsigned slot;
+	int fd;
+	struct event *rev, *wev;
+	bool wev_on, shut, their_eof;
+	size_t off;              /* record bytes written to it */
+	size_t rx;               /* its bytes read (and dropped) */
+	struct oreplay *next;    /* in r->replays */
+};
+
+struct oslot {
+	struct sockaddr_storage *addrs; /* added to its loopback */
+	unsigned naddrs;
+	int ctl[2];              /* a socket of each family in its namespace, for ioctls */
+};
+
+struct outbound {
+	struct net *N;
+	struct odest **dest;
+	size_t ndest, capdest;
+	struct oslot *slot;
+	bool keep;               /* records kept (replacements may come) */
+	size_t kept, cap;        /* record bytes, and their bound (--conn-log) */
+	bool incomplete;         /* a record was dropped: replacements cannot be fed */
+	bool dest_full_said;
+	json_t *rep;
+};
+
+static struct sup *sup_of(const struct outbound *O)
+{
+	return O->N->S;
+}
+
+static void *must_alloc(void *p)
+{
+	if (p == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	return p;
+}
+
+static void grow(void **p, size_t *cap, size_t need, size_t size)
+{
+	if (need <= *cap)
+		return;
+	size_t c = *cap == 0 ? 8 : *cap;
+	while (c < need)
+		c *= 2;
+	*p = must_alloc(realloc(*p, c * size));
+	*cap = c;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0 && close(*fd) != 0 && errno != EINTR)
+		log_warn("close: %s", strerror(errno));
+	*fd = -1;
+}
+
+/* ---- addresses ---- */
+
+/* a with an IPv4-mapped IPv6 address as IPv4 (what the kernel connects
+ * to), in out; its length. */
+static socklen_t normalise(const struct sockaddr *a, struct sockaddr_storage *out)
+{
+	memset(out, 0, sizeof *out);
+	if (a->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const void *)a;
+		if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+			struct sockaddr_in *s4 = (void *)out;
+			s4->sin_family = AF_INET;
+			s4->sin_port = s6->sin6_port;
+			memcpy(&s4->sin_addr, &s6->sin6_addr.s6_addr[12], 4);
+			return sizeof *s4;
+		}
+		struct sockaddr_in6 *o6 = (void *)out;
+		o6->sin6_family = AF_INET6;
+		o6->sin6_port = s6->sin6_port;
+		o6->sin6_addr = s6->sin6_addr;
+		o6->sin6_scope_id = s6->sin6_scope_id;
+		return sizeof *o6;
+	}
+	const struct sockaddr_in *s4 = (const void *)a;
+	struct sockaddr_in *o4 = (void *)out;
+	o4->sin_family = AF_INET;
+	o4->sin_port = s4->sin_port;
+	o4->sin_addr = s4->sin_addr;
+	return sizeof *o4;
+}
+
+/* Same address and port (normalised, scope aside). */
+static bool same(const struct sockaddr_storage *a, const struct sockaddr_storage *b, bool port)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+		return (!port || x->sin_port == y->sin_port) && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+	return (!port || x->sin6_port == y->sin6_port) && memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0;
+}
+
+static bool is_loopback(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
+	return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)a)->sin6_addr);
+}
+
+/* A socket of family in slot's namespace for its interface ioctls. */
+static int ctl_socket(struct outbound *O, unsigned slot, int family)
+{
+	struct oslot *os = &O->slot[slot];
+	int *fd = &os->ctl[family == AF_INET ? 0 : 1];
+	struct nslot *ns = &O->N->slot[slot];
+	if (*fd < 0 && ns->F != NULL && !ns->unanswered) {
+		*fd = factory_take(ns->F, family);
+		if (*fd < 0 && errno == ETIMEDOUT)
+			ns->unanswered = true;
+	}
+	return *fd;
+}
+
+/* d's address on slot's loopback (once): 0 or an errno. */
+static int address_add(struct outbound *O, unsigned slot, const struct odest *d)
+{
+	struct oslot *os = &O->slot[slot];
+	if (d->loopback)
+		return 0;
+	for (unsigned i = 0; i < os->naddrs; i++)
+		if (same(&os->addrs[i], &d->addr, false))
+			return 0;
+	if (os->naddrs == ALIAS_MAX)
+		return ENOSPC;
+	int fd = ctl_socket(O, slot, d->addr.ss_family);
+	if (fd < 0)
+		return errno != 0 ? errno : EPIPE;
+	if (d->addr.ss_family == AF_INET) {
+		struct ifreq ifr;
+		memset(&ifr, 0, sizeof ifr);
+		snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo:%u", os->naddrs + 1);
+		struct sockaddr_in *s = (struct sockaddr_in *)&ifr.ifr_addr;
+		s->sin_family = AF_INET;
+		s->sin_addr = ((const struct sockaddr_in *)&d->addr)->sin_addr;
+		if (ioctl(fd, SIOCSIFADDR, &ifr) != 0)
+			return errno;
+		/* SIOCSIFADDR gives the class's prefix (a /8 for 93.x): the
+		 * address alone is local. */
+		s->sin_addr.s_addr = htonl(0xffffffffu);
+		if (ioctl(fd, SIOCSIFNETMASK, &ifr) != 0)
+			return errno;
+	} else {
+		struct ifreq ifr;
+		memset(&ifr, 0, sizeof ifr);
+		memcpy(ifr.ifr_name, "lo", sizeof "lo");
+		if (ioctl(fd, SIOCGIFINDEX, &ifr) != 0)
+			return errno;
+		struct in6_ifreq r6 = { .ifr6_prefixlen = 128, .ifr6_ifindex = ifr.ifr_ifindex };
+		r6.ifr6_addr = ((const struct sockaddr_in6 *)&d->addr)->sin6_addr;
+		if (ioctl(fd, SIOCSIFADDR, &r6) != 0 && errno != EEXIST)
+			return errno;
+	}
+	os->addrs = must_alloc(realloc(os->addrs, (os->naddrs + 1) * sizeof *os->addrs));
+	os->addrs[os->naddrs++] = d->addr;
+	return 0;
+}
+
+/* ---- listeners in a namespace ---- */
+
+static void on_listen_accept(evutil_socket_t fd, short what, void *arg);
+
+static void listen_close(struct olisten *l)
+{
+	if (l == NULL)
+		return;
+	l->d->lis[l->slot] = NULL;
+	if (l->ev != NULL)
+		event_free(l->ev);
+	close_fd(&l->fd);
+	free(l);
+}
+
+/* Binds fd to d's address. A new IPv6 address is tentative for a moment
+ * (its duplicate detection, skipped on a loopback, still completes from a
+ * work queue), and neither bound nor routed until then: the bind is tried
+ * again for up to a second. 0 or -1 with errno. */
+static int bind_settled(int fd, const struct odest *d)
+{
+	for (int tries = 0;; tries++) {
+		if (bind(fd, (const struct sockaddr *)&d->addr, d->len) == 0)
+			return 0;
+		if (errno != EADDRNOTAVAIL || d->addr.ss_family != AF_INET6 || tries == 2000)
+			return -1;
+		struct timespec ts = { 0, 500000 };
+		(void)nanosleep(&ts, NULL);
+	}
+}
+
+/* slot's listener at d, made when missing: NULL with errno. */
+static struct olisten *listen_get(struct outbound *O, unsigned slot, struct odest *d)
+{
+	if (d->lis[slot] != NULL)
+		return d->lis[slot];
+	int err = address_add(O, slot, d);
+	if (err != 0) {
+		errno = err;
+		return NULL;
+	}
+	struct nslot *ns = &O->N->slot[slot];
+	if (ns->F == NULL || ns->unanswered) {
+		errno = EPIPE;
+		return NULL;
+	}
+	int fd = factory_take(ns->F, d->addr.ss_family);
+	if (fd < 0) {
+		if (errno == ETIMEDOUT)
+			ns->unanswered = true;
+		return NULL;
+	}
+	int one = 1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+	    (d->addr.ss_family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) ||
+	    bind_settled(fd, d) != 0 || listen(fd, 4096) != 0) {
+		err = errno;
+		close(fd);
+		errno = err;
+		return NULL;
+	}
+	struct olisten *l = must_alloc(calloc(1, sizeof *l));
+	*l = (struct olisten){ .O = O, .d = d, .slot = slot, .fd = fd };
+	l->ev = event_new(sup_of(O)->base, fd, EV_READ | EV_PERSIST, on_listen_accept, l);
+	if (l->ev == NULL || event_add(l->ev, NULL) != 0)
+		fatal(EXIT_INTERNAL, "cannot watch a replica's outbound listener");
+	d->lis[slot] = l;
+	return l;
+}
+
+/* ---- the record's replay ---- */
+
+static void replay_free(struct oreplay *rp)
+{
+	struct oreplay **pp = &rp->r->replays;
+	while (*pp != rp)
+		pp = &(*pp)->next;
+	*pp = rp->next;
+	event_free(rp->rev);
+	event_free(rp->wev);
+	close_fd(&rp->fd);
+	free(rp);
+}
+
+/* The record's bytes rp may have now: those the peer sent before the
+ * voters had sent more than rp has. */
+static size_t replay_allowed(const struct oreplay *rp)
+{
+	const struct orec *r = rp->r;
+	for (size_t i = 0; i < r->nmarks; i++)
+		if (r->marks[i].sent > rp->rx)
+			return r->marks[i].at;
+	return r->len;
+}
+
+static void replay_pump(struct oreplay *rp)
+{
+	struct orec *r = rp->r;
+	size_t upto = replay_allowed(rp);
+	while (rp->off < upto) {
+		ssize_t w = write(rp->fd, r->data + rp->off, upto - rp->off);
+		if (w > 0) {
+			rp->off += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (!rp->wev_on && event_add(rp->wev, NULL) != 0)
+				fatal(EXIT_INTERNAL, "cannot add a replay event");
+			rp->wev_on = true;
+			return;
+		}
+		/* It closed its end: nothing more goes to it. */
+		rp->off = r->len;
+		rp->shut = true;
+		break;
+	}
+	if (rp->wev_on && event_del(rp->wev) != 0)
+		fatal(EXIT_INTERNAL, "cannot remove a replay event");
+	rp->wev_on = false;
+	bool ended = r->state == R_CLOSED || r->eof;
+	if (ended && rp->off == r->len && !rp->shut) {
+		(void)shutdown(rp->fd, SHUT_WR);
+		rp->shut = true;
+	}
+	/* Done once both ends ended. */
+	if (rp->shut && rp->their_eof && rp->off == r->len)
+		replay_free(rp);
+}
+
+static void on_replay_read(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct oreplay *rp = arg;
+	unsigned char buf[16384];
+	ssize_t n = read(fd, buf, sizeof buf);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (n > 0) {
+		rp->rx += (size_t)n;
+	} else {
+		rp->their_eof = true;
+		if (event_del(rp->rev) != 0)
+			fatal(EXIT_INTERNAL, "cannot remove a replay event");
+	}
+	replay_pump(rp);
+}
+
+static void on_replay_write(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	replay_pump(arg);
+}
+
+static void replay_start(struct outbound *O, struct orec *r, unsigned slot, int fd)
+{
+	struct sup *S = sup_of(O);
+	struct oreplay *rp = must_alloc(calloc(1, sizeof *rp));
+	*rp = (struct oreplay){ .r = r, .slot = slot, .fd = fd, .next = r->replays };
+	rp->rev = event_new(S->base, fd, EV_READ | EV_PERSIST, on_replay_read, rp);
+	rp->wev = event_new(S->base, fd, EV_WRITE | EV_PERSIST, on_replay_write, rp);
+	if (rp->rev == NULL || rp->wev == NULL || event_add(rp->rev, NULL) != 0)
+		fatal(EXIT_INTERNAL, "cannot create a replay's events");
+	r->replays = rp;
+	log_event("replica %u: outbound connection %llu to %s replayed from its record", S->r[slot].id,
+		  (unsigned long long)r->n + 1, r->d->name);
+	replay_pump(rp);
+}
+
+/* Wakes r's replays: its record grew or ended. */
+static void replays_pump(struct orec *r)
+{
+	for (struct oreplay *rp = r->replays, *next; rp != NULL; rp = next) {
+		next = rp->next;
+		replay_pump(rp);
+	}
+}
+
+/* ---- accepting a replica's socket ---- */
+
+static void call_forget(struct ocall *c)
+{
+	close_fd(&c->sock);
+	c->held = false;
+}
+
+/* Whether sock's own name is peer. */
+static bool named(int sock, const struct sockaddr_storage *peer)
+{
+	struct sockaddr_storage ss, n;
+	socklen_t len = sizeof ss;
+	memset(&ss, 0, sizeof ss);
+	if (sock < 0 || getsockname(sock, (struct sockaddr *)&ss, &len) != 0)
+		return false;
+	(void)normalise((const struct sockaddr *)&ss, &n);
+	return same(&n, peer, true);
+}
+
+static void listen_release(struct olisten *l)
+{
+	if (l->pending > 0)
+		l->pending--;
+	if (l->pending == 0)
+		listen_close(l);
+}
+
+static void on_listen_accept(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct olisten *l = arg;
+	struct outbound *O = l->O;
+	struct odest *d = l->d;
+	unsigned slot = l->slot;
+	for (int rounds = 0; rounds < 64; rounds++) {
+		struct sockaddr_storage ss, peer;
+		socklen_t len = sizeof ss;
+		int afd = accept4(fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (afd < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+				log_warn("replica %u: accept on its outbound listener for %s: %s", sup_of(O)->r[slot].id,
+					 d->name, strerror(errno));
+			return;
+		}
+		(void)normalise((const struct sockaddr *)&ss, &peer);
+		struct orec *r = NULL;
+		for (size_t k = 0; k < d->nrec && r == NULL; k++) {
+			struct ocall *c = &d->rec[k]->call[slot];
+			if (c->sock >= 0 && !c->held && !c->joined && named(c->sock, &peer))
+				r = d->rec[k];
+		}
+		if (r == NULL) {
+			/* Not a connect we let through (another of its sockets
+			 * raced to this address): refused, in effect. */
+			close(afd);
+			continue;
+		}
+		struct ocall *c = &r->call[slot];
+		c->joined = true;
+		close_fd(&c->sock);
+		bool fed = c->replay;
+		/* The listener may go before the socket is used. */
+		listen_release(l);
+		if (fed)
+			replay_start(O, r, slot, afd);
+		else if (r->c == NULL || !conn_join(r->c, slot, afd))
+			close(afd); /* the connection ended meanwhile, or dropped it */
+		if (d->lis[slot] != l)
+			return; /* closed */
+	}
+}
+
+/* ---- a record's calls ---- */
+
+static void answer(struct outbound *O, unsigned slot, struct ocall *c, int err)
+{
+	virt_resume(sup_of(O)->virt, slot, c->gen, c->id, err);
+}
+
+/* Lets slot's held call of r go on to its listener; or fails it. */
+static void let_through(struct outbound *O, struct orec *r, unsigned slot)
+{
+	struct ocall *c = &r->call[slot];
+	struct olisten *l = listen_get(O, slot, r->d);
+	if (l == NULL) {
+		int err = errno;
+		log_warn("replica %u: its outbound connection to %s cannot be given to it (%s): the connect fails",
+			 sup_of(O)->r[slot].id, r->d->name, strerror(err));
+		answer(O, slot, c, ECONNREFUSED);
+		call_forget(c);
+		return;
+	}
+	l->pending++;
+	c->held = false;
+	answer(O, slot, c, 0);
+}
+
+/* Every held call of r answered as its state says. */
+static void settle(struct outbound *O, struct orec *r)
+{
+	struct sup *S = sup_of(O);
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct ocall *c = &r->call[i];
+		if (!c->held)
+			continue;
+		if (r->state == R_FAILED) {
+			answer(O, i, c, r->err);
+			call_forget(c);
+		} else if (r->state == R_OPEN || r->state == R_CLOSED) {
+			if (!c->replay && !(r->voters & (1ull << i)))
+				c->replay = true;
+			if (c->replay && r->state == R_CLOSED && !O->keep) {
+				answer(O, i, c, ECONNREFUSED);
+				call_forget(c);
+				continue;
+			}
+			let_through(O, r, i);
+		}
+	}
+}
+
+/* Whether slot's process votes on outbound connections opened now. */
+static bool eligible(const struct outbound *O, unsigned slot)
+{
+	const struct sup *S = sup_of(O);
+	const struct nslot *ns = &O->N->slot[slot];
+	return S->r[slot].live && !S->r[slot].joining && ns->present && ns->ready;
+}
+
+static void rec_open(struct outbound *O, struct orec *r, int fd)
+{
+	struct sup *S = sup_of(O);
+	uint64_t voters = 0;
+	for (unsigned i = 0; i < S->nslots; i++)
+		if (eligible(O, i))
+			voters |= 1ull << i;
+	r->voters = voters;
+	r->state = R_OPEN;
+	r->d->connections++;
+	if (r->d->rep != NULL)
+		json_object_set_new(r->d->rep, "connections", json_integer((json_int_t)r->d->connections));
+	r->c = conn_open_out(O->N, fd, r->d->name, voters, r);
+	settle(O, r);
+}
+
+static void rec_fail(struct outbound *O, struct orec *r, int err)
+{
+	r->state = R_FAILED;
+	r->err = err;
+	r->d->failed++;
+	if (r->d->rep != NULL)
+		json_object_set_new(r->d->rep, "failed", json_integer((json_int_t)r->d->failed));
+	log_event("outbound connection to %s: %s: the replicas' connects fail so", r->d->name, strerror(err));
+	settle(O, r);
+}
+
+static void on_connected(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct orec *r = arg;
+	struct outbound *O = r->O;
+	event_free(r->ev);
+	r->ev = NULL;
+	int err = 0;
+	socklen_t len = sizeof err;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+		err = errno;
+	r->fd = -1;
+	if (err != 0) {
+		close(fd);
+		rec_fail(O, r, err);
+		return;
+	}
+	rec_open(O, r, fd);
+}
+
+/* A quorum made r's connect: diehard makes it, once. */
+static void rec_connect(struct outbound *O, struct orec *r)
+{
+	struct sup *S = sup_of(O);
+	r->state = R_CONNECTING;
+	int fd = socket(r->d->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		rec_fail(O, r, errno);
+		return;
+	}
+	if (connect(fd, (const struct sockaddr *)&r->d->addr, r->d->len) == 0) {
+		rec_open(O, r, fd);
+		return;
+	}
+	if (errno != EINPROGRESS) {
+		int err = errno;
+		close(fd);
+		rec_fail(O, r, err);
+		return;
+	}
+	r->fd = fd;
+	r->ev = event_new(S->base, fd, EV_WRITE, on_connected, r);
+	if (r->ev == NULL || event_add(r->ev, NULL) != 0)
+		fatal(EXIT_INTERNAL, "cannot watch an outbound connect");
+}
+
+static void rec_check(struct outbound *O, struct orec *r)
+{
+	if (r->state != R_WAIT)
+		return;
+	unsigned have = 0;
+	for (unsigned i = 0; i < sup_of(O)->nslots; i++)
+		have += (r->arrived & (1ull << i)) && eligible(O, i);
+	if (have > 0 && have >= net_quorum(O->N))
+		rec_connect(O, r);
+}
+
+/* ---- destinations ---- */
+
+static struct odest *dest_get(struct outbound *O, const struct sockaddr_storage *a, socklen_t len)
+{
+	for (size_t i = 0; i < O->ndest; i++)
+		if (same(&O->dest[i]->addr, a, true))
+			return O->dest[i];
+	if (O->ndest == DEST_MAX)
+		return NULL;
+	struct sup *S = sup_of(O);
+	struct odest *d = must_alloc(calloc(1, sizeof *d));
+	d->addr = *a;
+	d->len = len;
+	d->loopback = is_loopback(a);
+	if (!netaddr_format(a, len, d->name, sizeof d->name))
+		snprintf(d->name, sizeof d->name, "?");
+	d->count = must_alloc(calloc(S->nslots, sizeof *d->count));
+	d->lis = must_alloc(calloc(S->nslots, sizeof *d->lis));
+	grow((void **)&O->dest, &O->capdest, O->ndest + 1, sizeof *O->dest);
+	O->dest[O->ndest++] = d;
+	return d;
+}
+
+static void dest_report(struct outbound *O, struct odest *d, unsigned slot)
+{
+	struct sup *S = sup_of(O);
+	if (d->rep != NULL)
+		return;
+	if (O->rep == NULL) {
+		O->rep = json_array();
+		if (O->rep == NULL)
+			fatal(EXIT_INTERNAL, "out of memory");
+		report_attach(S->report, "outbound", O->rep);
+	}
+	d->rep = json_pack("{s:s,s:i,s:f,s:i,s:i,s:i,s:i,s:i}", "address", d->name, "replica", S->r[slot].id, "time",
+			   sup_now() - S->t_start, "connections", 0, "failed", 0, "divergences", 0, "sent", 0,
+			   "received", 0);
+	if (d->rep == NULL || json_array_append_new(O->rep, d->rep) != 0)
+		fatal(EXIT_INTERNAL, "out of memory");
+}
+
+static struct orec *rec_get(struct outbound *O, struct odest *d, uint64_t n)
+{
+	if (n < d->nrec)
+		return d->rec[n];
+	if (n > d->nrec)
+		return NULL; /* never: counts go one by one */
+	struct sup *S = sup_of(O);
+	struct orec *r = must_alloc(calloc(1, sizeof *r));
+	*r = (struct orec){ .O = O, .d = d, .n = n, .fd = -1 };
+	r->call = must_alloc(calloc(S->nslots, sizeof *r->call));
+	for (unsigned i = 0; i < S->nslots; i++)
+		r->call[i].sock = -1;
+	grow((void **)&d->rec, &d->caprec, d->nrec + 1, sizeof *d->rec);
+	d->rec[d->nrec++] = r;
+	return r;
+}
+
+enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64_t id, int sock,
+			      const struct sockaddr *dest, socklen_t len, int *err)
+{
+	(void)len;
+	struct outbound *O = N->out;
+	struct sup *S = N->S;
+	struct sockaddr_storage a;
+	socklen_t alen = normalise(dest, &a);
+	struct odest *d = dest_get(O, &a, alen);
+	if (d == NULL) {
+		if (!O->dest_full_said)
+			log_warn("replica %u connects to a destination past the first %d: it fails (ENETUNREACH)",
+				 S->r[slot].id, DEST_MAX);
+		O->dest_full_said = true;
+		close(sock);
+		*err = ENETUNREACH;
+		return OUT_FAIL;
+	}
+	dest_report(O, d, slot);
+	uint64_t n = d->count[slot]++;
+	struct orec *r = rec_get(O, d, n);
+	struct ocall *c = &r->call[slot];
+	if (c->held || c->joined || c->sock >= 0) {
+		/* Cannot be (the count moved on): the kernel decides. */
+		close(sock);
+		return OUT_CONTINUE;
+	}
+	*c = (struct ocall){ .held = true, .gen = gen, .id = id, .sock = sock };
+	log_event("replica %u connects to %s (its connection %llu there)", S->r[slot].id, d->name,
+		  (unsigned long long)n + 1);
+	switch (r->state) {
+	case R_WAIT:
+		if (eligible(O, slot))
+			r->arrived |= 1ull << slot;
+		else
+			c->replay = true;
+		rec_check(O, r);
+		break;
+	case R_CONNECTING:
+		if (!eligible(O, slot))
+			c->replay = true;
+		break;
+	case R_OPEN:
+	case R_CLOSED:
+	case R_FAILED:
+		settle(O, r);
+		break;
+	}
+	return OUT_HELD;
+}
+
+/* ---- the record ---- */
+
+static void record_drop(struct outbound *O, struct orec *r)
+{
+	O->kept -= r->len;
+	free(r->data);
+	free(r->marks);
+	r->data = NULL;
+	r->marks = NULL;
+	r->len = r->cap = r->nmarks = r->capmarks = 0;
+}
+
+void outbound_data(struct net *N, struct orec *r, const unsigned char *p, size_t n, size_t sent)
+{
+	struct outbound *O = N->out;
+	r->d->received += n;
+	if (r->d->rep != NULL)
+		json_object_set_new(r->d->rep, "received", json_integer((json_int_t)r->d->received));
+	if (!O->keep || O->incomplete)
+		return;
+	if (O->kept + n > O->cap) {
+		O->incomplete = true;
+		log_warn("outbound connections: their record passed --conn-log (%zu bytes): a replica killed from now "
+			 "on is not replaced", O->cap);
+		return;
+	}
+	grow((void **)&r->data, &r->cap, r->len + n, 1);
+	if (r->nmarks == 0 || r->marks[r->nmarks - 1].sent != sent) {
+		grow((void **)&r->marks, &r->capmarks, r->nmarks + 1, sizeof *r->marks);
+		r->marks[r->nmarks++] = (struct mark){ .at = r->len, .sent = sent };
+	}
+	memcpy(r->data + r->len, p, n);
+	r->len += n;
+	O->kept += n;
+	replays_pump(r);
+}
+
+void outbound_eof(struct net *N, struct orec *r)
+{
+	(void)N;
+	r->eof = true;
+	replays_pump(r);
+}
+
+void outbound_closed(struct net *N, struct orec *r)
+{
+	(void)N;
+	if (r == NULL)
+		return;
+	r->c = NULL;
+	r->state = R_CLOSED;
+	replays_pump(r);
+}
+
+void outbound_diverged(struct net *N, struct orec *r)
+{
+	(void)N;
+	r->d->diverged++;
+	if (r->d->rep != NULL)
+		json_object_set_new(r->d->rep, "divergences", json_integer((json_int_t)r->d->diverged));
+}
+
+void outbound_sent(struct net *N, struct orec *r, size_t n)
+{
+	(void)N;
+	r->d->sent += n;
+	if (r->d->rep != NULL)
+		json_object_set_new(r->d->rep, "sent", json_integer((json_int_t)r->d->sent));
+}
+
+const char *outbound_name(const struct orec *r)
+{
+	return r->d->name;
+}
+
+/* ---- slots ---- */
+
+/* Forgets slot's process in every record: its calls, sockets, listeners,
+ * replays and votes. */
+static void slot_clear(struct outbound *O, unsigned slot)
+{
+	struct oslot *os = &O->slot[slot];
+	for (size_t i = 0; i < O->ndest; i++) {
+		struct odest *d = O->dest[i];
+		d->count[slot] = 0;
+		listen_close(d->lis[slot]);
+		for (size_t k = 0; k < d->nrec; k++) {
+			struct orec *r = d->rec[k];
+			call_forget(&r->call[slot]);
+			r->call[slot] = (struct ocall){ .sock = -1 };
+			r->arrived &= ~(1ull << slot);
+			r->voters &= ~(1ull << slot);
+			for (struct oreplay *rp = r->replays, *next; rp != NULL; rp = next) {
+				next = rp->next;
+				if (rp->slot == slot)
+					replay_free(rp);
+			}
+		}
+	}
+	close_fd(&os->ctl[0]);
+	close_fd(&os->ctl[1]);
+	free(os->addrs);
+	os->addrs = NULL;
+	os->naddrs = 0;
+}
+
+void outbound_slot_started(struct net *N, unsigned slot)
+{
+	if (N->out != NULL)
+		slot_clear(N->out, slot);
+}
+
+void outbound_slot_gone(struct net *N, unsigned slot)
+{
+	struct outbound *O = N->out;
+	if (O == NULL)
+		return;
+	slot_clear(O, slot);
+	/* A quorum of fewer may be there now. */
+	for (size_t i = 0; i < O->ndest; i++)
+		for (size_t k = 0; k < O->dest[i]->nrec; k++)
+			rec_check(O, O->dest[i]->rec[k]);
+}
+
+void outbound_stop(struct net *N)
+{
+	struct outbound *O = N->out;
+	if (O == NULL)
+		return;
+	for (size_t i = 0; i < O->ndest; i++)
+		for (size_t k = 0; k < O->dest[i]->nrec; k++) {
+			struct orec *r = O->dest[i]->rec[k];
+			if (r->state != R_WAIT)
+				continue;
+			for (unsigned s = 0; s < sup_of(O)->nslots; s++)
+				if (r->call[s].held) {
+					answer(O, s, &r->call[s], EINTR);
+					call_forget(&r->call[s]);
+				}
+		}
+}
+
+bool outbound_replayable(const struct net *N)
+{
+	return N->out == NULL || !N->out->incomplete;
+}
+
+struct outbound *outbound_new(struct net *N)
+{
+	struct sup *S = N->S;
+	struct outbound *O = must_alloc(calloc(1, sizeof *O));
+	O->N = N;
+	O->slot = must_alloc(calloc(S->nslots, sizeof *O->slot));
+	for (unsigned i = 0; i < S->nslots; i++)
+		O->slot[i].ctl[0] = O->slot[i].ctl[1] = -1;
+	O->keep = S->o->respawns > 0 && S->o->conn_log > 0;
+	O->cap = S->o->conn_log;
+	return O;
+}
+
+void outbound_free(struct outbound *O)
+{
+	if (O == NULL)
+		return;
+	struct sup *S = sup_of(O);
+	for (unsigned i = 0; i < S->nslots; i++)
+		slot_clear(O, i);
+	for (size_t i = 0; i < O->ndest; i++) {
+		struct odest *d = O->dest[i];
+		for (size_t k = 0; k < d->nrec; k++) {
+			struct orec *r = d->rec[k];
+			if (r->ev != NULL)
+				event_free(r->ev);
+			close_fd(&r->fd);
+			if (r->c != NULL)
+				r->c = NULL; /* freed by net_free */
+			record_drop(O, r);
+			free(r->call);
+			free(r);
+		}
+		free(d->rec);
+		free(d->count);
+		free(d->lis);
+		free(d);
+	}
+	free(O->dest);
+	free(O->slot);
+	free(O);
+}
