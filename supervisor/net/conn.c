@@ -229,7 +229,7 @@ static void in_ended(struct conn *c)
 	if (c->l != NULL)
 		connlog_eof(c->N, c->id);
 	else
-		outbound_eof(c->N, c->rec);
+		outbound_eof(c->N, c->rec, c->emitted);
 }
 
 /* The client reset the connection or went away mid-reply. Closing every

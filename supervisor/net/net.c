@@ -556,6 +556,7 @@ void net_tick(struct net *N)
 	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
 		conn_tick(c, t);
 	connlog_tick(N, t);
+	outbound_tick(N);
 	for (unsigned l = 0; l < N->nl; l++)
 		listener_check_start(N, N->L[l]);
 	/* A replacement that listens once its replay is over (or with no

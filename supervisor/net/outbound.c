@@ -54,9 +54,19 @@
 #include "sup.h"
 #include "virt.h"
 
-/* Destinations, and addresses added to one replica's loopback, at most. */
-#define DEST_MAX 4096
-#define ALIAS_MAX 1024
+/* Bounds against a replica that runs off alone (a bug, or hostile): the
+ * run's destinations; addresses on one replica's loopback; destinations
+ * only one replica reached so far, and connections one replica was the
+ * first to reach that still wait for a quorum (each held connect blocks
+ * its thread: a program in step with its siblings leads a handful; one
+ * whose callers die while held could lead without end), past either of
+ * which it is killed; connects one replica may have held at once (past it
+ * they fail with ENOBUFS). */
+#define DEST_MAX 65536
+#define ALIAS_MAX 16384
+#define ALONE_MAX 4096
+#define LEAD_MAX 4096
+#define HELD_MAX 4096
 
 enum rstate { R_WAIT, R_CONNECTING, R_OPEN, R_CLOSED, R_FAILED };
 
@@ -81,7 +91,7 @@ struct orec {
 	uint64_t n;
 	enum rstate state;
 	int err;
-	uint64_t arrived;        /* voters whose connect arrived, before the open */
+	int leader;              /* the slot that reached it first, while it waits (-1: none) */
 	uint64_t voters;         /* fixed at the open */
 	struct ocall *call;      /* per slot */
 	int fd;                  /* the real connect in flight */
@@ -92,6 +102,7 @@ struct orec {
 	struct mark *marks;
 	size_t nmarks, capmarks;
 	bool eof;
+	size_t eof_sent;         /* agreed bytes sent to the peer before its end */
 	struct oreplay *replays;
 };
 
@@ -101,6 +112,7 @@ struct olisten {
 	unsigned slot;
 	int fd;
 	struct event *ev;
+	struct event *retry;     /* accepting paused (out of fds): resumes */
 	unsigned pending;        /* calls let through to it, not yet accepted */
 };
 
@@ -110,8 +122,10 @@ struct odest {
 	char name[NETADDR_TEXT];
 	bool loopback;           /* already local in every namespace */
 	uint64_t *count;         /* per slot: connects its process made here */
-	struct orec **rec;
+	uint64_t reached;        /* slots whose process connected here */
+	struct orec **rec;       /* connection base + i */
 	size_t nrec, caprec;
+	uint64_t base;           /* connections before it freed (passed by all) */
 	struct olisten **lis;    /* per slot */
 	json_t *rep;             /* its entry in the report's "outbound" */
 	uint64_t connections, failed, diverged, sent, received;
@@ -126,6 +140,7 @@ struct oreplay {
 	bool wev_on, shut, their_eof;
 	size_t off;              /* record bytes written to it */
 	size_t rx;               /* its bytes read (and dropped) */
+	size_t mark;             /* the first of the record's marks past rx */
 	struct oreplay *next;    /* in r->replays */
 };
 
@@ -133,6 +148,9 @@ struct oslot {
 	struct sockaddr_storage *addrs; /* added to its loopback */
 	unsigned naddrs;
 	int ctl[2];              /* a socket of each family in its namespace, for ioctls */
+	unsigned held;           /* its calls held now */
+	unsigned alone;          /* destinations only it reached */
+	unsigned leading;        /* connections it reached first, still waiting */
 };
 
 struct outbound {
@@ -289,6 +307,7 @@ static int address_add(struct outbound *O, unsigned slot, const struct odest *d)
 /* ---- listeners in a namespace ---- */
 
 static void on_listen_accept(evutil_socket_t fd, short what, void *arg);
+static void on_listen_retry(evutil_socket_t fd, short what, void *arg);
 
 static void listen_close(struct olisten *l)
 {
@@ -297,6 +316,8 @@ static void listen_close(struct olisten *l)
 	l->d->lis[l->slot] = NULL;
 	if (l->ev != NULL)
 		event_free(l->ev);
+	if (l->retry != NULL)
+		event_free(l->retry);
 	close_fd(&l->fd);
 	free(l);
 }
@@ -350,7 +371,8 @@ static struct olisten *listen_get(struct outbound *O, unsigned slot, struct odes
 	struct olisten *l = must_alloc(calloc(1, sizeof *l));
 	*l = (struct olisten){ .O = O, .d = d, .slot = slot, .fd = fd };
 	l->ev = event_new(sup_of(O)->base, fd, EV_READ | EV_PERSIST, on_listen_accept, l);
-	if (l->ev == NULL || event_add(l->ev, NULL) != 0)
+	l->retry = evtimer_new(sup_of(O)->base, on_listen_retry, l);
+	if (l->ev == NULL || l->retry == NULL || event_add(l->ev, NULL) != 0)
 		fatal(EXIT_INTERNAL, "cannot watch a replica's outbound listener");
 	d->lis[slot] = l;
 	return l;
@@ -372,13 +394,12 @@ static void replay_free(struct oreplay *rp)
 
 /* The record's bytes rp may have now: those the peer sent before the
  * voters had sent more than rp has. */
-static size_t replay_allowed(const struct oreplay *rp)
+static size_t replay_allowed(struct oreplay *rp)
 {
 	const struct orec *r = rp->r;
-	for (size_t i = 0; i < r->nmarks; i++)
-		if (r->marks[i].sent > rp->rx)
-			return r->marks[i].at;
-	return r->len;
+	while (rp->mark < r->nmarks && r->marks[rp->mark].sent <= rp->rx)
+		rp->mark++;
+	return rp->mark < r->nmarks ? r->marks[rp->mark].at : r->len;
 }
 
 static void replay_pump(struct oreplay *rp)
@@ -407,7 +428,9 @@ static void replay_pump(struct oreplay *rp)
 	if (rp->wev_on && event_del(rp->wev) != 0)
 		fatal(EXIT_INTERNAL, "cannot remove a replay event");
 	rp->wev_on = false;
-	bool ended = r->state == R_CLOSED || r->eof;
+	/* The peer's end, once it has sent what the voters had then; or
+	 * the connection's, cut short. */
+	bool ended = (r->eof && rp->rx >= r->eof_sent) || (r->state == R_CLOSED && !r->eof);
 	if (ended && rp->off == r->len && !rp->shut) {
 		(void)shutdown(rp->fd, SHUT_WR);
 		rp->shut = true;
@@ -468,9 +491,13 @@ static void replays_pump(struct orec *r)
 
 /* ---- accepting a replica's socket ---- */
 
-static void call_forget(struct ocall *c)
+/* c's socket reference dropped, its hold too (it was answered, or its
+ * caller is gone). */
+static void call_forget(struct outbound *O, unsigned slot, struct ocall *c)
 {
 	close_fd(&c->sock);
+	if (c->held && O->slot[slot].held > 0)
+		O->slot[slot].held--;
 	c->held = false;
 }
 
@@ -486,12 +513,24 @@ static bool named(int sock, const struct sockaddr_storage *peer)
 	return same(&n, peer, true);
 }
 
-static void listen_release(struct olisten *l)
+/* One connect fewer waits on l: true when l was closed. */
+static bool listen_release(struct olisten *l)
 {
 	if (l->pending > 0)
 		l->pending--;
-	if (l->pending == 0)
-		listen_close(l);
+	if (l->pending > 0)
+		return false;
+	listen_close(l);
+	return true;
+}
+
+static void on_listen_retry(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct olisten *l = arg;
+	if (event_add(l->ev, NULL) != 0)
+		fatal(EXIT_INTERNAL, "cannot watch a replica's outbound listener");
 }
 
 static void on_listen_accept(evutil_socket_t fd, short what, void *arg)
@@ -506,9 +545,18 @@ static void on_listen_accept(evutil_socket_t fd, short what, void *arg)
 		socklen_t len = sizeof ss;
 		int afd = accept4(fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (afd < 0) {
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				/* Out of descriptors: the connect waits in the
+				 * backlog; a second, then again. */
+				log_warn("replica %u: accept on its outbound listener for %s: %s: pausing 1 s",
+					 sup_of(O)->r[slot].id, d->name, strerror(errno));
+				struct timeval sec = { 1, 0 };
+				if (event_del(l->ev) != 0 || evtimer_add(l->retry, &sec) != 0)
+					fatal(EXIT_INTERNAL, "cannot pause a replica's outbound listener");
+			} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
 				log_warn("replica %u: accept on its outbound listener for %s: %s", sup_of(O)->r[slot].id,
 					 d->name, strerror(errno));
+			}
 			return;
 		}
 		(void)normalise((const struct sockaddr *)&ss, &peer);
@@ -527,41 +575,48 @@ static void on_listen_accept(evutil_socket_t fd, short what, void *arg)
 		struct ocall *c = &r->call[slot];
 		c->joined = true;
 		close_fd(&c->sock);
-		bool fed = c->replay;
-		/* The listener may go before the socket is used. */
-		listen_release(l);
-		if (fed)
+		if (c->replay)
 			replay_start(O, r, slot, afd);
 		else if (r->c == NULL || !conn_join(r->c, slot, afd))
 			close(afd); /* the connection ended meanwhile, or dropped it */
-		if (d->lis[slot] != l)
-			return; /* closed */
+		if (listen_release(l))
+			return; /* closed: nothing more waits on it */
 	}
 }
 
 /* ---- a record's calls ---- */
 
-static void answer(struct outbound *O, unsigned slot, struct ocall *c, int err)
+/* slot's held call of r answered with err (0: it goes on); false when its
+ * caller was gone, and then slot leaves r's connection (not killed: its
+ * program's own process died, or was killed, while it waited). */
+static bool answer(struct outbound *O, struct orec *r, unsigned slot, int err)
 {
-	virt_resume(sup_of(O)->virt, slot, c->gen, c->id, err);
+	struct ocall *c = &r->call[slot];
+	bool ok = virt_resume(sup_of(O)->virt, slot, c->gen, c->id, err);
+	if (c->held && O->slot[slot].held > 0)
+		O->slot[slot].held--;
+	c->held = false;
+	if (!ok || err != 0) {
+		close_fd(&c->sock);
+		if (r->c != NULL)
+			conn_replica_gone(r->c, slot);
+	}
+	return ok;
 }
 
 /* Lets slot's held call of r go on to its listener; or fails it. */
 static void let_through(struct outbound *O, struct orec *r, unsigned slot)
 {
-	struct ocall *c = &r->call[slot];
 	struct olisten *l = listen_get(O, slot, r->d);
 	if (l == NULL) {
-		int err = errno;
 		log_warn("replica %u: its outbound connection to %s cannot be given to it (%s): the connect fails",
-			 sup_of(O)->r[slot].id, r->d->name, strerror(err));
-		answer(O, slot, c, ECONNREFUSED);
-		call_forget(c);
+			 sup_of(O)->r[slot].id, r->d->name, strerror(errno));
+		(void)answer(O, r, slot, ECONNREFUSED);
 		return;
 	}
 	l->pending++;
-	c->held = false;
-	answer(O, slot, c, 0);
+	if (!answer(O, r, slot, 0))
+		(void)listen_release(l);
 }
 
 /* Every held call of r answered as its state says. */
@@ -573,14 +628,11 @@ static void settle(struct outbound *O, struct orec *r)
 		if (!c->held)
 			continue;
 		if (r->state == R_FAILED) {
-			answer(O, i, c, r->err);
-			call_forget(c);
+			(void)answer(O, r, i, r->err);
 		} else if (r->state == R_OPEN || r->state == R_CLOSED) {
-			if (!c->replay && !(r->voters & (1ull << i)))
-				c->replay = true;
-			if (c->replay && r->state == R_CLOSED && !O->keep) {
-				answer(O, i, c, ECONNREFUSED);
-				call_forget(c);
+			c->replay = !(r->voters & (1ull << i));
+			if (c->replay && (!O->keep || O->incomplete)) {
+				(void)answer(O, r, i, ECONNREFUSED); /* nothing to feed it */
 				continue;
 			}
 			let_through(O, r, i);
@@ -595,6 +647,19 @@ static bool eligible(const struct outbound *O, unsigned slot)
 	const struct nslot *ns = &O->N->slot[slot];
 	return S->r[slot].live && !S->r[slot].joining && ns->present && ns->ready;
 }
+
+/* Held calls whose callers are gone, forgotten: they make no quorum. */
+static void prune(struct outbound *O, struct orec *r)
+{
+	struct sup *S = sup_of(O);
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct ocall *c = &r->call[i];
+		if (c->held && !virt_held(S->virt, i, c->gen, c->id))
+			call_forget(O, i, c);
+	}
+}
+
+static void dest_trim(struct outbound *O, struct odest *d);
 
 static void rec_open(struct outbound *O, struct orec *r, int fd)
 {
@@ -621,6 +686,7 @@ static void rec_fail(struct outbound *O, struct orec *r, int err)
 		json_object_set_new(r->d->rep, "failed", json_integer((json_int_t)r->d->failed));
 	log_event("outbound connection to %s: %s: the replicas' connects fail so", r->d->name, strerror(err));
 	settle(O, r);
+	dest_trim(O, r->d);
 }
 
 static void on_connected(evutil_socket_t fd, short what, void *arg)
@@ -643,11 +709,46 @@ static void on_connected(evutil_socket_t fd, short what, void *arg)
 	rec_open(O, r, fd);
 }
 
+/* Whether some eligible slot with a call in r can take d's address on
+ * its loopback. */
+static bool room(const struct outbound *O, const struct orec *r)
+{
+	const struct odest *d = r->d;
+	if (d->loopback)
+		return true;
+	for (unsigned i = 0; i < sup_of(O)->nslots; i++) {
+		const struct oslot *os = &O->slot[i];
+		if (!r->call[i].held)
+			continue;
+		if (os->naddrs < ALIAS_MAX)
+			return true;
+		for (unsigned a = 0; a < os->naddrs; a++)
+			if (same(&os->addrs[a], &d->addr, false))
+				return true;
+	}
+	return false;
+}
+
+/* r no longer waits for a quorum. */
+static void rec_led(struct outbound *O, struct orec *r)
+{
+	if (r->leader >= 0 && O->slot[r->leader].leading > 0)
+		O->slot[r->leader].leading--;
+	r->leader = -1;
+}
+
 /* A quorum made r's connect: diehard makes it, once. */
 static void rec_connect(struct outbound *O, struct orec *r)
 {
 	struct sup *S = sup_of(O);
 	r->state = R_CONNECTING;
+	rec_led(O, r);
+	if (!room(O, r)) {
+		log_warn("outbound connection to %s: the replicas' loopbacks hold %d addresses already: it fails",
+			 r->d->name, ALIAS_MAX);
+		rec_fail(O, r, ENETUNREACH);
+		return;
+	}
 	int fd = socket(r->d->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		rec_fail(O, r, errno);
@@ -669,13 +770,15 @@ static void rec_connect(struct outbound *O, struct orec *r)
 		fatal(EXIT_INTERNAL, "cannot watch an outbound connect");
 }
 
+/* A quorum of the eligible replicas holds a call of r: connect. */
 static void rec_check(struct outbound *O, struct orec *r)
 {
 	if (r->state != R_WAIT)
 		return;
+	prune(O, r);
 	unsigned have = 0;
 	for (unsigned i = 0; i < sup_of(O)->nslots; i++)
-		have += (r->arrived & (1ull << i)) && eligible(O, i);
+		have += r->call[i].held && eligible(O, i);
 	if (have > 0 && have >= net_quorum(O->N))
 		rec_connect(O, r);
 }
@@ -721,21 +824,113 @@ static void dest_report(struct outbound *O, struct odest *d, unsigned slot)
 		fatal(EXIT_INTERNAL, "out of memory");
 }
 
+/* The bytes a record's structures take, counted with its data. */
+static size_t rec_size(const struct outbound *O)
+{
+	return sizeof(struct orec) + sup_of(O)->nslots * sizeof(struct ocall);
+}
+
+static void keep_add(struct outbound *O, size_t n)
+{
+	if (!O->keep || O->incomplete)
+		return;
+	if (O->kept + n > O->cap) {
+		O->incomplete = true;
+		log_warn("outbound connections: their record passed --conn-log (%zu bytes): a replica killed from now "
+			 "on is not replaced", O->cap);
+		return;
+	}
+	O->kept += n;
+}
+
+/* The n-th connection to d: made when n is the next; NULL when it was
+ * freed (every process then had passed it, and no replacement can be fed
+ * it: a new process's connect there fails). */
 static struct orec *rec_get(struct outbound *O, struct odest *d, uint64_t n)
 {
-	if (n < d->nrec)
-		return d->rec[n];
-	if (n > d->nrec)
+	if (n < d->base)
+		return NULL;
+	if (n - d->base < d->nrec)
+		return d->rec[n - d->base];
+	if (n - d->base > d->nrec)
 		return NULL; /* never: counts go one by one */
 	struct sup *S = sup_of(O);
 	struct orec *r = must_alloc(calloc(1, sizeof *r));
-	*r = (struct orec){ .O = O, .d = d, .n = n, .fd = -1 };
+	*r = (struct orec){ .O = O, .d = d, .n = n, .fd = -1, .leader = -1 };
 	r->call = must_alloc(calloc(S->nslots, sizeof *r->call));
 	for (unsigned i = 0; i < S->nslots; i++)
 		r->call[i].sock = -1;
 	grow((void **)&d->rec, &d->caprec, d->nrec + 1, sizeof *d->rec);
 	d->rec[d->nrec++] = r;
+	keep_add(O, rec_size(O));
 	return r;
+}
+
+static void record_drop(struct outbound *O, struct orec *r);
+
+/* Whether r is of no use any more: ended, nothing waits on it, and every
+ * process has passed it; its record not needed (no replacement may come,
+ * or none can be fed). */
+static bool rec_done(const struct outbound *O, const struct orec *r)
+{
+	struct sup *S = sup_of(O);
+	if ((r->state != R_CLOSED && r->state != R_FAILED) || r->c != NULL || r->ev != NULL || r->replays != NULL ||
+	    (O->keep && !O->incomplete))
+		return false;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		const struct ocall *c = &r->call[i];
+		if (c->held || c->sock >= 0 || (O->N->slot[i].present && r->d->count[i] <= r->n))
+			return false;
+	}
+	return true;
+}
+
+/* d's connections of no use any more freed, from its oldest. */
+static void dest_trim(struct outbound *O, struct odest *d)
+{
+	size_t k = 0;
+	while (k < d->nrec && rec_done(O, d->rec[k])) {
+		record_drop(O, d->rec[k]);
+		free(d->rec[k]->call);
+		free(d->rec[k]);
+		k++;
+	}
+	if (k == 0)
+		return;
+	memmove(d->rec, d->rec + k, (d->nrec - k) * sizeof *d->rec);
+	d->nrec -= k;
+	d->base += k;
+}
+
+/* Slot's process reached d for the first time: destinations only one
+ * process reached are counted against it. */
+static void dest_reach(struct outbound *O, struct odest *d, unsigned slot)
+{
+	uint64_t bit = 1ull << slot;
+	if (d->reached & bit)
+		return;
+	if (d->reached == 0)
+		O->slot[slot].alone++;
+	else if (__builtin_popcountll(d->reached) == 1)
+		O->slot[__builtin_ctzll(d->reached)].alone--;
+	d->reached |= bit;
+}
+
+/* Whether slot's process runs off alone: more destinations than its
+ * siblings ever reached, or more connections it reached first that wait
+ * for a quorum. Then it is killed (why). */
+static bool runs_off(const struct outbound *O, unsigned slot, char *why, size_t size)
+{
+	const struct oslot *os = &O->slot[slot];
+	if (os->alone > ALONE_MAX) {
+		snprintf(why, size, "it connected to %u destinations no other replica did", os->alone);
+		return true;
+	}
+	if (os->leading > LEAD_MAX) {
+		snprintf(why, size, "%u of its outbound connects found no other replica's to match", os->leading);
+		return true;
+	}
+	return false;
 }
 
 enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64_t id, int sock,
@@ -747,45 +942,45 @@ enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64
 	struct sockaddr_storage a;
 	socklen_t alen = normalise(dest, &a);
 	struct odest *d = dest_get(O, &a, alen);
-	if (d == NULL) {
-		if (!O->dest_full_said)
-			log_warn("replica %u connects to a destination past the first %d: it fails (ENETUNREACH)",
-				 S->r[slot].id, DEST_MAX);
-		O->dest_full_said = true;
+	if (d == NULL || O->slot[slot].held >= HELD_MAX) {
+		log_warn("replica %u: an outbound connect fails (ENOBUFS): %s", S->r[slot].id,
+			 d == NULL ? "the run's destinations are too many" : "too many of its connects wait already");
 		close(sock);
-		*err = ENETUNREACH;
+		*err = ENOBUFS;
 		return OUT_FAIL;
 	}
 	dest_report(O, d, slot);
+	dest_reach(O, d, slot);
 	uint64_t n = d->count[slot]++;
+	bool fresh = n >= d->base + d->nrec;
 	struct orec *r = rec_get(O, d, n);
-	struct ocall *c = &r->call[slot];
-	if (c->held || c->joined || c->sock >= 0) {
-		/* Cannot be (the count moved on): the kernel decides. */
-		close(sock);
-		return OUT_CONTINUE;
+	if (fresh && r != NULL) {
+		r->leader = (int)slot;
+		O->slot[slot].leading++;
 	}
-	*c = (struct ocall){ .held = true, .gen = gen, .id = id, .sock = sock };
+	char why[160];
+	if (runs_off(O, slot, why, sizeof why)) {
+		net_kill(N, slot, why);
+		close(sock);
+		*err = ECONNREFUSED;
+		return OUT_FAIL;
+	}
+	if (r == NULL || r->call[slot].held || r->call[slot].joined || r->call[slot].sock >= 0) {
+		/* Freed (a new process past what could be kept), or taken
+		 * (cannot be: the count moved on). */
+		close(sock);
+		*err = ECONNREFUSED;
+		return OUT_FAIL;
+	}
+	r->call[slot] = (struct ocall){ .held = true, .gen = gen, .id = id, .sock = sock };
+	O->slot[slot].held++;
 	log_event("replica %u connects to %s (its connection %llu there)", S->r[slot].id, d->name,
 		  (unsigned long long)n + 1);
-	switch (r->state) {
-	case R_WAIT:
-		if (eligible(O, slot))
-			r->arrived |= 1ull << slot;
-		else
-			c->replay = true;
+	if (r->state == R_WAIT)
 		rec_check(O, r);
-		break;
-	case R_CONNECTING:
-		if (!eligible(O, slot))
-			c->replay = true;
-		break;
-	case R_OPEN:
-	case R_CLOSED:
-	case R_FAILED:
+	else if (r->state != R_CONNECTING)
 		settle(O, r);
-		break;
-	}
+	dest_trim(O, d);
 	return OUT_HELD;
 }
 
@@ -793,7 +988,8 @@ enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64
 
 static void record_drop(struct outbound *O, struct orec *r)
 {
-	O->kept -= r->len;
+	if (O->kept >= r->len)
+		O->kept -= r->len;
 	free(r->data);
 	free(r->marks);
 	r->data = NULL;
@@ -807,14 +1003,9 @@ void outbound_data(struct net *N, struct orec *r, const unsigned char *p, size_t
 	r->d->received += n;
 	if (r->d->rep != NULL)
 		json_object_set_new(r->d->rep, "received", json_integer((json_int_t)r->d->received));
+	keep_add(O, n);
 	if (!O->keep || O->incomplete)
 		return;
-	if (O->kept + n > O->cap) {
-		O->incomplete = true;
-		log_warn("outbound connections: their record passed --conn-log (%zu bytes): a replica killed from now "
-			 "on is not replaced", O->cap);
-		return;
-	}
 	grow((void **)&r->data, &r->cap, r->len + n, 1);
 	if (r->nmarks == 0 || r->marks[r->nmarks - 1].sent != sent) {
 		grow((void **)&r->marks, &r->capmarks, r->nmarks + 1, sizeof *r->marks);
@@ -822,25 +1013,25 @@ void outbound_data(struct net *N, struct orec *r, const unsigned char *p, size_t
 	}
 	memcpy(r->data + r->len, p, n);
 	r->len += n;
-	O->kept += n;
 	replays_pump(r);
 }
 
-void outbound_eof(struct net *N, struct orec *r)
+void outbound_eof(struct net *N, struct orec *r, size_t sent)
 {
 	(void)N;
 	r->eof = true;
+	r->eof_sent = sent;
 	replays_pump(r);
 }
 
 void outbound_closed(struct net *N, struct orec *r)
 {
-	(void)N;
 	if (r == NULL)
 		return;
 	r->c = NULL;
 	r->state = R_CLOSED;
 	replays_pump(r);
+	dest_trim(N->out, r->d);
 }
 
 void outbound_diverged(struct net *N, struct orec *r)
@@ -867,20 +1058,27 @@ const char *outbound_name(const struct orec *r)
 /* ---- slots ---- */
 
 /* Forgets slot's process in every record: its calls, sockets, listeners,
- * replays and votes. */
+ * replays, votes and counts. */
 static void slot_clear(struct outbound *O, unsigned slot)
 {
 	struct oslot *os = &O->slot[slot];
+	uint64_t bit = 1ull << slot;
 	for (size_t i = 0; i < O->ndest; i++) {
 		struct odest *d = O->dest[i];
 		d->count[slot] = 0;
+		if (d->reached & bit) {
+			d->reached &= ~bit;
+			if (__builtin_popcountll(d->reached) == 1)
+				O->slot[__builtin_ctzll(d->reached)].alone++;
+		}
 		listen_close(d->lis[slot]);
 		for (size_t k = 0; k < d->nrec; k++) {
 			struct orec *r = d->rec[k];
-			call_forget(&r->call[slot]);
+			if (r->leader == (int)slot)
+				r->leader = -1;
+			call_forget(O, slot, &r->call[slot]);
 			r->call[slot] = (struct ocall){ .sock = -1 };
-			r->arrived &= ~(1ull << slot);
-			r->voters &= ~(1ull << slot);
+			r->voters &= ~bit;
 			for (struct oreplay *rp = r->replays, *next; rp != NULL; rp = next) {
 				next = rp->next;
 				if (rp->slot == slot)
@@ -893,6 +1091,22 @@ static void slot_clear(struct outbound *O, unsigned slot)
 	free(os->addrs);
 	os->addrs = NULL;
 	os->naddrs = 0;
+	os->held = 0;
+	os->alone = 0;
+	os->leading = 0;
+}
+
+/* Each destination's connections still waiting for a quorum looked at
+ * again (callers gone, replicas that left or became voters), and its
+ * finished ones trimmed. */
+static void recheck(struct outbound *O)
+{
+	for (size_t i = 0; i < O->ndest; i++) {
+		struct odest *d = O->dest[i];
+		for (size_t k = 0; k < d->nrec; k++)
+			rec_check(O, d->rec[k]);
+		dest_trim(O, d);
+	}
 }
 
 void outbound_slot_started(struct net *N, unsigned slot)
@@ -907,10 +1121,13 @@ void outbound_slot_gone(struct net *N, unsigned slot)
 	if (O == NULL)
 		return;
 	slot_clear(O, slot);
-	/* A quorum of fewer may be there now. */
-	for (size_t i = 0; i < O->ndest; i++)
-		for (size_t k = 0; k < O->dest[i]->nrec; k++)
-			rec_check(O, O->dest[i]->rec[k]);
+	recheck(O); /* a quorum of fewer may be there now */
+}
+
+void outbound_tick(struct net *N)
+{
+	if (N->out != NULL)
+		recheck(N->out);
 }
 
 void outbound_stop(struct net *N)
@@ -924,10 +1141,8 @@ void outbound_stop(struct net *N)
 			if (r->state != R_WAIT)
 				continue;
 			for (unsigned s = 0; s < sup_of(O)->nslots; s++)
-				if (r->call[s].held) {
-					answer(O, s, &r->call[s], EINTR);
-					call_forget(&r->call[s]);
-				}
+				if (r->call[s].held)
+					(void)answer(O, r, s, EINTR);
 		}
 }
 
@@ -963,8 +1178,7 @@ void outbound_free(struct outbound *O)
 			if (r->ev != NULL)
 				event_free(r->ev);
 			close_fd(&r->fd);
-			if (r->c != NULL)
-				r->c = NULL; /* freed by net_free */
+			r->c = NULL; /* freed by net_free already */
 			record_drop(O, r);
 			free(r->call);
 			free(r);

@@ -52,6 +52,9 @@ enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64
  * connections made so far), or none any more. */
 void outbound_slot_started(struct net *N, unsigned slot);
 void outbound_slot_gone(struct net *N, unsigned slot);
+/* The straggler tick: held connects whose callers died are forgotten, and
+ * connects that may have a quorum now are made. */
+void outbound_tick(struct net *N);
 /* The run stops: connects still waiting for a quorum fail (EINTR). */
 void outbound_stop(struct net *N);
 /* Whether a replacement could be fed every connection so far. */
@@ -61,7 +64,7 @@ bool outbound_replayable(const struct net *N);
  * peer's bytes and their end as they come, sent: the agreed bytes sent to
  * the peer before them; the connection closed; a voter diverged on it. */
 void outbound_data(struct net *N, struct orec *r, const unsigned char *p, size_t n, size_t sent);
-void outbound_eof(struct net *N, struct orec *r);
+void outbound_eof(struct net *N, struct orec *r, size_t sent);
 void outbound_sent(struct net *N, struct orec *r, size_t n);
 void outbound_closed(struct net *N, struct orec *r);
 void outbound_diverged(struct net *N, struct orec *r);

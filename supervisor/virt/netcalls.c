@@ -230,15 +230,22 @@ static enum netcall on_listen(struct netcalls *N, int listener, unsigned slot, c
 
 /* ---- connect, socket ---- */
 
-/* An unconnected socket of TCP: one whose connect makes a connection (a
- * second connect on one connected or connecting is the kernel's to answer:
- * EISCONN, EALREADY). */
-static bool tcp_unconnected(int fd)
+/* An unconnected socket of TCP whose connect to ss the kernel would make:
+ * a second connect on one connected or connecting is the kernel's to
+ * answer (EISCONN, EALREADY), and so is an address of another family
+ * (EAFNOSUPPORT) or an IPv4-mapped one on a v6-only socket (ENETUNREACH). */
+static bool tcp_connectable(int fd, const struct sockaddr_storage *ss)
 {
-	int domain;
+	int domain, v6only = 0;
 	struct tcp_info ti;
 	socklen_t len = sizeof ti;
-	return tcp(fd, &domain) && getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_CLOSE;
+	if (!tcp(fd, &domain) || domain != ss->ss_family ||
+	    getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 || ti.tcpi_state != TCP_CLOSE)
+		return false;
+	if (domain == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)ss)->sin6_addr) &&
+	    (!sockopt_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only) || v6only != 0))
+		return false;
+	return true;
 }
 
 static bool unspecified(const struct sockaddr_storage *ss)
@@ -281,7 +288,7 @@ static enum netcall on_connect(struct netcalls *N, int listener, unsigned slot, 
 	}
 	/* UDP (a connected datagram socket): its datagrams stay in the
 	 * namespace, as socket() said. */
-	if (!tcp_unconnected(ours)) {
+	if (!tcp_connectable(ours, &ss)) {
 		close(ours);
 		return NETCALL_CONTINUE;
 	}

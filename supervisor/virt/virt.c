@@ -382,18 +382,28 @@ static void report_counts(struct virt *V, unsigned i)
 	free(keys);
 }
 
-void virt_resume(struct virt *V, unsigned i, uint64_t gen, uint64_t id, int err)
+bool virt_resume(struct virt *V, unsigned i, uint64_t gen, uint64_t id, int err)
 {
 	struct vreplica *vr = &V->r[i];
 	if (vr->fd < 0 || vr->gen != gen || !virt_waiting(vr, id))
-		return;
+		return false;
 	struct seccomp_notif_resp resp = { .id = id };
 	if (err != 0)
 		resp.error = -err;
 	else
 		resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-	if (ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 && errno != ENOENT)
-		log_warn("replica %u: cannot answer a notification: %s", V->S->r[i].id, strerror(errno));
+	if (ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0) {
+		if (errno != ENOENT)
+			log_warn("replica %u: cannot answer a notification: %s", V->S->r[i].id, strerror(errno));
+		return false;
+	}
+	return true;
+}
+
+bool virt_held(struct virt *V, unsigned i, uint64_t gen, uint64_t id)
+{
+	struct vreplica *vr = &V->r[i];
+	return vr->fd >= 0 && vr->gen == gen && virt_waiting(vr, id);
 }
 
 void virt_attach(struct virt *V, unsigned i, int listener)

@@ -33,8 +33,11 @@ void virt_attach(struct virt *V, unsigned i, int listener);
 
 /* A call a handler held (files.h's points) goes on now in the kernel
  * (err 0) or fails with err, if slot i's listener is still the one of
- * generation gen and the call still waits: else nothing. */
-void virt_resume(struct virt *V, unsigned i, uint64_t gen, uint64_t id, int err);
+ * generation gen and the call still waits: else nothing (false: its caller
+ * is gone, or was interrupted for good). */
+bool virt_resume(struct virt *V, unsigned i, uint64_t gen, uint64_t id, int err);
+/* Whether that held call still waits for its answer. */
+bool virt_held(struct virt *V, unsigned i, uint64_t gen, uint64_t id);
 
 /* Slot i's process is about to be replaced: its counts go to the report
  * and its listener is closed. */

@@ -2,8 +2,8 @@
 """upstream.py: a plain server outside diehard, for the replicas' outbound
 connections to reach (tests/outbound.bats). Every connection it takes is
 one line of LOG (JSON: its number, the peer's address, the bytes it got),
-written before the server closes it, so a client that read to the end finds
-its line there.
+written before the server replies (http) or closes it (line), so a client
+that has its reply finds the line there.
 
   upstream.py PORTFILE LOG [http|line] [HOST]
 
@@ -36,6 +36,10 @@ def serve(conn, peer, n, mode, log):
                     break
                 got += chunk
             body = b"reply %d\n" % n
+            # Logged before the reply: a client that has it finds its line.
+            with lock:
+                with open(log, "a") as out:
+                    out.write(json.dumps({"n": n, "peer": peer[0], "got": got.decode("latin-1")}) + "\n")
             conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
                          % (len(body), body))
         else:
@@ -45,10 +49,11 @@ def serve(conn, peer, n, mode, log):
                 conn.sendall(b"got " + line.rstrip(b"\n") + b"\n")
     except OSError:
         pass
-    # Logged before the close: a client that read to the end finds it.
-    with lock:
-        with open(log, "a") as out:
-            out.write(json.dumps({"n": n, "peer": peer[0], "got": got.decode("latin-1")}) + "\n")
+    if mode != "http":
+        # Logged before the close: a client that read to the end finds it.
+        with lock:
+            with open(log, "a") as out:
+                out.write(json.dumps({"n": n, "peer": peer[0], "got": got.decode("latin-1")}) + "\n")
     conn.close()
 
 
