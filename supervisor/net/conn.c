@@ -876,17 +876,17 @@ static void peer_events(struct conn *c, struct peer *p, int fd)
 		fatal(EXIT_INTERNAL, "cannot create a connection's events");
 }
 
-void conn_open(struct net *N, struct listener *l, int cfd)
+void conn_open(struct net *N, struct listener *l, int cfd, const struct sockaddr_storage *client)
 {
 	struct sup *S = N->S;
 	struct conn *c = conn_new(N, l, cfd);
 	snprintf(c->name, sizeof c->name, "on %s", l->name);
-	connlog_open(N, c->id, l->index);
+	connlog_open(N, c->id, l->index, client);
 	for (unsigned i = 0; i < S->nslots; i++) {
 		const struct nslot *ns = &N->slot[i];
 		if (!ns->present || !ns->ready || ns->clocks_behind || !(ns->listens & (1ull << l->index)))
 			continue;
-		int fd = net_connect_replica(N, i, l);
+		int fd = net_connect_replica(N, i, l, client);
 		if (fd < 0)
 			continue;
 		struct peer *p = &c->p[c->np++];

@@ -3,7 +3,7 @@
  * A server's state is what its clients sent it. When replacements may be
  * started (--respawns), every client connection is logged as it happens, in
  * one memfd (inputlog.h, capped by --conn-log): records of
- *   OPEN id listener | DATA id bytes | EOF id | CLOSE id
+ *   OPEN id listener client | DATA id bytes | EOF id | CLOSE id
  * each with the reply bytes committed over all connections until then.
  *
  * A replacement (fresh seed, a program started from scratch, the clocks and
@@ -45,7 +45,7 @@ struct rec {
 	uint64_t id;
 	uint32_t kind;
 	uint32_t listener;
-	uint64_t len;        /* DATA: bytes that follow */
+	uint64_t len;        /* bytes that follow (DATA: the client's; OPEN: its address) */
 	uint64_t reply_total; /* reply bytes committed before this record */
 };
 
@@ -74,9 +74,9 @@ static void append(struct net *N, uint32_t kind, uint64_t id, uint32_t listener,
 	connlog_replay_step(N);
 }
 
-void connlog_open(struct net *N, uint64_t id, unsigned listener)
+void connlog_open(struct net *N, uint64_t id, unsigned listener, const struct sockaddr_storage *client)
 {
-	append(N, REC_OPEN, id, listener, NULL, 0);
+	append(N, REC_OPEN, id, listener, client, sizeof *client);
 }
 
 void connlog_data(struct net *N, uint64_t id, const void *p, size_t n)
@@ -159,10 +159,10 @@ static void on_rc_writable(evutil_socket_t fd, short what, void *arg)
 	connlog_replay_step(rc->N);
 }
 
-static bool rc_open(struct net *N, unsigned i, uint64_t id, unsigned listener)
+static bool rc_open(struct net *N, unsigned i, uint64_t id, unsigned listener, const struct sockaddr_storage *client)
 {
 	struct nslot *ns = &N->slot[i];
-	int fd = net_connect_replica(N, i, N->L[listener]);
+	int fd = net_connect_replica(N, i, N->L[listener], client);
 	if (fd < 0)
 		return false;
 	struct replay_conn *rc = calloc(1, sizeof *rc);
@@ -229,7 +229,7 @@ static void replay_slot(struct net *N, unsigned i)
 			return;
 		/* Live for it: nothing to replay. */
 		if (!ns->replaying && r.id >= ns->rp_join) {
-			ns->rp_off += sizeof r + (r.kind == REC_DATA ? r.len : 0);
+			ns->rp_off += sizeof r + r.len;
 			continue;
 		}
 		/* Causality while catching up: what the clients had been
@@ -249,7 +249,11 @@ static void replay_slot(struct net *N, unsigned i)
 				net_kill(N, i, why);
 				return;
 			}
-			if (!rc_open(N, i, r.id, r.listener)) {
+			struct sockaddr_storage client;
+			memset(&client, 0, sizeof client);
+			if (r.len == sizeof client && !inputlog_read(N->log, ns->rp_off + sizeof r, &client, sizeof client))
+				return;
+			if (!rc_open(N, i, r.id, r.listener, &client)) {
 				net_kill(N, i, "replaying connections: cannot connect to it");
 				return;
 			}
@@ -282,7 +286,7 @@ static void replay_slot(struct net *N, unsigned i)
 			net_kill(N, i, "replaying connections: the log is corrupt");
 			return;
 		}
-		ns->rp_off += sizeof r + (r.kind == REC_DATA ? r.len : 0);
+		ns->rp_off += sizeof r + r.len;
 		ns->rp_progress = sup_now();
 	}
 }

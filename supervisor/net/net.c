@@ -242,7 +242,83 @@ void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr,
 		connlog_replay_step(N);
 }
 
-int net_connect_replica(struct net *N, unsigned i, const struct listener *l)
+#ifndef IPV6_FREEBIND
+#define IPV6_FREEBIND 78
+#endif
+
+/* fd, a socket in slot i's namespace, bound to the client's address and
+ * port (the address put on the replica's loopback first), so that the
+ * replica sees the client as the plain server would (getpeername, accept,
+ * its logs and address rules); *t the address to connect to (a dual-stack
+ * listener's IPv4 client reaches it through its IPv4 loopback). false: it
+ * stays unbound (the replica sees its own loopback), said once a run. */
+static bool bind_client(struct net *N, unsigned i, int fd, const struct listener *l,
+			const struct sockaddr_storage *client, struct sockaddr_storage *t, socklen_t *tlen)
+{
+	struct sockaddr_storage src;
+	socklen_t slen = outbound_normalise((const struct sockaddr *)client, &src);
+	const char *why = NULL;
+	int err = 0;
+	if (l->target.ss_family == AF_INET6 && src.ss_family == AF_INET) {
+		/* IPv4 on a dual-stack listener: an IPv4 connection, from and
+		 * to IPv4-mapped addresses. */
+		struct sockaddr_in6 *t6 = (struct sockaddr_in6 *)t;
+		if (!IN6_IS_ADDR_LOOPBACK(&t6->sin6_addr)) {
+			why = "an IPv4 client of a replica listening on an IPv6 address alone";
+		} else {
+			memset(&t6->sin6_addr, 0, sizeof t6->sin6_addr);
+			t6->sin6_addr.s6_addr[10] = t6->sin6_addr.s6_addr[11] = 0xff;
+			t6->sin6_addr.s6_addr[12] = 127;
+			t6->sin6_addr.s6_addr[15] = 1;
+			*tlen = sizeof *t6;
+		}
+	} else if (l->target.ss_family != src.ss_family) {
+		why = "a client of another family";
+	}
+	if (why == NULL && (err = outbound_address(N, i, &src)) != 0)
+		why = strerror(err);
+	struct sockaddr_storage b;
+	socklen_t blen = slen;
+	b = src;
+	if (why == NULL && l->target.ss_family == AF_INET6 && src.ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)&src;
+		struct sockaddr_in6 *b6 = (struct sockaddr_in6 *)&b;
+		memset(&b, 0, sizeof b);
+		b6->sin6_family = AF_INET6;
+		b6->sin6_port = s4->sin_port;
+		b6->sin6_addr.s6_addr[10] = b6->sin6_addr.s6_addr[11] = 0xff;
+		memcpy(&b6->sin6_addr.s6_addr[12], &s4->sin_addr, 4);
+		blen = sizeof *b6;
+	}
+	if (why == NULL) {
+		/* A new IPv6 address is tentative for a moment: bound freely. */
+		int one = 1;
+		if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+		    (b.ss_family == AF_INET ? setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof one)
+					    : setsockopt(fd, SOL_IPV6, IPV6_FREEBIND, &one, sizeof one)) != 0)
+			why = strerror(errno);
+	}
+	if (why == NULL && bind(fd, (const struct sockaddr *)&b, blen) != 0) {
+		/* Its port in use in the namespace (the replica's own): the
+		 * address alone. */
+		if (b.ss_family == AF_INET)
+			((struct sockaddr_in *)&b)->sin_port = 0;
+		else
+			((struct sockaddr_in6 *)&b)->sin6_port = 0;
+		if (errno != EADDRINUSE || bind(fd, (const struct sockaddr *)&b, blen) != 0)
+			why = strerror(errno);
+	}
+	if (why == NULL)
+		return true;
+	if (!N->said_client) {
+		N->said_client = true;
+		log_warn("replica %u sees a connection from its own loopback, not from its client: %s (said once)",
+			 N->S->r[i].id, why);
+	}
+	return false;
+}
+
+int net_connect_replica(struct net *N, unsigned i, const struct listener *l, const struct sockaddr_storage *client)
 {
 	struct nslot *ns = &N->slot[i];
 	/* An init that did not answer once (stopped by a signal from
@@ -260,7 +336,19 @@ int net_connect_replica(struct net *N, unsigned i, const struct listener *l)
 		log_event("replica %u: no socket in its namespace: %s", N->S->r[i].id, strerror(errno));
 		return -1;
 	}
-	if (connect(fd, (const struct sockaddr *)&l->target, l->targetlen) != 0 && errno != EINPROGRESS) {
+	struct sockaddr_storage t = l->target;
+	socklen_t tlen = l->targetlen;
+	if (client != NULL && client->ss_family != AF_UNSPEC && !bind_client(N, i, fd, l, client, &t, &tlen)) {
+		/* A socket left half-set: a fresh one, unbound. */
+		close(fd);
+		t = l->target;
+		tlen = l->targetlen;
+		if ((fd = factory_take(ns->F, l->target.ss_family)) < 0) {
+			log_event("replica %u: no socket in its namespace: %s", N->S->r[i].id, strerror(errno));
+			return -1;
+		}
+	}
+	if (connect(fd, (const struct sockaddr *)&t, tlen) != 0 && errno != EINPROGRESS) {
 		log_event("replica %u: connect to %s: %s", N->S->r[i].id, l->name, strerror(errno));
 		close(fd);
 		return -1;
@@ -283,7 +371,10 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 				listener_pause(N->L[i], true);
 			return;
 		}
-		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct sockaddr_storage client;
+		socklen_t clen = sizeof client;
+		memset(&client, 0, sizeof client);
+		int cfd = accept4(fd, (struct sockaddr *)&client, &clen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (cfd < 0) {
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
 				/* Out of fds: wait for connections to close
@@ -300,7 +391,7 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 			}
 			return;
 		}
-		conn_open(N, l, cfd);
+		conn_open(N, l, cfd, &client);
 	}
 }
 

@@ -90,6 +90,7 @@ struct net {
 	uint64_t reply_total;        /* reply bytes committed over all connections */
 	bool stopping;
 	bool said_full;
+	bool said_client;            /* a replica could not see its client's address */
 	struct inputlog *log;        /* the connection log (NULL: none kept) */
 	struct event *resume_ev;     /* listeners paused for want of fds */
 };
@@ -97,8 +98,10 @@ struct net {
 /* net.c */
 unsigned net_quorum(const struct net *N);
 /* A socket of the replica in slot i, connected (or connecting) to l's
- * target; -1 (logged) when none can be made. */
-int net_connect_replica(struct net *N, unsigned i, const struct listener *l);
+ * target, from the client's address and port when client is given (not
+ * NULL, not AF_UNSPEC; else from the replica's loopback); -1 (logged)
+ * when none can be made. */
+int net_connect_replica(struct net *N, unsigned i, const struct listener *l, const struct sockaddr_storage *client);
 void net_conn_closed(struct net *N);
 /* replace.c's straggler and divergence kill, for a connection's replica. */
 void net_kill(struct net *N, unsigned i, const char *why);
@@ -107,7 +110,7 @@ void net_kill(struct net *N, unsigned i, const char *why);
 bool net_clocks_settled(struct net *N, unsigned i);
 
 /* conn.c */
-void conn_open(struct net *N, struct listener *l, int cfd);
+void conn_open(struct net *N, struct listener *l, int cfd, const struct sockaddr_storage *client);
 /* An outbound connection: cfd the real peer's socket (connected), dest
  * its name; each slot of voters joins it with the socket accepted from its
  * replica (conn_join), the peer's bytes kept for it until then; rec
@@ -133,7 +136,7 @@ void defer_slot_gone(struct net *N, unsigned i);
 
 /* connlog.c: the log of client connections (only when replacements may
  * need it). Records are appended as the connection's events happen. */
-void connlog_open(struct net *N, uint64_t id, unsigned listener);
+void connlog_open(struct net *N, uint64_t id, unsigned listener, const struct sockaddr_storage *client);
 void connlog_data(struct net *N, uint64_t id, const void *p, size_t n);
 void connlog_eof(struct net *N, uint64_t id);
 void connlog_close(struct net *N, uint64_t id);

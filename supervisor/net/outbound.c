@@ -260,27 +260,27 @@ static int ctl_socket(struct outbound *O, unsigned slot, int family)
 	return *fd;
 }
 
-/* d's address on slot's loopback (once): 0 or an errno. */
-static int address_add(struct outbound *O, unsigned slot, const struct odest *d)
+/* a's address (normalised) on slot's loopback (once): 0 or an errno. */
+static int address_add(struct outbound *O, unsigned slot, const struct sockaddr_storage *a)
 {
 	struct oslot *os = &O->slot[slot];
-	if (d->loopback)
+	if (is_loopback(a))
 		return 0;
 	for (unsigned i = 0; i < os->naddrs; i++)
-		if (same(&os->addrs[i], &d->addr, false))
+		if (same(&os->addrs[i], a, false))
 			return 0;
 	if (os->naddrs == ALIAS_MAX)
 		return ENOSPC;
-	int fd = ctl_socket(O, slot, d->addr.ss_family);
+	int fd = ctl_socket(O, slot, a->ss_family);
 	if (fd < 0)
 		return errno != 0 ? errno : EPIPE;
-	if (d->addr.ss_family == AF_INET) {
+	if (a->ss_family == AF_INET) {
 		struct ifreq ifr;
 		memset(&ifr, 0, sizeof ifr);
 		snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo:%u", os->naddrs + 1);
 		struct sockaddr_in *s = (struct sockaddr_in *)&ifr.ifr_addr;
 		s->sin_family = AF_INET;
-		s->sin_addr = ((const struct sockaddr_in *)&d->addr)->sin_addr;
+		s->sin_addr = ((const struct sockaddr_in *)a)->sin_addr;
 		if (ioctl(fd, SIOCSIFADDR, &ifr) != 0)
 			return errno;
 		/* SIOCSIFADDR gives the class's prefix (a /8 for 93.x): the
@@ -295,13 +295,23 @@ static int address_add(struct outbound *O, unsigned slot, const struct odest *d)
 		if (ioctl(fd, SIOCGIFINDEX, &ifr) != 0)
 			return errno;
 		struct in6_ifreq r6 = { .ifr6_prefixlen = 128, .ifr6_ifindex = ifr.ifr_ifindex };
-		r6.ifr6_addr = ((const struct sockaddr_in6 *)&d->addr)->sin6_addr;
+		r6.ifr6_addr = ((const struct sockaddr_in6 *)a)->sin6_addr;
 		if (ioctl(fd, SIOCSIFADDR, &r6) != 0 && errno != EEXIST)
 			return errno;
 	}
 	os->addrs = must_alloc(realloc(os->addrs, (os->naddrs + 1) * sizeof *os->addrs));
-	os->addrs[os->naddrs++] = d->addr;
+	os->addrs[os->naddrs++] = *a;
 	return 0;
+}
+
+int outbound_address(struct net *N, unsigned slot, const struct sockaddr_storage *a)
+{
+	return address_add(N->out, slot, a);
+}
+
+socklen_t outbound_normalise(const struct sockaddr *a, struct sockaddr_storage *out)
+{
+	return normalise(a, out);
 }
 
 /* ---- listeners in a namespace ---- */
@@ -343,7 +353,7 @@ static struct olisten *listen_get(struct outbound *O, unsigned slot, struct odes
 {
 	if (d->lis[slot] != NULL)
 		return d->lis[slot];
-	int err = address_add(O, slot, d);
+	int err = address_add(O, slot, &d->addr);
 	if (err != 0) {
 		errno = err;
 		return NULL;

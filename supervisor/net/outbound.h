@@ -57,6 +57,11 @@ void outbound_slot_gone(struct net *N, unsigned slot);
 void outbound_tick(struct net *N);
 /* The run stops: connects still waiting for a quorum fail (EINTR). */
 void outbound_stop(struct net *N);
+/* a's address (AF_INET or AF_INET6, normalised) on slot's loopback, once
+ * (net.c: a client's, so the replica sees it): 0 or an errno. */
+int outbound_address(struct net *N, unsigned slot, const struct sockaddr_storage *a);
+/* a with an IPv4-mapped IPv6 address as IPv4, in out; its length. */
+socklen_t outbound_normalise(const struct sockaddr *a, struct sockaddr_storage *out);
 /* Whether a replacement could be fed every connection so far. */
 bool outbound_replayable(const struct net *N);
 
