@@ -1,0 +1,50 @@
+/* dgram.h — the replicas' outbound datagrams (UDP), each sent once
+ * (docs/NETWORK.md, "Datagrams").
+ *
+ * A replica's UDP socket that connects to, or sends to, an address outside
+ * its network namespace starts a flow there (virt/netcalls.c tells this
+ * module; the call goes on in the kernel at once). The n-th flow of a
+ * replica's process to a destination matches the n-th of every other. For
+ * each destination diehard keeps, in each replica's namespace, the
+ * destination's address on the loopback and a UDP socket bound there: the
+ * replicas' datagrams arrive at diehard, by their source (the replica
+ * socket's own name) in their flow. The k-th datagram of a flow is sent
+ * once, from diehard's own network, when a quorum of the flow's voters sent
+ * the same bytes; a voter whose k-th datagram differs is killed. What the
+ * destination answers goes to every replica's socket, from the
+ * destination's address, each answer once the replica has sent as many
+ * datagrams as had been sent when it came (so a replica that lags gets its
+ * answer after its own request). A replacement is a follower of the flows
+ * made before it: its datagrams are counted, never sent, and it gets the
+ * answers the same way (they are kept with --respawns, up to --conn-log
+ * bytes). */
+#ifndef DIEHARD_DGRAM_H
+#define DIEHARD_DGRAM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct net;
+struct dgram;
+
+struct dgram *dgram_new(struct net *N);
+void dgram_free(struct dgram *G);
+
+/* Slot slot's process starts a flow to dest (AF_INET or AF_INET6, outside
+ * its namespace) on its UDP socket; sock: diehard's reference to that
+ * socket (taken over). true when diehard serves the destination (the call
+ * then goes on); false with *err when it cannot (no room, no socket in the
+ * namespace): the call fails so. A socket already started to dest is not
+ * a new flow. */
+bool dgram_flow(struct net *N, unsigned slot, int sock, const struct sockaddr *dest, socklen_t len, int *err);
+
+/* A new process in slot, or none any more. */
+void dgram_slot_started(struct net *N, unsigned slot);
+void dgram_slot_gone(struct net *N, unsigned slot);
+/* The straggler tick: idle flows freed (when nothing can need them). */
+void dgram_tick(struct net *N);
+/* Whether a replacement could be fed every flow so far. */
+bool dgram_replayable(const struct net *N);
+
+#endif
