@@ -4,8 +4,8 @@
  * A refill is one request and one answer, synchronous: the init answers
  * in microseconds, and the proxy wants its socket now. The answer is
  * trusted no further than the protocol: one byte, no more descriptors
- * than were asked for (extra ones are closed), each a non-blocking TCP
- * socket of the family asked (else EPROTO, and all of them closed). A
+ * than were asked for (extra ones are closed), each a non-blocking socket
+ * of the family and type asked (else EPROTO, and all of them closed). A
  * late answer (after a timeout) would be read as the next request's:
  * anything waiting on the channel is thrown away before a request. */
 #include "factory.h"
@@ -30,7 +30,7 @@ struct pool {
 
 struct factory {
 	int fd;          /* the channel; -1 once the init is gone */
-	struct pool pool[2]; /* AF_INET, AF_INET6 */
+	struct pool pool[4]; /* AF_INET, AF_INET6; TCP, then UDP */
 };
 
 /* The descriptors carried by msg's SCM_RIGHTS: the first max into fds
@@ -60,19 +60,20 @@ static void close_all(int *fds, unsigned n)
 		close(fds[i]);
 }
 
-/* Whether fd is what the init promised: a non-blocking TCP socket of
- * family. */
-static bool is_tcp_socket(int fd, int family)
+/* Whether fd is what the init promised: a non-blocking socket of family
+ * and type (TCP, or UDP). */
+static bool is_socket(int fd, int family, int want)
 {
 	int domain = -1, type = -1, protocol = -1;
 	socklen_t len = sizeof domain;
 	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != family)
 		return false;
 	len = sizeof type;
-	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != want)
 		return false;
 	len = sizeof protocol;
-	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) != 0 || protocol != IPPROTO_TCP)
+	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) != 0 ||
+	    protocol != (want == SOCK_STREAM ? IPPROTO_TCP : IPPROTO_UDP))
 		return false;
 	int fl = fcntl(fd, F_GETFL);
 	return fl >= 0 && (fl & O_NONBLOCK);
@@ -141,13 +142,15 @@ static int wait_reply(int fd, bool *hup)
 	}
 }
 
-/* One round trip: count sockets of family into P. 0, or an errno. */
-static int refill(struct factory *F, int family, struct pool *P)
+/* One round trip: count sockets of family and type into P. 0, or an
+ * errno. */
+static int refill(struct factory *F, int family, int type, struct pool *P)
 {
 	if (F->fd < 0)
 		return EPIPE;
 	drain(F);
-	unsigned char req[2] = { family == AF_INET ? 4 : 6, FACTORY_BATCH };
+	unsigned char req[2] = { (unsigned char)((family == AF_INET ? 4 : 6) | (type == SOCK_DGRAM ? FACTORY_UDP : 0)),
+				 FACTORY_BATCH };
 	ssize_t sent;
 	do
 		sent = send(F->fd, req, sizeof req, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -201,7 +204,7 @@ static int refill(struct factory *F, int family, struct pool *P)
 	}
 	bool ok = got == FACTORY_BATCH;
 	for (unsigned i = 0; ok && i < got; i++)
-		ok = is_tcp_socket(fds[i], family);
+		ok = is_socket(fds[i], family, type);
 	if (!ok) {
 		close_all(fds, got);
 		return EPROTO;
@@ -229,20 +232,29 @@ void factory_free(struct factory *F)
 	if (F == NULL)
 		return;
 	channel_lost(F);
-	for (int p = 0; p < 2; p++)
+	for (int p = 0; p < 4; p++)
 		close_all(F->pool[p].fd, F->pool[p].n);
 	free(F);
 }
 
 int factory_take(struct factory *F, int family)
 {
+	return factory_take_type(F, family, SOCK_STREAM);
+}
+
+int factory_take_type(struct factory *F, int family, int type)
+{
 	if (family != AF_INET && family != AF_INET6) {
 		errno = EAFNOSUPPORT;
 		return -1;
 	}
-	struct pool *P = &F->pool[family == AF_INET ? 0 : 1];
+	if (type != SOCK_STREAM && type != SOCK_DGRAM) {
+		errno = EPROTOTYPE;
+		return -1;
+	}
+	struct pool *P = &F->pool[(family == AF_INET ? 0 : 1) + (type == SOCK_DGRAM ? 2 : 0)];
 	if (P->n == 0) {
-		int err = refill(F, family, P);
+		int err = refill(F, family, type, P);
 		if (err != 0) {
 			errno = err;
 			return -1;

@@ -44,6 +44,7 @@
 #include "inputlog.h"
 #include "log.h"
 #include "netint.h"
+#include "dgram.h"
 #include "outbound.h"
 #include "report.h"
 #include "sup.h"
@@ -481,6 +482,7 @@ struct net *net_new(struct sup *S)
 	if (S->o->respawns > 0 && S->o->conn_log > 0)
 		N->log = inputlog_new(S->o->conn_log);
 	N->out = outbound_new(N);
+	N->dgram = dgram_new(N);
 	adopt_listen_fds(N);
 	return N;
 }
@@ -492,6 +494,7 @@ void net_free(struct net *N)
 	while (N->conns != NULL)
 		conn_free(N->conns);
 	outbound_free(N->out);
+	dgram_free(N->dgram);
 	for (unsigned i = 0; i < N->S->nslots; i++) {
 		connlog_replay_stop(N, i);
 		defer_slot_gone(N, i);
@@ -523,6 +526,7 @@ void net_replica_started(struct net *N, unsigned i, int factory_fd)
 	factory_free(ns->F);
 	*ns = (struct nslot){ .present = true };
 	outbound_slot_started(N, i);
+	dgram_slot_started(N, i);
 	if (factory_fd >= 0 && (ns->F = factory_new(factory_fd)) == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	for (unsigned l = 0; l < N->nl; l++)
@@ -611,6 +615,7 @@ void net_replica_gone(struct net *N, unsigned i)
 	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
 		conn_replica_gone(c, i);
 	outbound_slot_gone(N, i);
+	dgram_slot_gone(N, i);
 	factory_free(ns->F);
 	ns->F = NULL;
 	/* The rest of the vote may all listen now. */
@@ -648,6 +653,7 @@ void net_tick(struct net *N)
 		conn_tick(c, t);
 	connlog_tick(N, t);
 	outbound_tick(N);
+	dgram_tick(N);
 	for (unsigned l = 0; l < N->nl; l++)
 		listener_check_start(N, N->L[l]);
 	/* A replacement that listens once its replay is over (or with no
@@ -682,6 +688,11 @@ void net_stop(struct net *N)
 
 bool net_replayable(const struct net *N, char *why, size_t size)
 {
+	if (N != NULL && !dgram_replayable(N)) {
+		snprintf(why, size, "the record of datagram answers no longer holds every one (--conn-log %zu)",
+			 N->S->o->conn_log);
+		return false;
+	}
 	if (N != NULL && !outbound_replayable(N)) {
 		snprintf(why, size, "the record of outbound connections no longer holds every byte their peers sent "
 				    "(--conn-log %zu)", N->S->o->conn_log);

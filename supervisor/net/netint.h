@@ -87,6 +87,7 @@ struct net {
 	uint64_t next_conn;          /* numbers connections, from 1 */
 	uint64_t next_out;           /* numbers outbound connections, from 1 */
 	struct outbound *out;        /* the replicas' outbound connections (outbound.c) */
+	struct dgram *dgram;         /* their outbound datagrams (dgram.c) */
 	uint64_t reply_total;        /* reply bytes committed over all connections */
 	bool stopping;
 	bool said_full;

@@ -32,6 +32,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <linux/ipv6.h>
@@ -51,6 +52,7 @@
 #include "netaddr.h"
 #include "netint.h"
 #include "report.h"
+#include "sandbox.h"
 #include "sup.h"
 #include "virt.h"
 
@@ -67,6 +69,8 @@
 #define ALONE_MAX 4096
 #define LEAD_MAX 4096
 #define HELD_MAX 4096
+/* The host's own addresses given to every replica's loopback, at most. */
+#define HOST_ADDRS SANDBOX_HOST_ADDRS
 
 enum rstate { R_WAIT, R_CONNECTING, R_OPEN, R_CLOSED, R_FAILED };
 
@@ -163,6 +167,8 @@ struct outbound {
 	bool incomplete;         /* a record was dropped: replacements cannot be fed */
 	bool dest_full_said;
 	json_t *rep;
+	struct sockaddr_storage host[HOST_ADDRS]; /* the host's own addresses */
+	unsigned nhost;
 };
 
 static struct sup *sup_of(const struct outbound *O)
@@ -307,6 +313,41 @@ static int address_add(struct outbound *O, unsigned slot, const struct sockaddr_
 int outbound_address(struct net *N, unsigned slot, const struct sockaddr_storage *a)
 {
 	return address_add(N->out, slot, a);
+}
+
+/* The host's addresses a program sees as its own: not a loopback, not
+ * IPv6 link-local; IPv4 first. */
+static void host_addresses(struct outbound *O)
+{
+	struct ifaddrs *all;
+	if (getifaddrs(&all) != 0)
+		return;
+	for (int fam = 0; fam < 2; fam++)
+		for (struct ifaddrs *i = all; i != NULL && O->nhost < HOST_ADDRS; i = i->ifa_next) {
+			if (i->ifa_addr == NULL || i->ifa_addr->sa_family != (fam == 0 ? AF_INET : AF_INET6))
+				continue;
+			struct sockaddr_storage a;
+			(void)normalise(i->ifa_addr, &a);
+			if (is_loopback(&a) ||
+			    (a.ss_family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)&a)->sin6_addr)))
+				continue;
+			if (a.ss_family == AF_INET6)
+				((struct sockaddr_in6 *)&a)->sin6_scope_id = 0;
+			O->host[O->nhost++] = a;
+		}
+	freeifaddrs(all);
+}
+
+bool outbound_is_host(const struct net *N, const struct sockaddr *a)
+{
+	if (N == NULL || N->out == NULL)
+		return false;
+	struct sockaddr_storage n;
+	(void)normalise(a, &n);
+	for (unsigned i = 0; i < N->out->nhost; i++)
+		if (same(&N->out->host[i], &n, false))
+			return true;
+	return false;
 }
 
 socklen_t outbound_normalise(const struct sockaddr *a, struct sockaddr_storage *out)
@@ -1121,8 +1162,16 @@ static void recheck(struct outbound *O)
 
 void outbound_slot_started(struct net *N, unsigned slot)
 {
-	if (N->out != NULL)
-		slot_clear(N->out, slot);
+	struct outbound *O = N->out;
+	if (O == NULL)
+		return;
+	slot_clear(O, slot);
+	/* Its namespace was made with the host's addresses on its loopback
+	 * (sandbox.h): its own aliases are numbered after theirs. */
+	struct oslot *os = &O->slot[slot];
+	os->addrs = must_alloc(malloc((O->nhost > 0 ? O->nhost : 1) * sizeof *os->addrs));
+	memcpy(os->addrs, O->host, O->nhost * sizeof *os->addrs);
+	os->naddrs = O->nhost;
 }
 
 void outbound_slot_gone(struct net *N, unsigned slot)
@@ -1171,6 +1220,8 @@ struct outbound *outbound_new(struct net *N)
 		O->slot[i].ctl[0] = O->slot[i].ctl[1] = -1;
 	O->keep = S->o->respawns > 0 && S->o->conn_log > 0;
 	O->cap = S->o->conn_log;
+	host_addresses(O);
+	sandbox_host_addrs(O->host, O->nhost);
 	return O;
 }
 

@@ -60,6 +60,10 @@ void outbound_stop(struct net *N);
 /* a's address (AF_INET or AF_INET6, normalised) on slot's loopback, once
  * (net.c: a client's, so the replica sees it): 0 or an errno. */
 int outbound_address(struct net *N, unsigned slot, const struct sockaddr_storage *a);
+/* Whether a is one of the host's own addresses, which every replica's
+ * loopback has too (sandbox.h): a port the replica listens on there is its
+ * own server. */
+bool outbound_is_host(const struct net *N, const struct sockaddr *a);
 /* a with an IPv4-mapped IPv6 address as IPv4, in out; its length. */
 socklen_t outbound_normalise(const struct sockaddr *a, struct sockaddr_storage *out);
 /* Whether a replacement could be fed every connection so far. */

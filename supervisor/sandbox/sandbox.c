@@ -18,7 +18,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/ipv6.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -245,6 +247,56 @@ int sandbox_guard_kernel(void)
 	return mount(NULL, "/sys", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0 ? 0 : errno;
 }
 
+/* The host's own addresses, for every new network namespace's loopback
+ * (sandbox_host_addrs: set before the replicas are forked). */
+static struct sockaddr_storage host_addrs[SANDBOX_HOST_ADDRS];
+static unsigned nhost_addrs;
+
+void sandbox_host_addrs(const struct sockaddr_storage *a, unsigned n)
+{
+	nhost_addrs = n < SANDBOX_HOST_ADDRS ? n : SANDBOX_HOST_ADDRS;
+	memcpy(host_addrs, a, nhost_addrs * sizeof *a);
+}
+
+/* The host's addresses on the loopback (IPv4 as aliases lo:1.., each a
+ * /32; IPv6 a /128), so that a program asking which families the machine
+ * has (getaddrinfo's AI_ADDRCONFIG) sees the host's answer. Best effort:
+ * a service manager may allow no such socket. */
+static void host_addrs_up(void)
+{
+	int fd4 = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int fd6 = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	unsigned label = 0;
+	for (unsigned i = 0; i < nhost_addrs; i++) {
+		if (host_addrs[i].ss_family == AF_INET && fd4 >= 0) {
+			struct ifreq ifr;
+			memset(&ifr, 0, sizeof ifr);
+			char *o = ifr.ifr_name;
+			*o++ = 'l';
+			*o++ = 'o';
+			*o++ = ':';
+			*o = (char)('1' + label++); /* at most SANDBOX_HOST_ADDRS: one digit */
+			memcpy(&ifr.ifr_addr, &host_addrs[i], sizeof(struct sockaddr_in));
+			if (ioctl(fd4, SIOCSIFADDR, &ifr) == 0) {
+				struct sockaddr_in *m = (struct sockaddr_in *)&ifr.ifr_addr;
+				m->sin_addr.s_addr = 0xffffffffu;
+				(void)ioctl(fd4, SIOCSIFNETMASK, &ifr);
+			}
+		} else if (host_addrs[i].ss_family == AF_INET6 && fd6 >= 0) {
+			struct in6_ifreq r6;
+			memset(&r6, 0, sizeof r6);
+			r6.ifr6_addr = ((const struct sockaddr_in6 *)&host_addrs[i])->sin6_addr;
+			r6.ifr6_prefixlen = 128;
+			r6.ifr6_ifindex = 1; /* lo, the namespace's first and only device */
+			(void)ioctl(fd6, SIOCSIFADDR, &r6);
+		}
+	}
+	if (fd4 >= 0)
+		close(fd4);
+	if (fd6 >= 0)
+		close(fd6);
+}
+
 int sandbox_program_enter(unsigned long flags, unsigned long *step, int *net_fd)
 {
 	*net_fd = -1;
@@ -268,6 +320,7 @@ int sandbox_program_enter(unsigned long flags, unsigned long *step, int *net_fd)
 		return errno;
 	if ((err = loopback_up()) != 0)
 		return err;
+	host_addrs_up();
 	*net_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	return *net_fd < 0 ? errno : 0;
 }
@@ -429,7 +482,8 @@ static _Noreturn void wait_signals(pid_t prog, int status_fd)
 }
 
 /* One request on the socket channel (factory.h) answered: { family 4 or
- * 6, count 1..SANDBOX_SOCKETS_MAX } gets the sockets made and 0, or the
+ * 6 (| 0x10: UDP), count 1..SANDBOX_SOCKETS_MAX } gets the sockets made
+ * and 0, or the
  * errno of the first socket() that failed (EINVAL for a malformed
  * request) with those made before it. false once the channel is done
  * (diehard closed it, or it broke). */
@@ -441,7 +495,8 @@ static bool serve_request(int fd)
 		return errno == EAGAIN || errno == EINTR;
 	if (n == 0)
 		return false;
-	int family = req[0] == 4 ? AF_INET : req[0] == 6 ? AF_INET6 : AF_UNSPEC;
+	int family = (req[0] & 0xef) == 4 ? AF_INET : (req[0] & 0xef) == 6 ? AF_INET6 : AF_UNSPEC;
+	int type = (req[0] & 0x10) ? SOCK_DGRAM : SOCK_STREAM;
 	unsigned count = n == 2 ? req[1] : 0;
 	int fds[SANDBOX_SOCKETS_MAX];
 	unsigned made = 0;
@@ -449,7 +504,7 @@ static bool serve_request(int fd)
 	if (n != 2 || family == AF_UNSPEC || count < 1 || count > SANDBOX_SOCKETS_MAX)
 		err = EINVAL;
 	while (err == 0 && made < count) {
-		int s = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		int s = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (s < 0)
 			err = errno;
 		else

@@ -87,6 +87,12 @@ int sandbox_guard_kernel(void);
  * descriptor of that namespace (close-on-exec) for the init, or -1. 0, or
  * the errno of the step left in *step. */
 int sandbox_program_enter(unsigned long flags, unsigned long *step, int *net_fd);
+/* The host's own addresses (at most SANDBOX_HOST_ADDRS, IPv4 first) that
+ * every network namespace sandbox_program_enter makes puts on its
+ * loopback; set before the replicas are forked. */
+#define SANDBOX_HOST_ADDRS 8
+struct sockaddr_storage;
+void sandbox_host_addrs(const struct sockaddr_storage *a, unsigned n);
 
 /* In the init, once the program has made its user namespace: maps it,
  * every id the init's own user namespace has to itself. 0, or an errno. */

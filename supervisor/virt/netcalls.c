@@ -39,6 +39,7 @@
 #include "log.h"
 #include "net.h"
 #include "netaddr.h"
+#include "dgram.h"
 #include "outbound.h"
 #include "remote.h"
 #include "report.h"
@@ -248,6 +249,34 @@ static bool tcp_connectable(int fd, const struct sockaddr_storage *ss)
 	return true;
 }
 
+/* A UDP socket whose datagrams to ss the kernel would send (the family
+ * its own; an IPv4-mapped address on a socket not v6-only). */
+static bool udp_for(int fd, const struct sockaddr_storage *ss)
+{
+	int domain, type, proto, v6only = 0;
+	if (!sockopt_int(fd, SOL_SOCKET, SO_DOMAIN, &domain) || domain != ss->ss_family ||
+	    !sockopt_int(fd, SOL_SOCKET, SO_TYPE, &type) || type != SOCK_DGRAM ||
+	    !sockopt_int(fd, SOL_SOCKET, SO_PROTOCOL, &proto) || proto != IPPROTO_UDP)
+		return false;
+	if (domain == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)ss)->sin6_addr) &&
+	    (!sockopt_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only) || v6only != 0))
+		return false;
+	return true;
+}
+
+/* A UDP socket's flow to ss starts (dgram.h): the call goes on, unless
+ * diehard cannot serve the destination for a reason the program is told. */
+static enum netcall datagrams(struct netcalls *N, unsigned slot, int ours, const struct sockaddr_storage *ss,
+			      socklen_t len, struct seccomp_notif_resp *resp)
+{
+	int err = 0;
+	if (!dgram_flow(N->S->net, slot, ours, (const struct sockaddr *)ss, len, &err) && err != 0) {
+		resp->error = -err;
+		return NETCALL_ANSWER;
+	}
+	return NETCALL_CONTINUE;
+}
+
 static bool unspecified(const struct sockaddr_storage *ss)
 {
 	static const unsigned char zero[16];
@@ -277,7 +306,8 @@ static enum netcall on_connect(struct netcalls *N, int listener, unsigned slot, 
 	 * connects to the namespace itself); the replica's own listening
 	 * port on its loopback: its own business. */
 	if (kind == NETADDR_OTHER || unspecified(&ss) ||
-	    (kind == NETADDR_LOCAL && net_listens_port(N->S->net, slot, (const struct sockaddr *)&ss)))
+	    ((kind == NETADDR_LOCAL || outbound_is_host(N->S->net, (const struct sockaddr *)&ss)) &&
+	     net_listens_port(N->S->net, slot, (const struct sockaddr *)&ss)))
 		return NETCALL_CONTINUE;
 	int ours = take_fd((pid_t)req->pid, fd);
 	if (ours < 0)
@@ -286,8 +316,8 @@ static enum netcall on_connect(struct netcalls *N, int listener, unsigned slot, 
 		close(ours);
 		return NETCALL_DROP;
 	}
-	/* UDP (a connected datagram socket): its datagrams stay in the
-	 * namespace, as socket() said. */
+	if (udp_for(ours, &ss))
+		return datagrams(N, slot, ours, &ss, (socklen_t)len, resp);
 	if (!tcp_connectable(ours, &ss)) {
 		close(ours);
 		return NETCALL_CONTINUE;
@@ -300,6 +330,36 @@ static enum netcall on_connect(struct netcalls *N, int listener, unsigned slot, 
 	case OUT_CONTINUE: break;
 	}
 	return NETCALL_CONTINUE;
+}
+
+/* sendto with an address (the filter sends no other): a UDP socket's
+ * first datagram to a destination outside starts its flow there. */
+static enum netcall on_sendto(struct netcalls *N, int listener, unsigned slot, const struct seccomp_notif *req,
+			      struct seccomp_notif_resp *resp)
+{
+	int fd = (int)(int32_t)req->data.args[0];
+	uint64_t addr = req->data.args[4];
+	int len = (int)(int32_t)req->data.args[5];
+	struct sockaddr_storage ss;
+	if (N->S->net == NULL || addr == 0 || len < (int)sizeof(sa_family_t) || (size_t)len > sizeof ss)
+		return NETCALL_CONTINUE;
+	memset(&ss, 0, sizeof ss);
+	if (remote_read_all((pid_t)req->pid, addr, &ss, (size_t)len) != 0)
+		return NETCALL_CONTINUE;
+	if (netaddr_classify(&ss, (size_t)len) == NETADDR_OTHER || unspecified(&ss))
+		return NETCALL_CONTINUE;
+	int ours = take_fd((pid_t)req->pid, fd);
+	if (ours < 0)
+		return NETCALL_CONTINUE;
+	if (!still_waiting(listener, req->id)) {
+		close(ours);
+		return NETCALL_DROP;
+	}
+	if (!udp_for(ours, &ss)) {
+		close(ours);
+		return NETCALL_CONTINUE;
+	}
+	return datagrams(N, slot, ours, &ss, (socklen_t)len, resp);
 }
 
 static enum netcall on_socket(struct netcalls *N, unsigned slot, const struct seccomp_notif *req)
@@ -322,6 +382,7 @@ enum netcall netcalls_handle(struct netcalls *N, int listener, unsigned slot, ui
 	case SYS_listen: return on_listen(N, listener, slot, req, resp);
 	case SYS_connect: return on_connect(N, listener, slot, gen, req, resp);
 	case SYS_socket: return on_socket(N, slot, req);
+	case SYS_sendto: return on_sendto(N, listener, slot, req, resp);
 	default: return NETCALL_CONTINUE;
 	}
 }
