@@ -63,10 +63,13 @@ struct blob {
 struct answer {
 	struct blob b;
 	uint64_t after;          /* datagrams sent to the destination before it */
+	uint64_t seq;            /* a server's: its order among all its clients' datagrams */
 };
 
 struct dside {               /* one slot's side of a flow */
 	int sock;                /* our reference to its socket, until named (-1) */
+	int own;                 /* a server's session: our socket in its namespace, bound at the client (-1) */
+	struct event *own_ev;
 	dev_t dev;
 	ino_t ino;               /* its socket: one flow per socket and destination */
 	bool started, known;
@@ -79,9 +82,18 @@ struct dside {               /* one slot's side of a flow */
 };
 
 struct ddest;
+struct dsrv;
 
+/* A flow out (to d), or a server's session with one client (srv): then
+ * the answers are the client's datagrams, given to each replica's server
+ * from a socket in its namespace bound at the client's address, and the
+ * decided datagrams are the replicas' replies, sent to the client. */
 struct dflow {
 	struct ddest *d;
+	struct dsrv *srv;
+	struct sockaddr_storage client;
+	socklen_t clen;
+	struct dflow *snext;     /* in srv's sessions */
 	uint64_t n;
 	uint64_t voters;
 	struct dside *side;      /* per slot */
@@ -118,10 +130,32 @@ struct ddest {
 	uint64_t nflows, sent, received, diverged, dropped;
 };
 
+/* An address the replicas' UDP servers bound: diehard binds it for real
+ * once a quorum of the voters did, and keeps a session per client. */
+struct dsrv {
+	struct dgram *G;
+	struct sockaddr_storage addr;   /* as bound */
+	socklen_t len;
+	bool v6only;
+	struct sockaddr_storage target; /* where a replica's server is reached in its namespace */
+	socklen_t tlen;
+	char name[NETADDR_TEXT];
+	uint64_t bound;                 /* slots whose server bound it */
+	int fd;                         /* ours, on the host (-1 until a quorum bound) */
+	struct event *ev;
+	struct dflow *sessions;
+	size_t nsessions;
+	struct ddest *rep_d;            /* its report entry's counters */
+	uint64_t seq;                   /* its clients' datagrams so far */
+	uint64_t *next;                 /* per slot: the seq of the next one to give it */
+};
+
 struct dgram {
 	struct net *N;
 	struct ddest **dest;
 	size_t ndest;
+	struct dsrv **srv;
+	size_t nsrv;
 	size_t flows;            /* alive */
 	bool keep;               /* answers kept for replacements */
 	size_t kept, cap;
@@ -191,11 +225,17 @@ static void keep_add(struct dgram *G, size_t n)
 
 /* Gives slot the answers it is due: those that came after no more
  * datagrams than it has sent. */
+static void give_srv(struct dgram *G, struct dsrv *v, unsigned slot);
+
 static void give(struct dgram *G, struct dflow *f, unsigned slot)
 {
+	if (f->srv != NULL) {
+		give_srv(G, f->srv, slot);
+		return;
+	}
 	struct dside *s = &f->side[slot];
-	struct dlocal *ns = &f->d->ns[slot];
-	if (!s->known || ns->fd < 0)
+	int fd = f->d->ns[slot].fd;
+	if (!s->known || fd < 0)
 		return;
 	if (s->given < f->ans_base)
 		s->given = f->ans_base; /* freed before it came: lost, as UDP may */
@@ -204,10 +244,47 @@ static void give(struct dgram *G, struct dflow *f, unsigned slot)
 		if (a->after > s->sent)
 			break;
 		/* One datagram; a full buffer drops it, as the network would. */
-		(void)sendto(ns->fd, a->b.p, a->b.n, MSG_DONTWAIT, (const struct sockaddr *)&s->src, s->srclen);
+		(void)sendto(fd, a->b.p, a->b.n, MSG_DONTWAIT, (const struct sockaddr *)&s->src, s->srclen);
 		s->given++;
 	}
 	(void)G;
+}
+
+/* A server's clients' datagrams are given to a replica in the order they
+ * came, over all its sessions, as one socket would have received them
+ * (a replacement's, too: its replay never overtakes itself), each once
+ * the replica has sent as many replies in its session as the others had
+ * then. One lost meanwhile (its session freed) is skipped. */
+static void give_srv(struct dgram *G, struct dsrv *v, unsigned slot)
+{
+	(void)G;
+	for (;;) {
+		struct dflow *at = NULL;
+		uint64_t least = UINT64_MAX;
+		for (struct dflow *f = v->sessions; f != NULL; f = f->snext) {
+			struct dside *s = &f->side[slot];
+			if (s->given < f->ans_base)
+				s->given = f->ans_base;
+			if (s->given >= f->ans_base + f->nans)
+				continue;
+			uint64_t seq = f->ans[s->given - f->ans_base].seq;
+			if (seq < least) {
+				least = seq;
+				at = f;
+			}
+		}
+		if (at == NULL)
+			return;
+		if (least > v->next[slot])
+			v->next[slot] = least; /* the ones between were lost */
+		struct dside *s = &at->side[slot];
+		struct answer *a = &at->ans[s->given - at->ans_base];
+		if (!s->known || s->own < 0 || a->after > s->sent)
+			return;
+		(void)sendto(s->own, a->b.p, a->b.n, MSG_DONTWAIT, (const struct sockaddr *)&s->src, s->srclen);
+		s->given++;
+		v->next[slot] = least + 1;
+	}
 }
 
 /* Answers every side has had, and past ANSWERS_MAX the oldest, freed
@@ -217,9 +294,12 @@ static void answers_trim(struct dgram *G, struct dflow *f)
 	if (G->keep && !G->incomplete)
 		return;
 	size_t least = f->ans_base + f->nans;
-	for (unsigned i = 0; i < sup_of(G)->nslots; i++)
-		if (G->N->slot[i].present && f->side[i].started && f->side[i].given < least)
-			least = f->side[i].given;
+	for (unsigned i = 0; i < sup_of(G)->nslots; i++) {
+		const struct dside *s = &f->side[i];
+		bool in = f->srv != NULL ? s->own >= 0 : s->started;
+		if (G->N->slot[i].present && in && s->given < least)
+			least = s->given;
+	}
 	if (f->nans > ANSWERS_MAX && least < f->ans_base + f->nans - ANSWERS_MAX)
 		least = f->ans_base + f->nans - ANSWERS_MAX;
 	size_t k = least - f->ans_base;
@@ -230,6 +310,22 @@ static void answers_trim(struct dgram *G, struct dflow *f)
 	memmove(f->ans, f->ans + k, (f->nans - k) * sizeof *f->ans);
 	f->nans -= k;
 	f->ans_base += k;
+}
+
+/* f's peer (the destination; a session's client) sent n bytes: given to
+ * every replica in turn. */
+static void answer_add(struct dgram *G, struct dflow *f, const unsigned char *p, size_t n)
+{
+	struct ddest *d = f->d;
+	f->ans = must(realloc(f->ans, (f->nans + 1) * sizeof *f->ans));
+	f->ans[f->nans++] = (struct answer){ blob_of(p, n), f->decided, f->srv != NULL ? f->srv->seq++ : 0 };
+	keep_add(G, n + sizeof(struct answer));
+	d->received += (uint64_t)n;
+	rep_set(d->rep, "received", d->received);
+	f->last = sup_now();
+	for (unsigned i = 0; i < sup_of(G)->nslots; i++)
+		give(G, f, i);
+	answers_trim(G, f);
 }
 
 static void on_real(evutil_socket_t fd, short what, void *arg)
@@ -246,15 +342,7 @@ static void on_real(evutil_socket_t fd, short what, void *arg)
 			 * replicas see their own timeouts. */
 			return;
 		}
-		f->ans = must(realloc(f->ans, (f->nans + 1) * sizeof *f->ans));
-		f->ans[f->nans++] = (struct answer){ blob_of(buf, (size_t)n), f->decided };
-		keep_add(G, (size_t)n + sizeof(struct answer));
-		d->received += (uint64_t)n;
-		rep_set(d->rep, "received", d->received);
-		f->last = sup_now();
-		for (unsigned i = 0; i < sup_of(G)->nslots; i++)
-			give(G, f, i);
-		answers_trim(G, f);
+		answer_add(G, f, buf, (size_t)n);
 	}
 }
 
@@ -357,7 +445,11 @@ static void decide(struct dgram *G, struct dflow *f)
 		struct blob b = { NULL, SIZE_MAX };
 		if (pick >= 0) {
 			b = blob_of(f->side[pick].pend[0].p, f->side[pick].pend[0].n);
-			if (real_socket(G, f) && send(f->real, b.p, b.n, MSG_DONTWAIT) >= 0) {
+			bool out = f->srv != NULL ? f->srv->fd >= 0 && sendto(f->srv->fd, b.p, b.n, MSG_DONTWAIT,
+									      (const struct sockaddr *)&f->client,
+									      f->clen) >= 0
+						  : real_socket(G, f) && send(f->real, b.p, b.n, MSG_DONTWAIT) >= 0;
+			if (out) {
 				f->d->sent += b.n;
 				rep_set(f->d->rep, "sent", f->d->sent);
 			}
@@ -474,6 +566,8 @@ static void on_ns(evutil_socket_t fd, short what, void *arg)
 		if (f == NULL)
 			continue; /* a socket whose flow we did not see start (sendmsg): dropped */
 		datagram(ns->G, f, ns->slot, buf, (size_t)n);
+		if (ns->fd != fd)
+			return; /* its replica was killed meanwhile */
 	}
 }
 
@@ -518,12 +612,24 @@ static bool ns_socket(struct dgram *G, struct ddest *d, unsigned slot)
 
 /* ---- flows and destinations ---- */
 
+/* A session side's socket in its replica's namespace closed. */
+static void own_close(struct dside *s)
+{
+	if (s->own_ev != NULL) {
+		free(event_get_callback_arg(s->own_ev));
+		event_free(s->own_ev);
+	}
+	s->own_ev = NULL;
+	close_fd(&s->own);
+}
+
 static void flow_free(struct dgram *G, struct dflow *f)
 {
 	struct sup *S = sup_of(G);
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct dside *s = &f->side[i];
 		close_fd(&s->sock);
+		own_close(s);
 		for (size_t k = 0; k < s->npend; k++)
 			free(s->pend[k].p);
 		free(s->pend);
@@ -589,7 +695,7 @@ static struct dflow *flow_get(struct dgram *G, struct ddest *d, uint64_t n)
 	f->last = sup_now();
 	f->side = must(calloc(S->nslots, sizeof *f->side));
 	for (unsigned i = 0; i < S->nslots; i++) {
-		f->side[i].sock = -1;
+		f->side[i].sock = f->side[i].own = -1;
 		if (eligible(G, i))
 			f->voters |= 1ull << i;
 	}
@@ -657,6 +763,254 @@ bool dgram_flow(struct net *N, unsigned slot, int sock, const struct sockaddr *d
 	return true;
 }
 
+
+/* ---- servers ---- */
+
+#define SESSIONS_MAX 4096    /* a server's clients at once: the idlest freed first */
+#define SESSION_IDLE 60.0    /* a session quiet that long is freed (unless kept) */
+
+static void on_own(evutil_socket_t fd, short what, void *arg);
+
+struct own_arg {             /* the event's argument: a session's side */
+	struct dflow *f;
+	unsigned slot;
+};
+
+/* slot's socket of session f, bound at the client's address in its
+ * namespace (the address on its loopback first; its port if free there),
+ * to give it the client's datagrams and read its server's replies. */
+static bool own_socket(struct dgram *G, struct dflow *f, unsigned slot)
+{
+	struct dside *s = &f->side[slot];
+	if (s->own >= 0)
+		return true;
+	struct nslot *sl = &G->N->slot[slot];
+	if (sl->F == NULL || sl->unanswered || outbound_address(G->N, slot, &f->client) != 0)
+		return false;
+	int fd = factory_take_type(sl->F, f->srv->target.ss_family, SOCK_DGRAM);
+	if (fd < 0) {
+		if (errno == ETIMEDOUT)
+			sl->unanswered = true;
+		return false;
+	}
+	struct sockaddr_storage b = f->client;
+	socklen_t blen = f->clen;
+	if (f->srv->target.ss_family == AF_INET6 && b.ss_family == AF_INET) {
+		/* An IPv4 client of a dual-stack server: IPv4-mapped. */
+		struct sockaddr_in s4 = *(struct sockaddr_in *)&f->client;
+		struct sockaddr_in6 *b6 = (struct sockaddr_in6 *)&b;
+		memset(&b, 0, sizeof b);
+		b6->sin6_family = AF_INET6;
+		b6->sin6_port = s4.sin_port;
+		b6->sin6_addr.s6_addr[10] = b6->sin6_addr.s6_addr[11] = 0xff;
+		memcpy(&b6->sin6_addr.s6_addr[12], &s4.sin_addr, 4);
+		blen = sizeof *b6;
+	}
+	int one = 1;
+	bool ok = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+		  (b.ss_family == AF_INET ? setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof one)
+					  : setsockopt(fd, SOL_IPV6, 78 /* IPV6_FREEBIND */, &one, sizeof one)) == 0;
+	if (ok && bind(fd, (const struct sockaddr *)&b, blen) != 0) {
+		if (b.ss_family == AF_INET)
+			((struct sockaddr_in *)&b)->sin_port = 0;
+		else
+			((struct sockaddr_in6 *)&b)->sin6_port = 0;
+		ok = bind(fd, (const struct sockaddr *)&b, blen) == 0;
+	}
+	if (!ok) {
+		close(fd);
+		return false;
+	}
+	struct own_arg *a = must(malloc(sizeof *a));
+	*a = (struct own_arg){ f, slot };
+	s->own = fd;
+	s->own_ev = event_new(sup_of(G)->base, fd, EV_READ | EV_PERSIST, on_own, a);
+	if (s->own_ev == NULL || event_add(s->own_ev, NULL) != 0)
+		fatal(EXIT_INTERNAL, "cannot watch a replica's datagram socket");
+	/* Its server's replies come from the address it bound. */
+	s->known = true;
+	s->src = f->srv->target;
+	s->srclen = f->srv->tlen;
+	return true;
+}
+
+static void on_own(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	const struct own_arg *a = arg;
+	struct dflow *f = a->f;
+	unsigned slot = a->slot; /* a is freed if the replica is killed */
+	static unsigned char buf[DG_MAX];
+	for (int rounds = 0; rounds < 64; rounds++) {
+		ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+		if (n < 0)
+			return;
+		datagram(f->srv->G, f, slot, buf, (size_t)n);
+		if (f->side[slot].own != fd)
+			return; /* its replica was killed meanwhile */
+	}
+}
+
+static void session_free(struct dgram *G, struct dflow *f)
+{
+	struct dflow **pp = &f->srv->sessions;
+	while (*pp != f)
+		pp = &(*pp)->snext;
+	*pp = f->snext;
+	f->srv->nsessions--;
+	flow_free(G, f);
+}
+
+/* v's session with client c (made at its first datagram). */
+static struct dflow *session_get(struct dgram *G, struct dsrv *v, const struct sockaddr_storage *c, socklen_t clen)
+{
+	for (struct dflow *f = v->sessions; f != NULL; f = f->snext)
+		if (f->clen == clen && memcmp(&f->client, c, clen) == 0)
+			return f;
+	if (v->nsessions >= SESSIONS_MAX || G->flows >= FLOWS_MAX) {
+		struct dflow *idlest = NULL;
+		for (struct dflow *f = v->sessions; f != NULL; f = f->snext)
+			if (idlest == NULL || f->last < idlest->last)
+				idlest = f;
+		if (idlest == NULL)
+			return NULL;
+		session_free(G, idlest);
+	}
+	struct sup *S = sup_of(G);
+	struct dflow *f = must(calloc(1, sizeof *f));
+	f->d = v->rep_d;
+	f->srv = v;
+	f->client = *c;
+	f->clen = clen;
+	f->real = -1;
+	f->last = sup_now();
+	f->n = v->rep_d->nflows++;
+	rep_set(v->rep_d->rep, "flows", v->rep_d->nflows);
+	f->side = must(calloc(S->nslots, sizeof *f->side));
+	for (unsigned i = 0; i < S->nslots; i++) {
+		f->side[i].sock = f->side[i].own = -1;
+		if ((v->bound & (1ull << i)) && eligible(G, i))
+			f->voters |= 1ull << i;
+	}
+	f->snext = v->sessions;
+	v->sessions = f;
+	v->nsessions++;
+	G->flows++;
+	keep_add(G, sizeof *f + S->nslots * sizeof *f->side);
+	for (unsigned i = 0; i < S->nslots; i++)
+		if ((v->bound & (1ull << i)) && G->N->slot[i].present)
+			(void)own_socket(G, f, i);
+	return f;
+}
+
+static void on_host(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct dsrv *v = arg;
+	struct dgram *G = v->G;
+	static unsigned char buf[DG_MAX];
+	for (int rounds = 0; rounds < 64; rounds++) {
+		struct sockaddr_storage ss, c;
+		socklen_t len = sizeof ss;
+		ssize_t n = recvfrom(fd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&ss, &len);
+		if (n < 0)
+			return;
+		socklen_t clen = outbound_normalise((const struct sockaddr *)&ss, &c);
+		struct dflow *f = session_get(G, v, &c, clen);
+		if (f != NULL)
+			answer_add(G, f, buf, (size_t)n);
+	}
+}
+
+/* Where a replica's server bound at a is reached in its namespace. */
+static void target_of(const struct sockaddr_storage *a, struct sockaddr_storage *t, socklen_t *len)
+{
+	*t = *a;
+	if (a->ss_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)t;
+		if (in->sin_addr.s_addr == htonl(INADDR_ANY))
+			in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		*len = sizeof *in;
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)t;
+		if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr))
+			in6->sin6_addr = in6addr_loopback;
+		*len = sizeof *in6;
+	}
+}
+
+/* v bound for real, once a quorum of the voters bound it: as the plain
+ * server would, or one line and 125. */
+static void srv_open(struct dgram *G, struct dsrv *v)
+{
+	int fd = socket(v->addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1, v6only = v->v6only;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+	    (v->addr.ss_family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only) != 0) ||
+	    bind(fd, (const struct sockaddr *)&v->addr, v->len) != 0)
+		fatal(EXIT_INTERNAL, "cannot bind UDP %s as the replicas do: %s", v->name, strerror(errno));
+	v->fd = fd;
+	v->ev = event_new(sup_of(G)->base, fd, EV_READ | EV_PERSIST, on_host, v);
+	if (v->ev == NULL || event_add(v->ev, NULL) != 0)
+		fatal(EXIT_INTERNAL, "cannot watch a UDP server's socket");
+	log_event("UDP %s bound for the replicas", v->name);
+}
+
+void dgram_bound(struct net *N, unsigned slot, const struct sockaddr *addr, socklen_t len, bool v6only)
+{
+	struct dgram *G = N->dgram;
+	struct sup *S = N->S;
+	struct sockaddr_storage a;
+	memset(&a, 0, sizeof a);
+	memcpy(&a, addr, len < sizeof a ? len : sizeof a);
+	struct dsrv *v = NULL;
+	for (size_t i = 0; i < G->nsrv && v == NULL; i++)
+		if (G->srv[i]->len == len && memcmp(&G->srv[i]->addr, &a, len) == 0 && G->srv[i]->v6only == v6only)
+			v = G->srv[i];
+	if (v == NULL) {
+		if (G->nsrv == DEST_MAX)
+			return;
+		v = must(calloc(1, sizeof *v));
+		*v = (struct dsrv){ .G = G, .addr = a, .len = len, .v6only = v6only, .fd = -1 };
+		v->next = must(calloc(S->nslots, sizeof *v->next));
+		target_of(&a, &v->target, &v->tlen);
+		if (!netaddr_format(&a, len, v->name, sizeof v->name))
+			snprintf(v->name, sizeof v->name, "?");
+		struct ddest *d = must(calloc(1, sizeof *d));
+		d->addr = a;
+		d->len = len;
+		memcpy(d->name, v->name, sizeof d->name);
+		d->ns = must(calloc(S->nslots, sizeof *d->ns));
+		for (unsigned i = 0; i < S->nslots; i++)
+			d->ns[i] = (struct dlocal){ .fd = -1, .G = G, .d = d, .slot = i };
+		if (G->rep == NULL) {
+			G->rep = must(json_array());
+			report_attach(S->report, "datagrams", G->rep);
+		}
+		d->rep = must(json_pack("{s:s,s:b,s:i,s:i,s:i,s:i,s:i}", "address", d->name, "server", 1, "flows", 0,
+					"sent", 0, "received", 0, "divergences", 0, "dropped", 0));
+		if (json_array_append_new(G->rep, d->rep) != 0)
+			fatal(EXIT_INTERNAL, "out of memory");
+		v->rep_d = d;
+		G->srv = must(realloc(G->srv, (G->nsrv + 1) * sizeof *G->srv));
+		G->srv[G->nsrv++] = v;
+	}
+	v->bound |= 1ull << slot;
+	log_event("replica %u's UDP server is bound at %s", S->r[slot].id, v->name);
+	/* Sessions made before: it follows them (a replacement is given
+	 * their clients' datagrams, paced by its replies). */
+	for (struct dflow *f = v->sessions; f != NULL; f = f->snext)
+		if (own_socket(G, f, slot))
+			give(G, f, slot);
+	if (v->fd < 0) {
+		unsigned have = 0;
+		for (unsigned i = 0; i < S->nslots; i++)
+			have += (v->bound & (1ull << i)) && eligible(G, i);
+		if (have >= net_quorum(N))
+			srv_open(G, v);
+	}
+}
+
 /* ---- slots, the tick ---- */
 
 static void slot_clear(struct dgram *G, unsigned slot)
@@ -673,10 +1027,25 @@ static void slot_clear(struct dgram *G, unsigned slot)
 			struct dflow *f = d->flow[k];
 			struct dside *s = &f->side[slot];
 			close_fd(&s->sock);
+			own_close(s);
 			for (size_t j = 0; j < s->npend; j++)
 				free(s->pend[j].p);
 			free(s->pend);
-			*s = (struct dside){ .sock = -1 };
+			*s = (struct dside){ .sock = -1, .own = -1 };
+			f->voters &= ~(1ull << slot);
+		}
+	}
+	for (size_t i = 0; i < G->nsrv; i++) {
+		struct dsrv *v = G->srv[i];
+		v->bound &= ~(1ull << slot);
+		v->next[slot] = 0;
+		for (struct dflow *f = v->sessions; f != NULL; f = f->snext) {
+			struct dside *s = &f->side[slot];
+			own_close(s);
+			for (size_t j = 0; j < s->npend; j++)
+				free(s->pend[j].p);
+			free(s->pend);
+			*s = (struct dside){ .sock = -1, .own = -1 };
 			f->voters &= ~(1ull << slot);
 		}
 	}
@@ -698,6 +1067,9 @@ void dgram_slot_gone(struct net *N, unsigned slot)
 	for (size_t i = 0; i < G->ndest; i++)
 		for (size_t k = 0; k < G->dest[i]->nflow; k++)
 			decide(G, G->dest[i]->flow[k]);
+	for (size_t i = 0; i < G->nsrv; i++)
+		for (struct dflow *f = G->srv[i]->sessions; f != NULL; f = f->snext)
+			decide(G, f);
 }
 
 void dgram_tick(struct net *N)
@@ -706,6 +1078,12 @@ void dgram_tick(struct net *N)
 	if (G == NULL || (G->keep && !G->incomplete))
 		return;
 	double t = sup_now();
+	for (size_t i = 0; i < G->nsrv; i++)
+		for (struct dflow *f = G->srv[i]->sessions, *next; f != NULL; f = next) {
+			next = f->snext;
+			if (t - f->last > SESSION_IDLE)
+				session_free(G, f);
+		}
 	for (size_t i = 0; i < G->ndest; i++) {
 		struct ddest *d = G->dest[i];
 		/* Idle flows from the oldest: their numbers stay matched by
@@ -745,6 +1123,19 @@ void dgram_free(struct dgram *G)
 	struct sup *S = sup_of(G);
 	for (unsigned i = 0; i < S->nslots; i++)
 		slot_clear(G, i);
+	for (size_t i = 0; i < G->nsrv; i++) {
+		struct dsrv *v = G->srv[i];
+		while (v->sessions != NULL)
+			session_free(G, v->sessions);
+		if (v->ev != NULL)
+			event_free(v->ev);
+		close_fd(&v->fd);
+		free(v->rep_d->ns);
+		free(v->rep_d);
+		free(v->next);
+		free(v);
+	}
+	free(G->srv);
 	for (size_t i = 0; i < G->ndest; i++) {
 		struct ddest *d = G->dest[i];
 		for (size_t k = 0; k < d->nflow; k++)

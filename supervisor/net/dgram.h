@@ -39,6 +39,13 @@ void dgram_free(struct dgram *G);
  * a new flow. */
 bool dgram_flow(struct net *N, unsigned slot, int sock, const struct sockaddr *dest, socklen_t len, int *err);
 
+/* Slot slot's UDP server bound addr (its port not 0; v6only: its
+ * IPV6_V6ONLY): diehard binds it for real once a quorum of the voters did,
+ * gives every client's datagrams to each replica's server from the
+ * client's own address (a socket in its namespace bound there), and sends
+ * each reply once a quorum of the replicas sent the same one. */
+void dgram_bound(struct net *N, unsigned slot, const struct sockaddr *addr, socklen_t len, bool v6only);
+
 /* A new process in slot, or none any more. */
 void dgram_slot_started(struct net *N, unsigned slot);
 void dgram_slot_gone(struct net *N, unsigned slot);

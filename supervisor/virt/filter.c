@@ -484,22 +484,18 @@ static int add_notified(scmp_filter_ctx ctx, bool sleeps, uint64_t mark)
 	return rc;
 }
 
-/* A private network's calls (netcalls.h): every listen and connect (the
- * socket's type and the address are out of BPF's sight), socket() of UDP
- * only, so that a program opening TCP sockets pays nothing, and sendto
+/* A private network's calls (netcalls.h): every listen, connect and bind
+ * (the socket's type and the address are out of BPF's sight), and sendto
  * with an address. The domain
  * is an int; the type carries SOCK_NONBLOCK and SOCK_CLOEXEC above its low
  * four bits. */
 static int add_net(scmp_filter_ctx ctx)
 {
-	static const int domains[] = { AF_INET, AF_INET6 };
 	int rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(listen), 0);
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(connect), 0);
-	for (size_t i = 0; rc == 0 && i < sizeof domains / sizeof domains[0]; i++)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(socket), 2,
-				      SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, (scmp_datum_t)domains[i]),
-				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xfu, (scmp_datum_t)SOCK_DGRAM));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(bind), 0);
 	/* A datagram with its destination (a UDP socket's flow, dgram.h);
 	 * send(), and sendto without an address, stay in the kernel. */
 	if (rc == 0)

@@ -52,7 +52,6 @@
 
 struct netcalls {
 	struct sup *S;
-	bool udp_said;
 	bool blind_said;  /* a listen we could not see into */
 };
 
@@ -332,6 +331,50 @@ static enum netcall on_connect(struct netcalls *N, int listener, unsigned slot, 
 	return NETCALL_CONTINUE;
 }
 
+/* bind of a UDP socket is performed here, on our reference to it (as
+ * listen is): its result is the program's, and a server's address, port
+ * not 0, goes to dgram.h before the program can receive. Anything else
+ * goes on in the kernel. */
+static enum netcall on_bind(struct netcalls *N, int listener, unsigned slot, const struct seccomp_notif *req,
+			    struct seccomp_notif_resp *resp)
+{
+	int fd = (int)(int32_t)req->data.args[0];
+	uint64_t addr = req->data.args[1];
+	int len = (int)(int32_t)req->data.args[2];
+	struct sockaddr_storage ss;
+	if (N->S->net == NULL || addr == 0 || len < (int)sizeof(sa_family_t) || (size_t)len > sizeof ss)
+		return NETCALL_CONTINUE;
+	memset(&ss, 0, sizeof ss);
+	if (remote_read_all((pid_t)req->pid, addr, &ss, (size_t)len) != 0 || netaddr_classify(&ss, (size_t)len) == NETADDR_OTHER)
+		return NETCALL_CONTINUE;
+	int ours = take_fd((pid_t)req->pid, fd);
+	if (ours < 0)
+		return NETCALL_CONTINUE;
+	enum netcall a = NETCALL_CONTINUE;
+	int domain, type, proto, v6only = 0;
+	if (!still_waiting(listener, req->id)) {
+		a = NETCALL_DROP;
+	} else if (sockopt_int(ours, SOL_SOCKET, SO_DOMAIN, &domain) && domain == ss.ss_family &&
+		   sockopt_int(ours, SOL_SOCKET, SO_TYPE, &type) && type == SOCK_DGRAM &&
+		   sockopt_int(ours, SOL_SOCKET, SO_PROTOCOL, &proto) && proto == IPPROTO_UDP) {
+		a = NETCALL_ANSWER;
+		if (bind(ours, (const struct sockaddr *)&ss, (socklen_t)len) != 0) {
+			resp->error = -errno;
+		} else {
+			struct sockaddr_storage got;
+			socklen_t glen = sizeof got;
+			memset(&got, 0, sizeof got);
+			if (getsockname(ours, (struct sockaddr *)&got, &glen) == 0 &&
+			    (domain != AF_INET6 || sockopt_int(ours, IPPROTO_IPV6, IPV6_V6ONLY, &v6only)) &&
+			    (got.ss_family == AF_INET ? ((struct sockaddr_in *)&got)->sin_port
+						      : ((struct sockaddr_in6 *)&got)->sin6_port) != 0)
+				dgram_bound(N->S->net, slot, (const struct sockaddr *)&got, glen, v6only != 0);
+		}
+	}
+	close(ours);
+	return a;
+}
+
 /* sendto with an address (the filter sends no other): a UDP socket's
  * first datagram to a destination outside starts its flow there. */
 static enum netcall on_sendto(struct netcalls *N, int listener, unsigned slot, const struct seccomp_notif *req,
@@ -362,27 +405,14 @@ static enum netcall on_sendto(struct netcalls *N, int listener, unsigned slot, c
 	return datagrams(N, slot, ours, &ss, (socklen_t)len, resp);
 }
 
-static enum netcall on_socket(struct netcalls *N, unsigned slot, const struct seccomp_notif *req)
-{
-	int domain = (int)(int32_t)req->data.args[0];
-	int type = (int)(int32_t)req->data.args[1];
-	if ((domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_DGRAM && !N->udp_said) {
-		N->udp_said = true;
-		log_warn("replica %u opened a UDP socket: UDP is not replicated, and in its network namespace "
-			 "datagrams reach only its own loopback (--net host shares diehard's network, unvoted; said once)",
-			 replica_id(N, slot));
-	}
-	return NETCALL_CONTINUE;
-}
-
 enum netcall netcalls_handle(struct netcalls *N, int listener, unsigned slot, uint64_t gen,
 			     const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 {
 	switch (req->data.nr) {
 	case SYS_listen: return on_listen(N, listener, slot, req, resp);
 	case SYS_connect: return on_connect(N, listener, slot, gen, req, resp);
-	case SYS_socket: return on_socket(N, slot, req);
 	case SYS_sendto: return on_sendto(N, listener, slot, req, resp);
+	case SYS_bind: return on_bind(N, listener, slot, req, resp);
 	default: return NETCALL_CONTINUE;
 	}
 }

@@ -111,8 +111,8 @@ static enum answer dispatch(struct vreplica *vr, const struct seccomp_notif *req
 	case SYS_execveat: return images_execve(vr, req);
 	case SYS_listen:
 	case SYS_connect:
-	case SYS_sendto:
-	case SYS_socket: return on_net(vr, req, resp);
+	case SYS_bind:
+	case SYS_sendto: return on_net(vr, req, resp);
 	case SYS_fsync:
 	case SYS_fdatasync:
 	case SYS_msync:
