@@ -11,7 +11,12 @@
  *            replica's namespace (not its loopback's ports it listens on,
  *            not the unspecified address: netaddr.h) is held and made once
  *            for the quorum (net/outbound.h); others go on;
- *   socket   of UDP is said once a run, and goes on.
+ *   bind     of a UDP socket is performed by the supervisor on its own
+ *            reference (as listen), and the address given to the UDP
+ *            proxy (net/dgram.h); others go on;
+ *   sendto   with an address: a UDP socket's first datagram to a
+ *            destination outside starts its flow (net/dgram.h), and goes
+ *            on; so does a UDP socket's connect.
  * Each costs the one round trip of its notification; an outbound
  * connect's socket is kept until the replica's connection is matched. */
 #ifndef DIEHARD_NETCALLS_H
