@@ -202,10 +202,31 @@ static bool eligible(const struct dgram *G, unsigned slot)
 	return S->r[slot].live && !S->r[slot].joining && ns->present && ns->ready;
 }
 
+/* d's counters into its report entry (on the tick and at the end: the
+ * datagrams' path allocates nothing for it). */
+static void dest_report(struct ddest *d);
+
 static void rep_set(json_t *o, const char *key, uint64_t v)
 {
 	if (o != NULL)
 		json_object_set_new(o, key, json_integer((json_int_t)v));
+}
+
+static void dest_report(struct ddest *d)
+{
+	rep_set(d->rep, "flows", d->nflows);
+	rep_set(d->rep, "sent", d->sent);
+	rep_set(d->rep, "received", d->received);
+	rep_set(d->rep, "divergences", d->diverged);
+	rep_set(d->rep, "dropped", d->dropped);
+}
+
+static void reports(struct dgram *G)
+{
+	for (size_t i = 0; i < G->ndest; i++)
+		dest_report(G->dest[i]);
+	for (size_t i = 0; i < G->nsrv; i++)
+		dest_report(G->srv[i]->rep_d);
 }
 
 static void keep_add(struct dgram *G, size_t n)
@@ -321,7 +342,6 @@ static void answer_add(struct dgram *G, struct dflow *f, const unsigned char *p,
 	f->ans[f->nans++] = (struct answer){ blob_of(p, n), f->decided, f->srv != NULL ? f->srv->seq++ : 0 };
 	keep_add(G, n + sizeof(struct answer));
 	d->received += (uint64_t)n;
-	rep_set(d->rep, "received", d->received);
 	f->last = sup_now();
 	for (unsigned i = 0; i < sup_of(G)->nslots; i++)
 		give(G, f, i);
@@ -444,20 +464,19 @@ static void decide(struct dgram *G, struct dflow *f)
 		uint64_t k = f->decided;
 		struct blob b = { NULL, SIZE_MAX };
 		if (pick >= 0) {
-			b = blob_of(f->side[pick].pend[0].p, f->side[pick].pend[0].n);
+			/* Taken over from the pick's queue: kept for laggers. */
+			b = f->side[pick].pend[0];
+			f->side[pick].pend[0].p = NULL;
 			bool out = f->srv != NULL ? f->srv->fd >= 0 && sendto(f->srv->fd, b.p, b.n, MSG_DONTWAIT,
 									      (const struct sockaddr *)&f->client,
 									      f->clen) >= 0
 						  : real_socket(G, f) && send(f->real, b.p, b.n, MSG_DONTWAIT) >= 0;
-			if (out) {
+			if (out)
 				f->d->sent += b.n;
-				rep_set(f->d->rep, "sent", f->d->sent);
-			}
 		} else if (have < alive) {
 			return; /* the rest may still make a quorum */
 		} else {
 			f->d->dropped++;
-			rep_set(f->d->rep, "dropped", f->d->dropped);
 			log_event("flow %llu to %s: no majority of the replicas agrees on datagram %llu: dropped",
 				  (unsigned long long)f->n + 1, f->d->name, (unsigned long long)k + 1);
 		}
@@ -468,7 +487,7 @@ static void decide(struct dgram *G, struct dflow *f)
 			struct dside *s = &f->side[i];
 			if (!(f->voters & (1ull << i)) || s->npend == 0)
 				continue;
-			if (pick >= 0 && !blob_same(&s->pend[0], &b))
+			if (pick >= 0 && (int)i != pick && !blob_same(&s->pend[0], &b))
 				bad |= 1ull << i;
 			pend_pop(s);
 		}
@@ -498,7 +517,6 @@ static void datagram(struct dgram *G, struct dflow *f, unsigned slot, const unsi
 			}
 		} else if (s->npend == PENDING_MAX) {
 			f->d->dropped++;
-			rep_set(f->d->rep, "dropped", f->d->dropped);
 		} else {
 			s->pend = must(realloc(s->pend, (s->npend + 1) * sizeof *s->pend));
 			s->pend[s->npend++] = blob_of(p, n);
@@ -706,7 +724,6 @@ static struct dflow *flow_get(struct dgram *G, struct ddest *d, uint64_t n)
 	d->flow[d->nflow++] = f;
 	G->flows++;
 	d->nflows++;
-	rep_set(d->rep, "flows", d->nflows);
 	keep_add(G, sizeof *f + S->nslots * sizeof *f->side);
 	return f;
 }
@@ -757,7 +774,7 @@ bool dgram_flow(struct net *N, unsigned slot, int sock, const struct sockaddr *d
 	}
 	struct dside *s = &f->side[slot];
 	close_fd(&s->sock);
-	*s = (struct dside){ .sock = sock, .dev = st.st_dev, .ino = st.st_ino, .started = true };
+	*s = (struct dside){ .sock = sock, .own = -1, .dev = st.st_dev, .ino = st.st_ino, .started = true };
 	log_event("replica %u sends datagrams to %s (its flow %llu there)", S->r[slot].id, d->name,
 		  (unsigned long long)n + 1);
 	return true;
@@ -885,7 +902,6 @@ static struct dflow *session_get(struct dgram *G, struct dsrv *v, const struct s
 	f->real = -1;
 	f->last = sup_now();
 	f->n = v->rep_d->nflows++;
-	rep_set(v->rep_d->rep, "flows", v->rep_d->nflows);
 	f->side = must(calloc(S->nslots, sizeof *f->side));
 	for (unsigned i = 0; i < S->nslots; i++) {
 		f->side[i].sock = f->side[i].own = -1;
@@ -1075,7 +1091,10 @@ void dgram_slot_gone(struct net *N, unsigned slot)
 void dgram_tick(struct net *N)
 {
 	struct dgram *G = N->dgram;
-	if (G == NULL || (G->keep && !G->incomplete))
+	if (G == NULL)
+		return;
+	reports(G);
+	if (G->keep && !G->incomplete)
 		return;
 	double t = sup_now();
 	for (size_t i = 0; i < G->nsrv; i++)
@@ -1121,6 +1140,7 @@ void dgram_free(struct dgram *G)
 	if (G == NULL)
 		return;
 	struct sup *S = sup_of(G);
+	reports(G);
 	for (unsigned i = 0; i < S->nslots; i++)
 		slot_clear(G, i);
 	for (size_t i = 0; i < G->nsrv; i++) {

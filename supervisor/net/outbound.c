@@ -1052,8 +1052,6 @@ void outbound_data(struct net *N, struct orec *r, const unsigned char *p, size_t
 {
 	struct outbound *O = N->out;
 	r->d->received += n;
-	if (r->d->rep != NULL)
-		json_object_set_new(r->d->rep, "received", json_integer((json_int_t)r->d->received));
 	keep_add(O, n);
 	if (!O->keep || O->incomplete)
 		return;
@@ -1097,8 +1095,6 @@ void outbound_sent(struct net *N, struct orec *r, size_t n)
 {
 	(void)N;
 	r->d->sent += n;
-	if (r->d->rep != NULL)
-		json_object_set_new(r->d->rep, "sent", json_integer((json_int_t)r->d->sent));
 }
 
 const char *outbound_name(const struct orec *r)
@@ -1183,10 +1179,25 @@ void outbound_slot_gone(struct net *N, unsigned slot)
 	recheck(O); /* a quorum of fewer may be there now */
 }
 
+/* Byte counts into the report (on the tick and at the end: the bytes'
+ * path allocates nothing for it). */
+static void reports(struct outbound *O)
+{
+	for (size_t i = 0; i < O->ndest; i++) {
+		struct odest *d = O->dest[i];
+		if (d->rep == NULL)
+			continue;
+		json_object_set_new(d->rep, "sent", json_integer((json_int_t)d->sent));
+		json_object_set_new(d->rep, "received", json_integer((json_int_t)d->received));
+	}
+}
+
 void outbound_tick(struct net *N)
 {
-	if (N->out != NULL)
+	if (N->out != NULL) {
 		recheck(N->out);
+		reports(N->out);
+	}
 }
 
 void outbound_stop(struct net *N)
@@ -1230,6 +1241,7 @@ void outbound_free(struct outbound *O)
 	if (O == NULL)
 		return;
 	struct sup *S = sup_of(O);
+	reports(O);
 	for (unsigned i = 0; i < S->nslots; i++)
 		slot_clear(O, i);
 	for (size_t i = 0; i < O->ndest; i++) {

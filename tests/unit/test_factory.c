@@ -450,6 +450,10 @@ static void test_real_init(void)
 	CHECK(raw(ch[0], bad_family, 1, &nfds) == EINVAL && nfds == 0, "real init: a 1-byte request refused");
 	CHECK(raw(ch[0], most, 2, &nfds) == 0 && nfds == SANDBOX_SOCKETS_MAX, "real init: %d sockets in one answer",
 	      SANDBOX_SOCKETS_MAX);
+	unsigned char udp_bad[2] = { 5 | FACTORY_UDP, 1 }, udp_two[2] = { 6 | FACTORY_UDP, 2 };
+	CHECK(raw(ch[0], udp_bad, 2, &nfds) == EINVAL && nfds == 0, "real init: UDP of family 5 refused (EINVAL)");
+	if (have_v6)
+		CHECK(raw(ch[0], udp_two, 2, &nfds) == 0 && nfds == 2, "real init: 2 UDP sockets of IPv6");
 
 	int dup = fcntl(ch[0], F_DUPFD_CLOEXEC, 3);
 	struct factory *F = factory_new(dup);
@@ -463,6 +467,21 @@ static void test_real_init(void)
 	}
 	if (a >= 0)
 		close(a);
+	/* UDP sockets: a pool of their own, from a request of its own. */
+	int u = factory_take_type(F, AF_INET, SOCK_DGRAM), type = -1, proto = -1;
+	socklen_t tl = sizeof type, pl = sizeof proto;
+	CHECK(u >= 0 && getsockopt(u, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_DGRAM &&
+		      getsockopt(u, SOL_SOCKET, SO_PROTOCOL, &proto, &pl) == 0 && proto == IPPROTO_UDP &&
+		      (fcntl(u, F_GETFL) & O_NONBLOCK),
+	      "real init: factory_take_type gets a non-blocking UDP socket");
+	int t2 = factory_take(F, AF_INET);
+	CHECK(t2 >= 0 && is_good(t2, AF_INET), "real init: TCP still from its own pool after UDP");
+	errno = 0;
+	CHECK(factory_take_type(F, AF_INET, SOCK_RAW) == -1 && errno == EPROTOTYPE, "real init: other types refused");
+	if (u >= 0)
+		close(u);
+	if (t2 >= 0)
+		close(t2);
 	/* The channel's end: the init goes on. */
 	factory_free(F);
 	close(ch[0]);
