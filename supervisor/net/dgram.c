@@ -51,7 +51,10 @@
 #define DG_MAX 65536        /* the largest datagram read */
 #define DEST_MAX 4096       /* destinations in a run */
 #define FLOWS_MAX 65536     /* flows alive at once in a run */
-#define PENDING_MAX 256     /* undecided datagrams per voter and flow: then dropped */
+#define PENDING_MAX 4096    /* undecided datagrams per voter and flow: a voter past it is killed */
+#define LEAD_MAX 4096       /* flows one replica started that no other did yet: past it, killed */
+#define SRV_MAX 256         /* UDP server addresses in a run */
+#define RCVBUF (4 << 20)    /* diehard's sockets in the namespaces: a burst is not lost there */
 #define ANSWERS_MAX 1024    /* answers kept per flow when no replacement may need them */
 #define IDLE_SECONDS 120.0  /* a flow quiet that long is freed (unless kept) */
 
@@ -77,6 +80,7 @@ struct dside {               /* one slot's side of a flow */
 	socklen_t srclen;
 	uint64_t sent;           /* its datagrams so far */
 	size_t given;            /* answers given to it */
+	double behind;           /* since when it trails the decided ones (0: it does not) */
 	struct blob *pend;       /* voters: undecided datagrams, from index decided */
 	size_t npend;
 };
@@ -106,7 +110,7 @@ struct dflow {
 	struct answer *ans;
 	size_t nans, ans_base;   /* answers before ans_base freed */
 	double last;
-	bool dead;               /* freed at the tick */
+	int leader;              /* the slot that started it first, while it is alone (-1) */
 };
 
 struct dlocal {              /* per slot at a destination */
@@ -147,7 +151,6 @@ struct dsrv {
 	size_t nsessions;
 	struct ddest *rep_d;            /* its report entry's counters */
 	uint64_t seq;                   /* its clients' datagrams so far */
-	uint64_t *next;                 /* per slot: the seq of the next one to give it */
 };
 
 struct dgram {
@@ -162,6 +165,7 @@ struct dgram {
 	bool incomplete;
 	json_t *rep;
 	bool said_full;
+	unsigned *leading;       /* per slot: flows it started that no other did yet */
 };
 
 static struct sup *sup_of(const struct dgram *G)
@@ -296,15 +300,16 @@ static void give_srv(struct dgram *G, struct dsrv *v, unsigned slot)
 		}
 		if (at == NULL)
 			return;
-		if (least > v->next[slot])
-			v->next[slot] = least; /* the ones between were lost */
 		struct dside *s = &at->side[slot];
 		struct answer *a = &at->ans[s->given - at->ans_base];
-		if (!s->known || s->own < 0 || a->after > s->sent)
+		if (s->own < 0) {
+			s->given++; /* no socket for it there: lost to it, as UDP may */
+			continue;
+		}
+		if (a->after > s->sent)
 			return;
 		(void)sendto(s->own, a->b.p, a->b.n, MSG_DONTWAIT, (const struct sockaddr *)&s->src, s->srclen);
 		s->given++;
-		v->next[slot] = least + 1;
 	}
 }
 
@@ -493,7 +498,7 @@ static void decide(struct dgram *G, struct dflow *f)
 		}
 		decided_keep(G, f, b);
 		for (unsigned i = 0; i < S->nslots; i++)
-			if (bad & (1ull << i))
+			if ((bad & (1ull << i)) && S->r[i].live) /* not killed by a nested decision */
 				diverged(G, f, i, k);
 	}
 }
@@ -516,7 +521,11 @@ static void datagram(struct dgram *G, struct dflow *f, unsigned slot, const unsi
 				}
 			}
 		} else if (s->npend == PENDING_MAX) {
-			f->d->dropped++;
+			char why[160];
+			snprintf(why, sizeof why, "its datagrams on flow %llu to %s ran %d ahead of the other replicas'",
+				 (unsigned long long)f->n + 1, f->d->name, PENDING_MAX);
+			net_kill(G->N, slot, why);
+			return;
 		} else {
 			s->pend = must(realloc(s->pend, (s->npend + 1) * sizeof *s->pend));
 			s->pend[s->npend++] = blob_of(p, n);
@@ -529,25 +538,44 @@ static void datagram(struct dgram *G, struct dflow *f, unsigned slot, const unsi
 
 /* ---- the namespace's side ---- */
 
-static bool named(int sock, const struct sockaddr_storage *src)
+/* Whether a datagram from src (normalised) comes from the socket named
+ * mine (normalised; an unconnected socket's address is the wildcard: its
+ * port alone names it). */
+static bool same_src(const struct sockaddr_storage *mine, const struct sockaddr_storage *src)
 {
-	struct sockaddr_storage ss, n;
-	socklen_t len = sizeof ss;
-	memset(&ss, 0, sizeof ss);
-	if (sock < 0 || getsockname(sock, (struct sockaddr *)&ss, &len) != 0)
+	struct sockaddr_storage m;
+	(void)outbound_normalise((const struct sockaddr *)mine, &m);
+	if (m.ss_family != src->ss_family)
 		return false;
-	(void)outbound_normalise((const struct sockaddr *)&ss, &n);
-	if (n.ss_family != src->ss_family)
-		return false;
-	/* An unconnected socket is named by its port alone (0.0.0.0:P): the
-	 * kernel picked the source address per datagram. */
-	if (n.ss_family == AF_INET) {
-		const struct sockaddr_in *a = (const void *)&n, *b = (const void *)src;
-		return a->sin_port == b->sin_port && (a->sin_addr.s_addr == b->sin_addr.s_addr || a->sin_addr.s_addr == 0);
+	if (m.ss_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)&m, *y = (const void *)src;
+		return x->sin_port == y->sin_port && (x->sin_addr.s_addr == y->sin_addr.s_addr || x->sin_addr.s_addr == 0);
 	}
-	const struct sockaddr_in6 *a = (const void *)&n, *b = (const void *)src;
-	return a->sin6_port == b->sin6_port &&
-	       (memcmp(&a->sin6_addr, &b->sin6_addr, 16) == 0 || IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr));
+	const struct sockaddr_in6 *x = (const void *)&m, *y = (const void *)src;
+	return x->sin6_port == y->sin6_port &&
+	       (memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0 || IN6_IS_ADDR_UNSPECIFIED(&x->sin6_addr));
+}
+
+/* The name of the program's socket (ours: a reference to it), bound to a
+ * port first if it has none (as the kernel's own autobind would, at its
+ * first datagram or connect). false: it cannot be named. */
+static bool name_of(int ours, struct sockaddr_storage *name, socklen_t *len)
+{
+	*len = sizeof *name;
+	memset(name, 0, sizeof *name);
+	if (getsockname(ours, (struct sockaddr *)name, len) != 0)
+		return false;
+	in_port_t port = name->ss_family == AF_INET ? ((struct sockaddr_in *)name)->sin_port
+						    : ((struct sockaddr_in6 *)name)->sin6_port;
+	if (port != 0)
+		return true;
+	struct sockaddr_storage any;
+	memset(&any, 0, sizeof any);
+	any.ss_family = name->ss_family;
+	socklen_t alen = any.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	*len = sizeof *name;
+	return bind(ours, (const struct sockaddr *)&any, alen) == 0 &&
+	       getsockname(ours, (struct sockaddr *)name, len) == 0;
 }
 
 static void on_ns(evutil_socket_t fd, short what, void *arg)
@@ -566,17 +594,14 @@ static void on_ns(evutil_socket_t fd, short what, void *arg)
 		struct dflow *f = NULL;
 		for (size_t k = 0; k < d->nflow && f == NULL; k++) {
 			struct dflow *g = d->flow[k];
-			struct dside *s = &g->side[ns->slot];
-			if (!s->started)
+			if (g == NULL || !g->side[ns->slot].started)
 				continue;
-			if (s->known) {
-				if (memcmp(&s->src, &ss, len < sizeof s->src ? len : sizeof s->src) == 0 && s->srclen == len)
-					f = g;
-			} else if (named(s->sock, &src)) {
-				s->known = true;
+			struct dside *s = &g->side[ns->slot];
+			if (same_src(&s->src, &src)) {
+				/* Answers go where its datagrams come from. */
 				s->src = ss;
 				s->srclen = len;
-				close_fd(&s->sock);
+				s->known = true;
 				f = g;
 			}
 		}
@@ -621,6 +646,8 @@ static bool ns_socket(struct dgram *G, struct ddest *d, unsigned slot)
 		errno = err;
 		return false;
 	}
+	int big = RCVBUF;
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
 	ns->fd = fd;
 	ns->ev = event_new(sup_of(G)->base, fd, EV_READ | EV_PERSIST, on_ns, ns);
 	if (ns->ev == NULL || event_add(ns->ev, NULL) != 0)
@@ -644,6 +671,8 @@ static void own_close(struct dside *s)
 static void flow_free(struct dgram *G, struct dflow *f)
 {
 	struct sup *S = sup_of(G);
+	if (f->leader >= 0 && G->leading[f->leader] > 0)
+		G->leading[f->leader]--;
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct dside *s = &f->side[i];
 		close_fd(&s->sock);
@@ -664,6 +693,29 @@ static void flow_free(struct dgram *G, struct dflow *f)
 	free(f->ans);
 	free(f);
 	G->flows--;
+}
+
+/* Flows quiet for idle seconds freed, wherever they are (a hole stays:
+ * numbers go on matching by the base), the leading holes trimmed. */
+static void sweep(struct dgram *G, double idle)
+{
+	double t = sup_now();
+	for (size_t i = 0; i < G->ndest; i++) {
+		struct ddest *d = G->dest[i];
+		for (size_t k = 0; k < d->nflow; k++)
+			if (d->flow[k] != NULL && t - d->flow[k]->last >= idle) {
+				flow_free(G, d->flow[k]);
+				d->flow[k] = NULL;
+			}
+		size_t k = 0;
+		while (k < d->nflow && d->flow[k] == NULL)
+			k++;
+		if (k == 0)
+			continue;
+		memmove(d->flow, d->flow + k, (d->nflow - k) * sizeof *d->flow);
+		d->nflow -= k;
+		d->base += k;
+	}
 }
 
 static struct ddest *dest_get(struct dgram *G, const struct sockaddr_storage *a, socklen_t len)
@@ -702,14 +754,25 @@ static struct dflow *flow_get(struct dgram *G, struct ddest *d, uint64_t n)
 	if (n < d->base)
 		return NULL;
 	if (n - d->base < d->nflow)
-		return d->flow[n - d->base];
-	if (n - d->base > d->nflow || G->flows >= FLOWS_MAX)
+		return d->flow[n - d->base]; /* NULL: freed while idle */
+	if (n - d->base > d->nflow)
 		return NULL;
+	if (G->flows >= FLOWS_MAX) {
+		if (G->keep && !G->incomplete) {
+			G->incomplete = true;
+			log_warn("datagrams: %d flows kept: their answers are no longer kept for replacements (a replica "
+				 "killed from now on is not replaced)", FLOWS_MAX);
+		}
+		sweep(G, 0.0);
+		if (G->flows >= FLOWS_MAX)
+			return NULL;
+	}
 	struct sup *S = sup_of(G);
 	struct dflow *f = must(calloc(1, sizeof *f));
 	f->d = d;
 	f->n = n;
 	f->real = -1;
+	f->leader = -1;
 	f->last = sup_now();
 	f->side = must(calloc(S->nslots, sizeof *f->side));
 	for (unsigned i = 0; i < S->nslots; i++) {
@@ -728,15 +791,26 @@ static struct dflow *flow_get(struct dgram *G, struct ddest *d, uint64_t n)
 	return f;
 }
 
+/* Whether a is the client of one of slot's server sessions: its server
+ * answering (sendto the client), not a flow out. */
+static bool session_client(const struct dgram *G, unsigned slot, const struct sockaddr_storage *a, socklen_t len)
+{
+	for (size_t i = 0; i < G->nsrv; i++)
+		for (const struct dflow *f = G->srv[i]->sessions; f != NULL; f = f->snext)
+			if (f->side[slot].own >= 0 && f->clen == len && memcmp(&f->client, a, len) == 0)
+				return true;
+	return false;
+}
+
 bool dgram_flow(struct net *N, unsigned slot, int sock, const struct sockaddr *dest, socklen_t len, int *err)
 {
 	(void)len;
 	struct dgram *G = N->dgram;
 	struct sup *S = N->S;
-	struct sockaddr_storage a;
-	socklen_t alen = outbound_normalise(dest, &a);
+	struct sockaddr_storage a, name;
+	socklen_t alen = outbound_normalise(dest, &a), nlen;
 	struct stat st;
-	if (fstat(sock, &st) != 0) {
+	if (session_client(G, slot, &a, alen) || fstat(sock, &st) != 0) {
 		close(sock);
 		return false; /* the kernel answers */
 	}
@@ -752,34 +826,68 @@ bool dgram_flow(struct net *N, unsigned slot, int sock, const struct sockaddr *d
 	}
 	/* A socket already started here is no new flow (sendto again). */
 	for (size_t k = 0; k < d->nflow; k++) {
-		struct dside *s = &d->flow[k]->side[slot];
-		if (s->started && s->dev == st.st_dev && s->ino == st.st_ino) {
+		struct dflow *g = d->flow[k];
+		if (g != NULL && g->side[slot].started && g->side[slot].dev == st.st_dev && g->side[slot].ino == st.st_ino) {
 			close(sock);
 			return true;
 		}
 	}
-	if (!ns_socket(G, d, slot)) {
-		int e = errno;
+	/* Named now (bound to a port if it had none, as the kernel would at
+	 * its first datagram): no reference to it is kept. */
+	bool named = name_of(sock, &name, &nlen);
+	close(sock);
+	if (!named || !ns_socket(G, d, slot)) {
 		log_event("replica %u: datagrams to %s cannot reach diehard (%s): the kernel decides", S->r[slot].id,
-			  d->name, strerror(e));
-		close(sock);
+			  d->name, strerror(errno));
 		return false;
 	}
 	uint64_t n = d->ns[slot].flows++;
+	bool fresh = n >= d->base + d->nflow;
 	struct dflow *f = flow_get(G, d, n);
 	if (f == NULL) {
-		close(sock);
 		*err = ENOBUFS;
 		return false;
 	}
+	if (fresh) {
+		f->leader = (int)slot;
+		if (++G->leading[slot] > LEAD_MAX) {
+			char why[160];
+			snprintf(why, sizeof why, "%u of its datagram flows found no other replica's to match", G->leading[slot]);
+			net_kill(N, slot, why);
+			*err = ECONNREFUSED;
+			return false;
+		}
+	} else if (f->leader >= 0 && f->leader != (int)slot) {
+		if (G->leading[f->leader] > 0)
+			G->leading[f->leader]--;
+		f->leader = -1;
+	}
 	struct dside *s = &f->side[slot];
-	close_fd(&s->sock);
-	*s = (struct dside){ .sock = sock, .own = -1, .dev = st.st_dev, .ino = st.st_ino, .started = true };
+	*s = (struct dside){ .sock = -1, .own = -1, .dev = st.st_dev, .ino = st.st_ino, .started = true, .known = true,
+			     .src = name, .srclen = nlen };
 	log_event("replica %u sends datagrams to %s (its flow %llu there)", S->r[slot].id, d->name,
 		  (unsigned long long)n + 1);
 	return true;
 }
 
+/* Slot's program binds a UDP socket at addr: diehard's own socket there in
+ * its namespace (for a flow it started, a probe's connect of glibc's
+ * getaddrinfo included) makes way. */
+void dgram_unbind(struct net *N, unsigned slot, const struct sockaddr *addr)
+{
+	struct dgram *G = N->dgram;
+	struct sockaddr_storage a;
+	(void)outbound_normalise(addr, &a);
+	for (size_t i = 0; i < G->ndest; i++) {
+		struct ddest *d = G->dest[i];
+		struct dlocal *ns = &d->ns[slot];
+		if (ns->fd < 0 || !same_src(&a, &d->addr))
+			continue;
+		event_free(ns->ev);
+		ns->ev = NULL;
+		close_fd(&ns->fd);
+	}
+}
 
 /* ---- servers ---- */
 
@@ -802,8 +910,10 @@ static bool own_socket(struct dgram *G, struct dflow *f, unsigned slot)
 	if (s->own >= 0)
 		return true;
 	struct nslot *sl = &G->N->slot[slot];
-	if (sl->F == NULL || sl->unanswered || outbound_address(G->N, slot, &f->client) != 0)
+	if (sl->F == NULL || sl->unanswered)
 		return false;
+	/* The loopback's addresses full: the client seen from the loopback. */
+	bool real = outbound_address(G->N, slot, &f->client) == 0;
 	int fd = factory_take_type(sl->F, f->srv->target.ss_family, SOCK_DGRAM);
 	if (fd < 0) {
 		if (errno == ETIMEDOUT)
@@ -812,6 +922,14 @@ static bool own_socket(struct dgram *G, struct dflow *f, unsigned slot)
 	}
 	struct sockaddr_storage b = f->client;
 	socklen_t blen = f->clen;
+	if (!real) {
+		memset(&b, 0, sizeof b);
+		b.ss_family = f->client.ss_family;
+		if (b.ss_family == AF_INET)
+			((struct sockaddr_in *)&b)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		else
+			((struct sockaddr_in6 *)&b)->sin6_addr = in6addr_loopback;
+	}
 	if (f->srv->target.ss_family == AF_INET6 && b.ss_family == AF_INET) {
 		/* An IPv4 client of a dual-stack server: IPv4-mapped. */
 		struct sockaddr_in s4 = *(struct sockaddr_in *)&f->client;
@@ -838,6 +956,8 @@ static bool own_socket(struct dgram *G, struct dflow *f, unsigned slot)
 		close(fd);
 		return false;
 	}
+	int big = RCVBUF;
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
 	struct own_arg *a = must(malloc(sizeof *a));
 	*a = (struct own_arg){ f, slot };
 	s->own = fd;
@@ -984,11 +1104,10 @@ void dgram_bound(struct net *N, unsigned slot, const struct sockaddr *addr, sock
 		if (G->srv[i]->len == len && memcmp(&G->srv[i]->addr, &a, len) == 0 && G->srv[i]->v6only == v6only)
 			v = G->srv[i];
 	if (v == NULL) {
-		if (G->nsrv == DEST_MAX)
+		if (G->nsrv == SRV_MAX)
 			return;
 		v = must(calloc(1, sizeof *v));
 		*v = (struct dsrv){ .G = G, .addr = a, .len = len, .v6only = v6only, .fd = -1 };
-		v->next = must(calloc(S->nslots, sizeof *v->next));
 		target_of(&a, &v->target, &v->tlen);
 		if (!netaddr_format(&a, len, v->name, sizeof v->name))
 			snprintf(v->name, sizeof v->name, "?");
@@ -1041,6 +1160,13 @@ static void slot_clear(struct dgram *G, unsigned slot)
 		ns->flows = 0;
 		for (size_t k = 0; k < d->nflow; k++) {
 			struct dflow *f = d->flow[k];
+			if (f == NULL)
+				continue;
+			if (f->leader == (int)slot) {
+				if (G->leading[slot] > 0)
+					G->leading[slot]--;
+				f->leader = -1;
+			}
 			struct dside *s = &f->side[slot];
 			close_fd(&s->sock);
 			own_close(s);
@@ -1054,7 +1180,6 @@ static void slot_clear(struct dgram *G, unsigned slot)
 	for (size_t i = 0; i < G->nsrv; i++) {
 		struct dsrv *v = G->srv[i];
 		v->bound &= ~(1ull << slot);
-		v->next[slot] = 0;
 		for (struct dflow *f = v->sessions; f != NULL; f = f->snext) {
 			struct dside *s = &f->side[slot];
 			own_close(s);
@@ -1082,10 +1207,47 @@ void dgram_slot_gone(struct net *N, unsigned slot)
 	/* Fewer voters: a quorum may be there now. */
 	for (size_t i = 0; i < G->ndest; i++)
 		for (size_t k = 0; k < G->dest[i]->nflow; k++)
-			decide(G, G->dest[i]->flow[k]);
+			if (G->dest[i]->flow[k] != NULL)
+				decide(G, G->dest[i]->flow[k]);
 	for (size_t i = 0; i < G->nsrv; i++)
 		for (struct dflow *f = G->srv[i]->sessions; f != NULL; f = f->snext)
 			decide(G, f);
+}
+
+/* A voter that trails a flow's decided datagrams (it did not send what a
+ * quorum sent), silent there for --timeout: a straggler, killed. */
+static void straggle(struct dgram *G, struct dflow *f, double t)
+{
+	struct sup *S = sup_of(G);
+	double limit = S->o->straggler_ms / 1000.0;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct dside *s = &f->side[i];
+		if (!(f->voters & (1ull << i)) || !S->r[i].live || s->sent >= f->decided) {
+			s->behind = 0;
+			continue;
+		}
+		if (s->behind == 0)
+			s->behind = t;
+		else if (t - s->behind > limit) {
+			char why[200];
+			snprintf(why, sizeof why, "straggler: its datagrams on flow %llu %s %s trail the others', silent for "
+				 "more than %.1f s", (unsigned long long)f->n + 1, f->srv != NULL ? "of" : "to", f->d->name,
+				 limit);
+			net_kill(G->N, i, why);
+		}
+	}
+}
+
+static void stragglers(struct dgram *G)
+{
+	double t = sup_now();
+	for (size_t i = 0; i < G->ndest; i++)
+		for (size_t k = 0; k < G->dest[i]->nflow; k++)
+			if (G->dest[i]->flow[k] != NULL)
+				straggle(G, G->dest[i]->flow[k], t);
+	for (size_t i = 0; i < G->nsrv; i++)
+		for (struct dflow *f = G->srv[i]->sessions; f != NULL; f = f->snext)
+			straggle(G, f, t);
 }
 
 void dgram_tick(struct net *N)
@@ -1094,6 +1256,7 @@ void dgram_tick(struct net *N)
 	if (G == NULL)
 		return;
 	reports(G);
+	stragglers(G);
 	if (G->keep && !G->incomplete)
 		return;
 	double t = sup_now();
@@ -1103,21 +1266,7 @@ void dgram_tick(struct net *N)
 			if (t - f->last > SESSION_IDLE)
 				session_free(G, f);
 		}
-	for (size_t i = 0; i < G->ndest; i++) {
-		struct ddest *d = G->dest[i];
-		/* Idle flows from the oldest: their numbers stay matched by
-		 * the base. */
-		size_t k = 0;
-		while (k < d->nflow && t - d->flow[k]->last > IDLE_SECONDS) {
-			flow_free(G, d->flow[k]);
-			k++;
-		}
-		if (k == 0)
-			continue;
-		memmove(d->flow, d->flow + k, (d->nflow - k) * sizeof *d->flow);
-		d->nflow -= k;
-		d->base += k;
-	}
+	sweep(G, IDLE_SECONDS);
 }
 
 bool dgram_replayable(const struct net *N)
@@ -1132,6 +1281,7 @@ struct dgram *dgram_new(struct net *N)
 	G->N = N;
 	G->keep = S->o->respawns > 0 && S->o->conn_log > 0;
 	G->cap = S->o->conn_log;
+	G->leading = must(calloc(S->nslots, sizeof *G->leading));
 	return G;
 }
 
@@ -1152,18 +1302,19 @@ void dgram_free(struct dgram *G)
 		close_fd(&v->fd);
 		free(v->rep_d->ns);
 		free(v->rep_d);
-		free(v->next);
 		free(v);
 	}
 	free(G->srv);
 	for (size_t i = 0; i < G->ndest; i++) {
 		struct ddest *d = G->dest[i];
 		for (size_t k = 0; k < d->nflow; k++)
-			flow_free(G, d->flow[k]);
+			if (d->flow[k] != NULL)
+				flow_free(G, d->flow[k]);
 		free(d->flow);
 		free(d->ns);
 		free(d);
 	}
 	free(G->dest);
+	free(G->leading);
 	free(G);
 }

@@ -46,6 +46,10 @@ bool dgram_flow(struct net *N, unsigned slot, int sock, const struct sockaddr *d
  * each reply once a quorum of the replicas sent the same one. */
 void dgram_bound(struct net *N, unsigned slot, const struct sockaddr *addr, socklen_t len, bool v6only);
 
+/* Slot's program is about to bind a UDP socket at addr: a socket of
+ * diehard's for a flow there makes way. */
+void dgram_unbind(struct net *N, unsigned slot, const struct sockaddr *addr);
+
 /* A new process in slot, or none any more. */
 void dgram_slot_started(struct net *N, unsigned slot);
 void dgram_slot_gone(struct net *N, unsigned slot);

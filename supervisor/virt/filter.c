@@ -15,6 +15,7 @@
 #include <linux/seccomp.h>
 #include <linux/sockios.h>
 #include <linux/userfaultfd.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stddef.h>
 #include <seccomp.h>
@@ -494,12 +495,18 @@ static int add_net(scmp_filter_ctx ctx)
 	int rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(listen), 0);
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(connect), 0);
-	if (rc == 0)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(bind), 0);
-	/* A datagram with its destination (a UDP socket's flow, dgram.h);
-	 * send(), and sendto without an address, stay in the kernel. */
-	if (rc == 0)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 1, SCMP_A4(SCMP_CMP_NE, 0));
+	/* bind and sendto only with an address of an IPv4 or IPv6 size (or a
+	 * sockaddr_storage's): a unix socket's, or send() and sendto without
+	 * an address, stay in the kernel at no cost. */
+	static const scmp_datum_t sizes[] = { sizeof(struct sockaddr_in), sizeof(struct sockaddr_in6),
+					      sizeof(struct sockaddr_storage) };
+	for (size_t i = 0; rc == 0 && i < sizeof sizes / sizeof sizes[0]; i++) {
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(bind), 1,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, 0xffffffffu, sizes[i]));
+		if (rc == 0)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 2, SCMP_A4(SCMP_CMP_NE, 0),
+					      SCMP_A5(SCMP_CMP_MASKED_EQ, 0xffffffffu, sizes[i]));
+	}
 	return rc;
 }
 

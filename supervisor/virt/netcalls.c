@@ -331,6 +331,23 @@ static enum netcall on_connect(struct netcalls *N, int listener, unsigned slot, 
 	return NETCALL_CONTINUE;
 }
 
+/* Whether thread tid holds CAP_NET_BIND_SERVICE (its effective set, in
+ * its own user namespace, which owns the replica's network namespace). */
+static bool may_bind_service(pid_t tid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return false;
+	unsigned long long eff = 0;
+	bool found = false;
+	while (!found && fgets(line, sizeof line, f) != NULL)
+		found = sscanf(line, "CapEff: %llx", &eff) == 1;
+	fclose(f);
+	return found && (eff & (1ull << 10)); /* CAP_NET_BIND_SERVICE */
+}
+
 /* bind of a UDP socket is performed here, on our reference to it (as
  * listen is): its result is the program's, and a server's address, port
  * not 0, goes to dgram.h before the program can receive. Anything else
@@ -357,6 +374,15 @@ static enum netcall on_bind(struct netcalls *N, int listener, unsigned slot, con
 	} else if (sockopt_int(ours, SOL_SOCKET, SO_DOMAIN, &domain) && domain == ss.ss_family &&
 		   sockopt_int(ours, SOL_SOCKET, SO_TYPE, &type) && type == SOCK_DGRAM &&
 		   sockopt_int(ours, SOL_SOCKET, SO_PROTOCOL, &proto) && proto == IPPROTO_UDP) {
+		in_port_t port = ss.ss_family == AF_INET ? ntohs(((struct sockaddr_in *)&ss)->sin_port)
+							 : ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+		/* A port below 1024 wants the caller's privilege, not ours: the
+		 * kernel judges that call itself. */
+		if (port != 0 && port < 1024 && !may_bind_service((pid_t)req->pid)) {
+			close(ours);
+			return NETCALL_CONTINUE;
+		}
+		dgram_unbind(N->S->net, slot, (const struct sockaddr *)&ss);
 		a = NETCALL_ANSWER;
 		if (bind(ours, (const struct sockaddr *)&ss, (socklen_t)len) != 0) {
 			resp->error = -errno;
