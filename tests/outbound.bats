@@ -324,3 +324,52 @@ PY
 			fail "$q: dnsmasq saw" "$(cat "$T/dns53.log")" "plain:" "$plain_q"
 	done
 }
+
+@test "unix stream sockets by path: redis-cli -s INCR 20 times against a redis outside is exactly +20; descriptors passed along are said once; a replica's own unix server stays its own" {
+	require_cmd redis-server redis-cli
+	local sock="$T/redis.sock"
+	redis-server --port 0 --unixsocket "$sock" --save '' --appendonly no --dir "$T" >"$T/redis.log" 2>&1 &
+	BG+=($!)
+	wait_until 10 redis-cli -s "$sock" PING >/dev/null 2>&1 || fail "redis did not start" "$(cat "$T/redis.log")"
+	redis-cli -s "$sock" SET c 100 >/dev/null
+	SUP_SHARE= SUP_TIMEOUT=120 sup -k 3 -r "$T/r.json" -- sh -c 'for i in $(seq 20); do redis-cli -s "$1" INCR c; done' sh \
+		"$sock" >"$T/out" 2>"$T/err" || fail "exit $?" "$(cat "$T/err")"
+	[[ $(redis-cli -s "$sock" GET c) == 120 ]] || fail "the counter: $(redis-cli -s "$sock" GET c), expected 120"
+	[[ $(<"$T/out") == $(seq 101 120) ]] || fail "the replies:" "$(head "$T/out")"
+	jq -e --arg a "unix:$sock" '[.outbound[] | select(.address == $a)] | .[0].connections == 20' "$T/r.json" >/dev/null ||
+		fail "the report:" "$(jq -c .outbound "$T/r.json")"
+	# A server passing a descriptor along its answer: the bytes come
+	# through, the descriptor does not, one line says so.
+	cat >"$T/fdserver.py" <<'PY'
+import array, os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(4)
+open(sys.argv[1] + ".ready", "w").close()
+while True:
+    c, _ = s.accept()
+    c.recv(100)
+    c.sendmsg([b"here\n"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0]))])
+    c.close()
+PY
+	python3 "$T/fdserver.py" "$T/fd.sock" &
+	BG+=($!)
+	wait_until 10 test -e "$T/fd.sock.ready" || fail "the fd server did not start"
+	SUP_SHARE= SUP_TIMEOUT=60 sup -k 3 -- python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"hi")
+print(s.makefile().read(), end="")
+# Its own server, in its own view and namespace: the kernel connects it.
+own = socket.socket(socket.AF_UNIX)
+own.bind(sys.argv[2])
+own.listen(1)
+c = socket.socket(socket.AF_UNIX)
+c.connect(sys.argv[2])
+print("own", own.accept()[0] is not None)
+' "$T/fd.sock" "/tmp/own.$$.$RANDOM.sock" >"$T/out2" 2>"$T/err2" || fail "exit $?" "$(cat "$T/err2")"
+	[[ $(<"$T/out2") == $'here\nown True' ]] || fail "output:" "$(cat "$T/out2")"
+	[[ $(grep -c 'descriptors or credentials passed over the connection to unix:.* are not carried' "$T/err2") == 1 ]] ||
+		fail "not one line about the descriptor:" "$(cat "$T/err2")"
+}

@@ -89,8 +89,9 @@ struct conn {
 	bool crev_on, cwev_on, idle_on;
 	unsigned np, nstart;
 	struct peer *p;
-	char name[NETADDR_TEXT + 16]; /* its listener's address, or "to DEST" */
+	char name[NETADDR_TEXT + 64]; /* its listener's address, or "to DEST" */
 	struct orec *rec;        /* outbound: where the peer's bytes are recorded (NULL: none) */
+	bool unix_;              /* outbound to a unix socket: ancillary data is looked at */
 	unsigned char *in;
 	size_t in_cap, in_base, in_tail;
 	bool in_eof;
@@ -120,6 +121,37 @@ static void ev_set(struct event *ev, bool *on, bool want)
 	if (want ? event_add(ev, NULL) != 0 : event_del(ev) != 0)
 		fatal(EXIT_INTERNAL, "cannot %s a connection event", want ? "add" : "remove");
 	*on = want;
+}
+
+/* A read of fd's bytes; on a unix connection by recvmsg, for what the
+ * bytes cannot carry: descriptors (closed) and credentials passed along
+ * are not proxied, said once a run. */
+static ssize_t conn_read(struct conn *c, int fd, void *buf, size_t n)
+{
+	if (!c->unix_)
+		return read(fd, buf, n);
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(64 * sizeof(int))];
+	} ctl;
+	struct iovec iov = { buf, n };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b };
+	ssize_t r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+	if (r < 0 || (m.msg_controllen == 0 && !(m.msg_flags & MSG_CTRUNC)))
+		return r;
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h != NULL; h = CMSG_NXTHDR(&m, h))
+		if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS)
+			for (size_t i = 0; i < (h->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+				int passed;
+				memcpy(&passed, CMSG_DATA(h) + i * sizeof(int), sizeof passed);
+				close(passed);
+			}
+	if (!c->N->said_ancillary) {
+		c->N->said_ancillary = true;
+		log_warn("descriptors or credentials passed over the connection %s are not carried through diehard (said once)",
+			 c->name);
+	}
+	return r;
 }
 
 static void kick(struct conn *c)
@@ -345,7 +377,7 @@ static void on_client_readable(evutil_socket_t fd, short what, void *arg)
 		client_update_read(c);
 		return;
 	}
-	ssize_t n = read(fd, c->in + (c->in_tail - c->in_base), room);
+	ssize_t n = conn_read(c, fd, c->in + (c->in_tail - c->in_base), room);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
 	if (n < 0) {
@@ -413,7 +445,7 @@ static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 		peer_update_read(c, p);
 		return;
 	}
-	ssize_t n = read(fd, p->buf + (p->end - p->base), room);
+	ssize_t n = conn_read(c, fd, p->buf + (p->end - p->base), room);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
 	if (n > 0) {
@@ -787,7 +819,7 @@ void conn_tick(struct conn *c, double t)
 		struct peer *p = &c->p[j];
 		if (!p->alive)
 			continue;
-		char why[192];
+		char why[384];
 		bool behind = p->connecting || p->pos < c->committed || (c->ended && !p->eof);
 		if (behind && t - p->last_read > limit) {
 			snprintf(why, sizeof why,
@@ -915,6 +947,7 @@ struct conn *conn_open_out(struct net *N, int cfd, const char *dest, uint64_t vo
 	struct conn *c = conn_new(N, NULL, cfd);
 	snprintf(c->name, sizeof c->name, "to %s", dest);
 	c->rec = rec;
+	c->unix_ = strncmp(dest, "unix:", 5) == 0;
 	/* Each voter joins when its own connect reaches the listener made
 	 * for it in its namespace (conn_join); until then it is a peer still
 	 * connecting: the peer's bytes are kept for it, and the straggler

@@ -92,6 +92,7 @@ struct net {
 	bool stopping;
 	bool said_full;
 	bool said_client;            /* a replica could not see its client's address */
+	bool said_ancillary;         /* descriptors passed over a unix connection */
 	struct inputlog *log;        /* the connection log (NULL: none kept) */
 	struct event *resume_ev;     /* listeners paused for want of fds */
 };

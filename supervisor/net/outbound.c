@@ -42,7 +42,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <stddef.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,6 +82,8 @@ struct ocall {
 	bool joined;             /* its socket was matched */
 	uint64_t gen, id;
 	int sock;                /* our reference to its socket (-1: none) */
+	int fd;                  /* its number in the caller (a unix socket's, replaced) */
+	pid_t tid;               /* the caller */
 };
 
 struct mark {
@@ -123,8 +127,9 @@ struct olisten {
 struct odest {
 	struct sockaddr_storage addr; /* normalised: IPv4-mapped as IPv4 */
 	socklen_t len;
-	char name[NETADDR_TEXT];
+	char name[NETADDR_TEXT + 40];
 	bool loopback;           /* already local in every namespace */
+	bool unix_path;          /* a unix socket's path: given by a socket pair */
 	uint64_t *count;         /* per slot: connects its process made here */
 	uint64_t reached;        /* slots whose process connected here */
 	struct orec **rec;       /* connection base + i */
@@ -208,6 +213,13 @@ static void close_fd(int *fd)
 static socklen_t normalise(const struct sockaddr *a, struct sockaddr_storage *out)
 {
 	memset(out, 0, sizeof *out);
+	if (a->sa_family == AF_UNIX) {
+		const struct sockaddr_un *u = (const void *)a;
+		struct sockaddr_un *o = (void *)out;
+		o->sun_family = AF_UNIX;
+		memcpy(o->sun_path, u->sun_path, sizeof o->sun_path - 1);
+		return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(o->sun_path) + 1);
+	}
 	if (a->sa_family == AF_INET6) {
 		const struct sockaddr_in6 *s6 = (const void *)a;
 		if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
@@ -237,6 +249,8 @@ static bool same(const struct sockaddr_storage *a, const struct sockaddr_storage
 {
 	if (a->ss_family != b->ss_family)
 		return false;
+	if (a->ss_family == AF_UNIX)
+		return strcmp(((const struct sockaddr_un *)a)->sun_path, ((const struct sockaddr_un *)b)->sun_path) == 0;
 	if (a->ss_family == AF_INET) {
 		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
 		return (!port || x->sin_port == y->sin_port) && x->sin_addr.s_addr == y->sin_addr.s_addr;
@@ -247,6 +261,8 @@ static bool same(const struct sockaddr_storage *a, const struct sockaddr_storage
 
 static bool is_loopback(const struct sockaddr_storage *a)
 {
+	if (a->ss_family == AF_UNIX)
+		return true; /* no address to add */
 	if (a->ss_family == AF_INET)
 		return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
 	return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)a)->sin6_addr);
@@ -655,9 +671,65 @@ static bool answer(struct outbound *O, struct orec *r, unsigned slot, int err)
 	return ok;
 }
 
+/* Whether fd is close-on-exec in thread tid (its fdinfo's flags). */
+static bool cloexec_in(pid_t tid, int fd)
+{
+	char path[64], line[128];
+	snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)tid, fd);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return false;
+	unsigned long flags = 0;
+	bool found = false;
+	while (!found && fgets(line, sizeof line, f) != NULL)
+		found = sscanf(line, "flags: %lo", &flags) == 1;
+	fclose(f);
+	return found && (flags & O_CLOEXEC);
+}
+
+/* A unix socket's connect: the caller's socket replaced by one end of a
+ * socket pair (its file flags and close-on-exec kept), the call answered
+ * 0, the other end diehard's for the connection or the record. */
+static void give_pair(struct outbound *O, struct orec *r, unsigned slot)
+{
+	struct sup *S = sup_of(O);
+	struct ocall *c = &r->call[slot];
+	int sv[2], fl = fcntl(c->sock, F_GETFL);
+	bool cloexec = cloexec_in(c->tid, c->fd);
+	if (fl < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+		(void)answer(O, r, slot, ECONNREFUSED);
+		return;
+	}
+	if ((fl & O_NONBLOCK) && fcntl(sv[1], F_SETFL, O_NONBLOCK) != 0)
+		log_warn("fcntl: %s", strerror(errno));
+	if (fcntl(sv[0], F_SETFL, O_NONBLOCK) != 0)
+		log_warn("fcntl: %s", strerror(errno));
+	bool given = virt_give_fd(S->virt, slot, c->gen, c->id, sv[1], c->fd, cloexec);
+	close(sv[1]);
+	if (O->slot[slot].held > 0)
+		O->slot[slot].held--;
+	c->held = false;
+	close_fd(&c->sock);
+	c->joined = true;
+	if (!given) {
+		close(sv[0]);
+		if (r->c != NULL)
+			conn_replica_gone(r->c, slot);
+		return;
+	}
+	if (c->replay)
+		replay_start(O, r, slot, sv[0]);
+	else if (r->c == NULL || !conn_join(r->c, slot, sv[0]))
+		close(sv[0]);
+}
+
 /* Lets slot's held call of r go on to its listener; or fails it. */
 static void let_through(struct outbound *O, struct orec *r, unsigned slot)
 {
+	if (r->d->unix_path) {
+		give_pair(O, r, slot);
+		return;
+	}
 	struct olisten *l = listen_get(O, slot, r->d);
 	if (l == NULL) {
 		log_warn("replica %u: its outbound connection to %s cannot be given to it (%s): the connect fails",
@@ -848,7 +920,10 @@ static struct odest *dest_get(struct outbound *O, const struct sockaddr_storage 
 	d->addr = *a;
 	d->len = len;
 	d->loopback = is_loopback(a);
-	if (!netaddr_format(a, len, d->name, sizeof d->name))
+	d->unix_path = a->ss_family == AF_UNIX;
+	if (d->unix_path)
+		snprintf(d->name, sizeof d->name, "unix:%.100s", ((const struct sockaddr_un *)a)->sun_path);
+	else if (!netaddr_format(a, len, d->name, sizeof d->name))
 		snprintf(d->name, sizeof d->name, "?");
 	d->count = must_alloc(calloc(S->nslots, sizeof *d->count));
 	d->lis = must_alloc(calloc(S->nslots, sizeof *d->lis));
@@ -984,7 +1059,7 @@ static bool runs_off(const struct outbound *O, unsigned slot, char *why, size_t 
 	return false;
 }
 
-enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64_t id, int sock,
+enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64_t id, pid_t tid, int fd, int sock,
 			      const struct sockaddr *dest, socklen_t len, int *err)
 {
 	(void)len;
@@ -1023,7 +1098,7 @@ enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64
 		*err = ECONNREFUSED;
 		return OUT_FAIL;
 	}
-	r->call[slot] = (struct ocall){ .held = true, .gen = gen, .id = id, .sock = sock };
+	r->call[slot] = (struct ocall){ .held = true, .gen = gen, .id = id, .sock = sock, .fd = fd, .tid = tid };
 	O->slot[slot].held++;
 	log_event("replica %u connects to %s (its connection %llu there)", S->r[slot].id, d->name,
 		  (unsigned long long)n + 1);

@@ -25,6 +25,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "exitcode.h"
@@ -286,6 +288,69 @@ static bool unspecified(const struct sockaddr_storage *ss)
 	return memcmp(a, zero, 16) == 0 || (memcmp(a, mapped, 12) == 0 && memcmp(a + 12, zero, 4) == 0);
 }
 
+/* Whether a socket of thread tid's network namespace listens at path:
+ * the replica's own server (its /proc/TID/net/unix, where the host's
+ * sockets are not listed). */
+static bool own_unix_server(pid_t tid, const char *path)
+{
+	char proc[64], line[512];
+	snprintf(proc, sizeof proc, "/proc/%d/net/unix", (int)tid);
+	FILE *f = fopen(proc, "re");
+	if (f == NULL)
+		return true; /* unknown: left to the kernel */
+	bool own = false;
+	while (!own && fgets(line, sizeof line, f) != NULL) {
+		unsigned long flags;
+		char p[256];
+		/* Num RefCount Protocol Flags Type St Inode Path */
+		if (sscanf(line, "%*s %*s %*s %lx %*s %*s %*s %255s", &flags, p) == 2 && (flags & 0x10000) &&
+		    strcmp(p, path) == 0)
+			own = true;
+	}
+	fclose(f);
+	return own;
+}
+
+/* A unix stream socket's connect to an absolute path outside the
+ * replica's own servers: made once, for a quorum (outbound.h). Abstract
+ * names are the namespace's own; relative paths and datagram sockets go
+ * on in the kernel, unvoted. */
+static enum netcall unix_connect(struct netcalls *N, int listener, unsigned slot, uint64_t gen,
+				 const struct seccomp_notif *req, struct seccomp_notif_resp *resp,
+				 struct sockaddr_storage *ss, socklen_t len)
+{
+	struct sockaddr_un *u = (struct sockaddr_un *)ss;
+	int fd = (int)(int32_t)req->data.args[0];
+	u->sun_path[sizeof u->sun_path - 1] = '\0';
+	if (len <= offsetof(struct sockaddr_un, sun_path) || u->sun_path[0] != '/' ||
+	    own_unix_server((pid_t)req->pid, u->sun_path))
+		return NETCALL_CONTINUE;
+	int ours = take_fd((pid_t)req->pid, fd);
+	if (ours < 0)
+		return NETCALL_CONTINUE;
+	int type, accepting;
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof peer;
+	if (!still_waiting(listener, req->id)) {
+		close(ours);
+		return NETCALL_DROP;
+	}
+	if (!sockopt_int(ours, SOL_SOCKET, SO_TYPE, &type) || type != SOCK_STREAM ||
+	    !sockopt_int(ours, SOL_SOCKET, SO_ACCEPTCONN, &accepting) || accepting ||
+	    getpeername(ours, (struct sockaddr *)&peer, &plen) == 0 || errno != ENOTCONN) {
+		close(ours);
+		return NETCALL_CONTINUE;
+	}
+	int err = 0;
+	switch (outbound_connect(N->S->net, slot, gen, req->id, (pid_t)req->pid, fd, ours, (const struct sockaddr *)ss,
+				 len, &err)) {
+	case OUT_HELD: return NETCALL_DROP;
+	case OUT_FAIL: resp->error = -err; return NETCALL_ANSWER;
+	case OUT_CONTINUE: break;
+	}
+	return NETCALL_CONTINUE;
+}
+
 static enum netcall on_connect(struct netcalls *N, int listener, unsigned slot, uint64_t gen,
 			       const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 {
@@ -300,8 +365,10 @@ static enum netcall on_connect(struct netcalls *N, int listener, unsigned slot, 
 	memset(&ss, 0, sizeof ss);
 	if (remote_read_all((pid_t)req->pid, addr, &ss, (size_t)len) != 0)
 		return NETCALL_CONTINUE;
+	if (ss.ss_family == AF_UNIX)
+		return unix_connect(N, listener, slot, gen, req, resp, &ss, (socklen_t)len);
 	enum netaddr_kind kind = netaddr_classify(&ss, (size_t)len);
-	/* Unix sockets and other families; the unspecified address (Linux
+	/* Other families; the unspecified address (Linux
 	 * connects to the namespace itself); the replica's own listening
 	 * port on its loopback: its own business. */
 	if (kind == NETADDR_OTHER || unspecified(&ss) ||
@@ -322,7 +389,8 @@ static enum netcall on_connect(struct netcalls *N, int listener, unsigned slot, 
 		return NETCALL_CONTINUE;
 	}
 	int err = 0;
-	switch (outbound_connect(N->S->net, slot, gen, req->id, ours, (const struct sockaddr *)&ss, (socklen_t)len,
+	switch (outbound_connect(N->S->net, slot, gen, req->id, (pid_t)req->pid, fd, ours, (const struct sockaddr *)&ss,
+				 (socklen_t)len,
 				 &err)) {
 	case OUT_HELD: return NETCALL_DROP;
 	case OUT_FAIL: resp->error = -err; return NETCALL_ANSWER;
