@@ -373,3 +373,33 @@ print("own", own.accept()[0] is not None)
 	[[ $(grep -c 'descriptors or credentials passed over the connection to unix:.* are not carried' "$T/err2") == 1 ]] ||
 		fail "not one line about the descriptor:" "$(cat "$T/err2")"
 }
+
+@test "unix datagram sockets by path: logger's line and a program's five reach a log socket outside once each" {
+	require_cmd logger
+	cat >"$T/logsrv.py" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+open(sys.argv[1] + ".ready", "w").close()
+while True:
+    d = s.recv(65536)
+    with open(sys.argv[2], "a") as f:
+        f.write(d.decode(errors="replace") + "\n")
+PY
+	python3 "$T/logsrv.py" "$T/log.sock" "$T/log.txt" &
+	BG+=($!)
+	wait_until 10 test -e "$T/log.sock.ready" || fail "the log socket's server did not start"
+	SUP_TIMEOUT=60 sup -k 3 -r "$T/r.json" -- python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.connect(sys.argv[1])
+for i in range(5):
+    s.send(b"line %d" % i)
+print("sent")' "$T/log.sock" >"$T/out" 2>"$T/err" || fail "exit $?" "$(cat "$T/err")"
+	SUP_TIMEOUT=60 sup -k 3 -- logger -u "$T/log.sock" "one line from logger" 2>>"$T/err" || fail "logger: exit $?" "$(cat "$T/err")"
+	wait_until 10 grep -q "one line from logger" "$T/log.txt" || fail "logger's line did not arrive"
+	[[ $(grep -c '^line [0-4]$' "$T/log.txt") == 5 && $(sort -u "$T/log.txt" | grep -c '^line') == 5 &&
+		$(grep -c 'one line from logger' "$T/log.txt") == 1 ]] || fail "the log:" "$(cat "$T/log.txt")"
+	jq -e '.datagrams[0].flows == 1 and .datagrams[0].divergences == 0' "$T/r.json" >/dev/null ||
+		fail "the report:" "$(jq -c .datagrams "$T/r.json")"
+}

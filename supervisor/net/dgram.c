@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "exitcode.h"
@@ -46,6 +47,7 @@
 #include "outbound.h"
 #include "report.h"
 #include "sup.h"
+#include "virt.h"
 #include "voter.h"
 
 #define DG_MAX 65536        /* the largest datagram read */
@@ -259,7 +261,7 @@ static void give(struct dgram *G, struct dflow *f, unsigned slot)
 		return;
 	}
 	struct dside *s = &f->side[slot];
-	int fd = f->d->ns[slot].fd;
+	int fd = s->own >= 0 ? s->own : f->d->ns[slot].fd; /* a unix flow's pair, or the namespace's socket */
 	if (!s->known || fd < 0)
 		return;
 	if (s->given < f->ans_base)
@@ -269,7 +271,10 @@ static void give(struct dgram *G, struct dflow *f, unsigned slot)
 		if (a->after > s->sent)
 			break;
 		/* One datagram; a full buffer drops it, as the network would. */
-		(void)sendto(fd, a->b.p, a->b.n, MSG_DONTWAIT, (const struct sockaddr *)&s->src, s->srclen);
+		if (s->own >= 0)
+			(void)send(fd, a->b.p, a->b.n, MSG_DONTWAIT);
+		else
+			(void)sendto(fd, a->b.p, a->b.n, MSG_DONTWAIT, (const struct sockaddr *)&s->src, s->srclen);
 		s->given++;
 	}
 	(void)G;
@@ -733,6 +738,8 @@ static struct ddest *dest_get(struct dgram *G, const struct sockaddr_storage *a,
 	d->len = len;
 	if (!netaddr_format(a, len, d->name, sizeof d->name))
 		snprintf(d->name, sizeof d->name, "?");
+	if (a->ss_family == AF_UNIX)
+		snprintf(d->name, sizeof d->name, "unix:%.60s", ((const struct sockaddr_un *)a)->sun_path);
 	d->ns = must(calloc(S->nslots, sizeof *d->ns));
 	for (unsigned i = 0; i < S->nslots; i++)
 		d->ns[i] = (struct dlocal){ .fd = -1, .G = G, .d = d, .slot = i };
@@ -889,17 +896,70 @@ void dgram_unbind(struct net *N, unsigned slot, const struct sockaddr *addr)
 	}
 }
 
+struct own_arg {             /* the event's argument: a session's side, or a unix flow's */
+	struct dgram *G;
+	struct dflow *f;
+	unsigned slot;
+};
+
+static void on_own(evutil_socket_t fd, short what, void *arg);
+
+bool dgram_unix(struct net *N, unsigned slot, uint64_t gen, uint64_t id, pid_t tid, int fd, int sock,
+		const struct sockaddr *dest, socklen_t len)
+{
+	struct dgram *G = N->dgram;
+	struct sup *S = N->S;
+	struct sockaddr_storage a;
+	memset(&a, 0, sizeof a);
+	memcpy(&a, dest, len < sizeof a ? len : sizeof a);
+	struct ddest *d = dest_get(G, &a, len);
+	int fl = fcntl(sock, F_GETFL), sv[2];
+	close(sock);
+	if (d == NULL || fl < 0 || socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return false;
+	uint64_t n = d->ns[slot].flows++;
+	struct dflow *f = flow_get(G, d, n);
+	if (f == NULL) {
+		close(sv[0]);
+		close(sv[1]);
+		return false;
+	}
+	if ((fl & O_NONBLOCK) && fcntl(sv[1], F_SETFL, O_NONBLOCK) != 0)
+		log_warn("fcntl: %s", strerror(errno));
+	(void)fcntl(sv[0], F_SETFL, O_NONBLOCK);
+	char path[64], line[128];
+	unsigned long flags = 0;
+	snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)tid, fd);
+	FILE *fi = fopen(path, "re");
+	if (fi != NULL) {
+		while (fgets(line, sizeof line, fi) != NULL && sscanf(line, "flags: %lo", &flags) != 1)
+			;
+		fclose(fi);
+	}
+	bool given = virt_give_fd(S->virt, slot, gen, id, sv[1], fd, (flags & O_CLOEXEC) != 0);
+	close(sv[1]);
+	if (!given) {
+		close(sv[0]);
+		return true; /* its caller is gone: nothing to answer */
+	}
+	struct dside *s = &f->side[slot];
+	*s = (struct dside){ .sock = -1, .own = sv[0], .started = true, .known = true };
+	struct own_arg *arg = must(malloc(sizeof *arg));
+	*arg = (struct own_arg){ G, f, slot };
+	s->own_ev = event_new(S->base, sv[0], EV_READ | EV_PERSIST, on_own, arg);
+	if (s->own_ev == NULL || event_add(s->own_ev, NULL) != 0)
+		fatal(EXIT_INTERNAL, "cannot watch a replica's datagram socket");
+	log_event("replica %u sends datagrams to %s (its flow %llu there)", S->r[slot].id, d->name,
+		  (unsigned long long)n + 1);
+	give(G, f, slot);
+	return true;
+}
+
 /* ---- servers ---- */
 
 #define SESSIONS_MAX 4096    /* a server's clients at once: the idlest freed first */
 #define SESSION_IDLE 60.0    /* a session quiet that long is freed (unless kept) */
 
-static void on_own(evutil_socket_t fd, short what, void *arg);
-
-struct own_arg {             /* the event's argument: a session's side */
-	struct dflow *f;
-	unsigned slot;
-};
 
 /* slot's socket of session f, bound at the client's address in its
  * namespace (the address on its loopback first; its port if free there),
@@ -959,7 +1019,7 @@ static bool own_socket(struct dgram *G, struct dflow *f, unsigned slot)
 	int big = RCVBUF;
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
 	struct own_arg *a = must(malloc(sizeof *a));
-	*a = (struct own_arg){ f, slot };
+	*a = (struct own_arg){ G, f, slot };
 	s->own = fd;
 	s->own_ev = event_new(sup_of(G)->base, fd, EV_READ | EV_PERSIST, on_own, a);
 	if (s->own_ev == NULL || event_add(s->own_ev, NULL) != 0)
@@ -975,6 +1035,7 @@ static void on_own(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
 	const struct own_arg *a = arg;
+	struct dgram *G = a->G;
 	struct dflow *f = a->f;
 	unsigned slot = a->slot; /* a is freed if the replica is killed */
 	static unsigned char buf[DG_MAX];
@@ -982,7 +1043,7 @@ static void on_own(evutil_socket_t fd, short what, void *arg)
 		ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
 		if (n < 0)
 			return;
-		datagram(f->srv->G, f, slot, buf, (size_t)n);
+		datagram(G, f, slot, buf, (size_t)n);
 		if (f->side[slot].own != fd)
 			return; /* its replica was killed meanwhile */
 	}

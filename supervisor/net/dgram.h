@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 struct net;
 struct dgram;
@@ -45,6 +46,15 @@ bool dgram_flow(struct net *N, unsigned slot, int sock, const struct sockaddr *d
  * client's own address (a socket in its namespace bound there), and sends
  * each reply once a quorum of the replicas sent the same one. */
 void dgram_bound(struct net *N, unsigned slot, const struct sockaddr *addr, socklen_t len, bool v6only);
+
+/* Slot slot's process (listener generation gen, notification id, thread
+ * tid) connects its unix datagram socket numbered fd (sock: diehard's
+ * reference, taken over) to the absolute path dest: a flow like a UDP
+ * one, the caller's socket replaced by one end of a socket pair whose
+ * other end diehard reads, the call answered 0. false: not served (the
+ * kernel decides). */
+bool dgram_unix(struct net *N, unsigned slot, uint64_t gen, uint64_t id, pid_t tid, int fd, int sock,
+		const struct sockaddr *dest, socklen_t len);
 
 /* Slot's program is about to bind a UDP socket at addr: a socket of
  * diehard's for a flow there makes way. */

@@ -335,12 +335,16 @@ static enum netcall unix_connect(struct netcalls *N, int listener, unsigned slot
 		close(ours);
 		return NETCALL_DROP;
 	}
-	if (!sockopt_int(ours, SOL_SOCKET, SO_TYPE, &type) || type != SOCK_STREAM ||
+	if (!sockopt_int(ours, SOL_SOCKET, SO_TYPE, &type) || (type != SOCK_STREAM && type != SOCK_DGRAM) ||
 	    !sockopt_int(ours, SOL_SOCKET, SO_ACCEPTCONN, &accepting) || accepting ||
 	    getpeername(ours, (struct sockaddr *)&peer, &plen) == 0 || errno != ENOTCONN) {
 		close(ours);
 		return NETCALL_CONTINUE;
 	}
+	if (type == SOCK_DGRAM)
+		return dgram_unix(N->S->net, slot, gen, req->id, (pid_t)req->pid, fd, ours, (const struct sockaddr *)ss, len)
+			       ? NETCALL_DROP
+			       : NETCALL_CONTINUE;
 	int err = 0;
 	switch (outbound_connect(N->S->net, slot, gen, req->id, (pid_t)req->pid, fd, ours, (const struct sockaddr *)ss,
 				 len, &err)) {
