@@ -739,7 +739,7 @@ static struct ddest *dest_get(struct dgram *G, const struct sockaddr_storage *a,
 	if (!netaddr_format(a, len, d->name, sizeof d->name))
 		snprintf(d->name, sizeof d->name, "?");
 	if (a->ss_family == AF_UNIX)
-		snprintf(d->name, sizeof d->name, "unix:%.60s", ((const struct sockaddr_un *)a)->sun_path);
+		snprintf(d->name, sizeof d->name, "unix:%.66s", ((const struct sockaddr_un *)a)->sun_path);
 	d->ns = must(calloc(S->nslots, sizeof *d->ns));
 	for (unsigned i = 0; i < S->nslots; i++)
 		d->ns[i] = (struct dlocal){ .fd = -1, .G = G, .d = d, .slot = i };
@@ -904,29 +904,60 @@ struct own_arg {             /* the event's argument: a session's side, or a uni
 
 static void on_own(evutil_socket_t fd, short what, void *arg);
 
-bool dgram_unix(struct net *N, unsigned slot, uint64_t gen, uint64_t id, pid_t tid, int fd, int sock,
-		const struct sockaddr *dest, socklen_t len)
+/* A connected pair of unix datagram sockets made in slot's network
+ * namespace (from its init: an abstract name sent to from the program's
+ * end is looked up there, never in diehard's): 0, or an errno. */
+static int ns_pair(struct dgram *G, unsigned slot, int sv[2])
+{
+	struct nslot *sl = &G->N->slot[slot];
+	if (sl->F == NULL || sl->unanswered)
+		return EPIPE;
+	sv[0] = factory_take_type(sl->F, AF_UNIX, SOCK_DGRAM);
+	sv[1] = sv[0] < 0 ? -1 : factory_take_type(sl->F, AF_UNIX, SOCK_DGRAM);
+	int err = errno;
+	struct sockaddr_un n[2];
+	socklen_t len[2] = { sizeof n[0], sizeof n[1] };
+	sa_family_t fam = AF_UNIX;
+	bool ok = sv[0] >= 0 && sv[1] >= 0;
+	/* Autobound: unique abstract names. */
+	for (int i = 0; ok && i < 2; i++)
+		ok = bind(sv[i], (const struct sockaddr *)&fam, sizeof fam) == 0 &&
+		     getsockname(sv[i], (struct sockaddr *)&n[i], &len[i]) == 0;
+	ok = ok && connect(sv[0], (const struct sockaddr *)&n[1], len[1]) == 0 &&
+	     connect(sv[1], (const struct sockaddr *)&n[0], len[0]) == 0;
+	if (ok)
+		return 0;
+	err = sv[0] < 0 || sv[1] < 0 ? (err == ETIMEDOUT ? (sl->unanswered = true, err) : err) : errno;
+	close_fd(&sv[0]);
+	close_fd(&sv[1]);
+	return err != 0 ? err : EPROTO;
+}
+
+int dgram_unix(struct net *N, unsigned slot, uint64_t gen, uint64_t id, pid_t tid, int fd, int sock,
+	       const struct sockaddr *dest, socklen_t len)
 {
 	struct dgram *G = N->dgram;
 	struct sup *S = N->S;
 	struct sockaddr_storage a;
-	memset(&a, 0, sizeof a);
-	memcpy(&a, dest, len < sizeof a ? len : sizeof a);
-	struct ddest *d = dest_get(G, &a, len);
+	socklen_t alen = outbound_normalise(dest, &a); /* its path: bytes past the NUL ignored */
+	(void)len;
 	int fl = fcntl(sock, F_GETFL), sv[2];
 	close(sock);
-	if (d == NULL || fl < 0 || socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0)
-		return false;
+	struct ddest *d = dest_get(G, &a, alen);
+	if (d == NULL || fl < 0)
+		return ENOBUFS;
+	int err = ns_pair(G, slot, sv);
+	if (err != 0)
+		return err;
 	uint64_t n = d->ns[slot].flows++;
 	struct dflow *f = flow_get(G, d, n);
 	if (f == NULL) {
 		close(sv[0]);
 		close(sv[1]);
-		return false;
+		return ENOBUFS;
 	}
-	if ((fl & O_NONBLOCK) && fcntl(sv[1], F_SETFL, O_NONBLOCK) != 0)
+	if (!(fl & O_NONBLOCK) && fcntl(sv[1], F_SETFL, 0) != 0)
 		log_warn("fcntl: %s", strerror(errno));
-	(void)fcntl(sv[0], F_SETFL, O_NONBLOCK);
 	char path[64], line[128];
 	unsigned long flags = 0;
 	snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)tid, fd);
@@ -940,7 +971,8 @@ bool dgram_unix(struct net *N, unsigned slot, uint64_t gen, uint64_t id, pid_t t
 	close(sv[1]);
 	if (!given) {
 		close(sv[0]);
-		return true; /* its caller is gone: nothing to answer */
+		/* Refused while the call waits: it fails; gone: nothing to answer. */
+		return virt_held(S->virt, slot, gen, id) ? ECONNREFUSED : 0;
 	}
 	struct dside *s = &f->side[slot];
 	*s = (struct dside){ .sock = -1, .own = sv[0], .started = true, .known = true };
@@ -952,7 +984,7 @@ bool dgram_unix(struct net *N, unsigned slot, uint64_t gen, uint64_t id, pid_t t
 	log_event("replica %u sends datagrams to %s (its flow %llu there)", S->r[slot].id, d->name,
 		  (unsigned long long)n + 1);
 	give(G, f, slot);
-	return true;
+	return 0;
 }
 
 /* ---- servers ---- */

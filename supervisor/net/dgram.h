@@ -49,12 +49,12 @@ void dgram_bound(struct net *N, unsigned slot, const struct sockaddr *addr, sock
 
 /* Slot slot's process (listener generation gen, notification id, thread
  * tid) connects its unix datagram socket numbered fd (sock: diehard's
- * reference, taken over) to the absolute path dest: a flow like a UDP
- * one, the caller's socket replaced by one end of a socket pair whose
- * other end diehard reads, the call answered 0. false: not served (the
- * kernel decides). */
-bool dgram_unix(struct net *N, unsigned slot, uint64_t gen, uint64_t id, pid_t tid, int fd, int sock,
-		const struct sockaddr *dest, socklen_t len);
+ * reference, taken over) to the absolute path dest, the host's socket: a
+ * flow like a UDP one, the caller's socket replaced by one end of a pair
+ * of sockets made in its namespace whose other end diehard reads, the call
+ * answered 0 (or its caller gone): 0; else the errno it is to fail with. */
+int dgram_unix(struct net *N, unsigned slot, uint64_t gen, uint64_t id, pid_t tid, int fd, int sock,
+	       const struct sockaddr *dest, socklen_t len);
 
 /* Slot's program is about to bind a UDP socket at addr: a socket of
  * diehard's for a flow there makes way. */

@@ -30,7 +30,7 @@ struct pool {
 
 struct factory {
 	int fd;          /* the channel; -1 once the init is gone */
-	struct pool pool[4]; /* AF_INET, AF_INET6; TCP, then UDP */
+	struct pool pool[6]; /* AF_INET, AF_INET6, AF_UNIX; stream, then datagram */
 };
 
 /* The descriptors carried by msg's SCM_RIGHTS: the first max into fds
@@ -73,7 +73,7 @@ static bool is_socket(int fd, int family, int want)
 		return false;
 	len = sizeof protocol;
 	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) != 0 ||
-	    protocol != (want == SOCK_STREAM ? IPPROTO_TCP : IPPROTO_UDP))
+	    protocol != (family == AF_UNIX ? 0 : want == SOCK_STREAM ? IPPROTO_TCP : IPPROTO_UDP))
 		return false;
 	int fl = fcntl(fd, F_GETFL);
 	return fl >= 0 && (fl & O_NONBLOCK);
@@ -149,8 +149,10 @@ static int refill(struct factory *F, int family, int type, struct pool *P)
 	if (F->fd < 0)
 		return EPIPE;
 	drain(F);
-	unsigned char req[2] = { (unsigned char)((family == AF_INET ? 4 : 6) | (type == SOCK_DGRAM ? FACTORY_UDP : 0)),
-				 FACTORY_BATCH };
+	unsigned char req[2] = {
+		(unsigned char)((family == AF_INET ? 4 : family == AF_INET6 ? 6 : 1) | (type == SOCK_DGRAM ? FACTORY_UDP : 0)),
+		FACTORY_BATCH
+	};
 	ssize_t sent;
 	do
 		sent = send(F->fd, req, sizeof req, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -232,7 +234,7 @@ void factory_free(struct factory *F)
 	if (F == NULL)
 		return;
 	channel_lost(F);
-	for (int p = 0; p < 4; p++)
+	for (int p = 0; p < 6; p++)
 		close_all(F->pool[p].fd, F->pool[p].n);
 	free(F);
 }
@@ -244,7 +246,7 @@ int factory_take(struct factory *F, int family)
 
 int factory_take_type(struct factory *F, int family, int type)
 {
-	if (family != AF_INET && family != AF_INET6) {
+	if (family != AF_INET && family != AF_INET6 && family != AF_UNIX) {
 		errno = EAFNOSUPPORT;
 		return -1;
 	}
@@ -252,7 +254,7 @@ int factory_take_type(struct factory *F, int family, int type)
 		errno = EPROTOTYPE;
 		return -1;
 	}
-	struct pool *P = &F->pool[(family == AF_INET ? 0 : 1) + (type == SOCK_DGRAM ? 2 : 0)];
+	struct pool *P = &F->pool[(family == AF_INET ? 0 : family == AF_INET6 ? 1 : 2) + (type == SOCK_DGRAM ? 3 : 0)];
 	if (P->n == 0) {
 		int err = refill(F, family, type, P);
 		if (err != 0) {

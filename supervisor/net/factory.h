@@ -8,12 +8,13 @@
  * them to the program's listening address itself.
  *
  * Channel (SOCK_SEQPACKET, one message each way per request):
- *   diehard -> init: 2 bytes { family: 4 or 6, | FACTORY_UDP for UDP
- *                    sockets; count: 1..64 }
+ *   diehard -> init: 2 bytes { family: 4 or 6 (1: AF_UNIX), | FACTORY_UDP
+ *                    for datagram sockets; count: 1..64 }
  *   init -> diehard: 1 byte { 0, or the errno (capped at 255) of the first
  *                    socket() that failed } with SCM_RIGHTS carrying the
  *                    sockets made (count of them when the byte is 0):
- *                    TCP (or UDP), non-blocking, close-on-exec.
+ *                    TCP or UDP (unix stream or datagram), non-blocking,
+ *                    close-on-exec.
  * Sockets are taken from a pool per family, refilled a batch at a time by
  * one synchronous round trip (the init answers in microseconds). */
 #ifndef DIEHARD_FACTORY_H
@@ -33,7 +34,9 @@ void factory_free(struct factory *F);
  * is gone (EPIPE), did not answer within a second (ETIMEDOUT), or could not
  * make one (its errno). */
 int factory_take(struct factory *F, int family);
-/* The same of type SOCK_STREAM (TCP) or SOCK_DGRAM (UDP). */
+/* The same of type SOCK_STREAM (TCP) or SOCK_DGRAM (UDP); of family
+ * AF_UNIX too (a unix socket belongs to a network namespace as well: its
+ * abstract names are looked up there). */
 int factory_take_type(struct factory *F, int family, int type);
 
 #endif

@@ -31,6 +31,7 @@
 #include "outbound.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <ifaddrs.h>
 #include <fcntl.h>
@@ -352,6 +353,46 @@ static void host_addresses(struct outbound *O)
 			O->host[O->nhost++] = a;
 		}
 	freeifaddrs(all);
+}
+
+bool net_own_socket(const char *path)
+{
+	/* The sockfs inodes bound at path, in diehard's network namespace
+	 * (its /proc/net/unix), then whether one of them is a descriptor of
+	 * diehard's. */
+	FILE *f = fopen("/proc/self/net/unix", "re");
+	if (f == NULL)
+		return true; /* unknown: refused */
+	unsigned long inodes[16];
+	unsigned n = 0;
+	char line[512];
+	while (n < 16 && fgets(line, sizeof line, f) != NULL) {
+		unsigned long ino;
+		char p[256];
+		if (sscanf(line, "%*s %*s %*s %*s %*s %*s %lu %255s", &ino, p) == 2 && strcmp(p, path) == 0)
+			inodes[n++] = ino;
+	}
+	fclose(f);
+	if (n == 0)
+		return false;
+	DIR *d = opendir("/proc/self/fd");
+	if (d == NULL)
+		return true;
+	bool own = false;
+	struct dirent *e;
+	while (!own && (e = readdir(d)) != NULL) {
+		char target[64];
+		ssize_t m = readlinkat(dirfd(d), e->d_name, target, sizeof target - 1);
+		unsigned long ino;
+		if (m <= 0)
+			continue;
+		target[m] = '\0';
+		if (sscanf(target, "socket:[%lu]", &ino) == 1)
+			for (unsigned i = 0; i < n && !own; i++)
+				own = inodes[i] == ino;
+	}
+	closedir(d);
+	return own;
 }
 
 bool outbound_is_host(const struct net *N, const struct sockaddr *a)
@@ -713,6 +754,10 @@ static void give_pair(struct outbound *O, struct orec *r, unsigned slot)
 	c->joined = true;
 	if (!given) {
 		close(sv[0]);
+		/* Refused while the call waits (its descriptor past its limit):
+		 * it fails; its caller gone: nothing to answer. */
+		if (virt_held(S->virt, slot, c->gen, c->id))
+			(void)virt_resume(S->virt, slot, c->gen, c->id, ECONNREFUSED);
 		if (r->c != NULL)
 			conn_replica_gone(r->c, slot);
 		return;

@@ -64,6 +64,9 @@ void outbound_stop(struct net *N);
 /* a's address (AF_INET or AF_INET6, normalised) on slot's loopback, once
  * (net.c: a client's, so the replica sees it): 0 or an errno. */
 int outbound_address(struct net *N, unsigned slot, const struct sockaddr_storage *a);
+/* Whether the unix socket bound at path is one of diehard's own (its
+ * control socket, a notify socket): never proxied for the replicas. */
+bool net_own_socket(const char *path);
 /* Whether a is one of the host's own addresses, which every replica's
  * loopback has too (sandbox.h): a port the replica listens on there is its
  * own server. */

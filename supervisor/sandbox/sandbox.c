@@ -482,8 +482,8 @@ static _Noreturn void wait_signals(pid_t prog, int status_fd)
 }
 
 /* One request on the socket channel (factory.h) answered: { family 4 or
- * 6 (| 0x10: UDP), count 1..SANDBOX_SOCKETS_MAX } gets the sockets made
- * and 0, or the
+ * 6, or 1 for AF_UNIX (| 0x10: datagram sockets), count
+ * 1..SANDBOX_SOCKETS_MAX } gets the sockets made and 0, or the
  * errno of the first socket() that failed (EINVAL for a malformed
  * request) with those made before it. false once the channel is done
  * (diehard closed it, or it broke). */
@@ -495,7 +495,7 @@ static bool serve_request(int fd)
 		return errno == EAGAIN || errno == EINTR;
 	if (n == 0)
 		return false;
-	int family = (req[0] & 0xef) == 4 ? AF_INET : (req[0] & 0xef) == 6 ? AF_INET6 : AF_UNSPEC;
+	int family = (req[0] & 0xef) == 4 ? AF_INET : (req[0] & 0xef) == 6 ? AF_INET6 : (req[0] & 0xef) == 1 ? AF_UNIX : AF_UNSPEC;
 	int type = (req[0] & 0x10) ? SOCK_DGRAM : SOCK_STREAM;
 	unsigned count = n == 2 ? req[1] : 0;
 	int fds[SANDBOX_SOCKETS_MAX];

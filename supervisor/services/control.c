@@ -468,6 +468,14 @@ static void client_new(struct control *c, int s)
 	}
 	pid_t pid;
 	int pidfd = peer_of_socket(s, &pid);
+	if (pid == getpid()) {
+		/* diehard never asks itself: such a connection was made for
+		 * its replicas (a proxied unix connection, net/outbound.c). */
+		if (pidfd >= 0)
+			close(pidfd);
+		refuse_fd(s, "permission denied: a connection diehard made for its replicas", false);
+		return;
+	}
 	struct peer v = peer_judge(c->S, pidfd, pid, true);
 	if (pidfd >= 0)
 		close(pidfd);

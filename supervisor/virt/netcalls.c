@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <linux/openat2.h>
 #include <unistd.h>
 
 #include "exitcode.h"
@@ -288,27 +289,29 @@ static bool unspecified(const struct sockaddr_storage *ss)
 	return memcmp(a, zero, 16) == 0 || (memcmp(a, mapped, 12) == 0 && memcmp(a + 12, zero, 4) == 0);
 }
 
-/* Whether a socket of thread tid's network namespace listens at path:
- * the replica's own server (its /proc/TID/net/unix, where the host's
- * sockets are not listed). */
-static bool own_unix_server(pid_t tid, const char *path)
+/* Whether path, resolved in thread tid's root (its view of the file
+ * system: no magic links, no way out of its root), is the host's socket
+ * at the same path (the same inode: a socket file in a view's lower
+ * layer, or an unviewed one). Not so (the replica's own socket, in its
+ * view's upper layer; a path that leads elsewhere in its view): false,
+ * and the kernel decides. */
+static bool host_socket(pid_t tid, const char *path)
 {
-	char proc[64], line[512];
-	snprintf(proc, sizeof proc, "/proc/%d/net/unix", (int)tid);
-	FILE *f = fopen(proc, "re");
-	if (f == NULL)
-		return true; /* unknown: left to the kernel */
-	bool own = false;
-	while (!own && fgets(line, sizeof line, f) != NULL) {
-		unsigned long flags;
-		char p[256];
-		/* Num RefCount Protocol Flags Type St Inode Path */
-		if (sscanf(line, "%*s %*s %*s %lx %*s %*s %*s %255s", &flags, p) == 2 && (flags & 0x10000) &&
-		    strcmp(p, path) == 0)
-			own = true;
-	}
-	fclose(f);
-	return own;
+	char root[64];
+	snprintf(root, sizeof root, "/proc/%d/root", (int)tid);
+	int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0)
+		return false;
+	struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+	int fd = (int)syscall(SYS_openat2, rfd, path, &how, sizeof how);
+	close(rfd);
+	if (fd < 0)
+		return false;
+	struct stat in, out;
+	bool ok = fstat(fd, &in) == 0 && S_ISSOCK(in.st_mode) && stat(path, &out) == 0 && S_ISSOCK(out.st_mode) &&
+		  in.st_ino == out.st_ino;
+	close(fd);
+	return ok;
 }
 
 /* A unix stream socket's connect to an absolute path outside the
@@ -321,30 +324,42 @@ static enum netcall unix_connect(struct netcalls *N, int listener, unsigned slot
 {
 	struct sockaddr_un *u = (struct sockaddr_un *)ss;
 	int fd = (int)(int32_t)req->data.args[0];
-	u->sun_path[sizeof u->sun_path - 1] = '\0';
+	/* The program's path, NUL-terminated where its length ends (a path
+	 * of all 108 bytes has none of its own: the storage has room). */
+	((char *)ss)[len < sizeof *ss ? len : sizeof *ss - 1] = '\0';
 	if (len <= offsetof(struct sockaddr_un, sun_path) || u->sun_path[0] != '/' ||
-	    own_unix_server((pid_t)req->pid, u->sun_path))
+	    !host_socket((pid_t)req->pid, u->sun_path))
+		return NETCALL_CONTINUE;
+	/* diehard's own sockets (its control socket, a notify socket) are
+	 * never reached through diehard: the kernel connects the replica
+	 * itself, and they judge it as a replica's (control.c refuses it). */
+	if (net_own_socket(u->sun_path))
 		return NETCALL_CONTINUE;
 	int ours = take_fd((pid_t)req->pid, fd);
 	if (ours < 0)
 		return NETCALL_CONTINUE;
-	int type, accepting;
+	int type, accepting, domain;
 	struct sockaddr_storage peer;
 	socklen_t plen = sizeof peer;
 	if (!still_waiting(listener, req->id)) {
 		close(ours);
 		return NETCALL_DROP;
 	}
-	if (!sockopt_int(ours, SOL_SOCKET, SO_TYPE, &type) || (type != SOCK_STREAM && type != SOCK_DGRAM) ||
+	if (!sockopt_int(ours, SOL_SOCKET, SO_DOMAIN, &domain) || domain != AF_UNIX ||
+	    !sockopt_int(ours, SOL_SOCKET, SO_TYPE, &type) || (type != SOCK_STREAM && type != SOCK_DGRAM) ||
 	    !sockopt_int(ours, SOL_SOCKET, SO_ACCEPTCONN, &accepting) || accepting ||
 	    getpeername(ours, (struct sockaddr *)&peer, &plen) == 0 || errno != ENOTCONN) {
 		close(ours);
 		return NETCALL_CONTINUE;
 	}
-	if (type == SOCK_DGRAM)
-		return dgram_unix(N->S->net, slot, gen, req->id, (pid_t)req->pid, fd, ours, (const struct sockaddr *)ss, len)
-			       ? NETCALL_DROP
-			       : NETCALL_CONTINUE;
+	if (type == SOCK_DGRAM) {
+		int err = dgram_unix(N->S->net, slot, gen, req->id, (pid_t)req->pid, fd, ours, (const struct sockaddr *)ss,
+				     len);
+		if (err == 0)
+			return NETCALL_DROP; /* answered */
+		resp->error = -err;
+		return NETCALL_ANSWER;
+	}
 	int err = 0;
 	switch (outbound_connect(N->S->net, slot, gen, req->id, (pid_t)req->pid, fd, ours, (const struct sockaddr *)ss,
 				 len, &err)) {

@@ -9,8 +9,12 @@
  *            listens go on in the kernel;
  *   connect  of an unconnected TCP socket to an address outside the
  *            replica's namespace (not its loopback's ports it listens on,
- *            not the unspecified address: netaddr.h) is held and made once
- *            for the quorum (net/outbound.h); others go on;
+ *            not the unspecified address: netaddr.h), or of a unix stream
+ *            socket to a host socket by absolute path (resolved in the
+ *            replica's root, the same inode as the host's; not one of
+ *            diehard's own), is held and made once for the quorum
+ *            (net/outbound.h); a unix datagram socket's to such a path
+ *            starts a flow (net/dgram.h); others go on;
  *   bind     of a UDP socket is performed by the supervisor on its own
  *            reference (as listen), and the address given to the UDP
  *            proxy (net/dgram.h); others go on;

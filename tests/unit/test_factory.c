@@ -294,7 +294,7 @@ static void test_family_mix(void)
 {
 	int before = open_fds();
 	struct child c = start(GOOD);
-	int a = factory_take(c.F, AF_INET), b = factory_take(c.F, AF_INET6), d = factory_take(c.F, AF_UNIX);
+	int a = factory_take(c.F, AF_INET), b = factory_take(c.F, AF_INET6), d = factory_take(c.F, AF_APPLETALK);
 	int err = errno;
 	CHECK(a >= 0 && is_good(a, AF_INET) && b >= 0 && is_good(b, AF_INET6), "a pool per family");
 	CHECK(requests(&c) == 2, "one request per family");
@@ -478,6 +478,16 @@ static void test_real_init(void)
 	CHECK(t2 >= 0 && is_good(t2, AF_INET), "real init: TCP still from its own pool after UDP");
 	errno = 0;
 	CHECK(factory_take_type(F, AF_INET, SOCK_RAW) == -1 && errno == EPROTOTYPE, "real init: other types refused");
+	/* Unix sockets of the init's network namespace (abstract names). */
+	int us = factory_take_type(F, AF_UNIX, SOCK_STREAM), ud = factory_take_type(F, AF_UNIX, SOCK_DGRAM);
+	tl = sizeof type;
+	int ut = -1;
+	CHECK(us >= 0 && ud >= 0 && getsockopt(ud, SOL_SOCKET, SO_TYPE, &ut, &tl) == 0 && ut == SOCK_DGRAM,
+	      "real init: unix stream and datagram sockets");
+	if (us >= 0)
+		close(us);
+	if (ud >= 0)
+		close(ud);
 	if (u >= 0)
 		close(u);
 	if (t2 >= 0)
