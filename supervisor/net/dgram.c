@@ -1,19 +1,22 @@
 /* dgram.c — see dgram.h: flows of datagrams out of the replicas, voted
- * per datagram and sent once; the answers given to every replica.
+ * per datagram and sent once; the answers given to every replica; the
+ * state of a run (dgram_int.h), its slots and its tick. UDP servers'
+ * sessions are flows too, fed and sent by dserve.c.
  *
- * A destination (ddest: address and port, IPv4-mapped as IPv4) has, per
- * slot, a UDP socket in that replica's namespace bound at its address
- * (made at the slot's first flow there: the address on its loopback as
- * outbound.c puts it, then socket, bind), read by diehard; and its flows
- * in order. A flow (dflow) is the n-th of the replicas' to the
- * destination: per slot the replica socket's name (from the reference
- * taken when its flow started, until its first datagram names it) and
- * the count of its datagrams; its voters (the eligible slots when it was
- * made: a later process, a replacement, follows it); the datagrams not
- * yet decided, per voter; the decided ones a lagging voter is still to be
- * checked against; diehard's socket connected to the destination, made at
- * the first decision; and the answers, each with the number of datagrams
- * sent before it.
+ * A destination (ddest: address and port, IPv4-mapped as IPv4; or a unix
+ * path) has, per slot, a UDP socket in that replica's namespace bound at
+ * its address (made at the slot's first flow there: the address on its
+ * loopback as outbound.c puts it, then socket, bind), read by diehard; and
+ * its flows in order. A flow (dflow) is the n-th of the replicas' to the
+ * destination: per slot the replica socket's name (taken when its flow
+ * started: no reference to the socket is kept) and the count of its
+ * datagrams; its voters (the eligible slots when it was made: a later
+ * process, a replacement, follows it); the datagrams not yet decided, per
+ * voter; the decided ones a lagging voter is still to be checked against;
+ * diehard's socket connected to the destination, made at the first
+ * decision; and the answers, each with the number of datagrams sent before
+ * it. A unix datagram flow's side is instead a socket pair's end
+ * (dgram_unix): the replica's own socket was replaced by the other.
  *
  * The k-th datagram is decided when a quorum of the voters sent the same
  * bytes as their k-th: sent once. A voter whose k-th differs from the
@@ -21,10 +24,10 @@
  * live voter sent its k-th and no quorum agrees, the datagram is dropped
  * (lost, as UDP may), and counted. Decisions go in order.
  *
- * Invariants: a flow's decided count <= every voter's count of sent ones
- * only for the quorum's members; pending[i] holds voter i's datagrams
- * from index decided on, in order; an answer r is given to slot i once
- * sent[i] >= r.after, in order, each at most once. */
+ * Invariants: pend[i] holds voter i's datagrams from index decided on, in
+ * order; an answer r is given to slot i once sent[i] >= r.after, in order,
+ * each at most once; a flow's slot in its destination's list stays at
+ * n - base for its life (freed: a hole, trimmed from the front). */
 #include "dgram.h"
 
 #include <errno.h>
@@ -39,6 +42,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "dgram_int.h"
 #include "exitcode.h"
 #include "factory.h"
 #include "log.h"
@@ -50,141 +54,21 @@
 #include "virt.h"
 #include "voter.h"
 
-#define DG_MAX 65536        /* the largest datagram read */
-#define DEST_MAX 4096       /* destinations in a run */
-#define FLOWS_MAX 65536     /* flows alive at once in a run */
-#define PENDING_MAX 4096    /* undecided datagrams per voter and flow: a voter past it is killed */
-#define LEAD_MAX 4096       /* flows one replica started that no other did yet: past it, killed */
-#define SRV_MAX 256         /* UDP server addresses in a run */
-#define RCVBUF (4 << 20)    /* diehard's sockets in the namespaces: a burst is not lost there */
-#define ANSWERS_MAX 1024    /* answers kept per flow when no replacement may need them */
-#define IDLE_SECONDS 120.0  /* a flow quiet that long is freed (unless kept) */
-
-struct blob {
-	unsigned char *p;
-	size_t n;
-};
-
-struct answer {
-	struct blob b;
-	uint64_t after;          /* datagrams sent to the destination before it */
-	uint64_t seq;            /* a server's: its order among all its clients' datagrams */
-};
-
-struct dside {               /* one slot's side of a flow */
-	int sock;                /* our reference to its socket, until named (-1) */
-	int own;                 /* a server's session: our socket in its namespace, bound at the client (-1) */
-	struct event *own_ev;
-	dev_t dev;
-	ino_t ino;               /* its socket: one flow per socket and destination */
-	bool started, known;
-	struct sockaddr_storage src;
-	socklen_t srclen;
-	uint64_t sent;           /* its datagrams so far */
-	size_t given;            /* answers given to it */
-	double behind;           /* since when it trails the decided ones (0: it does not) */
-	struct blob *pend;       /* voters: undecided datagrams, from index decided */
-	size_t npend;
-};
-
-struct ddest;
-struct dsrv;
-
-/* A flow out (to d), or a server's session with one client (srv): then
- * the answers are the client's datagrams, given to each replica's server
- * from a socket in its namespace bound at the client's address, and the
- * decided datagrams are the replicas' replies, sent to the client. */
-struct dflow {
-	struct ddest *d;
-	struct dsrv *srv;
-	struct sockaddr_storage client;
-	socklen_t clen;
-	struct dflow *snext;     /* in srv's sessions */
-	uint64_t n;
-	uint64_t voters;
-	struct dside *side;      /* per slot */
-	uint64_t decided;        /* datagrams decided (sent or dropped) */
-	struct blob *dec;        /* decided datagrams from dec_base, for laggers */
-	uint64_t dec_base;
-	size_t ndec;
-	int real;                /* diehard's socket to the destination (-1) */
-	struct event *ev;
-	struct answer *ans;
-	size_t nans, ans_base;   /* answers before ans_base freed */
-	double last;
-	int leader;              /* the slot that started it first, while it is alone (-1) */
-};
-
-struct dlocal {              /* per slot at a destination */
-	int fd;                  /* its socket bound at the destination, in its namespace */
-	struct event *ev;
-	uint64_t flows;          /* flows its process started here */
-	struct dgram *G;
-	struct ddest *d;
-	unsigned slot;
-};
-
-struct ddest {
-	struct sockaddr_storage addr;
-	socklen_t len;
-	char name[NETADDR_TEXT];
-	struct dlocal *ns;     /* per slot */
-	struct dflow **flow;     /* flow base + i */
-	size_t nflow, capflow;
-	uint64_t base;
-	json_t *rep;
-	uint64_t nflows, sent, received, diverged, dropped;
-};
-
-/* An address the replicas' UDP servers bound: diehard binds it for real
- * once a quorum of the voters did, and keeps a session per client. */
-struct dsrv {
-	struct dgram *G;
-	struct sockaddr_storage addr;   /* as bound */
-	socklen_t len;
-	bool v6only;
-	struct sockaddr_storage target; /* where a replica's server is reached in its namespace */
-	socklen_t tlen;
-	char name[NETADDR_TEXT];
-	uint64_t bound;                 /* slots whose server bound it */
-	int fd;                         /* ours, on the host (-1 until a quorum bound) */
-	struct event *ev;
-	struct dflow *sessions;
-	size_t nsessions;
-	struct ddest *rep_d;            /* its report entry's counters */
-	uint64_t seq;                   /* its clients' datagrams so far */
-};
-
-struct dgram {
-	struct net *N;
-	struct ddest **dest;
-	size_t ndest;
-	struct dsrv **srv;
-	size_t nsrv;
-	size_t flows;            /* alive */
-	bool keep;               /* answers kept for replacements */
-	size_t kept, cap;
-	bool incomplete;
-	json_t *rep;
-	bool said_full;
-	unsigned *leading;       /* per slot: flows it started that no other did yet */
-};
-
-static struct sup *sup_of(const struct dgram *G)
+struct sup *dg_sup(const struct dgram *G)
 {
 	return G->N->S;
 }
 
-static void *must(void *p)
+void *dg_must(void *p)
 {
 	if (p == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	return p;
 }
 
-static struct blob blob_of(const void *p, size_t n)
+struct blob dg_blob(const void *p, size_t n)
 {
-	struct blob b = { must(malloc(n > 0 ? n : 1)), n };
+	struct blob b = { dg_must(malloc(n > 0 ? n : 1)), n };
 	memcpy(b.p, p, n);
 	return b;
 }
@@ -194,16 +78,16 @@ static bool blob_same(const struct blob *a, const struct blob *b)
 	return a->n == b->n && memcmp(a->p, b->p, a->n) == 0;
 }
 
-static void close_fd(int *fd)
+void dg_close(int *fd)
 {
 	if (*fd >= 0 && close(*fd) != 0 && errno != EINTR)
 		log_warn("close: %s", strerror(errno));
 	*fd = -1;
 }
 
-static bool eligible(const struct dgram *G, unsigned slot)
+bool dg_eligible(const struct dgram *G, unsigned slot)
 {
-	const struct sup *S = sup_of(G);
+	const struct sup *S = dg_sup(G);
 	const struct nslot *ns = &G->N->slot[slot];
 	return S->r[slot].live && !S->r[slot].joining && ns->present && ns->ready;
 }
@@ -235,7 +119,7 @@ static void reports(struct dgram *G)
 		dest_report(G->srv[i]->rep_d);
 }
 
-static void keep_add(struct dgram *G, size_t n)
+void dg_keep(struct dgram *G, size_t n)
 {
 	if (!G->keep || G->incomplete)
 		return;
@@ -252,12 +136,10 @@ static void keep_add(struct dgram *G, size_t n)
 
 /* Gives slot the answers it is due: those that came after no more
  * datagrams than it has sent. */
-static void give_srv(struct dgram *G, struct dsrv *v, unsigned slot);
-
 static void give(struct dgram *G, struct dflow *f, unsigned slot)
 {
 	if (f->srv != NULL) {
-		give_srv(G, f->srv, slot);
+		dserve_give(G, f->srv, slot);
 		return;
 	}
 	struct dside *s = &f->side[slot];
@@ -280,43 +162,6 @@ static void give(struct dgram *G, struct dflow *f, unsigned slot)
 	(void)G;
 }
 
-/* A server's clients' datagrams are given to a replica in the order they
- * came, over all its sessions, as one socket would have received them
- * (a replacement's, too: its replay never overtakes itself), each once
- * the replica has sent as many replies in its session as the others had
- * then. One lost meanwhile (its session freed) is skipped. */
-static void give_srv(struct dgram *G, struct dsrv *v, unsigned slot)
-{
-	(void)G;
-	for (;;) {
-		struct dflow *at = NULL;
-		uint64_t least = UINT64_MAX;
-		for (struct dflow *f = v->sessions; f != NULL; f = f->snext) {
-			struct dside *s = &f->side[slot];
-			if (s->given < f->ans_base)
-				s->given = f->ans_base;
-			if (s->given >= f->ans_base + f->nans)
-				continue;
-			uint64_t seq = f->ans[s->given - f->ans_base].seq;
-			if (seq < least) {
-				least = seq;
-				at = f;
-			}
-		}
-		if (at == NULL)
-			return;
-		struct dside *s = &at->side[slot];
-		struct answer *a = &at->ans[s->given - at->ans_base];
-		if (s->own < 0) {
-			s->given++; /* no socket for it there: lost to it, as UDP may */
-			continue;
-		}
-		if (a->after > s->sent)
-			return;
-		(void)sendto(s->own, a->b.p, a->b.n, MSG_DONTWAIT, (const struct sockaddr *)&s->src, s->srclen);
-		s->given++;
-	}
-}
 
 /* Answers every side has had, and past ANSWERS_MAX the oldest, freed
  * (unless kept for replacements). */
@@ -325,7 +170,7 @@ static void answers_trim(struct dgram *G, struct dflow *f)
 	if (G->keep && !G->incomplete)
 		return;
 	size_t least = f->ans_base + f->nans;
-	for (unsigned i = 0; i < sup_of(G)->nslots; i++) {
+	for (unsigned i = 0; i < dg_sup(G)->nslots; i++) {
 		const struct dside *s = &f->side[i];
 		bool in = f->srv != NULL ? s->own >= 0 : s->started;
 		if (G->N->slot[i].present && in && s->given < least)
@@ -345,15 +190,15 @@ static void answers_trim(struct dgram *G, struct dflow *f)
 
 /* f's peer (the destination; a session's client) sent n bytes: given to
  * every replica in turn. */
-static void answer_add(struct dgram *G, struct dflow *f, const unsigned char *p, size_t n)
+void dg_answer(struct dgram *G, struct dflow *f, const unsigned char *p, size_t n)
 {
 	struct ddest *d = f->d;
-	f->ans = must(realloc(f->ans, (f->nans + 1) * sizeof *f->ans));
-	f->ans[f->nans++] = (struct answer){ blob_of(p, n), f->decided, f->srv != NULL ? f->srv->seq++ : 0 };
-	keep_add(G, n + sizeof(struct answer));
+	f->ans = dg_must(realloc(f->ans, (f->nans + 1) * sizeof *f->ans));
+	f->ans[f->nans++] = (struct answer){ dg_blob(p, n), f->decided, f->srv != NULL ? f->srv->seq++ : 0 };
+	dg_keep(G, n + sizeof(struct answer));
 	d->received += (uint64_t)n;
 	f->last = sup_now();
-	for (unsigned i = 0; i < sup_of(G)->nslots; i++)
+	for (unsigned i = 0; i < dg_sup(G)->nslots; i++)
 		give(G, f, i);
 	answers_trim(G, f);
 }
@@ -372,7 +217,7 @@ static void on_real(evutil_socket_t fd, short what, void *arg)
 			 * replicas see their own timeouts. */
 			return;
 		}
-		answer_add(G, f, buf, (size_t)n);
+		dg_answer(G, f, buf, (size_t)n);
 	}
 }
 
@@ -389,12 +234,12 @@ static void pend_pop(struct dside *s)
  * voter has yet to send its own. */
 static void decided_keep(struct dgram *G, struct dflow *f, struct blob b)
 {
-	f->dec = must(realloc(f->dec, (f->ndec + 1) * sizeof *f->dec));
+	f->dec = dg_must(realloc(f->dec, (f->ndec + 1) * sizeof *f->dec));
 	f->dec[f->ndec++] = b;
 	/* Drop those every voter has passed, and past PENDING_MAX the
 	 * oldest (a voter that far behind goes unchecked there). */
 	uint64_t least = f->decided;
-	for (unsigned i = 0; i < sup_of(G)->nslots; i++)
+	for (unsigned i = 0; i < dg_sup(G)->nslots; i++)
 		if ((f->voters & (1ull << i)) && f->side[i].sent < least)
 			least = f->side[i].sent;
 	if (f->decided - least > PENDING_MAX)
@@ -411,7 +256,7 @@ static void decided_keep(struct dgram *G, struct dflow *f, struct blob b)
 
 static void diverged(struct dgram *G, struct dflow *f, unsigned slot, uint64_t k)
 {
-	struct sup *S = sup_of(G);
+	struct sup *S = dg_sup(G);
 	char why[200];
 	snprintf(why, sizeof why, "its datagram %llu of flow %llu to %s differs from the agreed one",
 		 (unsigned long long)k + 1, (unsigned long long)f->n + 1, f->d->name);
@@ -438,7 +283,7 @@ static bool real_socket(struct dgram *G, struct dflow *f)
 		return false;
 	}
 	f->real = fd;
-	f->ev = event_new(sup_of(G)->base, fd, EV_READ | EV_PERSIST, on_real, f);
+	f->ev = event_new(dg_sup(G)->base, fd, EV_READ | EV_PERSIST, on_real, f);
 	if (f->ev == NULL || event_add(f->ev, NULL) != 0)
 		fatal(EXIT_INTERNAL, "cannot watch a datagram socket");
 	return true;
@@ -447,7 +292,7 @@ static bool real_socket(struct dgram *G, struct dflow *f)
 /* Decides f's next datagrams while it can. */
 static void decide(struct dgram *G, struct dflow *f)
 {
-	struct sup *S = sup_of(G);
+	struct sup *S = dg_sup(G);
 	for (;;) {
 		unsigned alive = 0, have = 0;
 		for (unsigned i = 0; i < S->nslots; i++) {
@@ -509,7 +354,7 @@ static void decide(struct dgram *G, struct dflow *f)
 }
 
 /* Slot's datagram p (n bytes) in flow f. */
-static void datagram(struct dgram *G, struct dflow *f, unsigned slot, const unsigned char *p, size_t n)
+void dg_datagram(struct dgram *G, struct dflow *f, unsigned slot, const unsigned char *p, size_t n)
 {
 	struct dside *s = &f->side[slot];
 	uint64_t k = s->sent++;
@@ -532,12 +377,12 @@ static void datagram(struct dgram *G, struct dflow *f, unsigned slot, const unsi
 			net_kill(G->N, slot, why);
 			return;
 		} else {
-			s->pend = must(realloc(s->pend, (s->npend + 1) * sizeof *s->pend));
-			s->pend[s->npend++] = blob_of(p, n);
+			s->pend = dg_must(realloc(s->pend, (s->npend + 1) * sizeof *s->pend));
+			s->pend[s->npend++] = dg_blob(p, n);
 			decide(G, f);
 		}
 	}
-	if (sup_of(G)->r[slot].live || sup_of(G)->r[slot].joining || G->N->slot[slot].present)
+	if (dg_sup(G)->r[slot].live || dg_sup(G)->r[slot].joining || G->N->slot[slot].present)
 		give(G, f, slot);
 }
 
@@ -613,7 +458,7 @@ static void on_ns(evutil_socket_t fd, short what, void *arg)
 		(void)slen;
 		if (f == NULL)
 			continue; /* a socket whose flow we did not see start (sendmsg): dropped */
-		datagram(ns->G, f, ns->slot, buf, (size_t)n);
+		dg_datagram(ns->G, f, ns->slot, buf, (size_t)n);
 		if (ns->fd != fd)
 			return; /* its replica was killed meanwhile */
 	}
@@ -654,7 +499,7 @@ static bool ns_socket(struct dgram *G, struct ddest *d, unsigned slot)
 	int big = RCVBUF;
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
 	ns->fd = fd;
-	ns->ev = event_new(sup_of(G)->base, fd, EV_READ | EV_PERSIST, on_ns, ns);
+	ns->ev = event_new(dg_sup(G)->base, fd, EV_READ | EV_PERSIST, on_ns, ns);
 	if (ns->ev == NULL || event_add(ns->ev, NULL) != 0)
 		fatal(EXIT_INTERNAL, "cannot watch a replica's datagram socket");
 	return true;
@@ -663,25 +508,25 @@ static bool ns_socket(struct dgram *G, struct ddest *d, unsigned slot)
 /* ---- flows and destinations ---- */
 
 /* A session side's socket in its replica's namespace closed. */
-static void own_close(struct dside *s)
+void dg_own_close(struct dside *s)
 {
 	if (s->own_ev != NULL) {
 		free(event_get_callback_arg(s->own_ev));
 		event_free(s->own_ev);
 	}
 	s->own_ev = NULL;
-	close_fd(&s->own);
+	dg_close(&s->own);
 }
 
-static void flow_free(struct dgram *G, struct dflow *f)
+void dg_flow_free(struct dgram *G, struct dflow *f)
 {
-	struct sup *S = sup_of(G);
+	struct sup *S = dg_sup(G);
 	if (f->leader >= 0 && G->leading[f->leader] > 0)
 		G->leading[f->leader]--;
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct dside *s = &f->side[i];
-		close_fd(&s->sock);
-		own_close(s);
+		dg_close(&s->sock);
+		dg_own_close(s);
 		for (size_t k = 0; k < s->npend; k++)
 			free(s->pend[k].p);
 		free(s->pend);
@@ -692,7 +537,7 @@ static void flow_free(struct dgram *G, struct dflow *f)
 		free(f->ans[k].b.p);
 	if (f->ev != NULL)
 		event_free(f->ev);
-	close_fd(&f->real);
+	dg_close(&f->real);
 	free(f->side);
 	free(f->dec);
 	free(f->ans);
@@ -709,7 +554,7 @@ static void sweep(struct dgram *G, double idle)
 		struct ddest *d = G->dest[i];
 		for (size_t k = 0; k < d->nflow; k++)
 			if (d->flow[k] != NULL && t - d->flow[k]->last >= idle) {
-				flow_free(G, d->flow[k]);
+				dg_flow_free(G, d->flow[k]);
 				d->flow[k] = NULL;
 			}
 		size_t k = 0;
@@ -732,24 +577,24 @@ static struct ddest *dest_get(struct dgram *G, const struct sockaddr_storage *a,
 	}
 	if (G->ndest == DEST_MAX)
 		return NULL;
-	struct sup *S = sup_of(G);
-	struct ddest *d = must(calloc(1, sizeof *d));
+	struct sup *S = dg_sup(G);
+	struct ddest *d = dg_must(calloc(1, sizeof *d));
 	d->addr = *a;
 	d->len = len;
 	if (!netaddr_format(a, len, d->name, sizeof d->name))
 		snprintf(d->name, sizeof d->name, "?");
 	if (a->ss_family == AF_UNIX)
 		snprintf(d->name, sizeof d->name, "unix:%.66s", ((const struct sockaddr_un *)a)->sun_path);
-	d->ns = must(calloc(S->nslots, sizeof *d->ns));
+	d->ns = dg_must(calloc(S->nslots, sizeof *d->ns));
 	for (unsigned i = 0; i < S->nslots; i++)
 		d->ns[i] = (struct dlocal){ .fd = -1, .G = G, .d = d, .slot = i };
-	G->dest = must(realloc(G->dest, (G->ndest + 1) * sizeof *G->dest));
+	G->dest = dg_must(realloc(G->dest, (G->ndest + 1) * sizeof *G->dest));
 	G->dest[G->ndest++] = d;
 	if (G->rep == NULL) {
-		G->rep = must(json_array());
+		G->rep = dg_must(json_array());
 		report_attach(S->report, "datagrams", G->rep);
 	}
-	d->rep = must(json_pack("{s:s,s:i,s:i,s:i,s:i,s:i}", "address", d->name, "flows", 0, "sent", 0, "received", 0,
+	d->rep = dg_must(json_pack("{s:s,s:i,s:i,s:i,s:i,s:i}", "address", d->name, "flows", 0, "sent", 0, "received", 0,
 				"divergences", 0, "dropped", 0));
 	if (json_array_append_new(G->rep, d->rep) != 0)
 		fatal(EXIT_INTERNAL, "out of memory");
@@ -774,27 +619,27 @@ static struct dflow *flow_get(struct dgram *G, struct ddest *d, uint64_t n)
 		if (G->flows >= FLOWS_MAX)
 			return NULL;
 	}
-	struct sup *S = sup_of(G);
-	struct dflow *f = must(calloc(1, sizeof *f));
+	struct sup *S = dg_sup(G);
+	struct dflow *f = dg_must(calloc(1, sizeof *f));
 	f->d = d;
 	f->n = n;
 	f->real = -1;
 	f->leader = -1;
 	f->last = sup_now();
-	f->side = must(calloc(S->nslots, sizeof *f->side));
+	f->side = dg_must(calloc(S->nslots, sizeof *f->side));
 	for (unsigned i = 0; i < S->nslots; i++) {
 		f->side[i].sock = f->side[i].own = -1;
-		if (eligible(G, i))
+		if (dg_eligible(G, i))
 			f->voters |= 1ull << i;
 	}
 	if (d->nflow == d->capflow) {
 		d->capflow = d->capflow == 0 ? 8 : d->capflow * 2;
-		d->flow = must(realloc(d->flow, d->capflow * sizeof *d->flow));
+		d->flow = dg_must(realloc(d->flow, d->capflow * sizeof *d->flow));
 	}
 	d->flow[d->nflow++] = f;
 	G->flows++;
 	d->nflows++;
-	keep_add(G, sizeof *f + S->nslots * sizeof *f->side);
+	dg_keep(G, sizeof *f + S->nslots * sizeof *f->side);
 	return f;
 }
 
@@ -840,7 +685,7 @@ bool dgram_flow(struct net *N, unsigned slot, int sock, const struct sockaddr *d
 		}
 	}
 	/* Named now (bound to a port if it had none, as the kernel would at
-	 * its first datagram): no reference to it is kept. */
+	 * its first dg_datagram): no reference to it is kept. */
 	bool named = name_of(sock, &name, &nlen);
 	close(sock);
 	if (!named || !ns_socket(G, d, slot)) {
@@ -892,17 +737,10 @@ void dgram_unbind(struct net *N, unsigned slot, const struct sockaddr *addr)
 			continue;
 		event_free(ns->ev);
 		ns->ev = NULL;
-		close_fd(&ns->fd);
+		dg_close(&ns->fd);
 	}
 }
 
-struct own_arg {             /* the event's argument: a session's side, or a unix flow's */
-	struct dgram *G;
-	struct dflow *f;
-	unsigned slot;
-};
-
-static void on_own(evutil_socket_t fd, short what, void *arg);
 
 /* A connected pair of unix datagram sockets made in slot's network
  * namespace (from its init: an abstract name sent to from the program's
@@ -928,8 +766,8 @@ static int ns_pair(struct dgram *G, unsigned slot, int sv[2])
 	if (ok)
 		return 0;
 	err = sv[0] < 0 || sv[1] < 0 ? (err == ETIMEDOUT ? (sl->unanswered = true, err) : err) : errno;
-	close_fd(&sv[0]);
-	close_fd(&sv[1]);
+	dg_close(&sv[0]);
+	dg_close(&sv[1]);
 	return err != 0 ? err : EPROTO;
 }
 
@@ -976,267 +814,15 @@ int dgram_unix(struct net *N, unsigned slot, uint64_t gen, uint64_t id, pid_t ti
 	}
 	struct dside *s = &f->side[slot];
 	*s = (struct dside){ .sock = -1, .own = sv[0], .started = true, .known = true };
-	struct own_arg *arg = must(malloc(sizeof *arg));
+	struct own_arg *arg = dg_must(malloc(sizeof *arg));
 	*arg = (struct own_arg){ G, f, slot };
-	s->own_ev = event_new(S->base, sv[0], EV_READ | EV_PERSIST, on_own, arg);
+	s->own_ev = event_new(S->base, sv[0], EV_READ | EV_PERSIST, dg_on_own, arg);
 	if (s->own_ev == NULL || event_add(s->own_ev, NULL) != 0)
 		fatal(EXIT_INTERNAL, "cannot watch a replica's datagram socket");
 	log_event("replica %u sends datagrams to %s (its flow %llu there)", S->r[slot].id, d->name,
 		  (unsigned long long)n + 1);
 	give(G, f, slot);
 	return 0;
-}
-
-/* ---- servers ---- */
-
-#define SESSIONS_MAX 4096    /* a server's clients at once: the idlest freed first */
-#define SESSION_IDLE 60.0    /* a session quiet that long is freed (unless kept) */
-
-
-/* slot's socket of session f, bound at the client's address in its
- * namespace (the address on its loopback first; its port if free there),
- * to give it the client's datagrams and read its server's replies. */
-static bool own_socket(struct dgram *G, struct dflow *f, unsigned slot)
-{
-	struct dside *s = &f->side[slot];
-	if (s->own >= 0)
-		return true;
-	struct nslot *sl = &G->N->slot[slot];
-	if (sl->F == NULL || sl->unanswered)
-		return false;
-	/* The loopback's addresses full: the client seen from the loopback. */
-	bool real = outbound_address(G->N, slot, &f->client) == 0;
-	int fd = factory_take_type(sl->F, f->srv->target.ss_family, SOCK_DGRAM);
-	if (fd < 0) {
-		if (errno == ETIMEDOUT)
-			sl->unanswered = true;
-		return false;
-	}
-	struct sockaddr_storage b = f->client;
-	socklen_t blen = f->clen;
-	if (!real) {
-		memset(&b, 0, sizeof b);
-		b.ss_family = f->client.ss_family;
-		if (b.ss_family == AF_INET)
-			((struct sockaddr_in *)&b)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		else
-			((struct sockaddr_in6 *)&b)->sin6_addr = in6addr_loopback;
-	}
-	if (f->srv->target.ss_family == AF_INET6 && b.ss_family == AF_INET) {
-		/* An IPv4 client of a dual-stack server: IPv4-mapped. */
-		struct sockaddr_in s4 = *(struct sockaddr_in *)&f->client;
-		struct sockaddr_in6 *b6 = (struct sockaddr_in6 *)&b;
-		memset(&b, 0, sizeof b);
-		b6->sin6_family = AF_INET6;
-		b6->sin6_port = s4.sin_port;
-		b6->sin6_addr.s6_addr[10] = b6->sin6_addr.s6_addr[11] = 0xff;
-		memcpy(&b6->sin6_addr.s6_addr[12], &s4.sin_addr, 4);
-		blen = sizeof *b6;
-	}
-	int one = 1;
-	bool ok = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-		  (b.ss_family == AF_INET ? setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof one)
-					  : setsockopt(fd, SOL_IPV6, 78 /* IPV6_FREEBIND */, &one, sizeof one)) == 0;
-	if (ok && bind(fd, (const struct sockaddr *)&b, blen) != 0) {
-		if (b.ss_family == AF_INET)
-			((struct sockaddr_in *)&b)->sin_port = 0;
-		else
-			((struct sockaddr_in6 *)&b)->sin6_port = 0;
-		ok = bind(fd, (const struct sockaddr *)&b, blen) == 0;
-	}
-	if (!ok) {
-		close(fd);
-		return false;
-	}
-	int big = RCVBUF;
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
-	struct own_arg *a = must(malloc(sizeof *a));
-	*a = (struct own_arg){ G, f, slot };
-	s->own = fd;
-	s->own_ev = event_new(sup_of(G)->base, fd, EV_READ | EV_PERSIST, on_own, a);
-	if (s->own_ev == NULL || event_add(s->own_ev, NULL) != 0)
-		fatal(EXIT_INTERNAL, "cannot watch a replica's datagram socket");
-	/* Its server's replies come from the address it bound. */
-	s->known = true;
-	s->src = f->srv->target;
-	s->srclen = f->srv->tlen;
-	return true;
-}
-
-static void on_own(evutil_socket_t fd, short what, void *arg)
-{
-	(void)what;
-	const struct own_arg *a = arg;
-	struct dgram *G = a->G;
-	struct dflow *f = a->f;
-	unsigned slot = a->slot; /* a is freed if the replica is killed */
-	static unsigned char buf[DG_MAX];
-	for (int rounds = 0; rounds < 64; rounds++) {
-		ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-		if (n < 0)
-			return;
-		datagram(G, f, slot, buf, (size_t)n);
-		if (f->side[slot].own != fd)
-			return; /* its replica was killed meanwhile */
-	}
-}
-
-static void session_free(struct dgram *G, struct dflow *f)
-{
-	struct dflow **pp = &f->srv->sessions;
-	while (*pp != f)
-		pp = &(*pp)->snext;
-	*pp = f->snext;
-	f->srv->nsessions--;
-	flow_free(G, f);
-}
-
-/* v's session with client c (made at its first datagram). */
-static struct dflow *session_get(struct dgram *G, struct dsrv *v, const struct sockaddr_storage *c, socklen_t clen)
-{
-	for (struct dflow *f = v->sessions; f != NULL; f = f->snext)
-		if (f->clen == clen && memcmp(&f->client, c, clen) == 0)
-			return f;
-	if (v->nsessions >= SESSIONS_MAX || G->flows >= FLOWS_MAX) {
-		struct dflow *idlest = NULL;
-		for (struct dflow *f = v->sessions; f != NULL; f = f->snext)
-			if (idlest == NULL || f->last < idlest->last)
-				idlest = f;
-		if (idlest == NULL)
-			return NULL;
-		session_free(G, idlest);
-	}
-	struct sup *S = sup_of(G);
-	struct dflow *f = must(calloc(1, sizeof *f));
-	f->d = v->rep_d;
-	f->srv = v;
-	f->client = *c;
-	f->clen = clen;
-	f->real = -1;
-	f->last = sup_now();
-	f->n = v->rep_d->nflows++;
-	f->side = must(calloc(S->nslots, sizeof *f->side));
-	for (unsigned i = 0; i < S->nslots; i++) {
-		f->side[i].sock = f->side[i].own = -1;
-		if ((v->bound & (1ull << i)) && eligible(G, i))
-			f->voters |= 1ull << i;
-	}
-	f->snext = v->sessions;
-	v->sessions = f;
-	v->nsessions++;
-	G->flows++;
-	keep_add(G, sizeof *f + S->nslots * sizeof *f->side);
-	for (unsigned i = 0; i < S->nslots; i++)
-		if ((v->bound & (1ull << i)) && G->N->slot[i].present)
-			(void)own_socket(G, f, i);
-	return f;
-}
-
-static void on_host(evutil_socket_t fd, short what, void *arg)
-{
-	(void)what;
-	struct dsrv *v = arg;
-	struct dgram *G = v->G;
-	static unsigned char buf[DG_MAX];
-	for (int rounds = 0; rounds < 64; rounds++) {
-		struct sockaddr_storage ss, c;
-		socklen_t len = sizeof ss;
-		ssize_t n = recvfrom(fd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&ss, &len);
-		if (n < 0)
-			return;
-		socklen_t clen = outbound_normalise((const struct sockaddr *)&ss, &c);
-		struct dflow *f = session_get(G, v, &c, clen);
-		if (f != NULL)
-			answer_add(G, f, buf, (size_t)n);
-	}
-}
-
-/* Where a replica's server bound at a is reached in its namespace. */
-static void target_of(const struct sockaddr_storage *a, struct sockaddr_storage *t, socklen_t *len)
-{
-	*t = *a;
-	if (a->ss_family == AF_INET) {
-		struct sockaddr_in *in = (struct sockaddr_in *)t;
-		if (in->sin_addr.s_addr == htonl(INADDR_ANY))
-			in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		*len = sizeof *in;
-	} else {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)t;
-		if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr))
-			in6->sin6_addr = in6addr_loopback;
-		*len = sizeof *in6;
-	}
-}
-
-/* v bound for real, once a quorum of the voters bound it: as the plain
- * server would, or one line and 125. */
-static void srv_open(struct dgram *G, struct dsrv *v)
-{
-	int fd = socket(v->addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	int one = 1, v6only = v->v6only;
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-	    (v->addr.ss_family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only) != 0) ||
-	    bind(fd, (const struct sockaddr *)&v->addr, v->len) != 0)
-		fatal(EXIT_INTERNAL, "cannot bind UDP %s as the replicas do: %s", v->name, strerror(errno));
-	v->fd = fd;
-	v->ev = event_new(sup_of(G)->base, fd, EV_READ | EV_PERSIST, on_host, v);
-	if (v->ev == NULL || event_add(v->ev, NULL) != 0)
-		fatal(EXIT_INTERNAL, "cannot watch a UDP server's socket");
-	log_event("UDP %s bound for the replicas", v->name);
-}
-
-void dgram_bound(struct net *N, unsigned slot, const struct sockaddr *addr, socklen_t len, bool v6only)
-{
-	struct dgram *G = N->dgram;
-	struct sup *S = N->S;
-	struct sockaddr_storage a;
-	memset(&a, 0, sizeof a);
-	memcpy(&a, addr, len < sizeof a ? len : sizeof a);
-	struct dsrv *v = NULL;
-	for (size_t i = 0; i < G->nsrv && v == NULL; i++)
-		if (G->srv[i]->len == len && memcmp(&G->srv[i]->addr, &a, len) == 0 && G->srv[i]->v6only == v6only)
-			v = G->srv[i];
-	if (v == NULL) {
-		if (G->nsrv == SRV_MAX)
-			return;
-		v = must(calloc(1, sizeof *v));
-		*v = (struct dsrv){ .G = G, .addr = a, .len = len, .v6only = v6only, .fd = -1 };
-		target_of(&a, &v->target, &v->tlen);
-		if (!netaddr_format(&a, len, v->name, sizeof v->name))
-			snprintf(v->name, sizeof v->name, "?");
-		struct ddest *d = must(calloc(1, sizeof *d));
-		d->addr = a;
-		d->len = len;
-		memcpy(d->name, v->name, sizeof d->name);
-		d->ns = must(calloc(S->nslots, sizeof *d->ns));
-		for (unsigned i = 0; i < S->nslots; i++)
-			d->ns[i] = (struct dlocal){ .fd = -1, .G = G, .d = d, .slot = i };
-		if (G->rep == NULL) {
-			G->rep = must(json_array());
-			report_attach(S->report, "datagrams", G->rep);
-		}
-		d->rep = must(json_pack("{s:s,s:b,s:i,s:i,s:i,s:i,s:i}", "address", d->name, "server", 1, "flows", 0,
-					"sent", 0, "received", 0, "divergences", 0, "dropped", 0));
-		if (json_array_append_new(G->rep, d->rep) != 0)
-			fatal(EXIT_INTERNAL, "out of memory");
-		v->rep_d = d;
-		G->srv = must(realloc(G->srv, (G->nsrv + 1) * sizeof *G->srv));
-		G->srv[G->nsrv++] = v;
-	}
-	v->bound |= 1ull << slot;
-	log_event("replica %u's UDP server is bound at %s", S->r[slot].id, v->name);
-	/* Sessions made before: it follows them (a replacement is given
-	 * their clients' datagrams, paced by its replies). */
-	for (struct dflow *f = v->sessions; f != NULL; f = f->snext)
-		if (own_socket(G, f, slot))
-			give(G, f, slot);
-	if (v->fd < 0) {
-		unsigned have = 0;
-		for (unsigned i = 0; i < S->nslots; i++)
-			have += (v->bound & (1ull << i)) && eligible(G, i);
-		if (have >= net_quorum(N))
-			srv_open(G, v);
-	}
 }
 
 /* ---- slots, the tick ---- */
@@ -1249,7 +835,7 @@ static void slot_clear(struct dgram *G, unsigned slot)
 		if (ns->ev != NULL)
 			event_free(ns->ev);
 		ns->ev = NULL;
-		close_fd(&ns->fd);
+		dg_close(&ns->fd);
 		ns->flows = 0;
 		for (size_t k = 0; k < d->nflow; k++) {
 			struct dflow *f = d->flow[k];
@@ -1261,8 +847,8 @@ static void slot_clear(struct dgram *G, unsigned slot)
 				f->leader = -1;
 			}
 			struct dside *s = &f->side[slot];
-			close_fd(&s->sock);
-			own_close(s);
+			dg_close(&s->sock);
+			dg_own_close(s);
 			for (size_t j = 0; j < s->npend; j++)
 				free(s->pend[j].p);
 			free(s->pend);
@@ -1275,7 +861,7 @@ static void slot_clear(struct dgram *G, unsigned slot)
 		v->bound &= ~(1ull << slot);
 		for (struct dflow *f = v->sessions; f != NULL; f = f->snext) {
 			struct dside *s = &f->side[slot];
-			own_close(s);
+			dg_own_close(s);
 			for (size_t j = 0; j < s->npend; j++)
 				free(s->pend[j].p);
 			free(s->pend);
@@ -1311,7 +897,7 @@ void dgram_slot_gone(struct net *N, unsigned slot)
  * quorum sent), silent there for --timeout: a straggler, killed. */
 static void straggle(struct dgram *G, struct dflow *f, double t)
 {
-	struct sup *S = sup_of(G);
+	struct sup *S = dg_sup(G);
 	double limit = S->o->straggler_ms / 1000.0;
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct dside *s = &f->side[i];
@@ -1357,7 +943,7 @@ void dgram_tick(struct net *N)
 		for (struct dflow *f = G->srv[i]->sessions, *next; f != NULL; f = next) {
 			next = f->snext;
 			if (t - f->last > SESSION_IDLE)
-				session_free(G, f);
+				dserve_session_free(G, f);
 		}
 	sweep(G, IDLE_SECONDS);
 }
@@ -1370,11 +956,11 @@ bool dgram_replayable(const struct net *N)
 struct dgram *dgram_new(struct net *N)
 {
 	struct sup *S = N->S;
-	struct dgram *G = must(calloc(1, sizeof *G));
+	struct dgram *G = dg_must(calloc(1, sizeof *G));
 	G->N = N;
 	G->keep = S->o->respawns > 0 && S->o->conn_log > 0;
 	G->cap = S->o->conn_log;
-	G->leading = must(calloc(S->nslots, sizeof *G->leading));
+	G->leading = dg_must(calloc(S->nslots, sizeof *G->leading));
 	return G;
 }
 
@@ -1382,17 +968,17 @@ void dgram_free(struct dgram *G)
 {
 	if (G == NULL)
 		return;
-	struct sup *S = sup_of(G);
+	struct sup *S = dg_sup(G);
 	reports(G);
 	for (unsigned i = 0; i < S->nslots; i++)
 		slot_clear(G, i);
 	for (size_t i = 0; i < G->nsrv; i++) {
 		struct dsrv *v = G->srv[i];
 		while (v->sessions != NULL)
-			session_free(G, v->sessions);
+			dserve_session_free(G, v->sessions);
 		if (v->ev != NULL)
 			event_free(v->ev);
-		close_fd(&v->fd);
+		dg_close(&v->fd);
 		free(v->rep_d->ns);
 		free(v->rep_d);
 		free(v);
@@ -1402,7 +988,7 @@ void dgram_free(struct dgram *G)
 		struct ddest *d = G->dest[i];
 		for (size_t k = 0; k < d->nflow; k++)
 			if (d->flow[k] != NULL)
-				flow_free(G, d->flow[k]);
+				dg_flow_free(G, d->flow[k]);
 		free(d->flow);
 		free(d->ns);
 		free(d);
