@@ -276,6 +276,14 @@ static bool real_socket(struct dgram *G, struct dflow *f)
 		return true;
 	struct ddest *d = f->d;
 	int fd = socket(d->addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	/* A unix one named (an abstract name of the kernel's choosing), so
+	 * that its server can answer. */
+	sa_family_t unix_family = AF_UNIX;
+	if (fd >= 0 && d->addr.ss_family == AF_UNIX &&
+	    bind(fd, (const struct sockaddr *)&unix_family, sizeof unix_family) != 0) {
+		close(fd);
+		fd = -1;
+	}
 	if (fd < 0 || connect(fd, (const struct sockaddr *)&d->addr, d->len) != 0) {
 		log_warn("datagrams to %s: %s: not sent", d->name, strerror(errno));
 		if (fd >= 0)
