@@ -233,6 +233,24 @@ plant_file() {
 		fail "report: $(jq -c .files "$T/r.json")"
 }
 
+@test "as root, a file mounted on its own (a container's /etc/resolv.conf): every replica reads it, it has no view (one line, in the report), the rest of the tree has" {
+	[[ $(id -u) == 0 ]] || skip "not root"
+	command -v unshare >/dev/null || skip "no unshare"
+	echo "nameserver 192.0.2.53" >"$T/resolv.conf"
+	# Failed before with ENOTDIR in every replica but the first: the view
+	# made for the file left a directory of its name in the start-state
+	# layer, which hid the file in the others' views.
+	capture "$T/run" unshare -m --propagation private sh -c "mount --bind '$T/resolv.conf' /etc/resolv.conf &&
+		cd '$T' && timeout 60 '$DIEHARD' -k 3 -r '$T/r.json' sh -c 'cat /etc/resolv.conf; echo x > viewed'"
+	[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == "nameserver 192.0.2.53" ]] ||
+		fail "exit $(<"$T/run.rc")" "$(cat "$T/run.out" "$T/run.err")"
+	[[ $(<"$T/viewed") == x ]] || fail "the write in a viewed directory was not committed"
+	[[ $(grep -c "no view of /etc/resolv.conf for the replicas (a file mounted on its own)" "$T/run.err") == 1 ]] ||
+		fail "not one line:" "$(cat "$T/run.err")"
+	jq -e '.files.unviewed | any(.path == "/etc/resolv.conf" and .why == "a file mounted on its own")' "$T/r.json" \
+		>/dev/null || fail "report: $(jq -c .files.unviewed "$T/r.json")"
+}
+
 @test "diehard's own stdout redirected to a file the program looks at: nothing of it is lost (a stat copies nothing up)" {
 	mkdir "$T/o"
 	local i

@@ -299,8 +299,7 @@ PY
 		fail "the report:" "$(jq -c .datagrams "$T/r.json")"
 	# glibc's resolver, through a resolv.conf naming a dnsmasq on port 53
 	# of a loopback address (as root: the file bound over /etc/resolv.conf
-	# in a mount namespace of the test's own; --files shared, for a file
-	# mount has no view: docs/FILES.md).
+	# in a mount namespace of the test's own).
 	[[ $(id -u) == 0 ]] && unshare -m true 2>/dev/null || skip "not root: glibc's resolver not tried"
 	local ns="127.$((RANDOM % 200 + 20)).$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1))" q
 	dnsmasq --no-daemon --port=53 --listen-address="$ns" --bind-interfaces --no-resolv --no-hosts \
@@ -317,7 +316,7 @@ PY
 		plain_q=$(grep -o 'query\[[A-Z]*\] test.example' "$T/dns53.log")
 		: >"$T/dns53.log"
 		unshare -m sh -c 'mount --bind "$1" /etc/resolv.conf && shift && exec "$@"' sh "$T/resolv.conf" \
-			timeout 60 "$DIEHARD" -k 3 --files shared -- $q >"$T/out" 2>"$T/err" || fail "$q: exit $?" "$(cat "$T/err")"
+			timeout 60 "$DIEHARD" -k 3 -- $q >"$T/out" 2>"$T/err" || fail "$q: exit $?" "$(cat "$T/err")"
 		[[ $(<"$T/out") == $(<"$T/plain") && $(<"$T/out") == *192.0.2.9* ]] ||
 			fail "$q through diehard:" "$(cat "$T/out")" "plain:" "$(cat "$T/plain")"
 		[[ $(grep -o 'query\[[A-Z]*\] test.example' "$T/dns53.log") == "$plain_q" ]] ||

@@ -226,7 +226,10 @@ char *const *files_env(struct sup *S)
 
 static const char *unviewed_why(int err)
 {
-	return err == EBUSY ? "mounts beneath it" : err == EINVAL ? "its path has ',', ':' or '\\' in it" : strerror(err);
+	return err == EBUSY	 ? "mounts beneath it"
+	       : err == EINVAL	 ? "its path has ',', ':' or '\\' in it"
+	       : err == ENOTDIR ? "a file mounted on its own"
+				 : strerror(err);
 }
 
 void files_started(struct sup *S, struct replica *r, int fd)

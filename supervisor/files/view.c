@@ -515,12 +515,17 @@ static int overlay(struct stage *st, const char *lower, const char *target, unsi
 		return ENOSPC;
 	char name[16] = "v", *o = put_uint(name + 1, name + sizeof name - 1, st->views);
 	*o = '\0';
-	if (mkdirat(st->fd, name, 0700) != 0)
-		return errno;
 	/* The top of the view shows the upper layer's root: the lower's mode
-	 * (a 1777 /tmp stays one), and as root its owner. */
+	 * (a 1777 /tmp stays one), and as root its owner. A file mounted on
+	 * its own (a container's /etc/resolv.conf) has no view: nothing is
+	 * made for it, in the start-state layer least of all, whose directory
+	 * of that name would hide the file in every other view. */
 	struct stat low;
 	if (stat(lower, &low) != 0)
+		return errno;
+	if (!S_ISDIR(low.st_mode))
+		return ENOTDIR;
+	if (mkdirat(st->fd, name, 0700) != 0)
 		return errno;
 	char sub[32];
 	if (!join(sub, name, "/u") || mkdirat(st->fd, sub, 0700) != 0 ||
