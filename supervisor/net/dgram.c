@@ -15,8 +15,8 @@
  * voter; the decided ones a lagging voter is still to be checked against;
  * diehard's socket connected to the destination, made at the first
  * decision; and the answers, each with the number of datagrams sent before
- * it. A unix datagram flow's side is instead a socket pair's end
- * (dgram_unix): the replica's own socket was replaced by the other.
+ * it. A unix datagram flow's side is instead a socket of diehard's in the
+ * replica's namespace, connected to the replica's own (dgram_unix).
  *
  * The k-th datagram is decided when a quorum of the voters sent the same
  * bytes as their k-th: sent once. A voter whose k-th differs from the
@@ -750,81 +750,63 @@ void dgram_unbind(struct net *N, unsigned slot, const struct sockaddr *addr)
 }
 
 
-/* A connected pair of unix datagram sockets made in slot's network
- * namespace (from its init: an abstract name sent to from the program's
- * end is looked up there, never in diehard's): 0, or an errno. */
-static int ns_pair(struct dgram *G, unsigned slot, int sv[2])
-{
-	struct nslot *sl = &G->N->slot[slot];
-	if (sl->F == NULL || sl->unanswered)
-		return EPIPE;
-	sv[0] = factory_take_type(sl->F, AF_UNIX, SOCK_DGRAM);
-	sv[1] = sv[0] < 0 ? -1 : factory_take_type(sl->F, AF_UNIX, SOCK_DGRAM);
-	int err = errno;
-	struct sockaddr_un n[2];
-	socklen_t len[2] = { sizeof n[0], sizeof n[1] };
-	sa_family_t fam = AF_UNIX;
-	bool ok = sv[0] >= 0 && sv[1] >= 0;
-	/* Autobound: unique abstract names. */
-	for (int i = 0; ok && i < 2; i++)
-		ok = bind(sv[i], (const struct sockaddr *)&fam, sizeof fam) == 0 &&
-		     getsockname(sv[i], (struct sockaddr *)&n[i], &len[i]) == 0;
-	ok = ok && connect(sv[0], (const struct sockaddr *)&n[1], len[1]) == 0 &&
-	     connect(sv[1], (const struct sockaddr *)&n[0], len[0]) == 0;
-	if (ok)
-		return 0;
-	err = sv[0] < 0 || sv[1] < 0 ? (err == ETIMEDOUT ? (sl->unanswered = true, err) : err) : errno;
-	dg_close(&sv[0]);
-	dg_close(&sv[1]);
-	return err != 0 ? err : EPROTO;
-}
-
-int dgram_unix(struct net *N, unsigned slot, uint64_t gen, uint64_t id, pid_t tid, int fd, int sock,
-	       const struct sockaddr *dest, socklen_t len)
+int dgram_unix(struct net *N, unsigned slot, uint64_t gen, uint64_t id, int sock, const struct sockaddr *dest,
+	       socklen_t len)
 {
 	struct dgram *G = N->dgram;
 	struct sup *S = N->S;
 	struct sockaddr_storage a;
 	socklen_t alen = outbound_normalise(dest, &a); /* its path: bytes past the NUL ignored */
 	(void)len;
-	int fl = fcntl(sock, F_GETFL), sv[2];
-	close(sock);
 	struct ddest *d = dest_get(G, &a, alen);
-	if (d == NULL || fl < 0)
+	struct nslot *sl = &N->slot[slot];
+	if (d == NULL || sl->F == NULL || sl->unanswered) {
+		close(sock);
 		return ENOBUFS;
-	int err = ns_pair(G, slot, sv);
-	if (err != 0)
-		return err;
+	}
+	/* diehard's socket in the replica's namespace (an abstract name of
+	 * the kernel's choosing), and the replica's own named too (if it was
+	 * not), each connected to the other: its datagrams come to diehard,
+	 * answers go to it alone. */
+	int ours = factory_take_type(sl->F, AF_UNIX, SOCK_DGRAM);
+	if (ours < 0 && errno == ETIMEDOUT)
+		sl->unanswered = true;
+	sa_family_t fam = AF_UNIX;
+	struct sockaddr_un on, tn;
+	socklen_t olen = sizeof on, tlen = sizeof tn;
+	memset(&tn, 0, sizeof tn);
+	bool ok = ours >= 0 && bind(ours, (const struct sockaddr *)&fam, sizeof fam) == 0 &&
+		  getsockname(ours, (struct sockaddr *)&on, &olen) == 0 &&
+		  getsockname(sock, (struct sockaddr *)&tn, &tlen) == 0;
+	if (ok && tlen <= sizeof(sa_family_t)) {
+		tlen = sizeof tn;
+		ok = bind(sock, (const struct sockaddr *)&fam, sizeof fam) == 0 &&
+		     getsockname(sock, (struct sockaddr *)&tn, &tlen) == 0;
+	}
+	ok = ok && connect(ours, (const struct sockaddr *)&tn, tlen) == 0 &&
+	     connect(sock, (const struct sockaddr *)&on, olen) == 0;
+	int err = errno;
+	close(sock);
+	if (!ok) {
+		if (ours >= 0)
+			close(ours);
+		return err != 0 ? err : EPROTO;
+	}
 	uint64_t n = d->ns[slot].flows++;
 	struct dflow *f = flow_get(G, d, n);
 	if (f == NULL) {
-		close(sv[0]);
-		close(sv[1]);
+		close(ours);
 		return ENOBUFS;
 	}
-	if (!(fl & O_NONBLOCK) && fcntl(sv[1], F_SETFL, 0) != 0)
-		log_warn("fcntl: %s", strerror(errno));
-	char path[64], line[128];
-	unsigned long flags = 0;
-	snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)tid, fd);
-	FILE *fi = fopen(path, "re");
-	if (fi != NULL) {
-		while (fgets(line, sizeof line, fi) != NULL && sscanf(line, "flags: %lo", &flags) != 1)
-			;
-		fclose(fi);
-	}
-	bool given = virt_give_fd(S->virt, slot, gen, id, sv[1], fd, (flags & O_CLOEXEC) != 0);
-	close(sv[1]);
-	if (!given) {
-		close(sv[0]);
-		/* Refused while the call waits: it fails; gone: nothing to answer. */
-		return virt_held(S->virt, slot, gen, id) ? ECONNREFUSED : 0;
+	if (!virt_reply(S->virt, slot, gen, id)) {
+		close(ours);
+		return 0; /* its caller is gone: nothing to answer */
 	}
 	struct dside *s = &f->side[slot];
-	*s = (struct dside){ .sock = -1, .own = sv[0], .started = true, .known = true };
+	*s = (struct dside){ .sock = -1, .own = ours, .started = true, .known = true };
 	struct own_arg *arg = dg_must(malloc(sizeof *arg));
 	*arg = (struct own_arg){ G, f, slot };
-	s->own_ev = event_new(S->base, sv[0], EV_READ | EV_PERSIST, dg_on_own, arg);
+	s->own_ev = event_new(S->base, ours, EV_READ | EV_PERSIST, dg_on_own, arg);
 	if (s->own_ev == NULL || event_add(s->own_ev, NULL) != 0)
 		fatal(EXIT_INTERNAL, "cannot watch a replica's datagram socket");
 	log_event("replica %u sends datagrams to %s (its flow %llu there)", S->r[slot].id, d->name,

@@ -47,14 +47,14 @@ bool dgram_flow(struct net *N, unsigned slot, int sock, const struct sockaddr *d
  * each reply once a quorum of the replicas sent the same one. */
 void dgram_bound(struct net *N, unsigned slot, const struct sockaddr *addr, socklen_t len, bool v6only);
 
-/* Slot slot's process (listener generation gen, notification id, thread
- * tid) connects its unix datagram socket numbered fd (sock: diehard's
- * reference, taken over) to the absolute path dest, the host's socket: a
- * flow like a UDP one, the caller's socket replaced by one end of a pair
- * of sockets made in its namespace whose other end diehard reads, the call
- * answered 0 (or its caller gone): 0; else the errno it is to fail with. */
-int dgram_unix(struct net *N, unsigned slot, uint64_t gen, uint64_t id, pid_t tid, int fd, int sock,
-	       const struct sockaddr *dest, socklen_t len);
+/* Slot slot's process (listener generation gen, notification id)
+ * connects its unix datagram socket (sock: diehard's reference to it,
+ * taken over) to the absolute path dest, the host's socket: a flow like a
+ * UDP one. diehard connects the program's own socket to a socket of its
+ * own in the replica's namespace (and that one back to it) and answers
+ * the call 0: 0 (or its caller gone); else the errno it is to fail with. */
+int dgram_unix(struct net *N, unsigned slot, uint64_t gen, uint64_t id, int sock, const struct sockaddr *dest,
+	       socklen_t len);
 
 /* Slot's program is about to bind a UDP socket at addr: a socket of
  * diehard's for a flow there makes way. */

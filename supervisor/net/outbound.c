@@ -83,8 +83,6 @@ struct ocall {
 	bool joined;             /* its socket was matched */
 	uint64_t gen, id;
 	int sock;                /* our reference to its socket (-1: none) */
-	int fd;                  /* its number in the caller (a unix socket's, replaced) */
-	pid_t tid;               /* the caller */
 };
 
 struct mark {
@@ -130,7 +128,7 @@ struct odest {
 	socklen_t len;
 	char name[NETADDR_TEXT + 40];
 	bool loopback;           /* already local in every namespace */
-	bool unix_path;          /* a unix socket's path: given by a socket pair */
+	bool unix_path;          /* a unix socket's path: given through an abstract listener */
 	uint64_t *count;         /* per slot: connects its process made here */
 	uint64_t reached;        /* slots whose process connected here */
 	struct orec **rec;       /* connection base + i */
@@ -712,67 +710,58 @@ static bool answer(struct outbound *O, struct orec *r, unsigned slot, int err)
 	return ok;
 }
 
-/* Whether fd is close-on-exec in thread tid (its fdinfo's flags). */
-static bool cloexec_in(pid_t tid, int fd)
-{
-	char path[64], line[128];
-	snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)tid, fd);
-	FILE *f = fopen(path, "re");
-	if (f == NULL)
-		return false;
-	unsigned long flags = 0;
-	bool found = false;
-	while (!found && fgets(line, sizeof line, f) != NULL)
-		found = sscanf(line, "flags: %lo", &flags) == 1;
-	fclose(f);
-	return found && (flags & O_CLOEXEC);
-}
-
-/* A unix socket's connect: the caller's socket replaced by one end of a
- * socket pair (its file flags and close-on-exec kept), the call answered
- * 0, the other end diehard's for the connection or the record. */
-static void give_pair(struct outbound *O, struct orec *r, unsigned slot)
+/* A unix socket's connect, made by diehard on the replica's own socket
+ * (its reference: the same open file) to a listener of diehard's with an
+ * abstract name in the replica's network namespace (made by its init), and
+ * answered 0: the program's socket is really connected, its options and
+ * copies kept; the accepted end is diehard's, for the connection or the
+ * record. */
+static void give_unix(struct outbound *O, struct orec *r, unsigned slot)
 {
 	struct sup *S = sup_of(O);
 	struct ocall *c = &r->call[slot];
-	int sv[2], fl = fcntl(c->sock, F_GETFL);
-	bool cloexec = cloexec_in(c->tid, c->fd);
-	if (fl < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+	struct nslot *ns = &O->N->slot[slot];
+	int l = ns->F != NULL && !ns->unanswered ? factory_take_type(ns->F, AF_UNIX, SOCK_STREAM) : -1;
+	sa_family_t fam = AF_UNIX;
+	struct sockaddr_un name;
+	socklen_t nlen = sizeof name;
+	int ours = -1;
+	if (l >= 0 && bind(l, (const struct sockaddr *)&fam, sizeof fam) == 0 && listen(l, 1) == 0 &&
+	    getsockname(l, (struct sockaddr *)&name, &nlen) == 0 &&
+	    connect(c->sock, (const struct sockaddr *)&name, nlen) == 0)
+		ours = accept4(l, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	int err = errno;
+	if (l >= 0)
+		close(l);
+	if (ours < 0) {
+		log_warn("replica %u: its connection to %s cannot be given to it (%s): the connect fails", S->r[slot].id,
+			 r->d->name, strerror(err));
 		(void)answer(O, r, slot, ECONNREFUSED);
 		return;
 	}
-	if ((fl & O_NONBLOCK) && fcntl(sv[1], F_SETFL, O_NONBLOCK) != 0)
-		log_warn("fcntl: %s", strerror(errno));
-	if (fcntl(sv[0], F_SETFL, O_NONBLOCK) != 0)
-		log_warn("fcntl: %s", strerror(errno));
-	bool given = virt_give_fd(S->virt, slot, c->gen, c->id, sv[1], c->fd, cloexec);
-	close(sv[1]);
+	bool given = virt_reply(S->virt, slot, c->gen, c->id);
 	if (O->slot[slot].held > 0)
 		O->slot[slot].held--;
 	c->held = false;
 	close_fd(&c->sock);
 	c->joined = true;
 	if (!given) {
-		close(sv[0]);
-		/* Refused while the call waits (its descriptor past its limit):
-		 * it fails; its caller gone: nothing to answer. */
-		if (virt_held(S->virt, slot, c->gen, c->id))
-			(void)virt_resume(S->virt, slot, c->gen, c->id, ECONNREFUSED);
+		close(ours);
 		if (r->c != NULL)
 			conn_replica_gone(r->c, slot);
 		return;
 	}
 	if (c->replay)
-		replay_start(O, r, slot, sv[0]);
-	else if (r->c == NULL || !conn_join(r->c, slot, sv[0]))
-		close(sv[0]);
+		replay_start(O, r, slot, ours);
+	else if (r->c == NULL || !conn_join(r->c, slot, ours))
+		close(ours);
 }
 
 /* Lets slot's held call of r go on to its listener; or fails it. */
 static void let_through(struct outbound *O, struct orec *r, unsigned slot)
 {
 	if (r->d->unix_path) {
-		give_pair(O, r, slot);
+		give_unix(O, r, slot);
 		return;
 	}
 	struct olisten *l = listen_get(O, slot, r->d);
@@ -1104,7 +1093,7 @@ static bool runs_off(const struct outbound *O, unsigned slot, char *why, size_t 
 	return false;
 }
 
-enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64_t id, pid_t tid, int fd, int sock,
+enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64_t id, int sock,
 			      const struct sockaddr *dest, socklen_t len, int *err)
 {
 	(void)len;
@@ -1143,7 +1132,7 @@ enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64
 		*err = ECONNREFUSED;
 		return OUT_FAIL;
 	}
-	r->call[slot] = (struct ocall){ .held = true, .gen = gen, .id = id, .sock = sock, .fd = fd, .tid = tid };
+	r->call[slot] = (struct ocall){ .held = true, .gen = gen, .id = id, .sock = sock };
 	O->slot[slot].held++;
 	log_event("replica %u connects to %s (its connection %llu there)", S->r[slot].id, d->name,
 		  (unsigned long long)n + 1);

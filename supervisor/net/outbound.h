@@ -42,14 +42,14 @@ enum outcall {
 struct outbound *outbound_new(struct net *N);
 void outbound_free(struct outbound *O);
 
-/* Slot slot's process (its listener of generation gen: virt.h; thread
- * tid) called connect with notification id on a TCP socket, or a unix
- * stream socket, numbered fd there; sock is diehard's own reference to that
- * socket (taken over whatever the answer), dest the destination (len
- * bytes: AF_INET or AF_INET6 outside its namespace, or an absolute unix
- * path of a socket not its own). A unix socket is given by replacing the
- * caller's with one end of a socket pair. */
-enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64_t id, pid_t tid, int fd, int sock,
+/* Slot slot's process (its listener of generation gen: virt.h) called
+ * connect with notification id on a TCP socket, or a unix stream socket;
+ * sock is diehard's own reference to that socket (taken over whatever the
+ * answer), dest the destination (len bytes: AF_INET or AF_INET6 outside
+ * its namespace, or the absolute path of a host's unix socket). A unix
+ * socket is given by connecting it, from diehard, to a listener of
+ * diehard's with an abstract name in the replica's namespace. */
+enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64_t id, int sock,
 			      const struct sockaddr *dest, socklen_t len, int *err);
 
 /* A new process in slot (its counts start again; it votes on none of the

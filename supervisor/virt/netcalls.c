@@ -353,16 +353,14 @@ static enum netcall unix_connect(struct netcalls *N, int listener, unsigned slot
 		return NETCALL_CONTINUE;
 	}
 	if (type == SOCK_DGRAM) {
-		int err = dgram_unix(N->S->net, slot, gen, req->id, (pid_t)req->pid, fd, ours, (const struct sockaddr *)ss,
-				     len);
+		int err = dgram_unix(N->S->net, slot, gen, req->id, ours, (const struct sockaddr *)ss, len);
 		if (err == 0)
 			return NETCALL_DROP; /* answered */
 		resp->error = -err;
 		return NETCALL_ANSWER;
 	}
 	int err = 0;
-	switch (outbound_connect(N->S->net, slot, gen, req->id, (pid_t)req->pid, fd, ours, (const struct sockaddr *)ss,
-				 len, &err)) {
+	switch (outbound_connect(N->S->net, slot, gen, req->id, ours, (const struct sockaddr *)ss, len, &err)) {
 	case OUT_HELD: return NETCALL_DROP;
 	case OUT_FAIL: resp->error = -err; return NETCALL_ANSWER;
 	case OUT_CONTINUE: break;
@@ -408,8 +406,7 @@ static enum netcall on_connect(struct netcalls *N, int listener, unsigned slot, 
 		return NETCALL_CONTINUE;
 	}
 	int err = 0;
-	switch (outbound_connect(N->S->net, slot, gen, req->id, (pid_t)req->pid, fd, ours, (const struct sockaddr *)&ss,
-				 (socklen_t)len,
+	switch (outbound_connect(N->S->net, slot, gen, req->id, ours, (const struct sockaddr *)&ss, (socklen_t)len,
 				 &err)) {
 	case OUT_HELD: return NETCALL_DROP;
 	case OUT_FAIL: resp->error = -err; return NETCALL_ANSWER;

@@ -28,7 +28,6 @@
 #include "virt.h"
 #include "virt_int.h"
 
-#include <fcntl.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <linux/seccomp.h>
@@ -402,14 +401,10 @@ bool virt_resume(struct virt *V, unsigned i, uint64_t gen, uint64_t id, int err)
 	return true;
 }
 
-bool virt_give_fd(struct virt *V, unsigned i, uint64_t gen, uint64_t id, int fd, int target, bool cloexec)
+bool virt_reply(struct virt *V, unsigned i, uint64_t gen, uint64_t id)
 {
 	struct vreplica *vr = &V->r[i];
 	if (vr->fd < 0 || vr->gen != gen || !virt_waiting(vr, id))
-		return false;
-	struct seccomp_notif_addfd add = { .id = id, .flags = SECCOMP_ADDFD_FLAG_SETFD, .srcfd = (uint32_t)fd,
-					    .newfd = (uint32_t)target, .newfd_flags = cloexec ? O_CLOEXEC : 0 };
-	if (ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0)
 		return false;
 	struct seccomp_notif_resp resp = { .id = id };
 	return ioctl(vr->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) == 0;

@@ -36,10 +36,9 @@ void virt_attach(struct virt *V, unsigned i, int listener);
  * generation gen and the call still waits: else nothing (false: its caller
  * is gone, or was interrupted for good). */
 bool virt_resume(struct virt *V, unsigned i, uint64_t gen, uint64_t id, int err);
-/* That held call's descriptor target replaced by a copy of fd (as dup2;
- * close-on-exec if cloexec), and the call answered 0: false when the call
- * no longer waits or the kernel refused. */
-bool virt_give_fd(struct virt *V, unsigned i, uint64_t gen, uint64_t id, int fd, int target, bool cloexec);
+/* That held call answered 0 without going on (diehard made it itself):
+ * false when it no longer waits. */
+bool virt_reply(struct virt *V, unsigned i, uint64_t gen, uint64_t id);
 /* Whether that held call still waits for its answer. */
 bool virt_held(struct virt *V, unsigned i, uint64_t gen, uint64_t id);
 
