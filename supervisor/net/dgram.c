@@ -783,7 +783,10 @@ int dgram_unix(struct net *N, unsigned slot, uint64_t gen, uint64_t id, int sock
 		ok = bind(sock, (const struct sockaddr *)&fam, sizeof fam) == 0 &&
 		     getsockname(sock, (struct sockaddr *)&tn, &tlen) == 0;
 	}
-	ok = ok && connect(ours, (const struct sockaddr *)&tn, tlen) == 0 &&
+	/* A program's socket bound to a path of its view is beyond diehard's
+	 * reach by that name: its datagrams still go out; answers to it are
+	 * dropped. */
+	ok = ok && (connect(ours, (const struct sockaddr *)&tn, tlen) == 0 || tn.sun_path[0] != '\0') &&
 	     connect(sock, (const struct sockaddr *)&on, olen) == 0;
 	int err = errno;
 	close(sock);
