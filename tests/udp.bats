@@ -54,8 +54,21 @@ teardown() {
 	done
 }
 
+# udp_port: a port free for UDP and for TCP on 127.0.0.1 now (dnsmasq binds
+# both).
 udp_port() {
-	python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+	python3 -c '
+import socket
+while True:
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.bind(("127.0.0.1", 0))
+    t = socket.socket()
+    try:
+        t.bind(("127.0.0.1", u.getsockname()[1]))
+    except OSError:
+        continue
+    print(u.getsockname()[1])
+    break'
 }
 
 dnsmasq_args() {
@@ -76,7 +89,7 @@ dnsmasq_args() {
 	local dh=$!
 	BG+=($dh)
 	wait_until 30 eval '[[ $(timeout 5 python3 "$T/dq.py" "$plain" 1) == 1\ * ]]' || fail "plain dnsmasq did not answer"
-	wait_until 60 eval '[[ $(timeout 5 python3 "$T/dq.py" "$port" 1) == 1\ * ]]' ||
+	wait_until 60 eval 'proc_gone $dh || [[ $(timeout 5 python3 "$T/dq.py" "$port" 1) == 1\ * ]]' && proc_alive "$dh" ||
 		fail "dnsmasq under diehard did not answer" "$(cat "$T/dh.err")"
 	timeout 120 python3 "$T/dq.py" "$plain" 1000 >"$T/plain.out" || fail "plain queries"
 	timeout 120 python3 "$T/dq.py" "$port" 1000 >"$T/dh.q" || fail "queries through diehard" "$(tail "$T/dh.err")"
