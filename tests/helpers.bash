@@ -392,3 +392,20 @@ require_nobody() {
 	as_nobody test -x "$DIEHARD" || skip "user nobody cannot run $DIEHARD"
 	as_nobody "$DIEHARD" -k 1 --sandbox on true 2>/dev/null || skip "no unprivileged user namespaces here"
 }
+
+# free_dual_port: a port of 127.0.0.1 free now for UDP and for TCP alike (a
+# DNS server binds both).
+free_dual_port() {
+	python3 -c '
+import socket
+while True:
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.bind(("127.0.0.1", 0))
+    t = socket.socket()
+    try:
+        t.bind(("127.0.0.1", u.getsockname()[1]))
+    except OSError:
+        continue
+    print(u.getsockname()[1])
+    break'
+}

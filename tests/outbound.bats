@@ -263,19 +263,7 @@ PY
 @test "datagrams: a DNS client in the replicas (its own queries, and glibc's resolver through resolv.conf) reaches a dnsmasq outside once per query; the answers are the server's" {
 	require_cmd dnsmasq
 	local port
-	# Free for UDP and TCP (dnsmasq binds both).
-	port=$(python3 -c '
-import socket
-while True:
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    u.bind(("127.0.0.1", 0))
-    t = socket.socket()
-    try:
-        t.bind(("127.0.0.1", u.getsockname()[1]))
-    except OSError:
-        continue
-    print(u.getsockname()[1])
-    break')
+	port=$(free_dual_port) # dnsmasq binds UDP and TCP
 	dnsmasq --no-daemon --port="$port" --listen-address=127.0.0.1 --bind-interfaces --no-resolv --no-hosts \
 		--address=/test.example/192.0.2.9 --log-queries --log-facility="$T/dns.log" \
 		>"$T/dnsmasq.out" 2>&1 &

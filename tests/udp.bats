@@ -54,22 +54,6 @@ teardown() {
 	done
 }
 
-# udp_port: a port free for UDP and for TCP on 127.0.0.1 now (dnsmasq binds
-# both).
-udp_port() {
-	python3 -c '
-import socket
-while True:
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    u.bind(("127.0.0.1", 0))
-    t = socket.socket()
-    try:
-        t.bind(("127.0.0.1", u.getsockname()[1]))
-    except OSError:
-        continue
-    print(u.getsockname()[1])
-    break'
-}
 
 dnsmasq_args() {
 	echo --no-daemon --port="$1" --listen-address=127.0.0.1 --bind-interfaces --no-resolv --no-hosts \
@@ -79,11 +63,11 @@ dnsmasq_args() {
 @test "dnsmasq under diehard -k 3 answers 1000 queries over UDP byte for byte as plain dnsmasq, each answer sent once" {
 	require_cmd dnsmasq
 	local plain port
-	plain=$(udp_port)
+	plain=$(free_dual_port)
 	# shellcheck disable=SC2046
 	dnsmasq $(dnsmasq_args "$plain") >"$T/plain.err" 2>&1 &
 	BG+=($!)
-	port=$(udp_port)
+	port=$(free_dual_port)
 	# shellcheck disable=SC2046
 	"$DIEHARD" -k 3 -r "$T/r.json" -- dnsmasq $(dnsmasq_args "$port") >"$T/dh.out" 2>"$T/dh.err" &
 	local dh=$!
@@ -138,7 +122,7 @@ for text in sys.argv[2:]:
     print("%s %d" % me, s.recv(4096).decode())
 PY
 	local port
-	port=$(udp_port)
+	port=$(free_dual_port)
 	"$DIEHARD" -k 3 --share "$T" -v -r "$T/r.json" -- python3 "$T/echo.py" "$port" "$T" >"$T/dh.out" 2>"$T/dh.err" &
 	local dh=$!
 	BG+=($dh)

@@ -497,7 +497,7 @@ static bool ns_socket(struct dgram *G, struct ddest *d, unsigned slot)
 	int one = 1;
 	if ((d->addr.ss_family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) ||
 	    (d->addr.ss_family == AF_INET ? setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof one)
-					  : setsockopt(fd, SOL_IPV6, 78 /* IPV6_FREEBIND */, &one, sizeof one)) != 0 ||
+					  : setsockopt(fd, SOL_IPV6, IPV6_FREEBIND, &one, sizeof one)) != 0 ||
 	    bind(fd, (const struct sockaddr *)&d->addr, d->len) != 0) {
 		err = errno;
 		close(fd);

@@ -97,7 +97,6 @@ static bool own_socket(struct dgram *G, struct dflow *f, unsigned slot)
 		return false;
 	}
 	struct sockaddr_storage b = f->client;
-	socklen_t blen = f->clen;
 	if (!real) {
 		memset(&b, 0, sizeof b);
 		b.ss_family = f->client.ss_family;
@@ -106,28 +105,7 @@ static bool own_socket(struct dgram *G, struct dflow *f, unsigned slot)
 		else
 			((struct sockaddr_in6 *)&b)->sin6_addr = in6addr_loopback;
 	}
-	if (f->srv->target.ss_family == AF_INET6 && b.ss_family == AF_INET) {
-		/* An IPv4 client of a dual-stack server: IPv4-mapped. */
-		struct sockaddr_in s4 = *(struct sockaddr_in *)&f->client;
-		struct sockaddr_in6 *b6 = (struct sockaddr_in6 *)&b;
-		memset(&b, 0, sizeof b);
-		b6->sin6_family = AF_INET6;
-		b6->sin6_port = s4.sin_port;
-		b6->sin6_addr.s6_addr[10] = b6->sin6_addr.s6_addr[11] = 0xff;
-		memcpy(&b6->sin6_addr.s6_addr[12], &s4.sin_addr, 4);
-		blen = sizeof *b6;
-	}
-	int one = 1;
-	bool ok = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-		  (b.ss_family == AF_INET ? setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof one)
-					  : setsockopt(fd, SOL_IPV6, 78 /* IPV6_FREEBIND */, &one, sizeof one)) == 0;
-	if (ok && bind(fd, (const struct sockaddr *)&b, blen) != 0) {
-		if (b.ss_family == AF_INET)
-			((struct sockaddr_in *)&b)->sin_port = 0;
-		else
-			((struct sockaddr_in6 *)&b)->sin6_port = 0;
-		ok = bind(fd, (const struct sockaddr *)&b, blen) == 0;
-	}
+	bool ok = net_bind_at(fd, f->srv->target.ss_family, &b) == 0;
 	if (!ok) {
 		close(fd);
 		return false;
@@ -235,23 +213,6 @@ static void on_host(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* Where a replica's server bound at a is reached in its namespace. */
-static void target_of(const struct sockaddr_storage *a, struct sockaddr_storage *t, socklen_t *len)
-{
-	*t = *a;
-	if (a->ss_family == AF_INET) {
-		struct sockaddr_in *in = (struct sockaddr_in *)t;
-		if (in->sin_addr.s_addr == htonl(INADDR_ANY))
-			in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		*len = sizeof *in;
-	} else {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)t;
-		if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr))
-			in6->sin6_addr = in6addr_loopback;
-		*len = sizeof *in6;
-	}
-}
-
 /* v bound for real, once a quorum of the voters bound it: as the plain
  * server would, or one line and 125. */
 static void srv_open(struct dgram *G, struct dsrv *v)
@@ -285,7 +246,7 @@ void dgram_bound(struct net *N, unsigned slot, const struct sockaddr *addr, sock
 			return;
 		v = dg_must(calloc(1, sizeof *v));
 		*v = (struct dsrv){ .G = G, .addr = a, .len = len, .v6only = v6only, .fd = -1 };
-		target_of(&a, &v->target, &v->tlen);
+		net_target_of(&a, &v->target, &v->tlen);
 		if (!netaddr_format(&a, len, v->name, sizeof v->name))
 			snprintf(v->name, sizeof v->name, "?");
 		struct ddest *d = dg_must(calloc(1, sizeof *d));

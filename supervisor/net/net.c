@@ -78,8 +78,7 @@ static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_st
 	return x->sin6_port == y->sin6_port && memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
 }
 
-/* Where a replica listening on a is reached from inside its namespace. */
-static void target_of(const struct sockaddr_storage *a, struct sockaddr_storage *t, socklen_t *len)
+void net_target_of(const struct sockaddr_storage *a, struct sockaddr_storage *t, socklen_t *len)
 {
 	*t = *a;
 	if (a->ss_family == AF_INET) {
@@ -198,7 +197,7 @@ static struct listener *listener_add(struct net *N, const struct sockaddr_storag
 	if (l == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	*l = (struct listener){ .N = N, .index = N->nl, .addr = *a, .addrlen = len, .v6only = v6only, .fd = -1 };
-	target_of(a, &l->target, &l->targetlen);
+	net_target_of(a, &l->target, &l->targetlen);
 	addr_name(a, l->name, sizeof l->name);
 	N->L[N->nl++] = l;
 	return l;
@@ -243,9 +242,38 @@ void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr,
 		connlog_replay_step(N);
 }
 
-#ifndef IPV6_FREEBIND
-#define IPV6_FREEBIND 78
-#endif
+int net_bind_at(int fd, int family, const struct sockaddr_storage *a)
+{
+	struct sockaddr_storage b;
+	socklen_t blen = outbound_normalise((const struct sockaddr *)a, &b);
+	if (family == AF_INET6 && b.ss_family == AF_INET) {
+		struct sockaddr_in s4 = *(struct sockaddr_in *)&b;
+		struct sockaddr_in6 *b6 = (struct sockaddr_in6 *)&b;
+		memset(&b, 0, sizeof b);
+		b6->sin6_family = AF_INET6;
+		b6->sin6_port = s4.sin_port;
+		b6->sin6_addr.s6_addr[10] = b6->sin6_addr.s6_addr[11] = 0xff;
+		memcpy(&b6->sin6_addr.s6_addr[12], &s4.sin_addr, 4);
+		blen = sizeof *b6;
+	}
+	/* A new IPv6 address is tentative for a moment: bound freely. */
+	int one = 1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+	    (b.ss_family == AF_INET ? setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof one)
+				    : setsockopt(fd, SOL_IPV6, IPV6_FREEBIND, &one, sizeof one)) != 0)
+		return errno;
+	if (bind(fd, (const struct sockaddr *)&b, blen) == 0)
+		return 0;
+	if (errno != EADDRINUSE)
+		return errno;
+	/* Its port in use in the namespace (the replica's own): the
+	 * address alone. */
+	if (b.ss_family == AF_INET)
+		((struct sockaddr_in *)&b)->sin_port = 0;
+	else
+		((struct sockaddr_in6 *)&b)->sin6_port = 0;
+	return bind(fd, (const struct sockaddr *)&b, blen) == 0 ? 0 : errno;
+}
 
 /* fd, a socket in slot i's namespace, bound to the client's address and
  * port (the address put on the replica's loopback first), so that the
@@ -257,7 +285,7 @@ static bool bind_client(struct net *N, unsigned i, int fd, const struct listener
 			const struct sockaddr_storage *client, struct sockaddr_storage *t, socklen_t *tlen)
 {
 	struct sockaddr_storage src;
-	socklen_t slen = outbound_normalise((const struct sockaddr *)client, &src);
+	(void)outbound_normalise((const struct sockaddr *)client, &src);
 	const char *why = NULL;
 	int err = 0;
 	if (l->target.ss_family == AF_INET6 && src.ss_family == AF_INET) {
@@ -276,39 +304,8 @@ static bool bind_client(struct net *N, unsigned i, int fd, const struct listener
 	} else if (l->target.ss_family != src.ss_family) {
 		why = "a client of another family";
 	}
-	if (why == NULL && (err = outbound_address(N, i, &src)) != 0)
+	if (why == NULL && ((err = outbound_address(N, i, &src)) != 0 || (err = net_bind_at(fd, l->target.ss_family, &src)) != 0))
 		why = strerror(err);
-	struct sockaddr_storage b;
-	socklen_t blen = slen;
-	b = src;
-	if (why == NULL && l->target.ss_family == AF_INET6 && src.ss_family == AF_INET) {
-		const struct sockaddr_in *s4 = (const struct sockaddr_in *)&src;
-		struct sockaddr_in6 *b6 = (struct sockaddr_in6 *)&b;
-		memset(&b, 0, sizeof b);
-		b6->sin6_family = AF_INET6;
-		b6->sin6_port = s4->sin_port;
-		b6->sin6_addr.s6_addr[10] = b6->sin6_addr.s6_addr[11] = 0xff;
-		memcpy(&b6->sin6_addr.s6_addr[12], &s4->sin_addr, 4);
-		blen = sizeof *b6;
-	}
-	if (why == NULL) {
-		/* A new IPv6 address is tentative for a moment: bound freely. */
-		int one = 1;
-		if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-		    (b.ss_family == AF_INET ? setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof one)
-					    : setsockopt(fd, SOL_IPV6, IPV6_FREEBIND, &one, sizeof one)) != 0)
-			why = strerror(errno);
-	}
-	if (why == NULL && bind(fd, (const struct sockaddr *)&b, blen) != 0) {
-		/* Its port in use in the namespace (the replica's own): the
-		 * address alone. */
-		if (b.ss_family == AF_INET)
-			((struct sockaddr_in *)&b)->sin_port = 0;
-		else
-			((struct sockaddr_in6 *)&b)->sin6_port = 0;
-		if (errno != EADDRINUSE || bind(fd, (const struct sockaddr *)&b, blen) != 0)
-			why = strerror(errno);
-	}
 	if (why == NULL)
 		return true;
 	if (!N->said_client) {

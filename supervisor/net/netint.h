@@ -97,8 +97,20 @@ struct net {
 	struct event *resume_ev;     /* listeners paused for want of fds */
 };
 
+#ifndef IPV6_FREEBIND
+#define IPV6_FREEBIND 78 /* Linux 4.15; Debian 12's libc headers lack it */
+#endif
+
 /* net.c */
 unsigned net_quorum(const struct net *N);
+/* Where a replica listening (or bound, UDP) at a is reached from inside
+ * its namespace: the wildcard as its loopback. */
+void net_target_of(const struct sockaddr_storage *a, struct sockaddr_storage *t, socklen_t *len);
+/* fd, a socket of family in a replica's namespace, bound at a (as an
+ * IPv4-mapped address when family is AF_INET6 and a is IPv4), with
+ * SO_REUSEADDR and freely (a new IPv6 address may be tentative); its port
+ * in use there: the address alone. 0, or an errno. */
+int net_bind_at(int fd, int family, const struct sockaddr_storage *a);
 /* A socket of the replica in slot i, connected (or connecting) to l's
  * target, from the client's address and port when client is given (not
  * NULL, not AF_UNSPEC; else from the replica's loopback); -1 (logged)

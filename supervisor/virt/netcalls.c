@@ -231,7 +231,23 @@ static enum netcall on_listen(struct netcalls *N, int listener, unsigned slot, c
 	return a;
 }
 
-/* ---- connect, socket ---- */
+/* ---- connect, bind, sendto ---- */
+
+/* The address of req's arguments at (pointer) and at + 1 (its length),
+ * read from the caller into ss (zeroed past it), its length in *len: at
+ * most a sockaddr_storage, for the kernel refuses what is too long
+ * (EINVAL) or unreadable (EFAULT); false when there is none to judge (no
+ * proxy, none given, or what we may not read: EPERM). */
+static bool call_addr(const struct netcalls *N, const struct seccomp_notif *req, int at,
+		      struct sockaddr_storage *ss, int *len)
+{
+	uint64_t addr = req->data.args[at];
+	*len = (int)(int32_t)req->data.args[at + 1];
+	if (N->S->net == NULL || addr == 0 || *len < (int)sizeof(sa_family_t) || (size_t)*len > sizeof *ss)
+		return false;
+	memset(ss, 0, sizeof *ss);
+	return remote_read_all((pid_t)req->pid, addr, ss, (size_t)*len) == 0;
+}
 
 /* An unconnected socket of TCP whose connect to ss the kernel would make:
  * a second connect on one connected or connecting is the kernel's to
@@ -372,15 +388,9 @@ static enum netcall on_connect(struct netcalls *N, int listener, unsigned slot, 
 			       const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 {
 	int fd = (int)(int32_t)req->data.args[0];
-	uint64_t addr = req->data.args[1];
-	int len = (int)(int32_t)req->data.args[2];
 	struct sockaddr_storage ss;
-	/* The kernel refuses what is too long (EINVAL) or unreadable
-	 * (EFAULT); what we may not read (EPERM) goes unjudged. */
-	if (N->S->net == NULL || addr == 0 || len < (int)sizeof(sa_family_t) || (size_t)len > sizeof ss)
-		return NETCALL_CONTINUE;
-	memset(&ss, 0, sizeof ss);
-	if (remote_read_all((pid_t)req->pid, addr, &ss, (size_t)len) != 0)
+	int len;
+	if (!call_addr(N, req, 1, &ss, &len))
 		return NETCALL_CONTINUE;
 	if (ss.ss_family == AF_UNIX)
 		return unix_connect(N, listener, slot, gen, req, resp, &ss, (socklen_t)len);
@@ -440,13 +450,9 @@ static enum netcall on_bind(struct netcalls *N, int listener, unsigned slot, con
 			    struct seccomp_notif_resp *resp)
 {
 	int fd = (int)(int32_t)req->data.args[0];
-	uint64_t addr = req->data.args[1];
-	int len = (int)(int32_t)req->data.args[2];
 	struct sockaddr_storage ss;
-	if (N->S->net == NULL || addr == 0 || len < (int)sizeof(sa_family_t) || (size_t)len > sizeof ss)
-		return NETCALL_CONTINUE;
-	memset(&ss, 0, sizeof ss);
-	if (remote_read_all((pid_t)req->pid, addr, &ss, (size_t)len) != 0 || netaddr_classify(&ss, (size_t)len) == NETADDR_OTHER)
+	int len;
+	if (!call_addr(N, req, 1, &ss, &len) || netaddr_classify(&ss, (size_t)len) == NETADDR_OTHER)
 		return NETCALL_CONTINUE;
 	int ours = take_fd((pid_t)req->pid, fd);
 	if (ours < 0)
@@ -491,13 +497,9 @@ static enum netcall on_sendto(struct netcalls *N, int listener, unsigned slot, c
 			      struct seccomp_notif_resp *resp)
 {
 	int fd = (int)(int32_t)req->data.args[0];
-	uint64_t addr = req->data.args[4];
-	int len = (int)(int32_t)req->data.args[5];
 	struct sockaddr_storage ss;
-	if (N->S->net == NULL || addr == 0 || len < (int)sizeof(sa_family_t) || (size_t)len > sizeof ss)
-		return NETCALL_CONTINUE;
-	memset(&ss, 0, sizeof ss);
-	if (remote_read_all((pid_t)req->pid, addr, &ss, (size_t)len) != 0)
+	int len;
+	if (!call_addr(N, req, 4, &ss, &len))
 		return NETCALL_CONTINUE;
 	if (netaddr_classify(&ss, (size_t)len) == NETADDR_OTHER || unspecified(&ss))
 		return NETCALL_CONTINUE;
