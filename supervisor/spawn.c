@@ -585,15 +585,19 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 		if (!sent)
 			_exit(EXIT_INTERNAL);
 	}
+	/* The namespace's last pid, for diehard to align a fresh server's
+	 * with its siblings' (factory.h): opened before /proc/sys turns
+	 * read-only. Best effort: -1 leaves pids as they come. */
+	int last_pid = net_fd >= 0 ? open("/proc/sys/kernel/ns_last_pid", O_RDWR | O_CLOEXEC) : -1;
 	if ((err = sandbox_enter_dev(init_flags)) != 0 ||
 	    (sandbox_program_user(r->ns_flags) && (err = sandbox_guard_kernel()) != 0))
 		goto fail;
 	/* The program's 0-2 pass through us; nothing else of diehard's does. */
 	if ((err = take_stdio(r->fds)) != 0)
 		goto fail;
-	int keep[] = { sock, status_fd, net_fd, -1, -1 };
-	place_clock_fds(r->clock_fd, r->clock_dir, keep, 3, &keep[3]);
-	close_all_but(keep, 5, r->npass);
+	int keep[] = { sock, status_fd, net_fd, last_pid, -1, -1 };
+	place_clock_fds(r->clock_fd, r->clock_dir, keep, 4, &keep[4]);
+	close_all_but(keep, 6, r->npass);
 	/* Our handlers (the loop's) are diehard's; the program inherits the
 	 * dispositions (child() resets them too). SIGCHLD must not be
 	 * ignored here, or its children would never reach waitpid. */
@@ -606,8 +610,8 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	struct spawn_request prog = *r;
 	prog.fds[0] = 0, prog.fds[1] = 1, prog.fds[2] = 2;
 	prog.caps = NULL;
-	prog.clock_fd = keep[3];
-	prog.clock_dir = keep[4];
+	prog.clock_fd = keep[4];
+	prog.clock_dir = keep[5];
 	/* The gate: the program's word that its namespaces are made comes
 	 * on it, then our end's close lets it exec (wait_gate). */
 	int gate[2];
@@ -620,6 +624,8 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 		close(status_fd);
 		if (net_fd >= 0)
 			close(net_fd);
+		if (last_pid >= 0)
+			close(last_pid);
 		close(gate[1]);
 		child(&prog, sh_argv, 1, sock, gate[0]);
 	}
@@ -653,12 +659,12 @@ static _Noreturn void init_child(const struct spawn_request *r, char *const *sh_
 	close(sock);
 	for (int i = 0; i < 3; i++)
 		close(i);
-	for (int i = 3; i < 5; i++)
+	for (int i = 4; i < 6; i++)
 		if (keep[i] >= 0)
 			close(keep[i]);
 	if (r->npass > 0)
 		(void)close_range(3, 3 + r->npass - 1, 0);
-	sandbox_init_exec(r->init_path, pid, status_fd, net_fd, gate[1]);
+	sandbox_init_exec(r->init_path, pid, status_fd, net_fd, gate[1], last_pid);
 fail:
 	child_send(sock, refused, err, -1);
 	_exit(EXIT_INTERNAL);

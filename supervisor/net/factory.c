@@ -15,11 +15,15 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "sandbox.h"
 
 #define REPLY_MS 1000
 
@@ -237,6 +241,57 @@ void factory_free(struct factory *F)
 	for (int p = 0; p < 6; p++)
 		close_all(F->pool[p].fd, F->pool[p].n);
 	free(F);
+}
+
+int factory_last_pid(struct factory *F, long set, pid_t *value)
+{
+	if (F->fd < 0)
+		return EPIPE;
+	if (set > INT32_MAX)
+		return EINVAL;
+	drain(F);
+	uint32_t v = set < 0 ? 0 : (uint32_t)set;
+	unsigned char req[6] = { SANDBOX_LAST_PID, set < 0 ? 0 : 1, (unsigned char)v, (unsigned char)(v >> 8),
+				 (unsigned char)(v >> 16), (unsigned char)(v >> 24) };
+	size_t len = set < 0 ? 2 : 6;
+	ssize_t sent;
+	do
+		sent = send(F->fd, req, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (sent < 0 && errno == EINTR);
+	if (sent != (ssize_t)len) {
+		int err = sent < 0 ? errno : EPROTO;
+		if (err == EPIPE || err == ECONNRESET || err == ENOTCONN) {
+			channel_lost(F);
+			return EPIPE;
+		}
+		return err == EAGAIN ? ETIMEDOUT : err;
+	}
+	bool hup = false;
+	int err = wait_reply(F->fd, &hup);
+	if (err == EPIPE)
+		channel_lost(F);
+	if (err != 0)
+		return err;
+	unsigned char reply[6];
+	ssize_t n;
+	do
+		n = recv(F->fd, reply, sizeof reply, MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EAGAIN ? ETIMEDOUT : errno;
+	if (n == 0 && hup) {
+		channel_lost(F);
+		return EPIPE;
+	}
+	if (n != 5)
+		return EPROTO;
+	if (reply[0] != 0)
+		return reply[0];
+	uint32_t got = (uint32_t)reply[1] | (uint32_t)reply[2] << 8 | (uint32_t)reply[3] << 16 | (uint32_t)reply[4] << 24;
+	if (got > INT32_MAX)
+		return EPROTO;
+	*value = (pid_t)got;
+	return 0;
 }
 
 int factory_take(struct factory *F, int family)

@@ -15,12 +15,18 @@
  *                    sockets made (count of them when the byte is 0):
  *                    TCP or UDP (unix stream or datagram), non-blocking,
  *                    close-on-exec.
+ *   diehard -> init: { 'P', 0 }, or { 'P', 1, pid (4 bytes, little-endian) }
+ *   init -> diehard: { 0 or errno, pid (4 bytes, little-endian) }: the
+ *                    namespace's last pid (ns_last_pid), read, or written
+ *                    first: the next process or thread gets the one after.
  * Sockets are taken from a pool per family, refilled a batch at a time by
  * one synchronous round trip (the init answers in microseconds). */
 #ifndef DIEHARD_FACTORY_H
 #define DIEHARD_FACTORY_H
 
 struct factory;
+
+#include <sys/types.h>
 
 #define FACTORY_BATCH 32
 #define FACTORY_UDP 0x10
@@ -38,5 +44,9 @@ int factory_take(struct factory *F, int family);
  * AF_UNIX too (a unix socket belongs to a network namespace as well: its
  * abstract names are looked up there). */
 int factory_take_type(struct factory *F, int family, int type);
+/* The replica's pid namespace's last pid, read into *value, or first set
+ * to set (>= 0): 0, or an errno (ENOENT: the init has no way to it). One
+ * synchronous round trip. */
+int factory_last_pid(struct factory *F, long set, pid_t *value);
 
 #endif

@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -481,6 +482,54 @@ static _Noreturn void wait_signals(pid_t prog, int status_fd)
 	}
 }
 
+static void format_int(char *buf, int v);
+
+/* The namespace's ns_last_pid (sandbox_init_run), or -1. */
+static int last_pid = -1;
+
+/* The last pid request (factory.h): read, or written first (set >= 0).
+ * 0 and *value, or an errno. */
+static int last_pid_op(long set, uint32_t *value)
+{
+	if (last_pid < 0)
+		return ENOENT;
+	char buf[24];
+	if (set >= 0) {
+		format_int(buf, (int)set);
+		size_t len = strlen(buf);
+		if (pwrite(last_pid, buf, len, 0) != (ssize_t)len)
+			return errno ? errno : EIO;
+	}
+	ssize_t n = pread(last_pid, buf, sizeof buf - 1, 0);
+	if (n <= 0)
+		return n < 0 ? errno : EIO;
+	buf[n] = '\0';
+	uint32_t v = 0;
+	for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
+		v = v * 10 + (uint32_t)(buf[i] - '0');
+	*value = v;
+	return 0;
+}
+
+/* A last pid request answered: { 'P', 0 } reads it, { 'P', 1, value
+ * (4 bytes, little-endian) } writes it first; the answer is { errno or 0,
+ * the value now (4 bytes, little-endian) }. */
+static bool serve_last_pid(int fd, const unsigned char *req, ssize_t n)
+{
+	uint32_t v = 0;
+	int err = EINVAL;
+	if (n == 2 && req[1] == 0) {
+		err = last_pid_op(-1, &v);
+	} else if (n == 6 && req[1] == 1) {
+		uint32_t set = (uint32_t)req[2] | (uint32_t)req[3] << 8 | (uint32_t)req[4] << 16 | (uint32_t)req[5] << 24;
+		err = set > INT32_MAX ? EINVAL : last_pid_op((long)set, &v);
+	}
+	unsigned char answer[5] = { (unsigned char)(err > 255 ? 255 : err), (unsigned char)v, (unsigned char)(v >> 8),
+				    (unsigned char)(v >> 16), (unsigned char)(v >> 24) };
+	return send(fd, answer, sizeof answer, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof answer ||
+	       (errno != EPIPE && errno != ECONNRESET && errno != ENOTCONN && errno != EBADF);
+}
+
 /* One request on the socket channel (factory.h) answered: { family 4 or
  * 6, or 1 for AF_UNIX (| 0x10: datagram sockets), count
  * 1..SANDBOX_SOCKETS_MAX } gets the sockets made and 0, or the
@@ -489,12 +538,14 @@ static _Noreturn void wait_signals(pid_t prog, int status_fd)
  * (diehard closed it, or it broke). */
 static bool serve_request(int fd)
 {
-	unsigned char req[3];
+	unsigned char req[7];
 	ssize_t n = recv(fd, req, sizeof req, MSG_DONTWAIT);
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR;
 	if (n == 0)
 		return false;
+	if (req[0] == SANDBOX_LAST_PID)
+		return serve_last_pid(fd, req, n);
 	int family = (req[0] & 0xef) == 4 ? AF_INET : (req[0] & 0xef) == 6 ? AF_INET6 : (req[0] & 0xef) == 1 ? AF_UNIX : AF_UNSPEC;
 	int type = (req[0] & 0x10) ? SOCK_DGRAM : SOCK_STREAM;
 	unsigned count = n == 2 ? req[1] : 0;
@@ -537,8 +588,9 @@ static bool serve_request(int fd)
 	return alive;
 }
 
-_Noreturn void sandbox_init_run(pid_t prog, int status_fd, int net_fd, int gate_fd)
+_Noreturn void sandbox_init_run(pid_t prog, int status_fd, int net_fd, int gate_fd, int last_pid_fd)
 {
+	last_pid = last_pid_fd;
 	/* Tracing us would only let the program lie about its own status,
 	 * but nothing needs to; then the program may go on to its exec. */
 	(void)prctl(PR_SET_DUMPABLE, 0);
@@ -592,20 +644,22 @@ static void format_int(char *buf, int v)
 	*buf = '\0';
 }
 
-_Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_fd, int net_fd, int gate_fd)
+_Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_fd, int net_fd, int gate_fd,
+				 int last_pid_fd)
 {
 	extern char **environ;
-	char p[16], f[16], c[16], g[16];
+	char p[16], f[16], c[16], g[16], l[16];
 	format_int(p, (int)prog);
 	format_int(f, status_fd);
 	format_int(c, net_fd);
 	format_int(g, gate_fd);
-	char *argv[] = { (char *)"diehard-init", p, f, c, g, NULL };
+	format_int(l, last_pid_fd);
+	char *argv[] = { (char *)"diehard-init", p, f, c, g, l, NULL };
 	/* Signals stay blocked (and queued) across the exec. */
 	if (init_path != NULL && fcntl(status_fd, F_SETFD, 0) == 0 && (net_fd < 0 || fcntl(net_fd, F_SETFD, 0) == 0) &&
-	    (gate_fd < 0 || fcntl(gate_fd, F_SETFD, 0) == 0))
+	    (gate_fd < 0 || fcntl(gate_fd, F_SETFD, 0) == 0) && (last_pid_fd < 0 || fcntl(last_pid_fd, F_SETFD, 0) == 0))
 		execve(init_path, argv, environ);
-	sandbox_init_run(prog, status_fd, net_fd, gate_fd);
+	sandbox_init_run(prog, status_fd, net_fd, gate_fd, last_pid_fd);
 }
 
 /* Reads the NSpid line of /proc/PID[/task/TID]/status: its first and last

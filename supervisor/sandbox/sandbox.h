@@ -101,6 +101,9 @@ int sandbox_map_program(pid_t prog);
 /* The most sockets one request on the socket channel may ask for
  * (factory.h's protocol). */
 #define SANDBOX_SOCKETS_MAX 64
+/* The first byte of a request on the same channel for the namespace's
+ * last pid (factory.h: factory_last_pid). */
+#define SANDBOX_LAST_PID 'P'
 
 /* The init's life once the program (prog, its pid 2) is forked: makes
  * itself undumpable, then closes gate_fd (-1: none), its end of a socket
@@ -109,9 +112,11 @@ int sandbox_map_program(pid_t prog);
  * after the exec of diehard-init); forwards signals from outside to the
  * program's process group (its session's: it leads both), reaps, answers
  * diehard's requests for sockets on net_fd (factory.h; -1: no channel),
+ * and for its namespace's last pid through last_pid_fd (ns_last_pid, open
+ * for reading and writing; -1: none),
  * and writes the program's wait status to status_fd when it ends. The
  * channel's end or failure only stops the answers. Never returns. */
-_Noreturn void sandbox_init_run(pid_t prog, int status_fd, int net_fd, int gate_fd);
+_Noreturn void sandbox_init_run(pid_t prog, int status_fd, int net_fd, int gate_fd, int last_pid_fd);
 
 /* diehard's "kill your program's group" to an init, sent once diehard has
  * SIGKILLed the program itself (its pid came with spawn.c's 'C' message):
@@ -123,12 +128,13 @@ _Noreturn void sandbox_init_run(pid_t prog, int status_fd, int net_fd, int gate_
 
 /* The init, once the program is forked, execs init_path (diehard-init, a
  * small static program: supervisor/sandbox/init.c) as
- *   diehard-init PROG STATUS_FD NET_FD GATE_FD
- * (NET_FD, GATE_FD -1 when there is none) so that nothing of the supervisor's
+ *   diehard-init PROG STATUS_FD NET_FD GATE_FD LAST_PID_FD
+ * (NET_FD, GATE_FD, LAST_PID_FD -1 when there is none) so that nothing of the supervisor's
  * memory (seeds, keys, the shared rings) stays in a process the program
  * can name. Without it (NULL, or the exec fails) the copy of diehard goes
  * on as the init. */
-_Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_fd, int net_fd, int gate_fd);
+_Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_fd, int net_fd, int gate_fd,
+				 int last_pid_fd);
 
 /* The pid the supervisor's namespace gives to pid nspid of the namespace
  * that thread tid (a pid of ours) lives in; nspid itself when tid is in our

@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -403,8 +404,12 @@ static void test_real_init(void)
 {
 	int before = open_fds();
 	int ch[2], status[2], pidp[2];
+	/* A file in ns_last_pid's place: the init reads and writes it as
+	 * text, as it would the kernel's. */
+	char lp_path[] = "/tmp/test_factory_lastpid.XXXXXX";
+	int lp = mkostemp(lp_path, O_CLOEXEC);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ch) != 0 || pipe2(status, O_CLOEXEC) != 0 ||
-	    pipe2(pidp, O_CLOEXEC) != 0) {
+	    pipe2(pidp, O_CLOEXEC) != 0 || lp < 0 || unlink(lp_path) != 0 || write(lp, "1234\n", 5) != 5) {
 		perror("socketpair");
 		exit(2);
 	}
@@ -427,9 +432,10 @@ static void test_real_init(void)
 		if (write(pidp[1], &prog, sizeof prog) != (ssize_t)sizeof prog)
 			_exit(7);
 		close(pidp[1]);
-		sandbox_init_run(prog, status[1], ch[1], -1);
+		sandbox_init_run(prog, status[1], ch[1], -1, lp);
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(lp);
 	close(ch[1]);
 	close(status[1]);
 	close(pidp[1]);
@@ -492,6 +498,26 @@ static void test_real_init(void)
 		close(u);
 	if (t2 >= 0)
 		close(t2);
+	/* The namespace's last pid: read, written, garbage refused. */
+	pid_t last = 0;
+	CHECK(factory_last_pid(F, -1, &last) == 0 && last == 1234, "real init: the last pid read (1234)");
+	CHECK(factory_last_pid(F, 56789, &last) == 0 && last == 56789, "real init: the last pid written (56789)");
+	CHECK(factory_last_pid(F, -1, &last) == 0 && last == 56789, "real init: and read back");
+	CHECK(factory_last_pid(F, (long)INT32_MAX + 1, &last) == EINVAL, "real init: past INT32_MAX refused here");
+	unsigned char bad_ops[][6] = { { 'P', 2, 0, 0, 0, 0 }, { 'P', 1, 0xff, 0xff, 0xff, 0xff }, { 'P', 0, 1, 0, 0, 0 } };
+	size_t bad_len[] = { 2, 6, 3 };
+	for (size_t i = 0; i < 3; i++) {
+		unsigned char ans[8];
+		ssize_t n = send(ch[0], bad_ops[i], bad_len[i], MSG_NOSIGNAL) == (ssize_t)bad_len[i]
+				    ? recv(ch[0], ans, sizeof ans, 0)
+				    : -1;
+		CHECK(n == 5 && ans[0] == EINVAL, "real init: malformed last pid request %zu refused (EINVAL)", i);
+	}
+	CHECK(factory_last_pid(F, -1, &last) == 0 && last == 56789, "real init: the last pid unchanged by them");
+	int after = factory_take(F, AF_INET);
+	CHECK(after >= 0, "real init: sockets still come after them");
+	if (after >= 0)
+		close(after);
 	/* The channel's end: the init goes on. */
 	factory_free(F);
 	close(ch[0]);
