@@ -71,11 +71,19 @@ static const char usage[] =
 	"      --no-respawn      the same as --respawns 0: for commands whose side\n"
 	"                        effects (files written, messages sent) must not happen again\n"
 	"      --respawn-rate N  at most N replacements in any minute (default 30)\n"
+	"      --min-voters N    the fewest replicas that must agree before anything is\n"
+	"                        committed (default 2, but 1 once the run serves: a\n"
+	"                        service with one replica left keeps answering, degraded,\n"
+	"                        said and counted; 2 refuses instead: docs/SERVICES.md)\n"
 	"      --input-log BYTES input kept for replaying to new replicas (default 64M;\n"
 	"                        0: none; up to 64G)\n"
 	"      --conn-log BYTES  client bytes of a TCP server's connections kept for\n"
 	"                        rebuilding a new replica's state (default 64M; 0: new\n"
 	"                        replicas start with a fresh server; up to 64G)\n"
+	"      --stateless       the service keeps no state from one connection to the\n"
+	"                        next: a replacement starts as a fresh server and joins\n"
+	"                        at the first quiet moment (no client connected, output\n"
+	"                        agreed), whatever the history (no connection log)\n"
 	"      --call-log N      clock and random answers kept per kind of call for new\n"
 	"                        replicas (default 512K entries, 40 bytes each; up to 64M)\n"
 	"      --sandbox MODE    auto (default): each replica in its own user (unless\n"
@@ -343,7 +351,7 @@ int main(int argc, char **argv)
 	reserve_std_fds();
 	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_NO_FAST_CLOCKS, OPT_RESPAWNS, OPT_NO_RESPAWN,
 	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_NET, OPT_FILES, OPT_SHARE, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL,
-	       OPT_CONN_LOG, OPT_MAX_TASKS, OPT_MAX_MEMORY };
+	       OPT_CONN_LOG, OPT_MAX_TASKS, OPT_MAX_MEMORY, OPT_MIN_VOTERS, OPT_STATELESS };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
 		{ "report", required_argument, NULL, 'r' },   { "verbose", no_argument, NULL, 'v' },
@@ -358,6 +366,8 @@ int main(int argc, char **argv)
 		{ "respawns", required_argument, NULL, OPT_RESPAWNS },
 		{ "no-respawn", no_argument, NULL, OPT_NO_RESPAWN },
 		{ "respawn-rate", required_argument, NULL, OPT_RESPAWN_RATE },
+		{ "min-voters", required_argument, NULL, OPT_MIN_VOTERS },
+		{ "stateless", no_argument, NULL, OPT_STATELESS },
 		{ "call-log", required_argument, NULL, OPT_CALL_LOG },
 		{ "sandbox", required_argument, NULL, OPT_SANDBOX },
 		{ "net", required_argument, NULL, OPT_NET },
@@ -450,6 +460,12 @@ int main(int argc, char **argv)
 		case OPT_RESPAWN_RATE:
 			o.respawn_rate = (unsigned)parse_number(optarg, "--respawn-rate", 1, 1000000);
 			break;
+		case OPT_STATELESS:
+			o.stateless = true;
+			break;
+		case OPT_MIN_VOTERS:
+			o.min_voters = (unsigned)parse_number(optarg, "--min-voters", 1, 64);
+			break;
 		case OPT_SANDBOX:
 			if (strcmp(optarg, "auto") == 0)
 				o.sandbox = SANDBOX_AUTO;
@@ -507,6 +523,11 @@ int main(int argc, char **argv)
 	}
 	if (optind >= argc)
 		bad_usage("%s", "no command given");
+	if (o.min_voters > o.k) {
+		char n[64];
+		snprintf(n, sizeof n, "%u is more than the %u replicas (-k)", o.min_voters, o.k);
+		bad_usage("--min-voters %s", n);
+	}
 	if (o.ci && k_given && o.k < 2)
 		bad_usage("%s", "--ci needs two replicas or more (-k 2 detects, -k 3 also masks)");
 	/* A private network is the sandbox's (none: the host's); its proxy

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -416,6 +417,7 @@ static void commit(struct sup *S, struct stream *st, const struct voter_result *
 			return;
 		ring_push_overwrite(st->hist, p, res->commit);
 		output_digest_commit(S, st, p, res->commit);
+		sup_committed_by(S, (unsigned)__builtin_popcountll(res->agree), res->commit);
 		st->committed += res->commit;
 		for (unsigned i = 0; i < S->nslots; i++)
 			if (res->agree & ((uint64_t)1 << i))
@@ -780,6 +782,87 @@ void output_on_readable(evutil_socket_t fd, short what, void *arg)
 	arm_idle(S);
 	output_vote(S, &S->s[s], VOTER_CHUNKS);
 	sup_check_done(S);
+}
+
+
+/* Reads what r has written to stream s and not yet been read (FIONREAD):
+ * true when nothing was left unread. */
+static bool drained(struct sup *S, struct replica *r, int s)
+{
+	int n = 0;
+	for (int tries = 0; tries < 4; tries++) {
+		if (r->out_fd[s] < 0 || r->out_paused[s])
+			return r->out_fd[s] < 0;
+		if (ioctl(r->out_fd[s], FIONREAD, &n) != 0 || n == 0)
+			return n == 0;
+		output_on_readable(r->out_fd[s], EV_READ, &r->out_arg[s]);
+		if (S->stopping)
+			return false;
+	}
+	return false;
+}
+
+/* Whether the voters' output on st, their pipes read out, stands at one
+ * offset with the same bytes (r aside): committed then, if it was not
+ * (a prefix vote: every voter wrote it, and none wrote more). */
+static bool voters_at_one_point(struct sup *S, struct stream *st, const struct replica *r)
+{
+	int s = (int)(st - S->s);
+	for (int round = 0; round < 2; round++) {
+		size_t c = st->committed, at = c;
+		const struct replica *lead = NULL;
+		for (unsigned i = 0; i < S->nslots; i++) {
+			struct replica *o = &S->r[i];
+			if (o == r || !o->live)
+				continue;
+			if (!drained(S, o, s) || !o->live || o->ring[s]->head != c || o->eof[s] != r->eof[s])
+				return false;
+			if (lead == NULL) {
+				lead = o;
+				at = o->ring[s]->tail;
+			} else if (o->ring[s]->tail != at ||
+				   memcmp(ring_at(o->ring[s], c), ring_at(lead->ring[s], c), at - c) != 0) {
+				return false;
+			}
+		}
+		if (at == c)
+			return true;
+		if (round == 0)
+			output_vote(S, st, VOTER_PREFIX);
+		if (S->stopping || !r->joining)
+			return false;
+	}
+	return false;
+}
+
+bool output_quiet_point(struct sup *S, struct replica *r, size_t at[NSTREAMS])
+{
+	if (sup_now() - r->last_output < S->o->idle_ms / 1000.0)
+		return false; /* its start-up output may not be whole yet */
+	for (int s = 0; s < NSTREAMS; s++) {
+		if (!voters_at_one_point(S, &S->s[s], r) || !drained(S, r, s) || !r->joining)
+			return false;
+		/* What it wrote up to the committed offset is checked
+		 * (catch_up); anything past it (start-up output the voters
+		 * have not written yet: a banner still in their stdio
+		 * buffers) waits for them there. */
+		at[s] = S->s[s].committed;
+		if (r->ring[s]->head < at[s] && r->ring[s]->head < r->ring[s]->tail)
+			return false;
+	}
+	return true;
+}
+
+void output_rebase(struct sup *S, struct replica *r, const size_t at[NSTREAMS])
+{
+	for (int s = 0; s < NSTREAMS; s++) {
+		struct ring *rr = r->ring[s];
+		if (rr->tail <= at[s])
+			rr->head = rr->tail = at[s];
+		else
+			rr->head = at[s]; /* the rest waits for the voters there */
+		digest_init(&r->dg[s], &S->dkey);
+	}
 }
 
 

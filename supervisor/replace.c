@@ -328,7 +328,8 @@ bool replace_wait(struct sup *S, const char *why, uint64_t weakest)
  * votes from now on. */
 void replace_check_joined(struct sup *S, struct replica *r)
 {
-	if (!r->joining)
+	/* A fresh server joins at a quiet point instead (net.c). */
+	if (!r->joining || r->fresh)
 		return;
 	for (int s = 0; s < NSTREAMS; s++)
 		if (r->ring[s]->head != S->s[s].committed)
@@ -341,6 +342,7 @@ void replace_check_joined(struct sup *S, struct replica *r)
 	log_event("replica %u caught up after %.3f s (%zu input bytes replayed, %zu output bytes checked): it votes",
 		  r->id, t - r->spawn_time, r->in_off, checked);
 	report_caught_up(S->report, r->id, t, t - r->spawn_time, r->in_off, S->s[0].committed, S->s[1].committed);
+	sup_degraded_tick(S);
 }
 
 /* Whether r, a replacement, is still replaying the run: catching up on the

@@ -221,6 +221,7 @@ void replica_kill(struct sup *S, struct replica *r, const char *why)
 		replica_close_output(r, s);
 	input_update(S); /* it may have been the slowest reader */
 	replace_request(S);
+	sup_degraded_tick(S);
 }
 
 
@@ -633,6 +634,7 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 	bool replacement = why != NULL;
 	r->joining = replacement;
 	r->replacement = replacement;
+	r->fresh = false; /* net.c says so, at its start */
 	r->live = !replacement;
 	r->log_fed = replacement && inputlog_complete(S->inlog);
 	r->in_fd = in[1];

@@ -184,6 +184,15 @@ void report_end(struct report *rp, unsigned live, unsigned respawns, unsigned le
 	}
 }
 
+void report_quorum(struct report *rp, unsigned min_voters, unsigned degraded_periods, double degraded_seconds,
+		   unsigned refusing_periods, double refusing_seconds, uint64_t commits, uint64_t bytes)
+{
+	set(rp->root, "quorum", json_pack("{s:i,s:{s:i,s:f,s:I,s:I},s:{s:i,s:f}}", "min_voters", min_voters, "degraded",
+					  "periods", degraded_periods, "seconds", degraded_seconds, "commits",
+					  (json_int_t)commits, "bytes", (json_int_t)bytes, "refusing", "periods",
+					  refusing_periods, "seconds", refusing_seconds));
+}
+
 void report_input(struct report *rp, size_t n)
 {
 	add_to(rp->root, "input_bytes", n);

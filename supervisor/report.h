@@ -27,6 +27,11 @@ void report_log_memory(struct report *rp, uint64_t entries, size_t bytes, bool c
 /* left_in_ties: voters that left the vote in a tie to make room for the
  * next tie-breaker (replace.c). */
 void report_end(struct report *rp, unsigned live, unsigned respawns, unsigned left_in_ties);
+/* Votes with fewer voters than a majority of k (sup.h's states): the
+ * --min-voters in force at the end, the degraded and refusing periods and
+ * their seconds, and the votes and bytes committed degraded. */
+void report_quorum(struct report *rp, unsigned min_voters, unsigned degraded_periods, double degraded_seconds,
+		   unsigned refusing_periods, double refusing_seconds, uint64_t commits, uint64_t bytes);
 void report_input(struct report *rp, size_t n);
 void report_bytes(struct report *rp, unsigned i, const char *stream, size_t n);
 void report_committed(struct report *rp, const char *stream, size_t n);

@@ -81,6 +81,9 @@ struct replica {
 				      committed output, not yet voting */
 	bool log_fed;              /* its input comes from the input log, not the ring */
 	bool replacement;          /* started by replace.c: it may skip sleeps */
+	bool fresh;                /* a replacement that starts as a fresh server (--stateless):
+				      its start-up checked against the committed output, then it
+				      joins at a quiet point (net.c's fresh_join), not by catching up */
 	bool stop_unready;         /* the stop found it still fed the connection log:
 				      its exit status tells its replay, not the run */
 	char fill[80];             /* its DIEHARD_FILL (ci.h) */
@@ -134,6 +137,11 @@ struct zombie {
 	double killed_at;
 	bool forced;   /* its init SIGKILLed (replicas_force) */
 };
+
+/* The run as a whole (sup_state): a majority of k votes; fewer, but at
+ * least --min-voters (what they agree on is committed: degraded); fewer
+ * still (nothing is committed until replacements join). */
+enum sup_state { SUP_VOTING, SUP_DEGRADED, SUP_REFUSING, SUP_NSTATES };
 
 struct sup {
 	const struct options *o;
@@ -193,6 +201,13 @@ struct sup {
 	unsigned over_cap[2];      /* replicas killed over their task, memory cap */
 	struct files *files;       /* the file views (files/files.h) */
 	int files_winner;          /* slot + 1 whose changes the agreed status carries; 0: none */
+	/* sup_degraded_tick: the state last said, since when, and totals per state */
+	enum sup_state state;
+	double state_since;
+	unsigned state_periods[SUP_NSTATES];
+	double state_seconds[SUP_NSTATES];
+	uint64_t degraded_commits;  /* votes decided by fewer than a majority of k */
+	uint64_t degraded_bytes;    /* and the bytes they committed */
 };
 
 /* supervisor.c */
@@ -203,7 +218,23 @@ double sup_now(void);
  * rebuilt), false when --sandbox on asked for them. */
 bool sup_sandbox_refused(struct sup *S, int err, unsigned long which);
 unsigned sup_live_count(const struct sup *S);
+/* Whether the run serves: it listens (TCP, UDP), was handed sockets, or
+ * runs under a service manager (NOTIFY_SOCKET). */
+bool sup_serves(const struct sup *S);
+/* The fewest agreeing voters that commit anything (--min-voters). */
+unsigned sup_min_voters(const struct sup *S);
+/* How many must agree for a commit: with alive voters (a connection's, a
+ * flow's, the exit statuses that ended), or the run's live ones. */
+unsigned sup_quorum_among(const struct sup *S, unsigned alive);
 unsigned sup_quorum(const struct sup *S);
+/* A vote committed bytes with `agreeing` voters: counted when they were
+ * fewer than a majority of k (degraded). */
+void sup_committed_by(struct sup *S, unsigned agreeing, size_t bytes);
+enum sup_state sup_state(const struct sup *S);
+/* The state said and counted as it changes (the tick). */
+void sup_degraded_tick(struct sup *S);
+/* Seconds spent in state so far, the current period included. */
+double sup_state_seconds(const struct sup *S, enum sup_state st);
 void sup_finish(struct sup *S, int code);
 void sup_check_done(struct sup *S);
 /* Whether the vote has ended: every voter exited with its output closed,
@@ -301,5 +332,15 @@ void output_digest_commit(struct sup *S, struct stream *st, const unsigned char 
 void output_vote(struct sup *S, struct stream *st, enum voter_mode mode);
 void output_on_readable(evutil_socket_t fd, short what, void *arg);
 void output_on_idle(evutil_socket_t fd, short what, void *arg);
+/* A point where r, a fresh server (net.c), may join the output vote: r
+ * quiet for --idle, and on each stream the voters, their pipes read out,
+ * at the committed offset (at), what they all wrote past it committed
+ * first by a prefix vote; r's output checked up to there. Reading and
+ * voting may kill: false then, as when there is no such point now. */
+bool output_quiet_point(struct sup *S, struct replica *r, size_t at[NSTREAMS]);
+/* r's streams go on from at: what it wrote up to there (its start-up) is
+ * dropped, checked; anything past it (start-up output the voters have not
+ * written yet) waits to be voted there with theirs. */
+void output_rebase(struct sup *S, struct replica *r, const size_t at[NSTREAMS]);
 
 #endif

@@ -40,6 +40,7 @@
 #include "sandbox.h"
 #include "spawn.h"
 #include "sup.h"
+#include "svcenv.h"
 
 
 double sup_now(void)
@@ -59,13 +60,89 @@ unsigned sup_live_count(const struct sup *S)
 }
 
 
-/* A strict majority of the voters, never fewer than two when k >= 2; with
- * tie-breakers in the vote (more voters than k), a majority of k: the tie
- * is broken once that many agree. */
+bool sup_serves(const struct sup *S)
+{
+	const struct svcenv *env = svcenv_get();
+	return net_serving(S->net) || (env != NULL && (env->notify || env->listen_fds > 0));
+}
+
+/* --min-voters; by default two (one replica alone is never trusted once
+ * there were several), but one once the run serves: a service whose other
+ * replicas are dead or replaying keeps answering (degraded, said and
+ * counted: sup_degraded_tick) rather than refuse every client. */
+unsigned sup_min_voters(const struct sup *S)
+{
+	if (S->k < 2)
+		return 1;
+	if (S->o->min_voters > 0)
+		return S->o->min_voters;
+	return sup_serves(S) ? 1 : 2;
+}
+
+/* A strict majority of the voters (alive of them), never fewer than
+ * sup_min_voters; with tie-breakers in the vote (more voters than k), a
+ * majority of k: the tie is broken once that many agree. */
+unsigned sup_quorum_among(const struct sup *S, unsigned alive)
+{
+	unsigned n = alive < S->k ? alive : S->k;
+	unsigned majority = n / 2 + 1, least = sup_min_voters(S);
+	return majority > least ? majority : least;
+}
+
 unsigned sup_quorum(const struct sup *S)
 {
+	return sup_quorum_among(S, sup_live_count(S));
+}
+
+void sup_committed_by(struct sup *S, unsigned agreeing, size_t bytes)
+{
+	if (S->k >= 2 && agreeing < S->k / 2 + 1 && bytes > 0) {
+		S->degraded_commits++;
+		S->degraded_bytes += bytes;
+	}
+}
+
+enum sup_state sup_state(const struct sup *S)
+{
 	unsigned live = sup_live_count(S);
-	return voter_quorum(live < S->k ? live : S->k, S->k);
+	if (S->k < 2)
+		return SUP_VOTING;
+	if (live < sup_quorum(S))
+		return SUP_REFUSING;
+	return live < S->k / 2 + 1 ? SUP_DEGRADED : SUP_VOTING;
+}
+
+double sup_state_seconds(const struct sup *S, enum sup_state st)
+{
+	return S->state_seconds[st] + (S->state == st && st != SUP_VOTING ? sup_now() - S->state_since : 0);
+}
+
+/* Says when the run enters and leaves the degraded and refusing states,
+ * and counts them (the report, diehard status, STATUS=). */
+void sup_degraded_tick(struct sup *S)
+{
+	enum sup_state now = sup_state(S);
+	if (now == S->state || S->stopping || S->stop_ev != NULL || sup_vote_over(S))
+		return;
+	double t = sup_now();
+	if (S->state != SUP_VOTING)
+		S->state_seconds[S->state] += t - S->state_since;
+	unsigned live = sup_live_count(S), majority = S->k / 2 + 1;
+	if (now == SUP_DEGRADED) {
+		S->state_periods[SUP_DEGRADED]++;
+		log_warn("degraded: %u of the %u replicas vote (a majority is %u); what %s agrees on is committed "
+			 "until replacements join (--min-voters %u)", live, S->k, majority,
+			 live == 1 ? "that one" : "they all", sup_min_voters(S));
+	} else if (now == SUP_REFUSING) {
+		S->state_periods[SUP_REFUSING]++;
+		log_warn("refusing: %u of the %u replicas vote, fewer than --min-voters %u: nothing is committed "
+			 "until replacements join", live, S->k, sup_min_voters(S));
+	} else {
+		log_warn("%u of the %u replicas vote again: no longer %s (%.1f s)", live, S->k,
+			 S->state == SUP_DEGRADED ? "degraded" : "refusing", t - S->state_since);
+	}
+	S->state = now;
+	S->state_since = t;
 }
 
 
@@ -362,8 +439,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		struct replica *r = &S->r[i];
 		if (!r->live && !r->joining)
 			continue;
+		/* A fresh server waiting for a quiet point to join is behind
+		 * by design (net.c). */
 		bool behind = false;
-		for (int s = 0; s < NSTREAMS; s++)
+		for (int s = 0; s < NSTREAMS && !r->fresh; s++)
 			behind |= r->ring[s]->head < S->s[s].committed;
 		char why[128];
 		if (overdue(&r->behind_since, behind, t, limit)) {
@@ -387,6 +466,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 			}
 		}
 	}
+	sup_degraded_tick(S);
 	if (S->notify != NULL)
 		notify_tick(S->notify);
 	net_tick(S->net);
@@ -411,7 +491,7 @@ static bool ended_decide(const struct sup *S)
 		if (r->used && r->live && !r->joining && r->exited && r->out_fd[0] < 0 && r->out_fd[1] < 0)
 			codes[n++] = replica_status(r->wstatus);
 	}
-	unsigned quorum = voter_quorum(n < S->k ? n : S->k, S->k);
+	unsigned quorum = sup_quorum_among(S, n);
 	for (unsigned i = 0; i < n; i++) {
 		unsigned same = 0;
 		for (unsigned j = 0; j < n; j++)
@@ -687,6 +767,9 @@ int supervisor_run(const struct options *o)
 	if (S->notify != NULL)
 		notify_finish(S->notify);
 	report_end(S->report, sup_live_count(S), S->respawns, S->tie_evictions);
+	report_quorum(S->report, sup_min_voters(S), S->state_periods[SUP_DEGRADED],
+		      sup_state_seconds(S, SUP_DEGRADED), S->state_periods[SUP_REFUSING],
+		      sup_state_seconds(S, SUP_REFUSING), S->degraded_commits, S->degraded_bytes);
 	for (unsigned i = 0; i < S->nslots; i++)
 		ci_retire(S, &S->r[i]);
 	/* Whatever is left (replicas the vote did not wait for, killed ones

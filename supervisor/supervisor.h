@@ -18,8 +18,12 @@ struct options {
 	size_t window;            /* bytes a replica may be ahead or behind */
 	size_t input_log;         /* input bytes kept for replay (0: none) */
 	size_t conn_log;          /* client bytes of connections kept for replay (net.h; 0: none) */
+	bool stateless;           /* --stateless: no connection log; a replacement starts as a
+				     fresh server and joins at a quiet point (net.c) */
 	unsigned respawns;        /* replacements allowed in the run (0: none) */
 	unsigned respawn_rate;    /* at most this many in any minute */
+	unsigned min_voters;      /* the fewest agreeing voters that commit (sup_min_voters);
+				     0: the default, 1 once the run serves, else 2 */
 	size_t call_log;          /* entries kept per kind of virtualized call */
 	bool virtualize;          /* same clocks and randomness in every replica */
 	bool fast_clocks;         /* clock reads agreed in shared memory (fastclock.h) */

@@ -109,6 +109,11 @@ struct conn *conn_next(const struct conn *c)
 	return c->next;
 }
 
+bool conn_inbound(const struct conn *c)
+{
+	return c->l != NULL;
+}
+
 static double now(void)
 {
 	return sup_now();
@@ -656,7 +661,7 @@ static bool vote_once(struct conn *c, uint64_t *bad, size_t *off, const char **w
 		views[j].eof = p->eof;
 		any_eof |= p->eof;
 	}
-	unsigned quorum = voter_quorum(alive, c->nstart);
+	unsigned quorum = sup_quorum_among(c->N->S, alive);
 	struct voter_result res;
 	voter_decide(views, n, quorum, CHUNK, VOTER_CHUNKS, &res);
 	if (res.commit == 0 && !res.ended && !res.no_quorum) {
@@ -690,6 +695,7 @@ static bool vote_once(struct conn *c, uint64_t *bad, size_t *off, const char **w
 		return false;
 	c->committed += res.commit;
 	c->N->reply_total += res.commit;
+	sup_committed_by(c->N->S, (unsigned)__builtin_popcountll(res.agree), res.commit);
 	for (unsigned j = 0; j < n; j++)
 		if (res.agree & (1ull << j))
 			c->p[j].pos = c->committed;
@@ -786,7 +792,7 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 		conn_vote(c); /* kicks again */
 		return;
 	}
-	if (!c->aborted && !c->ended && alive_count(c) < voter_quorum(alive_count(c), c->nstart))
+	if (!c->aborted && !c->ended && alive_count(c) < sup_quorum_among(c->N->S, alive_count(c)))
 		conn_abort(c, "too few of its replicas are left for a majority");
 	if (finished(c))
 		conn_free(c);
@@ -832,7 +838,7 @@ void conn_tick(struct conn *c, double t)
 		if (p->in_off != p->in_seen || p->in_shut || p->in_off == c->in_tail)
 			p->in_since = 0;
 		p->in_seen = p->in_off;
-		bool holds = !p->in_shut && p->in_off < c->in_tail && done_reading >= voter_quorum(alive, c->nstart);
+		bool holds = !p->in_shut && p->in_off < c->in_tail && done_reading >= sup_quorum_among(c->N->S, alive);
 		if (holds && p->in_since == 0)
 			p->in_since = t;
 		if (holds && t - p->in_since > limit) {
@@ -911,6 +917,14 @@ static void peer_events(struct conn *c, struct peer *p, int fd)
 void conn_open(struct net *N, struct listener *l, int cfd, const struct sockaddr_storage *client)
 {
 	struct sup *S = N->S;
+	/* A replica that died of a SIGKILL from outside keeps its vote only
+	 * while the others have done nothing it could not: a connection it
+	 * cannot take is past its end (output.c's rule for its output). */
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct replica *r = &S->r[i];
+		if (r->live && r->exited && r->sigkilled)
+			replica_kill(S, r, "killed by a SIGKILL from outside diehard while the others went on serving");
+	}
 	struct conn *c = conn_new(N, l, cfd);
 	snprintf(c->name, sizeof c->name, "on %s", l->name);
 	connlog_open(N, c->id, l->index, client);

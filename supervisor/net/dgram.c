@@ -311,8 +311,9 @@ static void decide(struct dgram *G, struct dflow *f)
 		}
 		if (have == 0)
 			return;
-		unsigned quorum = voter_quorum(alive, (unsigned)__builtin_popcountll(f->voters));
+		unsigned quorum = sup_quorum_among(S, alive);
 		int pick = -1;
+		unsigned agreeing = 0;
 		for (unsigned i = 0; i < S->nslots && pick < 0; i++) {
 			if (!(f->voters & (1ull << i)) || !S->r[i].live || f->side[i].npend == 0)
 				continue;
@@ -321,8 +322,10 @@ static void decide(struct dgram *G, struct dflow *f)
 				if ((f->voters & (1ull << j)) && S->r[j].live && f->side[j].npend > 0 &&
 				    blob_same(&f->side[i].pend[0], &f->side[j].pend[0]))
 					same++;
-			if (same >= quorum)
+			if (same >= quorum) {
 				pick = (int)i;
+				agreeing = same;
+			}
 		}
 		uint64_t k = f->decided;
 		struct blob b = { NULL, SIZE_MAX };
@@ -336,6 +339,7 @@ static void decide(struct dgram *G, struct dflow *f)
 						  : real_socket(G, f) && send(f->real, b.p, b.n, MSG_DONTWAIT) >= 0;
 			if (out)
 				f->d->sent += b.n;
+			sup_committed_by(S, agreeing, b.n);
 		} else if (have < alive) {
 			return; /* the rest may still make a quorum */
 		} else {

@@ -409,10 +409,120 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 	resume(arg);
 }
 
+/* Whether a client connection is open (not an outbound one). */
+static bool clients_open(const struct net *N)
+{
+	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
+		if (conn_inbound(c))
+			return true;
+	return false;
+}
+
+/* The next thread or process fresh server i makes gets the pid its
+ * siblings' next one will get: a thread per connection (or a process:
+ * sshd, PostgreSQL) is numbered as theirs, and take.c matches a server's
+ * clock reads per thread number. Best effort: without the voters' last
+ * pid, or the right to set the joiner's, pids come as they come (said
+ * once). */
+static void align_pids(struct net *N, unsigned i)
+{
+	struct sup *S = N->S;
+	pid_t want = -1;
+	int err = ENOENT;
+	for (unsigned j = 0; j < S->nslots; j++) {
+		pid_t v;
+		if (j == i || !N->slot[j].present || !S->r[j].live || N->slot[j].F == NULL || N->slot[j].unanswered)
+			continue;
+		if ((err = factory_last_pid(N->slot[j].F, -1, &v)) == 0 && v > want)
+			want = v;
+	}
+	pid_t got = 0;
+	if (want >= 0 && N->slot[i].F != NULL && (err = factory_last_pid(N->slot[i].F, want, &got)) == 0)
+		return;
+	if (want < 0 && err == ENOENT && !N->said_pids)
+		return; /* no voter left to align with: nothing to say */
+	if (!N->said_pids)
+		log_event("replica %u's pids not aligned with its siblings' (%s): a server that starts a thread or "
+			  "process per connection may read other clocks (said once)",
+			  S->r[i].id, strerror(err));
+	N->said_pids = true;
+}
+
+/* Slot i, a fresh server (a replacement with no connection log to replay:
+ * --stateless), joins the vote at a quiet point: it listens where every
+ * voter does and its clocks read now (net_clocks_settled), no client's
+ * connection is open (one it did not take would end in log lines it never
+ * writes), and the voters' output stands at one point, agreed
+ * (output_quiet_point). There its streams go on from that point, its
+ * calls from the front of the log, and new connections reach it. Its
+ * start-up output was checked against the run's start as it came. */
+static void fresh_join(struct net *N, unsigned i)
+{
+	struct sup *S = N->S;
+	struct nslot *ns = &N->slot[i];
+	struct replica *r = &S->r[i];
+	if (!ns->present || !ns->fresh || ns->clocks_behind || !r->joining || r->exited || N->stopping ||
+	    S->stopping || S->stop_ev != NULL)
+		return;
+	/* Where the voters listen; with none left, where diehard does. */
+	uint64_t want = 0;
+	bool voters = false;
+	for (unsigned j = 0; j < S->nslots; j++)
+		if (j != i && N->slot[j].present && S->r[j].live) {
+			want |= N->slot[j].listens;
+			voters = true;
+		}
+	for (unsigned l = 0; l < N->nl && !voters; l++)
+		if (N->L[l]->fd >= 0)
+			want |= 1ull << l;
+	if (want == 0 || (ns->listens & want) != want || clients_open(N))
+		return;
+	size_t at[NSTREAMS];
+	if (!output_quiet_point(S, r, at) || !r->joining || !ns->present)
+		return;
+	output_rebase(S, r, at);
+	align_pids(N, i);
+	ns->fresh = false;
+	ns->ready = true;
+	r->fresh = false;
+	r->joining = false;
+	r->live = true;
+	r->behind_since = 0;
+	virt_calls_now(S->virt, i);
+	double t = sup_now() - S->t_start;
+	log_event("replica %u joins as a fresh server %.3f s after its start (stdout at byte %zu, stderr at byte %zu): "
+		  "it votes",
+		  r->id, t - r->spawn_time, at[0], at[1]);
+	report_caught_up(S->report, r->id, t, t - r->spawn_time, 0, at[0], at[1]);
+	sup_degraded_tick(S);
+}
+
+static void fresh_joins(struct net *N)
+{
+	for (unsigned i = 0; i < N->S->nslots; i++)
+		if (N->slot[i].fresh)
+			fresh_join(N, i);
+}
+
+static void on_fresh(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	fresh_joins(arg);
+}
+
 void net_conn_closed(struct net *N)
 {
 	N->nconns--;
 	resume(N);
+	/* The quiet point a fresh server waits for comes between two
+	 * connections: looked for at once, outside the connection's own
+	 * handling. */
+	for (unsigned i = 0; i < N->S->nslots; i++)
+		if (N->slot[i].fresh) {
+			event_active(N->fresh_ev, EV_TIMEOUT, 0);
+			break;
+		}
 }
 
 void net_kill(struct net *N, unsigned i, const char *why)
@@ -474,9 +584,10 @@ struct net *net_new(struct sup *S)
 	rlim_t max = limit / 4 * 3 / per;
 	N->max_conns = max < 1 ? 1 : max > 1000000 ? 1000000 : (unsigned)max;
 	N->resume_ev = evtimer_new(S->base, on_resume, N);
-	if (N->resume_ev == NULL)
+	N->fresh_ev = event_new(S->base, -1, 0, on_fresh, N);
+	if (N->resume_ev == NULL || N->fresh_ev == NULL)
 		fatal(EXIT_INTERNAL, "cannot create the proxy's events");
-	if (S->o->respawns > 0 && S->o->conn_log > 0)
+	if (S->o->respawns > 0 && S->o->conn_log > 0 && !S->o->stateless)
 		N->log = inputlog_new(S->o->conn_log);
 	N->out = outbound_new(N);
 	N->dgram = dgram_new(N);
@@ -505,6 +616,7 @@ void net_free(struct net *N)
 		free(N->L[i]);
 	}
 	event_free(N->resume_ev);
+	event_free(N->fresh_ev);
 	inputlog_free(N->log);
 	free(N->slot);
 	free(N);
@@ -530,10 +642,15 @@ void net_replica_started(struct net *N, unsigned i, int factory_fd)
 		if (N->L[l]->adopted)
 			ns->listens |= 1ull << l;
 	ns->clocks_behind = N->S->r[i].replacement;
-	if (N->S->r[i].replacement && N->log != NULL)
+	if (N->S->r[i].replacement && N->log != NULL) {
 		connlog_replay_start(N, i);
-	else
+	} else if (N->S->r[i].replacement && N->nl > 0) {
+		/* No connection to replay: a fresh server (fresh_join). */
+		ns->fresh = true;
+		N->S->r[i].fresh = true;
+	} else {
 		ns->ready = true;
+	}
 }
 
 /* A replacement's clocks replay the past while it catches up; then they
@@ -549,6 +666,7 @@ void net_replica_started(struct net *N, unsigned i, int factory_fd)
  * event loop wakes at least once a second; one that does not read the
  * clock while idle is let in CLOCK_SETTLE seconds after the turn anyway. */
 #define CLOCK_SETTLE 1.5
+#define CLOCK_SETTLE_FRESH 0.5
 
 static void clock_seconds(time_t sec[2])
 {
@@ -584,13 +702,17 @@ bool net_clocks_settled(struct net *N, unsigned i)
 		return false;
 	}
 	if (ns->clock_turned == 0) {
-		if (sec[0] == ns->clock_sec[0] || sec[1] == ns->clock_sec[1])
+		/* A fresh server (fresh_join) kept no time of the past since
+		 * its start-up: one second turned will do. */
+		bool turned = ns->fresh ? sec[0] != ns->clock_sec[0] || sec[1] != ns->clock_sec[1]
+					: sec[0] != ns->clock_sec[0] && sec[1] != ns->clock_sec[1];
+		if (!turned)
 			return false;
 		ns->clock_turned = t;
 		ns->clock_reads = reads;
 		return false;
 	}
-	if (reads == ns->clock_reads && t - ns->clock_turned < CLOCK_SETTLE)
+	if (reads == ns->clock_reads && t - ns->clock_turned < (ns->fresh ? CLOCK_SETTLE_FRESH : CLOCK_SETTLE))
 		return false;
 	ns->clocks_behind = false;
 	virt_clocks_now(S->virt, i);
@@ -660,6 +782,7 @@ void net_tick(struct net *N)
 		if (ns->present && ns->clocks_behind && !ns->replaying && ns->listens != 0)
 			(void)net_clocks_settled(N, i);
 	}
+	fresh_joins(N);
 }
 
 void net_stop(struct net *N)

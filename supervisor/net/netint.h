@@ -57,6 +57,8 @@ struct nslot {
 	uint64_t listens;        /* bit l: it listens on listener l */
 	bool ready;              /* serves new connections (a replacement: its replay reached the log's end) */
 	bool replaying;          /* a replacement being fed the connection log */
+	bool fresh;              /* a replacement started as a fresh server (no connection
+				    log: --stateless): it joins at a quiet point (fresh_join) */
 	bool clocks_behind;      /* a replacement whose clocks still replay the past: no live
 				    connection reaches it (net_clocks_settled) */
 	double clock_moved;      /* when they jumped to now (0: not yet): net_clocks_settled */
@@ -93,8 +95,10 @@ struct net {
 	bool said_full;
 	bool said_client;            /* a replica could not see its client's address */
 	bool said_ancillary;         /* descriptors passed over a unix connection */
+	bool said_pids;              /* a fresh server's pids could not be aligned */
 	struct inputlog *log;        /* the connection log (NULL: none kept) */
 	struct event *resume_ev;     /* listeners paused for want of fds */
+	struct event *fresh_ev;      /* a connection closed: a fresh server may join */
 };
 
 #ifndef IPV6_FREEBIND
@@ -139,6 +143,8 @@ void conn_tick(struct conn *c, double now);
 void conn_pause(struct conn *c, double gap);
 void conn_free(struct conn *c);
 struct conn *conn_next(const struct conn *c);
+/* A client's connection to a listener (not an outbound one). */
+bool conn_inbound(const struct conn *c);
 
 /* defer.c: replicas' listeners accept a connection once its first bytes
  * are in. defer_listen: slot i's program listens on fd (its socket, which

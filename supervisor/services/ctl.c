@@ -208,6 +208,13 @@ static void print_json(json_t *j)
 	json_decref(j);
 }
 
+static const char *vote_name(Diehard__RunStatus__Vote v)
+{
+	return v == DIEHARD__RUN_STATUS__VOTE__DEGRADED ? "degraded"
+	       : v == DIEHARD__RUN_STATUS__VOTE__REFUSING ? "refusing"
+							    : "voting";
+}
+
 static void status_json(const Diehard__RunStatus *st)
 {
 	json_t *o = must(json_object()), *reps = must(json_array()), *cmdv = must(json_array());
@@ -235,6 +242,17 @@ static void status_json(const Diehard__RunStatus *st)
 	json_object_set_new(o, "k", must(json_integer(st->k)));
 	json_object_set_new(o, "live", must(json_integer(st->live)));
 	json_object_set_new(o, "replacements", must(json_integer(st->replacements)));
+	if (st->has_vote)
+		json_object_set_new(o, "vote", must(json_string(vote_name(st->vote))));
+	if (st->has_min_voters)
+		json_object_set_new(o, "min_voters", must(json_integer(st->min_voters)));
+	if (st->has_joining)
+		json_object_set_new(o, "joining", must(json_integer(st->joining)));
+	if (st->has_replace_refused)
+		json_object_set_new(o, "replace_refused", jtext(st->replace_refused.data, st->replace_refused.len));
+	if (st->has_degraded_seconds)
+		json_object_set_new(o, "degraded", must(json_pack("{s:f,s:I}", "seconds", st->degraded_seconds, "bytes",
+								  (json_int_t)st->degraded_bytes)));
 	json_object_set_new(o, "divergences", div);
 	json_object_set_new(o, "committed", must(json_pack("{s:I,s:I}", "stdout", (json_int_t)st->committed_stdout,
 							   "stderr", (json_int_t)st->committed_stderr)));
@@ -264,8 +282,27 @@ static void status_text(const Diehard__RunStatus *st)
 		printf("%-7u %-8d %-32s %9s %12" PRIu64 " %12" PRIu64 "  %s\n", (unsigned)r->id, (int)r->pid,
 		       r->seed, uptime, r->stdout_bytes, r->stderr_bytes, state);
 	}
-	printf("replicas: k %u, %u in the vote, %u replacements started\n", (unsigned)st->k, (unsigned)st->live,
-	       (unsigned)st->replacements);
+	printf("replicas: k %u, %u in the vote, ", (unsigned)st->k, (unsigned)st->live);
+	if (st->has_joining && st->joining > 0)
+		printf("%u replaying, ", (unsigned)st->joining);
+	printf("%u replacements started\n", (unsigned)st->replacements);
+	if (st->has_vote) {
+		printf("vote: %s", vote_name(st->vote));
+		if (st->vote == DIEHARD__RUN_STATUS__VOTE__DEGRADED)
+			printf(" (fewer than a majority of k vote: what they agree on is committed)");
+		else if (st->vote == DIEHARD__RUN_STATUS__VOTE__REFUSING)
+			printf(" (fewer than --min-voters vote: nothing is committed)");
+		printf(", --min-voters %u", (unsigned)st->min_voters);
+		if (st->has_degraded_seconds && (st->degraded_seconds > 0 || st->degraded_bytes > 0))
+			printf("; degraded %.1f s so far, %" PRIu64 " bytes committed degraded", st->degraded_seconds,
+			       st->degraded_bytes);
+		putchar('\n');
+	}
+	if (st->has_replace_refused) {
+		char *why = text(st->replace_refused.data, st->replace_refused.len);
+		printf("replacement: refused: %s\n", why);
+		free(why);
+	}
 	printf("divergences: output %u, exit status %u", (unsigned)st->output_divergences,
 	       (unsigned)st->status_divergences);
 	if (st->has_call_divergences)

@@ -627,8 +627,10 @@ static void tell(struct notify *n)
 	/* Divergences as the report (and diehard status) count them: of the
 	 * output and of the exit status. */
 	unsigned divergences = report_divergence_count(S->report, false) + report_divergence_count(S->report, true);
-	snprintf(status, sizeof status, "%u/%u replicas live, %u replaced, %u divergences%s%s", sup_live_count(S),
-		 S->k, S->respawns, divergences, agreed ? "; " : "", agreed ? agreed : "");
+	enum sup_state vs = sup_state(S);
+	snprintf(status, sizeof status, "%u/%u replicas live%s, %u replaced, %u divergences%s%s", sup_live_count(S),
+		 S->k, vs == SUP_DEGRADED ? " (degraded)" : vs == SUP_REFUSING ? " (refusing: fewer than --min-voters)" : "",
+		 S->respawns, divergences, agreed ? "; " : "", agreed ? agreed : "");
 	if (strcmp(status, n->told_status) != 0) {
 		memcpy(n->told_status, status, sizeof status);
 		o += (size_t)snprintf(text + o, sizeof text - o, "STATUS=%s\n", status);

@@ -81,6 +81,22 @@ Diehard__RunStatus *status_build(struct sup *S)
 	st->committed_stdout = S->s[0].committed;
 	st->committed_stderr = S->s[1].committed;
 	st->uptime = now;
+	st->has_vote = st->has_min_voters = st->has_joining = true;
+	enum sup_state vs = sup_state(S);
+	st->vote = vs == SUP_DEGRADED	 ? DIEHARD__RUN_STATUS__VOTE__DEGRADED
+		   : vs == SUP_REFUSING ? DIEHARD__RUN_STATUS__VOTE__REFUSING
+					: DIEHARD__RUN_STATUS__VOTE__VOTING;
+	st->min_voters = sup_min_voters(S);
+	for (unsigned i = 0; i < S->nslots; i++)
+		st->joining += S->r[i].joining;
+	if (S->refused[0] != '\0') {
+		st->has_replace_refused = true;
+		st->replace_refused.len = strlen(S->refused);
+		st->replace_refused.data = (uint8_t *)must(strdup(S->refused));
+	}
+	st->has_degraded_seconds = st->has_degraded_bytes = true;
+	st->degraded_seconds = sup_state_seconds(S, SUP_DEGRADED);
+	st->degraded_bytes = S->degraded_bytes;
 
 	size_t argc = 0, total = 0;
 	while (S->o->argv[argc] != NULL)
@@ -115,6 +131,7 @@ void status_free(Diehard__RunStatus *st)
 	for (size_t i = 0; i < st->n_command; i++)
 		free(st->command[i].data);
 	free(st->command);
+	free(st->replace_refused.data);
 	for (size_t i = 0; i < st->n_replicas; i++) {
 		free(st->replicas[i]->seed);
 		free(st->replicas[i]->why.data);

@@ -290,6 +290,23 @@ void virt_clocks_now(struct virt *V, unsigned i)
 			fastclock_to_front(V->fast, i, fk);
 }
 
+static bool any_key(uint32_t key)
+{
+	(void)key;
+	return true;
+}
+
+void virt_calls_now(struct virt *V, unsigned i)
+{
+	if (V == NULL)
+		return;
+	ndlog_to_front(V->log, i, any_key);
+	for (unsigned fk = 0; V->fast != NULL && fk < CP_KEYS; fk++)
+		if (cp_served(fk))
+			fastclock_to_front(V->fast, i, fk);
+	V->r[i].uncounted = true;
+}
+
 uint64_t virt_clock_reads(const struct virt *V, unsigned i)
 {
 	if (V == NULL)
@@ -470,7 +487,7 @@ static void fast_compare_sums(struct virt *V)
 		uint64_t sums[VOTER_MAX];
 		unsigned idx[VOTER_MAX], n = 0;
 		for (unsigned i = 0; i < S->nslots && n < VOTER_MAX; i++)
-			if (S->r[i].live && S->r[i].exited && !(V->fast_damaged >> i & 1) &&
+			if (S->r[i].live && S->r[i].exited && !(V->fast_damaged >> i & 1) && !V->r[i].uncounted &&
 			    fastclock_sum(V->fast, i, fk, &sums[n]))
 				idx[n++] = i;
 		for (unsigned b = 0; b < n; b++) {
@@ -528,7 +545,7 @@ void virt_finish(struct virt *V)
 		uint64_t counts[VOTER_MAX];
 		unsigned idx[VOTER_MAX], n = 0;
 		for (unsigned i = 0; i < S->nslots && n < VOTER_MAX; i++)
-			if (S->r[i].live && S->r[i].exited && ran_to_end(S, &S->r[i])) {
+			if (S->r[i].live && S->r[i].exited && ran_to_end(S, &S->r[i]) && !V->r[i].uncounted) {
 				idx[n] = i;
 				counts[n++] = calls_of(V, i, keys[j]);
 			}

@@ -73,6 +73,8 @@ struct vreplica {
 	uint32_t fast_lost;   /* a bit per fast key: behind the log's cap (real values) */
 	uint64_t clock_reads; /* wall and monotonic reads answered (but those
 				 of the fast path's keys: its page counts them) */
+	bool uncounted;       /* a fresh server joined at the front (virt_calls_now):
+				 its counts skip the past, not compared at the end */
 };
 
 struct virt {
