@@ -242,6 +242,19 @@ print(time.process_time())'
 	((split > 0)) || fail "with --no-virtualize, 5 runs out of 5 still agreed: is PYTHONHASHSEED set?"
 }
 
+@test "nd_fork_random: two child processes draw random bytes in an order each replica's heap picks; each process gets the same bytes in every replica (per-process numbering), 6 runs" {
+	require_prog nd_fork_random
+	local i
+	for i in 1 2 3 4 5 6; do
+		virt_run fork$i 2 "$PROGS/nd_fork_random"
+		grep -Eq '^A [0-9a-f]{64}$' "$T/fork$i.out" && grep -Eq '^B [0-9a-f]{64}$' "$T/fork$i.out" ||
+			fail "run $i printed:" "$(cat "$T/fork$i.out")"
+		[[ $(sed -n 1p "$T/fork$i.out" | cut -c3-) != $(sed -n 2p "$T/fork$i.out" | cut -c3-) ]] ||
+			fail "run $i: both children got the same bytes"
+		same_calls "$T/fork$i.json"
+	done
+}
+
 @test "nd_random: getrandom, /dev/urandom, /dev/random and fopen give the same bytes in every replica, other bytes in each run" {
 	require_prog nd_random
 	# The helper itself (plainly run).

@@ -141,9 +141,10 @@ enum answer logcalls_getrandom(struct vreplica *vr, const struct seccomp_notif *
 	/* GRND_NONBLOCK and GRND_RANDOM change nothing once the kernel's pool
 	 * is ready (it always is by the time a program runs), but a replica
 	 * passing other flags than its siblings is behaving differently. */
-	take_value(vr, req, KEY_GETRANDOM, len | (uint64_t)flags << 32, take_no_real, &v, &index);
+	uint32_t key = take_process_key(KEY_GETRANDOM, (pid_t)req->pid);
+	take_value(vr, req, key, len | (uint64_t)flags << 32, take_no_real, &v, &index);
 	struct chacha cc;
-	chacha_init_stream(&cc, vr->V->key, DOMAIN_GETRANDOM, index);
+	chacha_init_stream(&cc, vr->V->key, DOMAIN_GETRANDOM, take_stream_of(key, index));
 	uint8_t buf[16384];
 	uint64_t done = 0;
 	int err = 0;
@@ -225,6 +226,8 @@ enum answer logcalls_open(struct vreplica *vr, const struct seccomp_notif *req, 
 	struct nd_value v;
 	uint64_t index;
 	int kept = flags & (O_NONBLOCK | O_CLOEXEC);
+	uint32_t kind = key;
+	key = take_process_key(kind, (pid_t)req->pid);
 	/* A mismatch is reported; the replica still gets the n-th stream. */
 	take_value(vr, req, key, (uint64_t)kept, take_no_real, &v, &index);
 	/* Each open holds one of our fds: past a share of our limit, the
@@ -240,7 +243,7 @@ enum answer logcalls_open(struct vreplica *vr, const struct seccomp_notif *req, 
 		resp->error = -EMFILE;
 		return virt_waiting(vr, req->id) ? ANSWER : DROP;
 	}
-	int fd = entropy_open(V->entropy, key == KEY_URANDOM ? DOMAIN_URANDOM : DOMAIN_RANDOM, index,
+	int fd = entropy_open(V->entropy, kind == KEY_URANDOM ? DOMAIN_URANDOM : DOMAIN_RANDOM, take_stream_of(key, index),
 			      (flags & O_NONBLOCK) != 0, &V->random_open[vr->index]);
 	if (fd < 0) {
 		/* Said once a run (a replica opening thousands of them would
@@ -248,7 +251,7 @@ enum answer logcalls_open(struct vreplica *vr, const struct seccomp_notif *req, 
 		if (vr->V->open_failures++ == 0)
 			log_warn("cannot virtualize an open of /dev/%s: %s (it reads the real device; further "
 				 "such opens are counted, not said)",
-				 key == KEY_URANDOM ? "urandom" : "random", strerror(errno));
+				 kind == KEY_URANDOM ? "urandom" : "random", strerror(errno));
 		vr->unvirtualized++;
 		return CONTINUE;
 	}

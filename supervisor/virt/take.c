@@ -142,6 +142,37 @@ static uint32_t thread_number(pid_t tid)
 	return t > 0 && t < (1ul << 22) ? (uint32_t)t : 0;
 }
 
+/* The number of tid's process in its replica's pid namespace (NStgid's
+ * last field), 0 when it has none of its own there or it cannot be read. */
+static uint32_t process_number(pid_t tid)
+{
+	char buf[2048];
+	if (remote_status(tid, buf, sizeof buf) != 0)
+		return 0;
+	char *line = strstr(buf, "\nNStgid:");
+	if (line == NULL)
+		return 0;
+	line += strlen("\nNStgid:");
+	char *end = strchr(line, '\n');
+	if (end != NULL)
+		*end = '\0';
+	char *last = strrchr(line, '\t');
+	if (last == NULL || last == strchr(line, '\t'))
+		return 0;
+	unsigned long t = strtoul(last + 1, NULL, 10);
+	return t > 0 && t < (1ul << 22) ? (uint32_t)t : 0;
+}
+
+uint32_t take_process_key(uint32_t key, pid_t tid)
+{
+	return key | process_number(tid);
+}
+
+uint64_t take_stream_of(uint32_t key, uint64_t index)
+{
+	return (uint64_t)(key & 0xffffffu) << 40 | (index & ((1ull << 40) - 1));
+}
+
 bool take_thread_key(uint32_t key)
 {
 	return (key & 0xff000000u) == KEY_WALL_THREAD;
@@ -170,7 +201,7 @@ void take_divergence(struct vreplica *vr, uint32_t key, uint64_t index, const ch
 /* A call's argument (ndlog.h), for people. */
 static void describe_arg(uint32_t key, uint64_t arg, char *buf, size_t size)
 {
-	if (key == KEY_GETRANDOM)
+	if ((key & 0xff000000u) == KEY_GETRANDOM)
 		snprintf(buf, size, "%" PRIu64 " bytes, flags %#" PRIx64, arg & 0xffffffffu, arg >> 32);
 	else
 		snprintf(buf, size, "flags %#" PRIx64, arg);

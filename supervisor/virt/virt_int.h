@@ -30,9 +30,9 @@ enum {
 	KEY_CPUCLOCK = 2 << 24,  /* | task number << 3 | thread bit | which */
 	KEY_GETTIMEOFDAY = 3 << 24,
 	KEY_TIME = 4 << 24,
-	KEY_GETRANDOM = 5 << 24,
-	KEY_URANDOM = 6 << 24,
-	KEY_RANDOM = 7 << 24,
+	KEY_GETRANDOM = 5 << 24, /* | the process's number (take_process_key) */
+	KEY_URANDOM = 6 << 24,   /* likewise */
+	KEY_RANDOM = 7 << 24,    /* likewise */
 	KEY_AT_RANDOM = 8 << 24,
 	KEY_WALL_THREAD = 9 << 24, /* | which << 22 | thread number: a server's wall clocks */
 };
@@ -117,6 +117,15 @@ void take_key_name(uint32_t key, char *buf, size_t size);
 uint32_t take_clock_key(struct vreplica *vr, clockid_t id, pid_t tid);
 uint32_t take_wall_key(struct vreplica *vr, unsigned which, uint32_t key, pid_t tid);
 bool take_thread_key(uint32_t key);
+/* key (getrandom, a random device's open) for tid's process: | its number
+ * in the replica's pid namespace, so that the n-th call of each process
+ * matches the n-th of the same process in every replica, however the
+ * processes' calls interleave (a server's process per connection); key
+ * itself outside a pid namespace of the replica's own. */
+uint32_t take_process_key(uint32_t key, pid_t tid);
+/* The keystream (chacha.h) of a keyed call's index-th value: a process's
+ * streams apart from every other's. */
+uint64_t take_stream_of(uint32_t key, uint64_t index);
 void take_divergence(struct vreplica *vr, uint32_t key, uint64_t index, const char *expected, const char *got);
 uint64_t take_still_calling(const struct sup *S);
 void take_on_odd(void *ctx, unsigned r, uint32_t key, uint64_t index, uint64_t expected, uint64_t got);
