@@ -603,6 +603,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	if ((sig == SIGTERM || sig == SIGINT) && S->stop_ev == NULL) {
 		if (S->notify != NULL)
 			notify_stopping(S->notify);
+		virt_stop_clocks(S->virt);
 		net_stop(S->net);
 		struct timeval grace = { .tv_sec = S->o->stop_ms / 1000, .tv_usec = (S->o->stop_ms % 1000) * 1000 };
 		S->stop_at = sup_now() - S->t_start;

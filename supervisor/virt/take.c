@@ -509,6 +509,42 @@ static int fast_take(struct vreplica *vr, const struct seccomp_notif *req, uint3
 	return outcome;
 }
 
+/* The unit of a wall clock key's second field: 1 (nanoseconds), 1000
+ * (microseconds: gettimeofday), 0 (time(2): seconds alone); -1 for a key
+ * that is no wall clock (monotonic, CPU, TAI, random). */
+static int wall_unit(uint32_t key)
+{
+	uint32_t kind = key & 0xff000000u, detail = key & 0xffffffu;
+	if (kind == KEY_CLOCK)
+		return detail == CLOCK_REALTIME || detail == CLOCK_REALTIME_COARSE ? 1 : -1;
+	if (kind == KEY_GETTIMEOFDAY)
+		return 1000;
+	if (kind == KEY_TIME)
+		return 0;
+	if (kind == KEY_WALL_THREAD) {
+		unsigned which = (key >> 22) & 3;
+		return which == WALL_GETTIMEOFDAY ? 1000 : which == WALL_TIME ? 0 : 1;
+	}
+	return -1;
+}
+
+bool take_frozen(struct virt *V, const struct seccomp_notif *req, uint32_t key, real_fn *real, struct nd_value *v)
+{
+	int unit = wall_unit(key);
+	if (!V->frozen || unit < 0)
+		return false;
+	if (sup_now() >= V->frozen_until) {
+		V->frozen = false;
+		return false;
+	}
+	real(req, v);
+	if (v->err == 0) {
+		v->a = V->frozen_at.tv_sec;
+		v->b = unit == 0 ? 0 : V->frozen_at.tv_nsec / unit;
+	}
+	return true;
+}
+
 /* Takes replica vr's next entry of key: a follower gets the log's value, a
  * leader (or a replica lost behind the cap) reads it with real(). */
 int take_value(struct vreplica *vr, const struct seccomp_notif *req, uint32_t key, uint64_t arg, real_fn *real,
@@ -516,6 +552,11 @@ int take_value(struct vreplica *vr, const struct seccomp_notif *req, uint32_t ke
 {
 	struct virt *V = vr->V;
 	uint64_t expected;
+	if (take_frozen(V, req, key, real, v)) {
+		/* Outside the log: a stop's lines carry one time. */
+		*index = 0;
+		return ND_LOST;
+	}
 	int fk = take_fast_key(V, key);
 	if (fk >= 0) {
 		/* The fallback marker and index follow the call's own arguments. */

@@ -307,6 +307,20 @@ void virt_calls_now(struct virt *V, unsigned i)
 	V->r[i].uncounted = true;
 }
 
+void virt_stop_clocks(struct virt *V)
+{
+	if (V == NULL || V->frozen_until != 0)
+		return;
+	if (clock_gettime(CLOCK_REALTIME, &V->frozen_at) != 0)
+		return;
+	V->frozen = true;
+	V->frozen_until = sup_now() + STOP_FREEZE;
+	/* Every read asks diehard from now on: the fast path's log goes on
+	 * with real time. */
+	for (unsigned i = 0; V->fast != NULL && i < V->S->nslots; i++)
+		fastclock_off(V->fast, i);
+}
+
 uint64_t virt_clock_reads(const struct virt *V, unsigned i)
 {
 	if (V == NULL)

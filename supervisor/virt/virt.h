@@ -71,6 +71,17 @@ void virt_clocks_now(struct virt *V, unsigned i);
  * started; its counts skip the past, so the end's count check leaves it
  * out. */
 void virt_calls_now(struct virt *V, unsigned i);
+/* diehard forwarded a stop (SIGTERM, SIGINT): for the next STOP_FREEZE
+ * seconds every wall-clock read of every replica (realtime, gettimeofday,
+ * time) gets the wall time of now, outside the log. A daemon's stopping
+ * lines (redis's "User requested shutdown", "DB saved on disk") are
+ * written at different moments in each replica, each after a number of
+ * reads its event loop made as the signal found it: matched by index,
+ * their times would differ by milliseconds and no majority would agree.
+ * Monotonic clocks go on (timeouts work); a wait measured in wall time
+ * lasts at most STOP_FREEZE longer. */
+#define STOP_FREEZE 1.0
+void virt_stop_clocks(struct virt *V);
 uint64_t virt_clock_reads(const struct virt *V, unsigned i);
 
 /* Whether a new replica could replay every logged value (nothing dropped). */

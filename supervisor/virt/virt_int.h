@@ -90,6 +90,9 @@ struct virt {
 	uint64_t vdso_fallbacks;  /* leaders' vDSO reads that made a system call */
 	uint64_t skipped_sleeps;  /* by replacements catching up */
 	uint64_t clock_resyncs;   /* a server's stale clock reads moved to the front */
+	bool frozen;              /* a stop was forwarded (virt_stop_clocks): wall clocks */
+	struct timespec frozen_at; /* read this (the wall time then) */
+	double frozen_until;      /* until then (sup_now()) */
 	uint64_t open_failures;   /* random device opens we could not answer */
 	unsigned *random_open;    /* per slot: its random-device pipes alive */
 	unsigned random_cap;      /* at most this many per slot (the rest EMFILE) */
@@ -117,6 +120,10 @@ void take_key_name(uint32_t key, char *buf, size_t size);
 uint32_t take_clock_key(struct vreplica *vr, clockid_t id, pid_t tid);
 uint32_t take_wall_key(struct vreplica *vr, unsigned which, uint32_t key, pid_t tid);
 bool take_thread_key(uint32_t key);
+/* A wall clock's read during a stop's first moments (virt_stop_clocks):
+ * true with *v the stop's time in the read's form (real() first gives the
+ * rest: a timezone, an error); false otherwise. */
+bool take_frozen(struct virt *V, const struct seccomp_notif *req, uint32_t key, real_fn *real, struct nd_value *v);
 /* key (getrandom, a random device's open) for tid's process: | its number
  * in the replica's pid namespace, so that the n-th call of each process
  * matches the n-th of the same process in every replica, however the
