@@ -11,10 +11,10 @@ load helpers
 # security --threshold); docs/SERVICES.md, "Hardening", has the numbers.
 exposure_of() {
 	case $1 in
-	diehard-example-echo@.service | diehard-micro-httpd@.service) echo 12 ;;
-	diehard-example-filter.service) echo 15 ;;
-	diehard-example-notify.service) echo 21 ;;
-	diehard@.service) echo 35 ;;
+	diehard-example-echo@.service | diehard-micro-httpd@.service) echo 13 ;;
+	diehard-example-filter.service) echo 16 ;;
+	diehard-example-notify.service) echo 23 ;;
+	diehard@.service) echo 37 ;;
 	*) return 1 ;;
 	esac
 }
@@ -82,13 +82,21 @@ verify() {
 	for u in "$ROOT"/systemd/*.service; do
 		grep -qx 'KillMode=mixed' "$u" || fail "${u##*/}: no KillMode=mixed (the replicas would get SIGTERM twice)"
 		grep -qx 'CapabilityBoundingSet=' "$u" || fail "${u##*/}: capabilities not dropped"
-		grep -Eqx 'RestrictNamespaces=user pid mnt( cgroup)?' "$u" ||
-			fail "${u##*/}: RestrictNamespaces must be 'user pid mnt' (and cgroup where delegated)"
+		# The replicas' namespaces (sandbox.c): user, pid, mount and IPC,
+		# and a network one each unless --net host. systemd refuses one
+		# the unit does not allow, and diehard then runs them with none.
+		if grep -q -- '--net host' "$u"; then
+			grep -Eqx 'RestrictNamespaces=user pid mnt ipc( cgroup)?' "$u" ||
+				fail "${u##*/}: RestrictNamespaces must be 'user pid mnt ipc' (and cgroup where delegated)"
+		else
+			grep -Eqx 'RestrictNamespaces=user pid mnt ipc net( cgroup)?' "$u" ||
+				fail "${u##*/}: --net private: RestrictNamespaces must be 'user pid mnt ipc net'"
+		fi
 		! grep -Eq '^(ProtectKernelTunables|ProtectKernelLogs)=(yes|true|1)' "$u" ||
 			fail "${u##*/}: ProtectKernelTunables/ProtectKernelLogs break the replicas' /proc"
 		if grep -q '^SystemCallFilter=@' "$u"; then
-			grep -Eq '^SystemCallFilter=.*\<mount\>.*\<seccomp\>' "$u" ||
-				fail "${u##*/}: a system call filter without mount and seccomp"
+			grep -Eq '^SystemCallFilter=.*\<mount\>.*\<umount2\>.*\<seccomp\>' "$u" ||
+				fail "${u##*/}: a system call filter without mount, umount2 and seccomp"
 		fi
 	done
 	grep -qx 'NotifyAccess=main' "$ROOT/systemd/diehard-example-notify.service" || fail "the notify example lacks NotifyAccess=main"
@@ -104,11 +112,11 @@ verify() {
 			grep -qx 'Delegate=pids memory' "$u" || fail "${u##*/}: Delegate= must name pids and memory"
 			grep -qx 'ProtectControlGroups=no' "$u" ||
 				fail "${u##*/}: delegated, but ProtectControlGroups= keeps /sys/fs/cgroup read-only"
-			grep -qx 'RestrictNamespaces=user pid mnt cgroup' "$u" ||
+			grep -Eqx 'RestrictNamespaces=user pid mnt ipc( net)? cgroup' "$u" ||
 				fail "${u##*/}: delegated: each replica's cgroup namespace must be allowed"
 		else
 			grep -qx 'ProtectControlGroups=yes' "$u" || fail "${u##*/}: not delegated, so ProtectControlGroups=yes"
-			grep -qx 'RestrictNamespaces=user pid mnt' "$u" || fail "${u##*/}: not delegated: no cgroup namespaces"
+			grep -Eqx 'RestrictNamespaces=user pid mnt ipc( net)?' "$u" || fail "${u##*/}: not delegated: no cgroup namespaces"
 		fi
 	done
 	# The filter delegates; a unit with ExecReload= cannot (systemd < 254
