@@ -159,6 +159,29 @@ while True:
 	[[ -n $last ]] && ((last < 1500)) || fail "diehard still pinged at ${last:-never} ms with no healthy replica:" "$(cat "$T/log")"
 }
 
+@test "degraded with no replacement possible (--respawns 0): diehard serves on with the replica left, says so in STATUS=, and stops pinging, so the manager's watchdog restarts the service" {
+	manager "$T/log" --watchdog 300000 -- "$DIEHARD" --share "$T" -k 3 --respawns 0 --control "$T/ctl" -- \
+		bash -c 'systemd-notify READY=1; while :; do systemd-notify WATCHDOG=1; echo tick; sleep 0.1; done' \
+		>"$T/out" 2>"$T/err" 3>&- &
+	local mgr=$! pids n1 n2
+	wait_until 20 grep -qs 'READY=1' "$T/log" || fail "never ready" "$(cat "$T/log" "$T/err")"
+	wait_until 20 grep -qs ' WATCHDOG=1$' "$T/log" || fail "never pinged" "$(cat "$T/log")"
+	pids=$("$DIEHARD" status --control "$T/ctl" --json | jq -r '.replicas[:2][].pid')
+	kill -KILL $pids
+	wait_until 20 grep -qs 'diehard: degraded: 1 of the 3 replicas vote' "$T/err" ||
+		fail "not degraded after two kills" "$(cat "$T/err")"
+	wait_until 20 grep -qs 'STATUS=1/3 replicas live (degraded)' "$T/log" || fail "STATUS= does not say degraded" "$(cat "$T/log")"
+	# A tick after the state changed: any ping already sent is counted.
+	sleep 0.5
+	n1=$(grep -c ' WATCHDOG=1$' "$T/log")
+	sleep 1.5
+	n2=$(grep -c ' WATCHDOG=1$' "$T/log")
+	((n2 == n1)) || fail "diehard still pinged the manager ($n1, then $n2) with no way back to a majority" "$(tail -n 5 "$T/log")"
+	grep -q 'tick' "$T/out" || fail "the replica left did not serve on"
+	kill -TERM "$mgr" 2>/dev/null || true
+	wait "$mgr" || true
+}
+
 @test "SIGHUP is forwarded; RELOADING=1 then READY=1 once a majority reloaded; SIGTERM: STOPPING=1, a clean stop, nothing left" {
 	mkfifo "$T/fifo"
 	manager "$T/log" -- "$DIEHARD" --share "$T" -k 3 "$PROGS/svc_notify" <"$T/fifo" >"$T/out" 2>"$T/err" 3>&- &

@@ -568,9 +568,17 @@ static void on_ping(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct notify *n = arg;
-	unsigned healthy = count_healthy(n, sup_now()), quorum = sup_quorum(n->S);
-	if (healthy >= quorum && healthy > 0)
+	struct sup *S = n->S;
+	unsigned healthy = count_healthy(n, sup_now()), quorum = sup_quorum(S);
+	/* Degraded with no way back (no replica can be replaced any more):
+	 * the manager's restart brings k replicas again. */
+	char why[160];
+	bool stuck = sup_state(S) != SUP_VOTING && !replace_replayable(S, why, sizeof why);
+	if (healthy >= quorum && healthy > 0 && !stuck)
 		sdnotify_send("WATCHDOG=1");
+	else if (stuck)
+		log_event("watchdog: %u of %u replicas vote and none can be replaced (%s): not pinging the manager",
+			  sup_live_count(S), S->k, why);
 	else
 		log_event("watchdog: %u replicas healthy, a quorum is %u: not pinging the manager", healthy, quorum);
 }

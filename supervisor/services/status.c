@@ -89,10 +89,12 @@ Diehard__RunStatus *status_build(struct sup *S)
 	st->min_voters = sup_min_voters(S);
 	for (unsigned i = 0; i < S->nslots; i++)
 		st->joining += S->r[i].joining;
-	if (S->refused[0] != '\0') {
+	char why[160];
+	const char *refused = S->refused[0] != '\0' ? S->refused : !replace_replayable(S, why, sizeof why) ? why : NULL;
+	if (refused != NULL) {
 		st->has_replace_refused = true;
-		st->replace_refused.len = strlen(S->refused);
-		st->replace_refused.data = (uint8_t *)must(strdup(S->refused));
+		st->replace_refused.len = strlen(refused);
+		st->replace_refused.data = (uint8_t *)must(strdup(refused));
 	}
 	st->has_degraded_seconds = st->has_degraded_bytes = true;
 	st->degraded_seconds = sup_state_seconds(S, SUP_DEGRADED);
