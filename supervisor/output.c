@@ -288,6 +288,24 @@ static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 		ring_consume_to(rr, rr->tail);
 		return;
 	}
+	if (r->fresh && rr->head < st->front_len) {
+		/* A fresh server's start-up, against the run's start kept
+		 * whole: the history ring and the digests of whole blocks
+		 * would leave a short start-up unchecked. */
+		size_t end = rr->tail < st->front_len ? rr->tail : st->front_len;
+		const unsigned char *mine = ring_at(rr, rr->head), *ours = st->front + rr->head;
+		if (memcmp(mine, ours, end - rr->head) != 0) {
+			size_t d = 0;
+			while (mine[d] == ours[d])
+				d++;
+			record_divergence(S, st, rr->head + d, 0, r->index, "start-up output differs");
+			replica_kill(S, r, "its start-up output differs from the run's");
+			return;
+		}
+		ring_consume_to(rr, end);
+		if (end == DIGEST_BLOCK)
+			digest_init(&r->dg[s], &S->dkey); /* the next block is checked whole */
+	}
 	if (st->hist->head > rr->head) {
 		if (r->live || S->o->respawns == 0) {
 			/* Backpressure keeps voters inside the history ring. */
@@ -416,6 +434,11 @@ static void commit(struct sup *S, struct stream *st, const struct voter_result *
 		if (S->stopping)
 			return;
 		ring_push_overwrite(st->hist, p, res->commit);
+		if (st->front_len < DIGEST_BLOCK && st->front != NULL) {
+			size_t n = DIGEST_BLOCK - st->front_len < res->commit ? DIGEST_BLOCK - st->front_len : res->commit;
+			memcpy(st->front + st->front_len, p, n);
+			st->front_len += n;
+		}
 		output_digest_commit(S, st, p, res->commit);
 		sup_committed_by(S, (unsigned)__builtin_popcountll(res->agree), res->commit);
 		st->committed += res->commit;

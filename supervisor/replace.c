@@ -68,8 +68,11 @@ void replace_init(struct sup *S)
 		fatal(EXIT_INTERNAL, "cannot create the respawn event");
 	S->tokens = S->o->respawn_rate;
 	S->tokens_at = sup_now();
-	for (int s = 0; s < NSTREAMS; s++)
+	for (int s = 0; s < NSTREAMS; s++) {
 		digest_init(&S->s[s].cur, &S->dkey);
+		if ((S->s[s].front = malloc(DIGEST_BLOCK)) == NULL)
+			fatal(EXIT_INTERNAL, "out of memory");
+	}
 }
 
 /* The run ends, or its replicas were asked to stop (SIGTERM, SIGINT):

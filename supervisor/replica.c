@@ -427,6 +427,11 @@ void replicas_reap(struct sup *S)
 			if (S->notify != NULL && !r->killed)
 				notify_replica_gone(S->notify, i);
 			net_replica_gone(S->net, i);
+			/* A server's clients come on without it: out of the vote
+			 * now (status, the degraded state, a fresh join's quiet
+			 * point), not once another voter wrote past its end. */
+			if (r->sigkilled && r->live && sup_serves(S))
+				replica_kill(S, r, "killed by a SIGKILL from outside diehard while the run serves");
 		}
 	}
 }

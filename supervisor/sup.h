@@ -127,6 +127,11 @@ struct stream {
 	size_t ndig, dig_size;
 	struct digest cur; /* the block being committed */
 	bool dig_full;     /* past the cap: older output can no longer be checked */
+	/* The first DIGEST_BLOCK committed bytes, kept: a fresh server's
+	 * start-up output is checked against them byte for byte, however
+	 * long the run (net.c's fresh_join). */
+	unsigned char *front;
+	size_t front_len;
 };
 
 /* A killed process whose slot was taken before it was reaped. */

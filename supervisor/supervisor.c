@@ -63,7 +63,7 @@ unsigned sup_live_count(const struct sup *S)
 bool sup_serves(const struct sup *S)
 {
 	const struct svcenv *env = svcenv_get();
-	return net_serving(S->net) || (env != NULL && (env->notify || env->listen_fds > 0));
+	return net_serves(S->net) || (env != NULL && (env->notify || env->listen_fds > 0));
 }
 
 /* --min-voters; by default two (one replica alone is never trusted once
@@ -74,18 +74,21 @@ unsigned sup_min_voters(const struct sup *S)
 {
 	if (S->k < 2)
 		return 1;
-	if (S->o->min_voters > 0)
-		return S->o->min_voters;
-	return sup_serves(S) ? 1 : 2;
+	return S->o->min_voters > 0 ? S->o->min_voters : sup_serves(S) ? 1 : 2;
 }
 
 /* A strict majority of the voters (alive of them), never fewer than
- * sup_min_voters; with tie-breakers in the vote (more voters than k), a
- * majority of k: the tie is broken once that many agree. */
+ * sup_min_voters, and never one while the run has two voters or more: one
+ * alone decides only as the last one left, never as a part of them (a
+ * connection's one peer, the one replica that exited first). With
+ * tie-breakers in the vote (more voters than k), a majority of k: the tie
+ * is broken once that many agree. */
 unsigned sup_quorum_among(const struct sup *S, unsigned alive)
 {
 	unsigned n = alive < S->k ? alive : S->k;
 	unsigned majority = n / 2 + 1, least = sup_min_voters(S);
+	if (least < 2 && S->k >= 2 && sup_live_count(S) >= 2)
+		least = 2;
 	return majority > least ? majority : least;
 }
 

@@ -69,6 +69,7 @@ teardown() {
 		kill -KILL "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	done
+	[[ -z ${NOBODY_DIR:-} ]] || rm -rf "$NOBODY_DIR"
 }
 
 free_port() {
@@ -102,12 +103,16 @@ voting_again() {
 	[[ $(status_json "$1" | jq -r "select(.live == $2 and .joining == 0) | .live") == "$2" ]]
 }
 
-# kill_voter NAME: SIGKILL to one replica in the vote (the program), from outside.
+# kill_voter NAME: SIGKILL to one replica in the vote (the program), from
+# outside; returns once diehard has seen it end (until then its status
+# still shows it running, and three voting).
 kill_voter() {
-	local p
-	p=$(status_json "$1" | jq -r '[.replicas[] | select(.state == "running")][0].pid')
+	local p id
+	read -r p id < <(status_json "$1" | jq -r '[.replicas[] | select(.state == "running")][0] | "\(.pid) \(.id)"')
 	[[ $p =~ ^[0-9]+$ ]] || fail "no running replica to kill" "$(status_json "$1")"
 	kill -KILL "$p"
+	wait_until 30 bash -c "[[ \$('$DIEHARD' status --control '$T/$1.ctl' --json | jq -r '.replicas[] | select(.id == $id) | .state') != running ]]" ||
+		fail "diehard did not see replica $id (pid $p) end"
 }
 
 fetch() {
@@ -236,6 +241,39 @@ stop() {
 	jq -e '(.divergences | length) == 0 and (.replacements | length) == 1' "$T/tid.json" >/dev/null ||
 		fail "a fresh replica's thread ids differed:" "$(jq -c '.divergences' "$T/tid.json")" \
 			"$(grep -E 'aligned|joins' "$T/tid.err")"
+}
+
+@test "--stateless as nobody: the fresh replacement's threads are numbered as its siblings' too (its init keeps the capability to set its pid namespace's last pid)" {
+	require_nobody
+	local port i a d
+	# A directory nobody can reach (the test's own is root's alone).
+	d=$(mktemp -d /tmp/daemons-nobody.XXXXXX)
+	NOBODY_DIR=$d
+	chmod 0777 "$d"
+	cp "$T/tid_server.py" "$T/ask.py" "$d/"
+	chmod 0644 "$d"/*.py
+	port=$(free_port)
+	as_nobody "$DIEHARD" -v --control "$d/nb.ctl" --report "$d/nb.json" -k 3 --stateless -- \
+		python3 "$d/tid_server.py" "$port" >"$d/nb.out" 2>"$d/nb.err" 3>&- &
+	DH=$!
+	BG+=("$DH")
+	wait_until 60 bash -c ": <>/dev/tcp/127.0.0.1/$port" 2>/dev/null || fail "did not listen" "$(tail -n 20 "$d/nb.err")"
+	for i in $(seq 5); do
+		python3 "$d/ask.py" "$port" >/dev/null || fail "request $i"
+	done
+	local p
+	p=$("$DIEHARD" status --control "$d/nb.ctl" --json | jq -r '[.replicas[] | select(.state == "running")][0].pid')
+	kill -KILL "$p"
+	wait_until 60 bash -c "[[ \$('$DIEHARD' status --control '$d/nb.ctl' --json | jq -r 'select(.live == 3 and .joining == 0) | .live') == 3 ]]" ||
+		fail "three replicas did not vote again" "$(grep '^diehard:' "$d/nb.err" | tail -n 20)"
+	for i in $(seq 10); do
+		a=$(python3 "$d/ask.py" "$port") || fail "request after the join"
+	done
+	kill -TERM "$DH"
+	await_exit "$DH" 20 || fail "no stop"
+	! grep -q 'pids not aligned' "$d/nb.err" || fail "pids not aligned as nobody:" "$(grep aligned "$d/nb.err")"
+	jq -e '(.divergences | length) == 0 and (.replacements | length) == 1' "$d/nb.json" >/dev/null ||
+		fail "a fresh replica's thread ids differed:" "$(jq -c '.divergences' "$d/nb.json")"
 }
 
 @test "--stateless: a fresh replacement waits as joining while a client holds a connection open, and joins once it closes" {

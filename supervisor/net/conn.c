@@ -109,10 +109,6 @@ struct conn *conn_next(const struct conn *c)
 	return c->next;
 }
 
-bool conn_inbound(const struct conn *c)
-{
-	return c->l != NULL;
-}
 
 static double now(void)
 {
@@ -917,14 +913,6 @@ static void peer_events(struct conn *c, struct peer *p, int fd)
 void conn_open(struct net *N, struct listener *l, int cfd, const struct sockaddr_storage *client)
 {
 	struct sup *S = N->S;
-	/* A replica that died of a SIGKILL from outside keeps its vote only
-	 * while the others have done nothing it could not: a connection it
-	 * cannot take is past its end (output.c's rule for its output). */
-	for (unsigned i = 0; i < S->nslots; i++) {
-		struct replica *r = &S->r[i];
-		if (r->live && r->exited && r->sigkilled)
-			replica_kill(S, r, "killed by a SIGKILL from outside diehard while the others went on serving");
-	}
 	struct conn *c = conn_new(N, l, cfd);
 	snprintf(c->name, sizeof c->name, "on %s", l->name);
 	connlog_open(N, c->id, l->index, client);

@@ -874,6 +874,18 @@ void dgram_slot_started(struct net *N, unsigned slot)
 		slot_clear(N->dgram, slot);
 }
 
+void dgram_slot_front(struct net *N, unsigned slot)
+{
+	struct dgram *G = N->dgram;
+	struct sup *S = N->S;
+	for (size_t i = 0; G != NULL && i < G->ndest; i++) {
+		struct ddest *d = G->dest[i];
+		for (unsigned j = 0; j < S->nslots; j++)
+			if (j != slot && N->slot[j].present && S->r[j].live && d->ns[j].flows > d->ns[slot].flows)
+				d->ns[slot].flows = d->ns[j].flows;
+	}
+}
+
 void dgram_slot_gone(struct net *N, unsigned slot)
 {
 	struct dgram *G = N->dgram;

@@ -63,9 +63,15 @@ void dgram_unbind(struct net *N, unsigned slot, const struct sockaddr *addr);
 /* A new process in slot, or none any more. */
 void dgram_slot_started(struct net *N, unsigned slot);
 void dgram_slot_gone(struct net *N, unsigned slot);
+/* slot, a fresh server joining, numbers its next flow to each destination
+ * after the voters' last (outbound_slot_front's twin). */
+void dgram_slot_front(struct net *N, unsigned slot);
 /* The straggler tick: idle flows freed (when nothing can need them). */
 void dgram_tick(struct net *N);
 /* Whether a replacement could be fed every flow so far. */
 bool dgram_replayable(const struct net *N);
+/* Whether diehard bound a UDP address for real (a quorum of the voters
+ * bound it): the run serves datagrams. */
+bool dgram_serving(const struct net *N);
 
 #endif

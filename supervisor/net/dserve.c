@@ -283,3 +283,12 @@ void dgram_bound(struct net *N, unsigned slot, const struct sockaddr *addr, sock
 			srv_open(G, v);
 	}
 }
+
+bool dgram_serving(const struct net *N)
+{
+	const struct dgram *G = N->dgram;
+	for (size_t i = 0; G != NULL && i < G->nsrv; i++)
+		if (G->srv[i]->fd >= 0)
+			return true;
+	return false;
+}

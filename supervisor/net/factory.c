@@ -34,6 +34,7 @@ struct pool {
 
 struct factory {
 	int fd;          /* the channel; -1 once the init is gone */
+	unsigned char tag; /* the last pid request's, echoed in its answer */
 	struct pool pool[6]; /* AF_INET, AF_INET6, AF_UNIX; stream, then datagram */
 };
 
@@ -251,9 +252,10 @@ int factory_last_pid(struct factory *F, long set, pid_t *value)
 		return EINVAL;
 	drain(F);
 	uint32_t v = set < 0 ? 0 : (uint32_t)set;
-	unsigned char req[6] = { SANDBOX_LAST_PID, set < 0 ? 0 : 1, (unsigned char)v, (unsigned char)(v >> 8),
+	unsigned char tag = ++F->tag;
+	unsigned char req[7] = { SANDBOX_LAST_PID, set < 0 ? 0 : 1, tag, (unsigned char)v, (unsigned char)(v >> 8),
 				 (unsigned char)(v >> 16), (unsigned char)(v >> 24) };
-	size_t len = set < 0 ? 2 : 6;
+	size_t len = set < 0 ? 3 : 7;
 	ssize_t sent;
 	do
 		sent = send(F->fd, req, len, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -266,32 +268,47 @@ int factory_last_pid(struct factory *F, long set, pid_t *value)
 		}
 		return err == EAGAIN ? ETIMEDOUT : err;
 	}
-	bool hup = false;
-	int err = wait_reply(F->fd, &hup);
-	if (err == EPIPE)
-		channel_lost(F);
-	if (err != 0)
-		return err;
-	unsigned char reply[6];
-	ssize_t n;
-	do
-		n = recv(F->fd, reply, sizeof reply, MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return errno == EAGAIN ? ETIMEDOUT : errno;
-	if (n == 0 && hup) {
-		channel_lost(F);
-		return EPIPE;
+	/* The answer with our tag: an older one (its request timed out) is
+	 * read and thrown away, descriptors and all. */
+	for (int rounds = 0; rounds < 16; rounds++) {
+		bool hup = false;
+		int err = wait_reply(F->fd, &hup);
+		if (err == EPIPE)
+			channel_lost(F);
+		if (err != 0)
+			return err;
+		unsigned char reply[8];
+		struct iovec iov = { reply, sizeof reply };
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(FACTORY_BATCH * sizeof(int))];
+		} ctl;
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+				      .msg_controllen = sizeof ctl.buf };
+		ssize_t n;
+		do
+			n = recvmsg(F->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		while (n < 0 && errno == EINTR);
+		if (n < 0)
+			return errno == EAGAIN ? ETIMEDOUT : errno;
+		int fds[FACTORY_BATCH];
+		close_all(fds, take_fds(&msg, fds, FACTORY_BATCH));
+		if (n == 0 && hup) {
+			channel_lost(F);
+			return EPIPE;
+		}
+		if (n != 6 || reply[1] != tag)
+			continue; /* someone else's late answer */
+		if (reply[0] != 0)
+			return reply[0];
+		uint32_t got = (uint32_t)reply[2] | (uint32_t)reply[3] << 8 | (uint32_t)reply[4] << 16 |
+			       (uint32_t)reply[5] << 24;
+		if (got > INT32_MAX)
+			return EPROTO;
+		*value = (pid_t)got;
+		return 0;
 	}
-	if (n != 5)
-		return EPROTO;
-	if (reply[0] != 0)
-		return reply[0];
-	uint32_t got = (uint32_t)reply[1] | (uint32_t)reply[2] << 8 | (uint32_t)reply[3] << 16 | (uint32_t)reply[4] << 24;
-	if (got > INT32_MAX)
-		return EPROTO;
-	*value = (pid_t)got;
-	return 0;
+	return EPROTO;
 }
 
 int factory_take(struct factory *F, int family)

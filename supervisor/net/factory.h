@@ -15,10 +15,12 @@
  *                    sockets made (count of them when the byte is 0):
  *                    TCP or UDP (unix stream or datagram), non-blocking,
  *                    close-on-exec.
- *   diehard -> init: { 'P', 0 }, or { 'P', 1, pid (4 bytes, little-endian) }
- *   init -> diehard: { 0 or errno, pid (4 bytes, little-endian) }: the
+ *   diehard -> init: { 'P', 0, tag }, or { 'P', 1, tag, pid (4 bytes,
+ *                    little-endian) }
+ *   init -> diehard: { 0 or errno, tag, pid (4 bytes, little-endian) }: the
  *                    namespace's last pid (ns_last_pid), read, or written
- *                    first: the next process or thread gets the one after.
+ *                    first: the next process or thread gets the one after;
+ *                    the tag tells a late answer from the one awaited.
  * Sockets are taken from a pool per family, refilled a batch at a time by
  * one synchronous round trip (the init answers in microseconds). */
 #ifndef DIEHARD_FACTORY_H

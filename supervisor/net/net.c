@@ -409,14 +409,6 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 	resume(arg);
 }
 
-/* Whether a client connection is open (not an outbound one). */
-static bool clients_open(const struct net *N)
-{
-	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
-		if (conn_inbound(c))
-			return true;
-	return false;
-}
 
 /* The next thread or process fresh server i makes gets the pid its
  * siblings' next one will get: a thread per connection (or a process:
@@ -435,10 +427,15 @@ static void align_pids(struct net *N, unsigned i)
 			continue;
 		if ((err = factory_last_pid(N->slot[j].F, -1, &v)) == 0 && v > want)
 			want = v;
+		if (err == ETIMEDOUT)
+			N->slot[j].unanswered = true; /* never asked again: net_tick kills it */
 	}
 	pid_t got = 0;
-	if (want >= 0 && N->slot[i].F != NULL && (err = factory_last_pid(N->slot[i].F, want, &got)) == 0)
+	if (want >= 0 && N->slot[i].F != NULL && !N->slot[i].unanswered &&
+	    (err = factory_last_pid(N->slot[i].F, want, &got)) == 0)
 		return;
+	if (err == ETIMEDOUT)
+		N->slot[i].unanswered = true;
 	if (want < 0 && err == ENOENT && !N->said_pids)
 		return; /* no voter left to align with: nothing to say */
 	if (!N->said_pids)
@@ -450,12 +447,14 @@ static void align_pids(struct net *N, unsigned i)
 
 /* Slot i, a fresh server (a replacement with no connection log to replay:
  * --stateless), joins the vote at a quiet point: it listens where every
- * voter does and its clocks read now (net_clocks_settled), no client's
- * connection is open (one it did not take would end in log lines it never
- * writes), and the voters' output stands at one point, agreed
- * (output_quiet_point). There its streams go on from that point, its
- * calls from the front of the log, and new connections reach it. Its
- * start-up output was checked against the run's start as it came. */
+ * voter does and its clocks read now (net_clocks_settled), no connection
+ * is open (a client's it did not take would end in log lines it never
+ * writes; an outbound one of the voters' is not its own), and the voters'
+ * output stands at one point, agreed (output_quiet_point). There its
+ * streams go on from that point, its calls, outbound connects and flows
+ * are numbered from the voters' front, its pids from theirs, and new
+ * connections reach it. Its start-up output was checked against the run's
+ * start as it came. */
 static void fresh_join(struct net *N, unsigned i)
 {
 	struct sup *S = N->S;
@@ -475,13 +474,15 @@ static void fresh_join(struct net *N, unsigned i)
 	for (unsigned l = 0; l < N->nl && !voters; l++)
 		if (N->L[l]->fd >= 0)
 			want |= 1ull << l;
-	if (want == 0 || (ns->listens & want) != want || clients_open(N))
+	if (want == 0 || (ns->listens & want) != want || N->conns != NULL)
 		return;
 	size_t at[NSTREAMS];
 	if (!output_quiet_point(S, r, at) || !r->joining || !ns->present)
 		return;
 	output_rebase(S, r, at);
 	align_pids(N, i);
+	outbound_slot_front(N, i);
+	dgram_slot_front(N, i);
 	ns->fresh = false;
 	ns->ready = true;
 	r->fresh = false;
@@ -502,6 +503,33 @@ static void fresh_joins(struct net *N)
 	for (unsigned i = 0; i < N->S->nslots; i++)
 		if (N->slot[i].fresh)
 			fresh_join(N, i);
+}
+
+/* A fresh server that does not listen where the voters do --timeout after
+ * its start (hung in its start-up) is a straggler: its slot is for one
+ * that will. Waiting for a quiet point once it listens is not bounded: it
+ * says so (joining), and the service goes on meanwhile. */
+static void fresh_stragglers(struct net *N, double now)
+{
+	struct sup *S = N->S;
+	double limit = S->o->straggler_ms / 1000.0;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct nslot *ns = &N->slot[i];
+		struct replica *r = &S->r[i];
+		if (!ns->present || !ns->fresh || !r->joining || now - S->t_start - r->spawn_time < limit)
+			continue;
+		uint64_t want = 0;
+		for (unsigned j = 0; j < S->nslots; j++)
+			if (j != i && N->slot[j].present && S->r[j].live)
+				want |= N->slot[j].listens;
+		if (want != 0 && (ns->listens & want) == want)
+			continue;
+		char why[160];
+		snprintf(why, sizeof why, "straggler: a fresh server that does not listen where the others do %.1f s after "
+					  "its start",
+			 limit);
+		net_kill(N, i, why);
+	}
 }
 
 static void on_fresh(evutil_socket_t fd, short what, void *arg)
@@ -782,6 +810,7 @@ void net_tick(struct net *N)
 		if (ns->present && ns->clocks_behind && !ns->replaying && ns->listens != 0)
 			(void)net_clocks_settled(N, i);
 	}
+	fresh_stragglers(N, t);
 	fresh_joins(N);
 }
 
@@ -847,6 +876,16 @@ bool net_listens_port(const struct net *N, unsigned i, const struct sockaddr *a)
 bool net_serving(const struct net *N)
 {
 	return N != NULL && N->nl > 0;
+}
+
+bool net_serves(const struct net *N)
+{
+	if (N == NULL)
+		return false;
+	for (unsigned i = 0; i < N->nl; i++)
+		if (N->L[i]->fd >= 0)
+			return true;
+	return dgram_serving(N);
 }
 
 bool net_listening(const struct net *N, unsigned i)

@@ -57,6 +57,10 @@ void net_replica_listens(struct net *N, unsigned i, const struct sockaddr *addr,
 /* Whether the replicas serve: some address is listened on (take.c: a
  * server's clocks, net.h's rules). */
 bool net_serving(const struct net *N);
+/* Whether diehard listens for the replicas (a quorum of the voters
+ * listened there, or systemd handed the socket over), TCP or UDP: the run
+ * serves clients (sup_serves). */
+bool net_serves(const struct net *N);
 
 /* Whether slot i's program listens on some address (take.c: a server's
  * wall clocks go per thread from then on). */

@@ -143,8 +143,6 @@ void conn_tick(struct conn *c, double now);
 void conn_pause(struct conn *c, double gap);
 void conn_free(struct conn *c);
 struct conn *conn_next(const struct conn *c);
-/* A client's connection to a listener (not an outbound one). */
-bool conn_inbound(const struct conn *c);
 
 /* defer.c: replicas' listeners accept a connection once its first bytes
  * are in. defer_listen: slot i's program listens on fd (its socket, which

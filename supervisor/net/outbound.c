@@ -1279,6 +1279,20 @@ void outbound_slot_started(struct net *N, unsigned slot)
 	os->naddrs = O->nhost;
 }
 
+void outbound_slot_front(struct net *N, unsigned slot)
+{
+	struct outbound *O = N->out;
+	struct sup *S = N->S;
+	if (O == NULL)
+		return;
+	for (size_t i = 0; i < O->ndest; i++) {
+		struct odest *d = O->dest[i];
+		for (unsigned j = 0; j < S->nslots; j++)
+			if (j != slot && N->slot[j].present && S->r[j].live && d->count[j] > d->count[slot])
+				d->count[slot] = d->count[j];
+	}
+}
+
 void outbound_slot_gone(struct net *N, unsigned slot)
 {
 	struct outbound *O = N->out;

@@ -56,6 +56,10 @@ enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64
  * connections made so far), or none any more. */
 void outbound_slot_started(struct net *N, unsigned slot);
 void outbound_slot_gone(struct net *N, unsigned slot);
+/* slot, a fresh server joining (net.c's fresh_join), numbers its next
+ * connect to each destination after the voters' last: the connects they
+ * made while it was not there are not its own. */
+void outbound_slot_front(struct net *N, unsigned slot);
 /* The straggler tick: held connects whose callers died are forgotten, and
  * connects that may have a quorum now are made. */
 void outbound_tick(struct net *N);

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -497,6 +498,7 @@ static int last_pid_op(long set, uint32_t *value)
 	if (set >= 0) {
 		format_int(buf, (int)set);
 		size_t len = strlen(buf);
+		buf[len++] = '\n'; /* the number ends there, whatever was longer before */
 		if (pwrite(last_pid, buf, len, 0) != (ssize_t)len)
 			return errno ? errno : EIO;
 	}
@@ -511,20 +513,21 @@ static int last_pid_op(long set, uint32_t *value)
 	return 0;
 }
 
-/* A last pid request answered: { 'P', 0 } reads it, { 'P', 1, value
- * (4 bytes, little-endian) } writes it first; the answer is { errno or 0,
- * the value now (4 bytes, little-endian) }. */
+/* A last pid request answered: { 'P', 0, tag } reads it, { 'P', 1, tag,
+ * value (4 bytes, little-endian) } writes it first; the answer is { errno
+ * or 0, tag, the value now (4 bytes, little-endian) }. */
 static bool serve_last_pid(int fd, const unsigned char *req, ssize_t n)
 {
 	uint32_t v = 0;
 	int err = EINVAL;
-	if (n == 2 && req[1] == 0) {
+	unsigned char tag = n >= 3 ? req[2] : 0;
+	if (n == 3 && req[1] == 0) {
 		err = last_pid_op(-1, &v);
-	} else if (n == 6 && req[1] == 1) {
-		uint32_t set = (uint32_t)req[2] | (uint32_t)req[3] << 8 | (uint32_t)req[4] << 16 | (uint32_t)req[5] << 24;
+	} else if (n == 7 && req[1] == 1) {
+		uint32_t set = (uint32_t)req[3] | (uint32_t)req[4] << 8 | (uint32_t)req[5] << 16 | (uint32_t)req[6] << 24;
 		err = set > INT32_MAX ? EINVAL : last_pid_op((long)set, &v);
 	}
-	unsigned char answer[5] = { (unsigned char)(err > 255 ? 255 : err), (unsigned char)v, (unsigned char)(v >> 8),
+	unsigned char answer[6] = { (unsigned char)(err > 255 ? 255 : err), tag, (unsigned char)v, (unsigned char)(v >> 8),
 				    (unsigned char)(v >> 16), (unsigned char)(v >> 24) };
 	return send(fd, answer, sizeof answer, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof answer ||
 	       (errno != EPIPE && errno != ECONNRESET && errno != ENOTCONN && errno != EBADF);
@@ -538,7 +541,7 @@ static bool serve_last_pid(int fd, const unsigned char *req, ssize_t n)
  * (diehard closed it, or it broke). */
 static bool serve_request(int fd)
 {
-	unsigned char req[7];
+	unsigned char req[8];
 	ssize_t n = recv(fd, req, sizeof req, MSG_DONTWAIT);
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR;
@@ -644,9 +647,36 @@ static void format_int(char *buf, int v)
 	*buf = '\0';
 }
 
+/* CAP_CHECKPOINT_RESTORE kept across the exec of diehard-init (as an
+ * ambient capability), for writes to ns_last_pid: the kernel asks for it in
+ * the pid namespace's user namespace at each write. Unprivileged, the init
+ * holds every capability there (it made the namespace) but is not uid 0 in
+ * it, so its exec would drop them all. Best effort: without it (before
+ * Linux 5.9) pids are not aligned, said by diehard. Only that capability:
+ * the init needs no other after its exec. */
+static void keep_checkpoint_cap(void)
+{
+#ifndef CAP_CHECKPOINT_RESTORE
+#define CAP_CHECKPOINT_RESTORE 40
+#endif
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct d[2];
+	if (syscall(SYS_capget, &h, d) != 0)
+		return;
+	unsigned word = CAP_CHECKPOINT_RESTORE / 32, bit = 1u << (CAP_CHECKPOINT_RESTORE % 32);
+	if (!(d[word].permitted & bit))
+		return;
+	d[word].inheritable |= bit;
+	if (syscall(SYS_capset, &h, d) != 0)
+		return;
+	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_CHECKPOINT_RESTORE, 0, 0);
+}
+
 _Noreturn void sandbox_init_exec(const char *init_path, pid_t prog, int status_fd, int net_fd, int gate_fd,
 				 int last_pid_fd)
 {
+	if (last_pid_fd >= 0)
+		keep_checkpoint_cap();
 	extern char **environ;
 	char p[16], f[16], c[16], g[16], l[16];
 	format_int(p, (int)prog);

@@ -504,16 +504,25 @@ static void test_real_init(void)
 	CHECK(factory_last_pid(F, 56789, &last) == 0 && last == 56789, "real init: the last pid written (56789)");
 	CHECK(factory_last_pid(F, -1, &last) == 0 && last == 56789, "real init: and read back");
 	CHECK(factory_last_pid(F, (long)INT32_MAX + 1, &last) == EINVAL, "real init: past INT32_MAX refused here");
-	unsigned char bad_ops[][6] = { { 'P', 2, 0, 0, 0, 0 }, { 'P', 1, 0xff, 0xff, 0xff, 0xff }, { 'P', 0, 1, 0, 0, 0 } };
-	size_t bad_len[] = { 2, 6, 3 };
-	for (size_t i = 0; i < 3; i++) {
+	unsigned char bad_ops[][7] = { { 'P', 2, 9, 0, 0, 0, 0 }, { 'P', 1, 9, 0xff, 0xff, 0xff, 0xff },
+				       { 'P', 0, 9, 1, 0, 0, 0 }, { 'P', 0, 0, 0, 0, 0, 0 } };
+	size_t bad_len[] = { 3, 7, 4, 2 };
+	for (size_t i = 0; i < 4; i++) {
 		unsigned char ans[8];
 		ssize_t n = send(ch[0], bad_ops[i], bad_len[i], MSG_NOSIGNAL) == (ssize_t)bad_len[i]
 				    ? recv(ch[0], ans, sizeof ans, 0)
 				    : -1;
-		CHECK(n == 5 && ans[0] == EINVAL, "real init: malformed last pid request %zu refused (EINVAL)", i);
+		CHECK(n == 6 && ans[0] == EINVAL, "real init: malformed last pid request %zu refused (EINVAL)", i);
 	}
-	CHECK(factory_last_pid(F, -1, &last) == 0 && last == 56789, "real init: the last pid unchanged by them");
+	/* A late answer (a request nobody waits for any more) is told from
+	 * the one awaited by its tag. */
+	unsigned char stale[3] = { 'P', 0, 200 };
+	CHECK(send(ch[0], stale, sizeof stale, MSG_NOSIGNAL) == 3, "real init: a request whose answer goes unread");
+	struct timespec pause = { 0, 50000000 };
+	nanosleep(&pause, NULL);
+	int lerr = factory_last_pid(F, 4321, &last);
+	CHECK(lerr == 0 && last == 4321, "real init: the next answer is its own, not the late one (%d, %d)", lerr, (int)last);
+	CHECK(factory_last_pid(F, -1, &last) == 0 && last == 4321, "real init: read back after them");
 	int after = factory_take(F, AF_INET);
 	CHECK(after >= 0, "real init: sockets still come after them");
 	if (after >= 0)
