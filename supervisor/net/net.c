@@ -445,6 +445,24 @@ static void align_pids(struct net *N, unsigned i)
 	N->said_pids = true;
 }
 
+/* Where a fresh server in slot i must listen before it joins: where the
+ * voters listen; with none left, where diehard does. */
+static uint64_t fresh_wants(const struct net *N, unsigned i)
+{
+	const struct sup *S = N->S;
+	uint64_t want = 0;
+	bool voters = false;
+	for (unsigned j = 0; j < S->nslots; j++)
+		if (j != i && N->slot[j].present && S->r[j].live) {
+			want |= N->slot[j].listens;
+			voters = true;
+		}
+	for (unsigned l = 0; l < N->nl && !voters; l++)
+		if (N->L[l]->fd >= 0)
+			want |= 1ull << l;
+	return want;
+}
+
 /* Slot i, a fresh server (a replacement with no connection log to replay:
  * --stateless), joins the vote at a quiet point: it listens where every
  * voter does and its clocks read now (net_clocks_settled), no connection
@@ -463,17 +481,7 @@ static void fresh_join(struct net *N, unsigned i)
 	if (!ns->present || !ns->fresh || ns->clocks_behind || !r->joining || r->exited || N->stopping ||
 	    S->stopping || S->stop_ev != NULL)
 		return;
-	/* Where the voters listen; with none left, where diehard does. */
-	uint64_t want = 0;
-	bool voters = false;
-	for (unsigned j = 0; j < S->nslots; j++)
-		if (j != i && N->slot[j].present && S->r[j].live) {
-			want |= N->slot[j].listens;
-			voters = true;
-		}
-	for (unsigned l = 0; l < N->nl && !voters; l++)
-		if (N->L[l]->fd >= 0)
-			want |= 1ull << l;
+	uint64_t want = fresh_wants(N, i);
 	if (want == 0 || (ns->listens & want) != want || N->conns != NULL)
 		return;
 	size_t at[NSTREAMS];
@@ -518,10 +526,7 @@ static void fresh_stragglers(struct net *N, double now)
 		struct replica *r = &S->r[i];
 		if (!ns->present || !ns->fresh || !r->joining || now - S->t_start - r->spawn_time < limit)
 			continue;
-		uint64_t want = 0;
-		for (unsigned j = 0; j < S->nslots; j++)
-			if (j != i && N->slot[j].present && S->r[j].live)
-				want |= N->slot[j].listens;
+		uint64_t want = fresh_wants(N, i);
 		if (want != 0 && (ns->listens & want) == want)
 			continue;
 		char why[160];
