@@ -410,140 +410,6 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 }
 
 
-/* The next thread or process fresh server i makes gets the pid its
- * siblings' next one will get: a thread per connection (or a process:
- * sshd, PostgreSQL) is numbered as theirs, and take.c matches a server's
- * clock reads per thread number. Best effort: without the voters' last
- * pid, or the right to set the joiner's, pids come as they come (said
- * once). */
-static void align_pids(struct net *N, unsigned i)
-{
-	struct sup *S = N->S;
-	pid_t want = -1;
-	int err = ENOENT;
-	for (unsigned j = 0; j < S->nslots; j++) {
-		pid_t v;
-		if (j == i || !N->slot[j].present || !S->r[j].live || N->slot[j].F == NULL || N->slot[j].unanswered)
-			continue;
-		if ((err = factory_last_pid(N->slot[j].F, -1, &v)) == 0 && v > want)
-			want = v;
-		if (err == ETIMEDOUT)
-			N->slot[j].unanswered = true; /* never asked again: net_tick kills it */
-	}
-	pid_t got = 0;
-	if (want >= 0 && N->slot[i].F != NULL && !N->slot[i].unanswered &&
-	    (err = factory_last_pid(N->slot[i].F, want, &got)) == 0)
-		return;
-	if (err == ETIMEDOUT)
-		N->slot[i].unanswered = true;
-	if (want < 0 && err == ENOENT && !N->said_pids)
-		return; /* no voter left to align with: nothing to say */
-	if (!N->said_pids)
-		log_event("replica %u's pids not aligned with its siblings' (%s): a server that starts a thread or "
-			  "process per connection may read other clocks (said once)",
-			  S->r[i].id, strerror(err));
-	N->said_pids = true;
-}
-
-/* Where a fresh server in slot i must listen before it joins: where the
- * voters listen; with none left, where diehard does. */
-static uint64_t fresh_wants(const struct net *N, unsigned i)
-{
-	const struct sup *S = N->S;
-	uint64_t want = 0;
-	bool voters = false;
-	for (unsigned j = 0; j < S->nslots; j++)
-		if (j != i && N->slot[j].present && S->r[j].live) {
-			want |= N->slot[j].listens;
-			voters = true;
-		}
-	for (unsigned l = 0; l < N->nl && !voters; l++)
-		if (N->L[l]->fd >= 0)
-			want |= 1ull << l;
-	return want;
-}
-
-/* Slot i, a fresh server (a replacement with no connection log to replay:
- * --stateless), joins the vote at a quiet point: it listens where every
- * voter does and its clocks read now (net_clocks_settled), no connection
- * is open (a client's it did not take would end in log lines it never
- * writes; an outbound one of the voters' is not its own), and the voters'
- * output stands at one point, agreed (output_quiet_point). There its
- * streams go on from that point, its calls, outbound connects and flows
- * are numbered from the voters' front, its pids from theirs, and new
- * connections reach it. Its start-up output was checked against the run's
- * start as it came. */
-static void fresh_join(struct net *N, unsigned i)
-{
-	struct sup *S = N->S;
-	struct nslot *ns = &N->slot[i];
-	struct replica *r = &S->r[i];
-	if (!ns->present || !ns->fresh || ns->clocks_behind || !r->joining || r->exited || N->stopping ||
-	    S->stopping || S->stop_ev != NULL)
-		return;
-	uint64_t want = fresh_wants(N, i);
-	if (want == 0 || (ns->listens & want) != want || N->conns != NULL)
-		return;
-	size_t at[NSTREAMS];
-	if (!output_quiet_point(S, r, at) || !r->joining || !ns->present)
-		return;
-	output_rebase(S, r, at);
-	align_pids(N, i);
-	outbound_slot_front(N, i);
-	dgram_slot_front(N, i);
-	ns->fresh = false;
-	ns->ready = true;
-	r->fresh = false;
-	r->joining = false;
-	r->live = true;
-	r->behind_since = 0;
-	virt_calls_now(S->virt, i);
-	double t = sup_now() - S->t_start;
-	log_event("replica %u joins as a fresh server %.3f s after its start (stdout at byte %zu, stderr at byte %zu): "
-		  "it votes",
-		  r->id, t - r->spawn_time, at[0], at[1]);
-	report_caught_up(S->report, r->id, t, t - r->spawn_time, 0, at[0], at[1]);
-	sup_degraded_tick(S);
-}
-
-static void fresh_joins(struct net *N)
-{
-	for (unsigned i = 0; i < N->S->nslots; i++)
-		if (N->slot[i].fresh)
-			fresh_join(N, i);
-}
-
-/* A fresh server that does not listen where the voters do --timeout after
- * its start (hung in its start-up) is a straggler: its slot is for one
- * that will. Waiting for a quiet point once it listens is not bounded: it
- * says so (joining), and the service goes on meanwhile. */
-static void fresh_stragglers(struct net *N, double now)
-{
-	struct sup *S = N->S;
-	double limit = S->o->straggler_ms / 1000.0;
-	for (unsigned i = 0; i < S->nslots; i++) {
-		struct nslot *ns = &N->slot[i];
-		struct replica *r = &S->r[i];
-		if (!ns->present || !ns->fresh || !r->joining || now - S->t_start - r->spawn_time < limit)
-			continue;
-		uint64_t want = fresh_wants(N, i);
-		if (want != 0 && (ns->listens & want) == want)
-			continue;
-		char why[160];
-		snprintf(why, sizeof why, "straggler: a fresh server that does not listen where the others do %.1f s after "
-					  "its start",
-			 limit);
-		net_kill(N, i, why);
-	}
-}
-
-static void on_fresh(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	fresh_joins(arg);
-}
-
 void net_conn_closed(struct net *N)
 {
 	N->nconns--;
@@ -551,11 +417,7 @@ void net_conn_closed(struct net *N)
 	/* The quiet point a fresh server waits for comes between two
 	 * connections: looked for at once, outside the connection's own
 	 * handling. */
-	for (unsigned i = 0; i < N->S->nslots; i++)
-		if (N->slot[i].fresh) {
-			event_active(N->fresh_ev, EV_TIMEOUT, 0);
-			break;
-		}
+	fresh_closed(N);
 }
 
 void net_kill(struct net *N, unsigned i, const char *why)
@@ -617,7 +479,7 @@ struct net *net_new(struct sup *S)
 	rlim_t max = limit / 4 * 3 / per;
 	N->max_conns = max < 1 ? 1 : max > 1000000 ? 1000000 : (unsigned)max;
 	N->resume_ev = evtimer_new(S->base, on_resume, N);
-	N->fresh_ev = event_new(S->base, -1, 0, on_fresh, N);
+	N->fresh_ev = fresh_event(N);
 	if (N->resume_ev == NULL || N->fresh_ev == NULL)
 		fatal(EXIT_INTERNAL, "cannot create the proxy's events");
 	if (S->o->respawns > 0 && S->o->conn_log > 0 && !S->o->stateless)
@@ -815,8 +677,7 @@ void net_tick(struct net *N)
 		if (ns->present && ns->clocks_behind && !ns->replaying && ns->listens != 0)
 			(void)net_clocks_settled(N, i);
 	}
-	fresh_stragglers(N, t);
-	fresh_joins(N);
+	fresh_tick(N, t);
 }
 
 void net_stop(struct net *N)

@@ -127,6 +127,13 @@ void net_kill(struct net *N, unsigned i, const char *why);
  * that on each call; true once done, or never behind). */
 bool net_clocks_settled(struct net *N, unsigned i);
 
+/* fresh.c: fresh servers. fresh_event: the event fresh_closed makes
+ * active (a connection closed: a quiet point, maybe); fresh_tick: the
+ * tick's joins and stragglers. */
+struct event *fresh_event(struct net *N);
+void fresh_closed(struct net *N);
+void fresh_tick(struct net *N, double now);
+
 /* conn.c */
 void conn_open(struct net *N, struct listener *l, int cfd, const struct sockaddr_storage *client);
 /* An outbound connection: cfd the real peer's socket (connected), dest
