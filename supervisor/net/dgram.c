@@ -89,7 +89,10 @@ bool dg_eligible(const struct dgram *G, unsigned slot)
 {
 	const struct sup *S = dg_sup(G);
 	const struct nslot *ns = &G->N->slot[slot];
-	return S->r[slot].live && !S->r[slot].joining && ns->present && ns->ready;
+	/* A voter whose start the proxy has not heard of yet (its init's
+	 * channel read after a sibling's program already sent) will be one:
+	 * left out, a flow's decisions would wait for fewer than voted. */
+	return S->r[slot].live && !S->r[slot].joining && (!ns->present || ns->ready);
 }
 
 /* d's counters into its report entry (on the tick and at the end: the
@@ -824,7 +827,7 @@ int dgram_unix(struct net *N, unsigned slot, uint64_t gen, uint64_t id, int sock
 
 /* ---- slots, the tick ---- */
 
-static void slot_clear(struct dgram *G, unsigned slot)
+static void slot_clear(struct dgram *G, unsigned slot, bool keep)
 {
 	for (size_t i = 0; i < G->ndest; i++) {
 		struct ddest *d = G->dest[i];
@@ -846,6 +849,8 @@ static void slot_clear(struct dgram *G, unsigned slot)
 			struct dside *s = &f->side[slot];
 			dg_close(&s->sock);
 			dg_own_close(s);
+			if (keep)
+				continue; /* what it sent still votes */
 			for (size_t j = 0; j < s->npend; j++)
 				free(s->pend[j].p);
 			free(s->pend);
@@ -871,7 +876,7 @@ static void slot_clear(struct dgram *G, unsigned slot)
 void dgram_slot_started(struct net *N, unsigned slot)
 {
 	if (N->dgram != NULL)
-		slot_clear(N->dgram, slot);
+		slot_clear(N->dgram, slot, false);
 }
 
 void dgram_slot_front(struct net *N, unsigned slot)
@@ -891,7 +896,15 @@ void dgram_slot_gone(struct net *N, unsigned slot)
 	struct dgram *G = N->dgram;
 	if (G == NULL)
 		return;
-	slot_clear(G, slot);
+	/* A replica that ended by itself, still a voter: the datagrams it sent
+	 * vote as its output does, those still in its sockets read first
+	 * (under load it may exit before diehard read what it sent, and its
+	 * siblings' then lacked a quorum: dropped). */
+	bool keep = N->S->r[slot].live;
+	for (size_t i = 0; keep && i < G->ndest; i++)
+		for (int rounds = 0; rounds < 64 && G->dest[i]->ns[slot].fd >= 0; rounds++)
+			on_ns(G->dest[i]->ns[slot].fd, EV_READ, &G->dest[i]->ns[slot]);
+	slot_clear(G, slot, keep);
 	/* Fewer voters: a quorum may be there now. */
 	for (size_t i = 0; i < G->ndest; i++)
 		for (size_t k = 0; k < G->dest[i]->nflow; k++)
@@ -980,7 +993,7 @@ void dgram_free(struct dgram *G)
 	struct sup *S = dg_sup(G);
 	reports(G);
 	for (unsigned i = 0; i < S->nslots; i++)
-		slot_clear(G, i);
+		slot_clear(G, i, false);
 	for (size_t i = 0; i < G->nsrv; i++) {
 		struct dsrv *v = G->srv[i];
 		while (v->sessions != NULL)
