@@ -763,3 +763,8 @@ bool net_joined(const struct net *N, unsigned i)
 {
 	return N == NULL || N->slot[i].ready;
 }
+
+bool net_takes_clients(const struct net *N, unsigned i)
+{
+	return N == NULL || !N->slot[i].present || (N->slot[i].ready && !N->slot[i].clocks_behind);
+}

@@ -84,5 +84,10 @@ bool net_replayable(const struct net *N, char *why, size_t size);
 /* replace.c: slot i's process is a replacement catching up: it serves the
  * connection log before it takes new connections. */
 bool net_joined(const struct net *N, unsigned i);
+/* Whether slot i's replica takes new client connections (a replacement
+ * still replaying the connection log, or whose clocks still replay the
+ * past, or a fresh server waiting for its quiet point, does not): what
+ * diehard status calls joining, from the service's side. */
+bool net_takes_clients(const struct net *N, unsigned i);
 
 #endif

@@ -24,7 +24,14 @@ static void *must(void *p)
 	return p;
 }
 
-static Diehard__ReplicaStatus *replica_status_of(const struct replica *r, double now)
+/* A replica still joining: catching up on the output, or in the vote but
+ * not yet taking clients (replaying connections, its clocks settling). */
+static bool joining(const struct sup *S, const struct replica *r)
+{
+	return r->joining || (r->live && !r->exited && !net_takes_clients(S->net, r->index));
+}
+
+static Diehard__ReplicaStatus *replica_status_of(const struct sup *S, const struct replica *r, double now)
 {
 	Diehard__ReplicaStatus *m = must(malloc(sizeof *m));
 	diehard__replica_status__init(m);
@@ -55,7 +62,7 @@ static Diehard__ReplicaStatus *replica_status_of(const struct replica *r, double
 		m->why.data = (uint8_t *)must(strdup(r->why));
 	} else if (r->exited) {
 		m->state = DIEHARD__REPLICA_STATUS__STATE__EXITED;
-	} else if (r->joining) {
+	} else if (joining(S, r)) {
 		m->state = DIEHARD__REPLICA_STATUS__STATE__JOINING;
 	} else {
 		m->state = DIEHARD__REPLICA_STATUS__STATE__RUNNING;
@@ -88,7 +95,7 @@ Diehard__RunStatus *status_build(struct sup *S)
 					: DIEHARD__RUN_STATUS__VOTE__VOTING;
 	st->min_voters = sup_min_voters(S);
 	for (unsigned i = 0; i < S->nslots; i++)
-		st->joining += S->r[i].joining;
+		st->joining += joining(S, &S->r[i]);
 	char why[160];
 	const char *refused = S->refused[0] != '\0' ? S->refused : !replace_replayable(S, why, sizeof why) ? why : NULL;
 	if (refused != NULL) {
@@ -122,7 +129,7 @@ Diehard__RunStatus *status_build(struct sup *S)
 	st->replicas = must(calloc(S->nslots ? S->nslots : 1, sizeof *st->replicas));
 	for (unsigned i = 0; i < S->nslots; i++)
 		if (S->r[i].used)
-			st->replicas[st->n_replicas++] = replica_status_of(&S->r[i], now);
+			st->replicas[st->n_replicas++] = replica_status_of(S, &S->r[i], now);
 	return st;
 }
 
