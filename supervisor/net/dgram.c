@@ -92,7 +92,7 @@ bool dg_eligible(const struct dgram *G, unsigned slot)
 	/* A voter whose start the proxy has not heard of yet (its init's
 	 * channel read after a sibling's program already sent) will be one:
 	 * left out, a flow's decisions would wait for fewer than voted. */
-	return S->r[slot].live && !S->r[slot].joining && (!ns->present || ns->ready);
+	return S->r[slot].live && !S->r[slot].joining && !S->r[slot].exited && (!ns->present || ns->ready);
 }
 
 /* d's counters into its report entry (on the tick and at the end: the
@@ -300,6 +300,75 @@ static bool real_socket(struct dgram *G, struct dflow *f)
 	return true;
 }
 
+/* Decided datagrams a flow holds while its peer has no room: a unix
+ * datagram socket's queue is short (net.unix.max_dgram_qlen, 10 here),
+ * and the program's own blocking send would have waited for it. */
+#define OUTQ_MAX PENDING_MAX
+
+static void outq_pop(struct dflow *f)
+{
+	free(f->outq[0].p);
+	memmove(f->outq, f->outq + 1, (f->noutq - 1) * sizeof *f->outq);
+	f->noutq--;
+}
+
+/* Sends what the queue holds, in order, while the peer takes it. */
+static void outq_flush(struct dflow *f)
+{
+	while (f->noutq > 0) {
+		struct blob *b = &f->outq[0];
+		if (send(f->real, b->p, b->n, MSG_DONTWAIT) >= 0) {
+			f->d->sent += b->n;
+		} else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS || errno == EINTR) {
+			if (event_add(f->wev, NULL) != 0)
+				fatal(EXIT_INTERNAL, "cannot watch a datagram socket");
+			return;
+		} else {
+			f->d->dropped++; /* the peer refuses it (gone, too large): as a send would */
+		}
+		outq_pop(f);
+	}
+	if (f->wev != NULL)
+		event_del(f->wev);
+}
+
+static void on_room(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	outq_flush(arg);
+}
+
+/* Sends decided datagram b to f's destination, or queues it behind those
+ * waiting for room (dropped and counted past OUTQ_MAX). */
+static void flow_send(struct dgram *G, struct dflow *f, const struct blob *b)
+{
+	if (!real_socket(G, f))
+		return;
+	if (f->noutq == 0) {
+		if (send(f->real, b->p, b->n, MSG_DONTWAIT) >= 0) {
+			f->d->sent += b->n;
+			return;
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS && errno != EINTR) {
+			f->d->dropped++;
+			return;
+		}
+	}
+	if (f->noutq == OUTQ_MAX) {
+		f->d->dropped++;
+		log_event("flow %llu to %s: %d datagrams wait for room at the destination: one dropped",
+			  (unsigned long long)f->n + 1, f->d->name, OUTQ_MAX);
+		return;
+	}
+	if (f->wev == NULL && (f->wev = event_new(dg_sup(G)->base, f->real, EV_WRITE, on_room, f)) == NULL)
+		fatal(EXIT_INTERNAL, "cannot watch a datagram socket");
+	f->outq = dg_must(realloc(f->outq, (f->noutq + 1) * sizeof *f->outq));
+	f->outq[f->noutq++] = dg_blob(b->p, b->n);
+	if (f->noutq == 1 && event_add(f->wev, NULL) != 0)
+		fatal(EXIT_INTERNAL, "cannot watch a datagram socket");
+}
+
 /* Decides f's next datagrams while it can. */
 static void decide(struct dgram *G, struct dflow *f)
 {
@@ -336,12 +405,13 @@ static void decide(struct dgram *G, struct dflow *f)
 			/* Taken over from the pick's queue: kept for laggers. */
 			b = f->side[pick].pend[0];
 			f->side[pick].pend[0].p = NULL;
-			bool out = f->srv != NULL ? f->srv->fd >= 0 && sendto(f->srv->fd, b.p, b.n, MSG_DONTWAIT,
-									      (const struct sockaddr *)&f->client,
-									      f->clen) >= 0
-						  : real_socket(G, f) && send(f->real, b.p, b.n, MSG_DONTWAIT) >= 0;
-			if (out)
-				f->d->sent += b.n;
+			if (f->srv != NULL) {
+				if (f->srv->fd >= 0 && sendto(f->srv->fd, b.p, b.n, MSG_DONTWAIT,
+							      (const struct sockaddr *)&f->client, f->clen) >= 0)
+					f->d->sent += b.n;
+			} else {
+				flow_send(G, f, &b);
+			}
 			sup_committed_by(S, agreeing, b.n);
 		} else if (have < alive) {
 			return; /* the rest may still make a quorum */
@@ -552,6 +622,11 @@ void dg_flow_free(struct dgram *G, struct dflow *f)
 		free(f->ans[k].b.p);
 	if (f->ev != NULL)
 		event_free(f->ev);
+	if (f->wev != NULL)
+		event_free(f->wev);
+	for (size_t k = 0; k < f->noutq; k++)
+		free(f->outq[k].p);
+	free(f->outq);
 	dg_close(&f->real);
 	free(f->side);
 	free(f->dec);
@@ -568,7 +643,7 @@ static void sweep(struct dgram *G, double idle)
 	for (size_t i = 0; i < G->ndest; i++) {
 		struct ddest *d = G->dest[i];
 		for (size_t k = 0; k < d->nflow; k++)
-			if (d->flow[k] != NULL && t - d->flow[k]->last >= idle) {
+			if (d->flow[k] != NULL && t - d->flow[k]->last >= idle && d->flow[k]->noutq == 0) {
 				dg_flow_free(G, d->flow[k]);
 				d->flow[k] = NULL;
 			}
@@ -901,9 +976,18 @@ void dgram_slot_gone(struct net *N, unsigned slot)
 	 * (under load it may exit before diehard read what it sent, and its
 	 * siblings' then lacked a quorum: dropped). */
 	bool keep = N->S->r[slot].live;
-	for (size_t i = 0; keep && i < G->ndest; i++)
-		for (int rounds = 0; rounds < 64 && G->dest[i]->ns[slot].fd >= 0; rounds++)
-			on_ns(G->dest[i]->ns[slot].fd, EV_READ, &G->dest[i]->ns[slot]);
+	for (size_t i = 0; keep && i < G->ndest; i++) {
+		struct ddest *d = G->dest[i];
+		for (int rounds = 0; rounds < 64 && d->ns[slot].fd >= 0; rounds++)
+			on_ns(d->ns[slot].fd, EV_READ, &d->ns[slot]);
+		/* A unix flow's: the socket of ours its own is connected to. */
+		for (size_t k = 0; k < d->nflow; k++)
+			for (int rounds = 0; rounds < 64 && d->flow[k] != NULL && d->flow[k]->side[slot].own >= 0 &&
+					     d->flow[k]->side[slot].own_ev != NULL;
+			     rounds++)
+				dg_on_own(d->flow[k]->side[slot].own, EV_READ,
+					  event_get_callback_arg(d->flow[k]->side[slot].own_ev));
+	}
 	slot_clear(G, slot, keep);
 	/* Fewer voters: a quorum may be there now. */
 	for (size_t i = 0; i < G->ndest; i++)
@@ -991,6 +1075,26 @@ void dgram_free(struct dgram *G)
 	if (G == NULL)
 		return;
 	struct sup *S = dg_sup(G);
+	/* What waits for room at a destination goes out now, as the
+	 * program's blocking send would have: until one waits a second. */
+	for (size_t i = 0; i < G->ndest; i++)
+		for (size_t k = 0; k < G->dest[i]->nflow; k++) {
+			struct dflow *f = G->dest[i]->flow[k];
+			if (f == NULL || f->noutq == 0)
+				continue;
+			struct timeval sec = { 1, 0 };
+			int fl = fcntl(f->real, F_GETFL);
+			if (fl >= 0 && fcntl(f->real, F_SETFL, fl & ~O_NONBLOCK) == 0 &&
+			    setsockopt(f->real, SOL_SOCKET, SO_SNDTIMEO, &sec, sizeof sec) == 0)
+				while (f->noutq > 0) {
+					struct blob *b = &f->outq[0];
+					if (send(f->real, b->p, b->n, 0) < 0)
+						break; /* no room within the second: the rest are dropped */
+					f->d->sent += b->n;
+					outq_pop(f);
+				}
+			f->d->dropped += f->noutq;
+		}
 	reports(G);
 	for (unsigned i = 0; i < S->nslots; i++)
 		slot_clear(G, i, false);

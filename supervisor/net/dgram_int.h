@@ -79,6 +79,9 @@ struct dflow {
 	size_t ndec;
 	int real;                /* diehard's socket to the destination (-1) */
 	struct event *ev;
+	struct blob *outq;       /* decided, waiting for room in real (a unix peer's queue full) */
+	size_t noutq;
+	struct event *wev;       /* real writable: the queue goes on */
 	struct answer *ans;
 	size_t nans, ans_base;   /* answers before ans_base freed */
 	double last;

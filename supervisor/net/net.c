@@ -766,5 +766,11 @@ bool net_joined(const struct net *N, unsigned i)
 
 bool net_takes_clients(const struct net *N, unsigned i)
 {
-	return N == NULL || !N->slot[i].present || (N->slot[i].ready && !N->slot[i].clocks_behind);
+	if (N == NULL || !N->slot[i].present || N->nl == 0)
+		return true;
+	/* A fresh server waits to listen, and to join; any other replica
+	 * that does not listen takes no client to begin with. */
+	if (N->slot[i].listens == 0 && !N->slot[i].fresh)
+		return true;
+	return N->slot[i].ready && !N->slot[i].clocks_behind && !N->slot[i].fresh;
 }

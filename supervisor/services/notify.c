@@ -573,7 +573,10 @@ static void on_ping(evutil_socket_t fd, short what, void *arg)
 	/* Degraded with no way back (no replica can be replaced any more):
 	 * the manager's restart brings k replicas again. */
 	char why[160];
-	bool stuck = sup_state(S) != SUP_VOTING && !replace_replayable(S, why, sizeof why);
+	bool joining = false;
+	for (unsigned i = 0; i < S->nslots; i++)
+		joining |= S->r[i].joining;
+	bool stuck = sup_state(S) != SUP_VOTING && !joining && !replace_replayable(S, why, sizeof why);
 	if (healthy >= quorum && healthy > 0 && !stuck)
 		sdnotify_send("WATCHDOG=1");
 	else if (stuck)

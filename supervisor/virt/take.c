@@ -534,7 +534,12 @@ bool take_frozen(struct virt *V, const struct seccomp_notif *req, uint32_t key, 
 	if (!V->frozen || unit < 0)
 		return false;
 	if (sup_now() >= V->frozen_until) {
+		/* Time goes on from the front: a replica that was behind its
+		 * siblings' reads would otherwise follow older entries, earlier
+		 * than the frozen time. */
 		V->frozen = false;
+		for (unsigned i = 0; i < V->S->nslots; i++)
+			virt_clocks_now(V, i);
 		return false;
 	}
 	real(req, v);

@@ -75,17 +75,32 @@ setup() {
 	exec 9>&-
 }
 
+# The container's cgroups removed, whatever is left in them killed first
+# (a container whose nspawn died keeps running, reparented): 1 when
+# something survives.
 cg_clean() {
-	local h d
+	local h d i pids left=0
 	for h in unified systemd; do
 		d=/sys/fs/cgroup/$h/dh-nspawn-$1
 		[[ -d $d ]] || continue
+		for i in $(seq 50); do
+			pids=$(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null)
+			[[ -z $pids ]] && break
+			if [[ -e $d/cgroup.kill ]]; then
+				echo 1 >"$d/cgroup.kill" 2>/dev/null || true
+			else
+				kill -KILL $pids 2>/dev/null || true
+			fi
+			sleep 0.1
+		done
 		if [[ -n $(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null) ]]; then
-			say "processes left in $d"
+			say "processes left in $d after SIGKILL"
+			left=1
 			continue
 		fi
 		find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
 	done
+	return $left
 }
 
 alive() { [[ -f $RUN/$1/nspawn.pid ]] && kill -0 "$(cat "$RUN/$1/nspawn.pid")" 2>/dev/null; }
@@ -145,8 +160,10 @@ stop() {
 			sleep 1
 		fi
 	fi
-	cg_clean "$name"
+	local ok=0
+	cg_clean "$name" || ok=1
 	rm -rf "${RUN:?}/$name"
+	return $ok
 }
 
 if [[ ${1:-} =~ ^(boot|exec|stop)$ && ! ${2:-} =~ ^[A-Za-z0-9][A-Za-z0-9-]{0,40}$ ]]; then
