@@ -373,6 +373,38 @@ print("own", own.accept()[0] is not None)
 		fail "not one line about the descriptor:" "$(cat "$T/err2")"
 }
 
+@test "unix datagrams to a slow log socket (a short queue, a reader that takes a millisecond each): 600 lines arrive once each, in order, none dropped" {
+	cat >"$T/slowsrv.py" <<'PY'
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+open(sys.argv[1] + ".ready", "w").close()
+with open(sys.argv[2], "a") as f:
+    while True:
+        d = s.recv(65536)
+        f.write(d.decode(errors="replace") + "\n")
+        f.flush()
+        time.sleep(0.001)
+PY
+	python3 "$T/slowsrv.py" "$T/slow.sock" "$T/slow.txt" &
+	BG+=($!)
+	wait_until 10 test -e "$T/slow.sock.ready" || fail "the log socket's server did not start"
+	SUP_TIMEOUT=120 sup -k 3 -r "$T/r.json" -- python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.connect(sys.argv[1])
+for i in range(600):
+    s.send(b"line %d" % i)
+print("sent")' "$T/slow.sock" >"$T/out" 2>"$T/err" || fail "exit $?" "$(cat "$T/err")"
+	wait_until 30 eval '[[ $(wc -l <"$T/slow.txt") -ge 600 ]]' || fail "$(wc -l <"$T/slow.txt") of 600 lines arrived"
+	python3 - "$T/slow.txt" <<'PY' || fail "the lines are not 0..599 once each in order:" "$(head -n 5 "$T/slow.txt")"
+import sys
+lines = open(sys.argv[1]).read().split("\n")[:-1]
+sys.exit(0 if lines == ["line %d" % i for i in range(600)] else 1)
+PY
+	jq -e '.datagrams[0].dropped == 0' "$T/r.json" >/dev/null || fail "dropped:" "$(jq -c .datagrams "$T/r.json")"
+}
+
 @test "unix datagram sockets by path: logger's line and a program's five reach a log socket outside once each" {
 	require_cmd logger
 	cat >"$T/logsrv.py" <<'PY'
