@@ -261,7 +261,9 @@ stop() {
 	cp "$T/tid_server.py" "$T/ask.py" "$d/"
 	chmod 0644 "$d"/*.py
 	port=$(free_port)
-	as_nobody "$DIEHARD" -v --control "$d/nb.ctl" --report "$d/nb.json" -k 3 --stateless -- \
+	# setpriv itself in the background (not the as_nobody function, whose
+	# subshell would be $!): it execs diehard, so $! is diehard's pid.
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$DIEHARD" -v --control "$d/nb.ctl" --report "$d/nb.json" -k 3 --stateless -- \
 		python3 "$d/tid_server.py" "$port" >"$d/nb.out" 2>"$d/nb.err" 3>&- &
 	DH=$!
 	BG+=("$DH")
