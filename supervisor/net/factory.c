@@ -147,61 +147,84 @@ static int wait_reply(int fd, bool *hup)
 	}
 }
 
-/* One round trip: count sockets of family and type into P. 0, or an
- * errno. */
-static int refill(struct factory *F, int family, int type, struct pool *P)
+/* A request (len bytes) sent, whatever waited before it thrown away: 0,
+ * or an errno (EPIPE: the init is gone; ETIMEDOUT: its queue is full of
+ * requests, it has not read for a while). */
+static int send_request(struct factory *F, const unsigned char *req, size_t len)
 {
 	if (F->fd < 0)
 		return EPIPE;
 	drain(F);
-	unsigned char req[2] = {
-		(unsigned char)((family == AF_INET ? 4 : family == AF_INET6 ? 6 : 1) | (type == SOCK_DGRAM ? FACTORY_UDP : 0)),
-		FACTORY_BATCH
-	};
 	ssize_t sent;
 	do
-		sent = send(F->fd, req, sizeof req, MSG_NOSIGNAL | MSG_DONTWAIT);
+		sent = send(F->fd, req, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 	while (sent < 0 && errno == EINTR);
-	if (sent != (ssize_t)sizeof req) {
-		int err = sent < 0 ? errno : EPROTO;
-		if (err == EPIPE || err == ECONNRESET || err == ENOTCONN) {
-			channel_lost(F);
-			return EPIPE;
-		}
-		/* Its queue is full of requests: it has not read for a while. */
-		return err == EAGAIN ? ETIMEDOUT : err;
+	if (sent == (ssize_t)len)
+		return 0;
+	int err = sent < 0 ? errno : EPROTO;
+	if (err == EPIPE || err == ECONNRESET || err == ENOTCONN) {
+		channel_lost(F);
+		return EPIPE;
 	}
+	return err == EAGAIN ? ETIMEDOUT : err;
+}
+
+/* One answer read, within REPLY_MS: its bytes into reply (*n; a longer one
+ * is MSG_TRUNC in *flags), its descriptors into fds (*got, the first
+ * FACTORY_BATCH; more are closed, MSG_CTRUNC). 0, or an errno (EPIPE: the
+ * init closed its end with nothing more to read). */
+static int read_answer(struct factory *F, unsigned char *reply, size_t size, ssize_t *n, int *fds, unsigned *got,
+		       int *flags)
+{
 	bool hup = false;
 	int err = wait_reply(F->fd, &hup);
 	if (err == EPIPE)
 		channel_lost(F);
 	if (err != 0)
 		return err;
-	/* Room for one byte more than the answer's, and for the batch's
-	 * descriptors exactly: a longer message is MSG_TRUNC, more
-	 * descriptors MSG_CTRUNC. */
-	unsigned char reply[2];
-	struct iovec iov = { reply, sizeof reply };
+	struct iovec iov = { reply, size };
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(FACTORY_BATCH * sizeof(int))];
 	} ctl;
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
 			      .msg_controllen = sizeof ctl.buf };
-	ssize_t n;
 	do
-		n = recvmsg(F->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
+		*n = recvmsg(F->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	while (*n < 0 && errno == EINTR);
+	if (*n < 0)
 		return errno == EAGAIN ? ETIMEDOUT : errno;
-	int fds[FACTORY_BATCH];
-	unsigned got = take_fds(&msg, fds, FACTORY_BATCH);
-	if (n == 0 && got == 0 && hup) {
+	*got = take_fds(&msg, fds, FACTORY_BATCH);
+	*flags = msg.msg_flags;
+	if (*n == 0 && *got == 0 && hup) {
 		/* End of file. */
 		channel_lost(F);
 		return EPIPE;
 	}
-	if (n != 1 || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+	return 0;
+}
+
+/* One round trip: count sockets of family and type into P. 0, or an
+ * errno. */
+static int refill(struct factory *F, int family, int type, struct pool *P)
+{
+	unsigned char req[2] = {
+		(unsigned char)((family == AF_INET ? 4 : family == AF_INET6 ? 6 : 1) | (type == SOCK_DGRAM ? FACTORY_UDP : 0)),
+		FACTORY_BATCH
+	};
+	int err = send_request(F, req, sizeof req);
+	if (err != 0)
+		return err;
+	/* Room for one byte more than the answer's, and for the batch's
+	 * descriptors exactly: a longer message is MSG_TRUNC, more
+	 * descriptors MSG_CTRUNC. */
+	unsigned char reply[2];
+	int fds[FACTORY_BATCH], flags;
+	unsigned got;
+	ssize_t n;
+	if ((err = read_answer(F, reply, sizeof reply, &n, fds, &got, &flags)) != 0)
+		return err;
+	if (n != 1 || (flags & (MSG_TRUNC | MSG_CTRUNC))) {
 		close_all(fds, got);
 		return EPROTO;
 	}
@@ -246,57 +269,25 @@ void factory_free(struct factory *F)
 
 int factory_last_pid(struct factory *F, long set, pid_t *value)
 {
-	if (F->fd < 0)
-		return EPIPE;
 	if (set > INT32_MAX)
 		return EINVAL;
-	drain(F);
 	uint32_t v = set < 0 ? 0 : (uint32_t)set;
 	unsigned char tag = ++F->tag;
 	unsigned char req[7] = { SANDBOX_LAST_PID, set < 0 ? 0 : 1, tag, (unsigned char)v, (unsigned char)(v >> 8),
 				 (unsigned char)(v >> 16), (unsigned char)(v >> 24) };
-	size_t len = set < 0 ? 3 : 7;
-	ssize_t sent;
-	do
-		sent = send(F->fd, req, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-	while (sent < 0 && errno == EINTR);
-	if (sent != (ssize_t)len) {
-		int err = sent < 0 ? errno : EPROTO;
-		if (err == EPIPE || err == ECONNRESET || err == ENOTCONN) {
-			channel_lost(F);
-			return EPIPE;
-		}
-		return err == EAGAIN ? ETIMEDOUT : err;
-	}
+	int err = send_request(F, req, set < 0 ? 3 : 7);
+	if (err != 0)
+		return err;
 	/* The answer with our tag: an older one (its request timed out) is
 	 * read and thrown away, descriptors and all. */
 	for (int rounds = 0; rounds < 16; rounds++) {
-		bool hup = false;
-		int err = wait_reply(F->fd, &hup);
-		if (err == EPIPE)
-			channel_lost(F);
-		if (err != 0)
-			return err;
 		unsigned char reply[8];
-		struct iovec iov = { reply, sizeof reply };
-		union {
-			struct cmsghdr h;
-			char buf[CMSG_SPACE(FACTORY_BATCH * sizeof(int))];
-		} ctl;
-		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-				      .msg_controllen = sizeof ctl.buf };
+		int fds[FACTORY_BATCH], flags;
+		unsigned nfds;
 		ssize_t n;
-		do
-			n = recvmsg(F->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-		while (n < 0 && errno == EINTR);
-		if (n < 0)
-			return errno == EAGAIN ? ETIMEDOUT : errno;
-		int fds[FACTORY_BATCH];
-		close_all(fds, take_fds(&msg, fds, FACTORY_BATCH));
-		if (n == 0 && hup) {
-			channel_lost(F);
-			return EPIPE;
-		}
+		if ((err = read_answer(F, reply, sizeof reply, &n, fds, &nfds, &flags)) != 0)
+			return err;
+		close_all(fds, nfds);
 		if (n != 6 || reply[1] != tag)
 			continue; /* someone else's late answer */
 		if (reply[0] != 0)

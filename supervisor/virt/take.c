@@ -110,6 +110,29 @@ uint32_t take_clock_key(struct vreplica *vr, clockid_t id, pid_t tid)
 	return KEY_CPUCLOCK | cpu_task(vr, tid) << 3 | which;
 }
 
+/* The last field of tid's /proc status line field ("NSpid:", "NStgid:"):
+ * its id in the replica's own pid namespace, 0 when it has none of its
+ * own there or it cannot be read. */
+static uint32_t own_id(pid_t tid, const char *field)
+{
+	char buf[2048];
+	if (remote_status(tid, buf, sizeof buf) != 0)
+		return 0;
+	char *line = strstr(buf, field);
+	if (line == NULL)
+		return 0;
+	line += strlen(field);
+	char *end = strchr(line, '\n');
+	if (end != NULL)
+		*end = '\0';
+	/* "host-id [... ns-id]": the last is the replica's own. */
+	char *last = strrchr(line, '\t');
+	if (last == NULL || last == strchr(line, '\t'))
+		return 0;
+	unsigned long t = strtoul(last + 1, NULL, 10);
+	return t > 0 && t < (1ul << 22) ? (uint32_t)t : 0;
+}
+
 /* A server's wall clocks are matched per thread (the n-th read of thread
  * number j gets the n-th value thread j read in the replica that got there
  * first): a thread that serves a request reads the time for its reply, and
@@ -124,48 +147,12 @@ uint32_t take_clock_key(struct vreplica *vr, clockid_t id, pid_t tid)
  * (no namespace of its own, or the thread is gone): then the one sequence. */
 static uint32_t thread_number(pid_t tid)
 {
-	char buf[2048];
-	if (remote_status(tid, buf, sizeof buf) != 0)
-		return 0;
-	char *line = strstr(buf, "\nNSpid:");
-	if (line == NULL)
-		return 0;
-	line += strlen("\nNSpid:");
-	char *end = strchr(line, '\n');
-	if (end != NULL)
-		*end = '\0';
-	/* "host-id [... ns-id]": the last is the replica's own. */
-	char *last = strrchr(line, '\t');
-	if (last == NULL || last == strchr(line, '\t'))
-		return 0;
-	unsigned long t = strtoul(last + 1, NULL, 10);
-	return t > 0 && t < (1ul << 22) ? (uint32_t)t : 0;
-}
-
-/* The number of tid's process in its replica's pid namespace (NStgid's
- * last field), 0 when it has none of its own there or it cannot be read. */
-static uint32_t process_number(pid_t tid)
-{
-	char buf[2048];
-	if (remote_status(tid, buf, sizeof buf) != 0)
-		return 0;
-	char *line = strstr(buf, "\nNStgid:");
-	if (line == NULL)
-		return 0;
-	line += strlen("\nNStgid:");
-	char *end = strchr(line, '\n');
-	if (end != NULL)
-		*end = '\0';
-	char *last = strrchr(line, '\t');
-	if (last == NULL || last == strchr(line, '\t'))
-		return 0;
-	unsigned long t = strtoul(last + 1, NULL, 10);
-	return t > 0 && t < (1ul << 22) ? (uint32_t)t : 0;
+	return own_id(tid, "\nNSpid:");
 }
 
 uint32_t take_process_key(uint32_t key, pid_t tid)
 {
-	return key | process_number(tid);
+	return key | own_id(tid, "\nNStgid:");
 }
 
 uint64_t take_stream_of(uint32_t key, uint64_t index)

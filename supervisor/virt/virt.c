@@ -280,14 +280,20 @@ char *const *virt_replica_env(struct virt *V, unsigned i)
 	return env;
 }
 
-void virt_clocks_now(struct virt *V, unsigned i)
+/* Slot i's keys that which() names jump to the log's front, and the fast
+ * path's (every one of them a clock). */
+static void to_front(struct virt *V, unsigned i, bool (*which)(uint32_t key))
 {
-	if (V == NULL)
-		return;
-	ndlog_to_front(V->log, i, take_wall_or_monotonic);
+	ndlog_to_front(V->log, i, which);
 	for (unsigned fk = 0; V->fast != NULL && fk < CP_KEYS; fk++)
 		if (cp_served(fk))
 			fastclock_to_front(V->fast, i, fk);
+}
+
+void virt_clocks_now(struct virt *V, unsigned i)
+{
+	if (V != NULL)
+		to_front(V, i, take_wall_or_monotonic);
 }
 
 static bool any_key(uint32_t key)
@@ -300,10 +306,7 @@ void virt_calls_now(struct virt *V, unsigned i)
 {
 	if (V == NULL)
 		return;
-	ndlog_to_front(V->log, i, any_key);
-	for (unsigned fk = 0; V->fast != NULL && fk < CP_KEYS; fk++)
-		if (cp_served(fk))
-			fastclock_to_front(V->fast, i, fk);
+	to_front(V, i, any_key);
 	V->r[i].uncounted = true;
 }
 
