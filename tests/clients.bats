@@ -19,9 +19,7 @@ setup() {
 	require_cmd python3 curl
 	T=$BATS_TEST_TMPDIR
 	BG=()
-	ours=$(readlink /proc/self/ns/net) || skip "no /proc/self/ns/net"
-	theirs=$(SUP_TIMEOUT=60 sup -k 1 -- readlink /proc/self/ns/net 2>/dev/null) || skip "diehard -k 1 readlink failed"
-	[[ -n $theirs && $theirs != "$ours" ]] || skip "the replicas share diehard's network namespace here"
+	require_private_net
 	cat >"$T/peer_server.py" <<'PY'
 import socket, sys
 # Each connection answered with its peer as accept gave it, then closed.
@@ -55,9 +53,6 @@ teardown() {
 	done
 }
 
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # The host's loopbacks and its global addresses, one a line.
 client_hosts() {

@@ -24,9 +24,7 @@ setup() {
 	require_cmd python3 curl
 	T=$BATS_TEST_TMPDIR
 	BG=()
-	ours=$(readlink /proc/self/ns/net) || skip "no /proc/self/ns/net"
-	theirs=$(SUP_TIMEOUT=60 sup -k 1 -- readlink /proc/self/ns/net 2>/dev/null) || skip "diehard -k 1 readlink failed"
-	[[ -n $theirs && $theirs != "$ours" ]] || skip "the replicas share diehard's network namespace here"
+	require_private_net
 	mkdir -p "$T/www"
 	echo "hello from a daemon" >"$T/www/index.html"
 	cat >"$T/tid_server.py" <<'PY'
@@ -72,9 +70,6 @@ teardown() {
 	[[ -z ${NOBODY_DIR:-} ]] || rm -rf "$NOBODY_DIR"
 }
 
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # dh_server NAME PORT DIEHARD-ARGS... -- SERVER...: diehard in the background
 # with a control socket ($T/NAME.ctl) and a report; its pid in DH; waits until

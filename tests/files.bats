@@ -295,10 +295,6 @@ aof_incrs_are() {
 	(($(cat "$1"/*.incr.aof 2>/dev/null | tr -d '\r' | grep -c '^INCR$') == $2))
 }
 
-# free_port: a TCP port nothing listens on now.
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 @test "redis-server with appendonly yes, INCR 1000 times, stopped: its append-only files, committed once, replay to exactly 1000 in a plain redis" {
 	require_cmd redis-server redis-cli

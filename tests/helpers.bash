@@ -409,3 +409,18 @@ while True:
     print(u.getsockname()[1])
     break'
 }
+
+# free_port: a TCP port of 127.0.0.1 nothing listens on now.
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# require_private_net: skips the test unless the replicas get a network
+# namespace of their own here (--net private: diehard proxies their
+# connections).
+require_private_net() {
+	local ours theirs
+	ours=$(readlink /proc/self/ns/net) || skip "no /proc/self/ns/net"
+	theirs=$(SUP_TIMEOUT=60 sup -k 1 -- readlink /proc/self/ns/net 2>/dev/null) || skip "diehard -k 1 readlink failed"
+	[[ -n $theirs && $theirs != "$ours" ]] || skip "the replicas share diehard's network namespace here"
+}

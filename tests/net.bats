@@ -24,10 +24,6 @@ teardown() {
 	done <"$T/pids"
 }
 
-# free_port: a TCP port nothing listens on now.
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # host_v6: the host has an IPv6 loopback.
 host_v6() {

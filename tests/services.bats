@@ -34,10 +34,6 @@ manager() {
 	timeout 60 python3 "$MANAGER" "$log" "$@"
 }
 
-# free_port: a TCP port nothing listens on now.
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # client PORT: sends stdin to 127.0.0.1:PORT, half-closes, prints the answer
 # until the server's end of stream.

@@ -53,10 +53,6 @@ teardown() {
 
 # ---- helpers -----------------------------------------------------------------
 
-# free_port: a TCP port nothing listens on now; registered to be free at the end.
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 no_process() {
 	! pgrep -f "$1" >/dev/null

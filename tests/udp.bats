@@ -20,9 +20,7 @@ setup() {
 	require_cmd python3
 	T=$BATS_TEST_TMPDIR
 	BG=()
-	ours=$(readlink /proc/self/ns/net) || skip "no /proc/self/ns/net"
-	theirs=$(SUP_TIMEOUT=60 sup -k 1 -- readlink /proc/self/ns/net 2>/dev/null) || skip "diehard -k 1 readlink failed"
-	[[ -n $theirs && $theirs != "$ours" ]] || skip "the replicas share diehard's network namespace here"
+	require_private_net
 	cat >"$T/dq.py" <<'PY'
 import hashlib, socket, struct, sys
 # N DNS queries to 127.0.0.1:PORT (ids 1..N, three names in turn), each
