@@ -181,6 +181,31 @@ bool replica_in_run(const struct replica *r)
 	return r->used && (r->live || r->joining) && !r->killed && !r->exited;
 }
 
+/* Whether process pid has ended (a zombie, or gone). */
+static bool pid_ended(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT || errno == ESRCH;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	if (close(fd) != 0 && errno != EINTR)
+		return false;
+	if (n <= 0)
+		return n == 0;
+	buf[n] = '\0';
+	const char *paren = strrchr(buf, ')');
+	return paren != NULL && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+bool replica_dying(const struct replica *r)
+{
+	if (!r->used || r->exited)
+		return false;
+	return (r->program_pid > 0 && pid_ended(r->program_pid)) || (r->pid > 0 && pid_ended(r->pid));
+}
+
 /* Takes r out of the vote (or out of catching up) for good, kills it, and
  * asks for a replacement. */
 void replica_kill(struct sup *S, struct replica *r, const char *why)

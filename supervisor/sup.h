@@ -223,13 +223,16 @@ double sup_now(void);
  * rebuilt), false when --sandbox on asked for them. */
 bool sup_sandbox_refused(struct sup *S, int err, unsigned long which);
 unsigned sup_live_count(const struct sup *S);
+/* The live replicas that take clients (all of them in a run that does not
+ * listen): the count every quorum and the run's state are taken among. */
+unsigned sup_voter_count(const struct sup *S);
 /* Whether the run serves: it listens (TCP, UDP), was handed sockets, or
  * runs under a service manager (NOTIFY_SOCKET). */
 bool sup_serves(const struct sup *S);
 /* The fewest agreeing voters that commit anything (--min-voters). */
 unsigned sup_min_voters(const struct sup *S);
 /* How many must agree for a commit: with alive voters (a connection's, a
- * flow's, the exit statuses that ended), or the run's live ones. */
+ * flow's, the exit statuses that ended), or the run's (sup_voter_count). */
 unsigned sup_quorum_among(const struct sup *S, unsigned alive);
 unsigned sup_quorum(const struct sup *S);
 /* A vote committed bytes with `agreeing` voters: counted when they were
@@ -269,6 +272,9 @@ void replica_kill(struct sup *S, struct replica *r, const char *why);
 /* In the run: a voter, or a replacement catching up, neither killed nor
  * exited (what the file effects wait for). */
 bool replica_in_run(const struct replica *r);
+/* Its program (or its init) has ended, and diehard has not reaped it yet:
+ * its sockets closed as it died, before its end is known. */
+bool replica_dying(const struct replica *r);
 /* SIGKILL to every process not reaped yet, stopped or not: the replicas
  * still running and those killed before (sandboxed: their inits). */
 void replicas_kill_all(struct sup *S);

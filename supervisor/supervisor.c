@@ -59,6 +59,19 @@ unsigned sup_live_count(const struct sup *S)
 	return n;
 }
 
+/* The voters: live replicas that take clients. One replaying its
+ * connection log, its clocks settling or a fresh server not yet joined
+ * (net_takes_clients) is in the vote on the output, as an extra voter, but
+ * counts for no quorum: a service whose one voter serves while two
+ * replacements replay is degraded, not refusing its clients. */
+unsigned sup_voter_count(const struct sup *S)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < S->nslots; i++)
+		n += S->r[i].live && net_takes_clients(S->net, i);
+	return n;
+}
+
 
 bool sup_serves(const struct sup *S)
 {
@@ -87,14 +100,17 @@ unsigned sup_quorum_among(const struct sup *S, unsigned alive)
 {
 	unsigned n = alive < S->k ? alive : S->k;
 	unsigned majority = n / 2 + 1, least = sup_min_voters(S);
-	if (least < 2 && S->k >= 2 && sup_live_count(S) >= 2)
+	/* With no voter taking clients yet, the live ones count here: two
+	 * replicas replaying never let one of them decide alone. */
+	unsigned voters = sup_voter_count(S);
+	if (least < 2 && S->k >= 2 && (voters > 0 ? voters : sup_live_count(S)) >= 2)
 		least = 2;
 	return majority > least ? majority : least;
 }
 
 unsigned sup_quorum(const struct sup *S)
 {
-	return sup_quorum_among(S, sup_live_count(S));
+	return sup_quorum_among(S, sup_voter_count(S));
 }
 
 void sup_committed_by(struct sup *S, unsigned agreeing, size_t bytes)
@@ -107,7 +123,7 @@ void sup_committed_by(struct sup *S, unsigned agreeing, size_t bytes)
 
 enum sup_state sup_state(const struct sup *S)
 {
-	unsigned live = sup_live_count(S);
+	unsigned live = sup_voter_count(S);
 	if (S->k < 2)
 		return SUP_VOTING;
 	if (live < sup_quorum(S))
@@ -130,7 +146,7 @@ void sup_degraded_tick(struct sup *S)
 	double t = sup_now();
 	if (S->state != SUP_VOTING)
 		S->state_seconds[S->state] += t - S->state_since;
-	unsigned live = sup_live_count(S), majority = S->k / 2 + 1;
+	unsigned live = sup_voter_count(S), majority = S->k / 2 + 1;
 	if (now == SUP_DEGRADED) {
 		S->state_periods[SUP_DEGRADED]++;
 		log_warn("degraded: %u of the %u replicas vote (a majority is %u); what %s agrees on is committed "

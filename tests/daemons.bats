@@ -10,7 +10,9 @@
 # - a fresh replacement's threads are numbered as its siblings' (its pid
 #   namespace's last pid set to theirs), so a thread-per-connection server's
 #   replies agree after the join;
-# - diehard status tells the truth meanwhile (joining, degraded, refusing).
+# - diehard status tells the truth meanwhile (joining, degraded, refusing);
+# - a stateful server (memcached) whose replicas all die: clients that come
+#   while replacements replay wait for them, not refused.
 #
 # Real servers (python3 -m http.server) and clients (curl); a small
 # thread-per-connection server of ours. Kills wait for the state they test,
@@ -181,6 +183,56 @@ stop() {
 	[[ $BG_RC == 123 ]] || fail "exit $BG_RC, expected 123" "$(tail -n 5 "$T/ref.err")"
 	jq -e '.quorum.min_voters == 2 and .quorum.refusing.periods == 1 and .quorum.degraded.bytes == 0' "$T/ref.json" >/dev/null ||
 		fail "the report's quorum:" "$(jq -c .quorum "$T/ref.json")"
+}
+
+@test "memcached -t 4 (stateful: its connection log replayed) has all three replicas SIGKILLed at once: a client that connects while none takes clients waits, is answered once a replacement joins, and finds every key" {
+	require_cmd memcached
+	local port n=300
+	port=$(free_port)
+	cat >"$T/mc.py" <<'PY'
+import socket, sys
+# mc.py PORT set N: N connections, each storing one key; mc.py PORT check N:
+# one connection that gets them all, and prints how many were right.
+port, what, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+def talk(req):
+    # quit: memcached closes the connection once it has answered the rest
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(req + b"quit\r\n")
+    buf = b""
+    while True:
+        c = s.recv(65536)
+        if not c:
+            break
+        buf += c
+    s.close()
+    return buf
+if what == "set":
+    for i in range(n):
+        assert talk(b"set k%d 0 0 %d\r\nv%d\r\n" % (i, len(b"v%d" % i), i)) == b"STORED\r\n"
+else:
+    got = talk(b"".join(b"get k%d\r\n" % i for i in range(n)))
+    print(sum(got.count(b"VALUE k%d 0 %d\r\nv%d\r\nEND\r\n" % (i, len(b"v%d" % i), i)) for i in range(n)))
+PY
+	user=()
+	[[ $(id -u) != 0 ]] || user=(-u nobody)
+	dh_server mc "$port" -k 3 -- memcached -t 4 -p "$port" -l 127.0.0.1 -U 0 "${user[@]}"
+	python3 "$T/mc.py" "$port" set "$n" || fail "storing the keys failed" "$(tail -n 20 "$T/mc.err")"
+	local p
+	for p in $(status_json mc | jq -r '.replicas[] | select(.state == "running") | .pid'); do
+		kill -KILL "$p"
+	done
+	# Once diehard has seen them all end, nobody takes clients until a
+	# replacement has replayed the log and read the time of now.
+	wait_until 30 bash -c "[[ \$('$DIEHARD' status --control '$T/mc.ctl' --json | jq -r '[.replicas[] | select(.state == \"running\")] | length') == 0 ]]" ||
+		fail "diehard did not see the kills" "$(status_json mc)"
+	run python3 "$T/mc.py" "$port" check "$n"
+	[[ $status == 0 && $output == "$n" ]] || fail "after the kills: $output of $n keys" "$(grep '^diehard:' "$T/mc.err" | tail -n 20)"
+	grep -q 'new connections wait until replacements join' "$T/mc.err" ||
+		fail "the client was not held" "$(grep '^diehard:' "$T/mc.err" | tail -n 20)"
+	! grep -q 'can take it, a majority needs\|agrees on the reply at byte' "$T/mc.err" ||
+		fail "a connection was closed" "$(grep '^diehard:' "$T/mc.err" | tail -n 20)"
+	stop mc
+	validate_report "$T/mc.json"
 }
 
 @test "--stateless: python3 -m http.server has a replica SIGKILLed 6 times while curl fetches all along; no request fails, each replacement joins fresh, no reply differs" {

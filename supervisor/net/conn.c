@@ -101,6 +101,9 @@ struct conn {
 	double gone_at;
 	bool idle_due;           /* the idle timer fired: vote a prefix */
 	bool revote;             /* a replica left: vote again (from on_kick) */
+	unsigned lost_inside;    /* peers that left but by a SIGKILL from outside (conn_quorum) */
+	double dying_since;      /* when a peer was first seen dying, not reaped (peer_dying) */
+	struct event *retry;     /* votes again while a dying peer is reaped (NULL: none yet) */
 	double opened;
 };
 
@@ -187,6 +190,43 @@ static unsigned alive_count(const struct conn *c)
 	return n;
 }
 
+/* Whether an alive peer's replica has died, not yet reaped (replica_dying),
+ * for less than 5 s (an init stopped by something else is killed by
+ * then: replicas_force): its reply ended with it. */
+static bool peer_dying(struct conn *c)
+{
+	double t = now();
+	bool any = false;
+	for (unsigned j = 0; j < c->np; j++)
+		if (c->p[j].alive && replica_dying(&c->N->S->r[c->p[j].slot]))
+			any = true;
+	if (!any) {
+		c->dying_since = 0;
+		return false;
+	}
+	if (c->dying_since == 0)
+		c->dying_since = t;
+	return t - c->dying_since < 5.0;
+}
+
+/* How many of a connection's alive peers must agree: sup_quorum_among,
+ * except that a peer a SIGKILL from outside took (a person, the OOM
+ * killer: sup.h's sigkilled) says nothing of those left. Down to one that
+ * way, or opened with one while the run was degraded (voters that joined
+ * since are not its peers), the connection goes on as a run down to its
+ * last voter would: that one decides, degraded (unless --min-voters asks
+ * for more), rather than its client losing a request. A peer lost any other way
+ * (a divergence, a crash, a straggler) leaves the rule as it is: one
+ * alone never decides while the run has other voters. */
+static unsigned conn_quorum(const struct conn *c, unsigned alive)
+{
+	const struct sup *S = c->N->S;
+	unsigned q = sup_quorum_among(S, alive);
+	if (alive == 1 && q > 1 && c->lost_inside == 0 && sup_min_voters(S) <= 1)
+		return 1;
+	return q;
+}
+
 /* The offset below which no alive peer's bytes are needed. */
 static size_t drop_point(const struct conn *c)
 {
@@ -219,6 +259,8 @@ void conn_free(struct conn *c)
 	event_free(c->cwev);
 	event_free(c->kick);
 	event_free(c->idle);
+	if (c->retry != NULL)
+		event_free(c->retry);
 	if (c->cfd >= 0 && close(c->cfd) != 0 && errno != EINTR)
 		log_warn("close: %s", strerror(errno));
 	free(c->in);
@@ -435,6 +477,13 @@ static void peer_update_read(struct conn *c, struct peer *p)
 }
 
 static void conn_vote(struct conn *c);
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	conn_vote(arg);
+}
 
 static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 {
@@ -657,7 +706,7 @@ static bool vote_once(struct conn *c, uint64_t *bad, size_t *off, const char **w
 		views[j].eof = p->eof;
 		any_eof |= p->eof;
 	}
-	unsigned quorum = sup_quorum_among(c->N->S, alive);
+	unsigned quorum = conn_quorum(c, alive);
 	struct voter_result res;
 	voter_decide(views, n, quorum, CHUNK, VOTER_CHUNKS, &res);
 	if (res.commit == 0 && !res.ended && !res.no_quorum) {
@@ -674,6 +723,18 @@ static bool vote_once(struct conn *c, uint64_t *bad, size_t *off, const char **w
 			arm_idle(c);
 	}
 	c->idle_due = false;
+	if (res.no_quorum && peer_dying(c)) {
+		/* A peer's reply ended because its replica was killed: its
+		 * end, once reaped, takes it out of this connection (and a
+		 * SIGKILL from outside leaves the others to decide:
+		 * conn_quorum). Asked again in a moment. */
+		struct timeval soon = { 0, 20000 };
+		if (c->retry == NULL && (c->retry = evtimer_new(c->N->S->base, on_retry, c)) == NULL)
+			fatal(EXIT_INTERNAL, "cannot create a connection timer");
+		if (evtimer_add(c->retry, &soon) != 0)
+			fatal(EXIT_INTERNAL, "cannot arm a connection timer");
+		return false;
+	}
 	if (res.no_quorum) {
 		char why[160];
 		snprintf(why, sizeof why, "no majority of the %u replicas left agrees on the reply at byte %zu", alive,
@@ -745,6 +806,7 @@ static void conn_vote(struct conn *c)
 			  c->name, S->r[c->p[j].slot].id, what[j], off[j]);
 		net_kill(c->N, c->p[j].slot, why);
 		peer_drop(&c->p[j]);
+		c->lost_inside++;
 	}
 	emit(c);
 	for (unsigned j = 0; j < c->np; j++)
@@ -788,7 +850,7 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 		conn_vote(c); /* kicks again */
 		return;
 	}
-	if (!c->aborted && !c->ended && alive_count(c) < sup_quorum_among(c->N->S, alive_count(c)))
+	if (!c->aborted && !c->ended && alive_count(c) < conn_quorum(c, alive_count(c)))
 		conn_abort(c, "too few of its replicas are left for a majority");
 	if (finished(c))
 		conn_free(c);
@@ -799,6 +861,8 @@ void conn_replica_gone(struct conn *c, unsigned slot)
 	for (unsigned j = 0; j < c->np; j++)
 		if (c->p[j].slot == slot && c->p[j].alive) {
 			peer_drop(&c->p[j]);
+			if (!c->N->S->r[slot].sigkilled)
+				c->lost_inside++;
 			/* The others may now decide (a quorum of fewer), and
 			 * a lagger may have held the front. */
 			c->idle_due = true;
@@ -834,7 +898,7 @@ void conn_tick(struct conn *c, double t)
 		if (p->in_off != p->in_seen || p->in_shut || p->in_off == c->in_tail)
 			p->in_since = 0;
 		p->in_seen = p->in_off;
-		bool holds = !p->in_shut && p->in_off < c->in_tail && done_reading >= sup_quorum_among(c->N->S, alive);
+		bool holds = !p->in_shut && p->in_off < c->in_tail && done_reading >= conn_quorum(c, alive);
 		if (holds && p->in_since == 0)
 			p->in_since = t;
 		if (holds && t - p->in_since > limit) {

@@ -116,7 +116,7 @@ static void listener_start(struct net *N, struct listener *l)
 	if (l->ev == NULL || event_add(l->ev, NULL) != 0)
 		fatal(EXIT_INTERNAL, "cannot listen on %s: no event", l->name);
 	l->paused = false;
-	if (N->stopping || N->nconns >= N->max_conns)
+	if (N->stopping || N->held || N->nconns >= N->max_conns)
 		listener_pause(l, true);
 }
 
@@ -336,7 +336,8 @@ int net_connect_replica(struct net *N, unsigned i, const struct listener *l, con
 	}
 	struct sockaddr_storage t = l->target;
 	socklen_t tlen = l->targetlen;
-	if (client != NULL && client->ss_family != AF_UNSPEC && !bind_client(N, i, fd, l, client, &t, &tlen)) {
+	bool bound = false;
+	if (client != NULL && client->ss_family != AF_UNSPEC && !(bound = bind_client(N, i, fd, l, client, &t, &tlen))) {
 		/* A socket left half-set: a fresh one, unbound. */
 		close(fd);
 		t = l->target;
@@ -346,12 +347,75 @@ int net_connect_replica(struct net *N, unsigned i, const struct listener *l, con
 			return -1;
 		}
 	}
-	if (connect(fd, (const struct sockaddr *)&t, tlen) != 0 && errno != EINPROGRESS) {
-		log_event("replica %u: connect to %s: %s", N->S->r[i].id, l->name, strerror(errno));
+	if (connect(fd, (const struct sockaddr *)&t, tlen) == 0 || errno == EINPROGRESS)
+		return fd;
+	if (errno == EADDRNOTAVAIL && bound) {
+		/* The client's address and port are still taken in the
+		 * namespace by an earlier connection's TIME_WAIT (a replay
+		 * goes through a history's connections in moments, and
+		 * clients reuse their ports): the client's address, from
+		 * another port. */
 		close(fd);
-		return -1;
+		struct sockaddr_storage any = *client;
+		if (any.ss_family == AF_INET)
+			((struct sockaddr_in *)&any)->sin_port = 0;
+		else
+			((struct sockaddr_in6 *)&any)->sin6_port = 0;
+		t = l->target;
+		tlen = l->targetlen;
+		if ((fd = factory_take(ns->F, l->target.ss_family)) < 0) {
+			log_event("replica %u: no socket in its namespace: %s", N->S->r[i].id, strerror(errno));
+			return -1;
+		}
+		if (bind_client(N, i, fd, l, &any, &t, &tlen) &&
+		    (connect(fd, (const struct sockaddr *)&t, tlen) == 0 || errno == EINPROGRESS))
+			return fd;
 	}
-	return fd;
+	log_event("replica %u: connect to %s: %s", N->S->r[i].id, l->name, strerror(errno));
+	close(fd);
+	return -1;
+}
+
+/* The replicas a connection on l would reach now (conn_open's). */
+static unsigned takers(const struct net *N, const struct listener *l)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < N->S->nslots; i++) {
+		const struct nslot *ns = &N->slot[i];
+		n += ns->present && ns->ready && !ns->clocks_behind && (ns->listens & (1ull << l->index));
+	}
+	return n;
+}
+
+/* Whether a replica is on its way to taking clients: a replacement
+ * catching up, replaying connections, its clocks settling, or a fresh
+ * server not yet joined. */
+static bool someone_joining(const struct net *N)
+{
+	const struct sup *S = N->S;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		const struct replica *r = &S->r[i];
+		if (N->slot[i].present && !r->exited && !r->killed && (r->joining || (r->live && !net_takes_clients(N, i))))
+			return true;
+	}
+	return false;
+}
+
+/* Too few replicas take clients while replacements join: new connections
+ * wait in the kernel's backlog rather than be closed at once (a client
+ * gets its answer late, not an error); net_tick lets them in. */
+static bool hold_clients(struct net *N, const struct listener *l)
+{
+	if (takers(N, l) >= net_quorum(N) || !someone_joining(N))
+		return false;
+	if (!N->held)
+		log_event("too few replicas take clients on %s (%u, a quorum is %u): new connections wait until "
+			  "replacements join",
+			  l->name, takers(N, l), net_quorum(N));
+	N->held = true;
+	for (unsigned i = 0; i < N->nl; i++)
+		listener_pause(N->L[i], true);
+	return true;
 }
 
 static void on_accept(evutil_socket_t fd, short what, void *arg)
@@ -360,6 +424,8 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 	struct listener *l = arg;
 	struct net *N = l->N;
 	for (int n = 0; n < 64; n++) {
+		if (hold_clients(N, l))
+			return;
 		if (N->nconns >= N->max_conns) {
 			if (!N->said_full)
 				log_warn("%u connections open (the fd limit allows no more): new ones wait in the backlog",
@@ -397,6 +463,18 @@ static void resume(struct net *N)
 {
 	if (N->stopping || N->nconns >= N->max_conns)
 		return;
+	if (N->held) {
+		/* Let in again once a listener has a quorum to take its
+		 * clients, or nobody joins any more (conn_open then says
+		 * why it closes them). */
+		bool ok = !someone_joining(N);
+		for (unsigned i = 0; i < N->nl && !ok; i++)
+			ok = N->L[i]->fd >= 0 && takers(N, N->L[i]) >= net_quorum(N);
+		if (!ok)
+			return;
+		N->held = false;
+		log_event("replicas take clients again: connections are let in");
+	}
 	N->said_full = false;
 	for (unsigned i = 0; i < N->nl; i++)
 		listener_pause(N->L[i], false);
@@ -678,6 +756,8 @@ void net_tick(struct net *N)
 			(void)net_clocks_settled(N, i);
 	}
 	fresh_tick(N, t);
+	if (N->held)
+		resume(N);
 }
 
 void net_stop(struct net *N)
@@ -768,9 +848,10 @@ bool net_takes_clients(const struct net *N, unsigned i)
 {
 	if (N == NULL || !N->slot[i].present || N->nl == 0)
 		return true;
-	/* A fresh server waits to listen, and to join; any other replica
-	 * that does not listen takes no client to begin with. */
-	if (N->slot[i].listens == 0 && !N->slot[i].fresh)
+	/* A fresh server waits to listen, and to join, and a replacement
+	 * to listen and replay; any other replica that does not listen
+	 * takes no client to begin with. */
+	if (N->slot[i].listens == 0 && !N->slot[i].fresh && !N->S->r[i].replacement)
 		return true;
 	return N->slot[i].ready && !N->slot[i].clocks_behind && !N->slot[i].fresh;
 }

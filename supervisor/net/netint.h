@@ -93,6 +93,7 @@ struct net {
 	uint64_t reply_total;        /* reply bytes committed over all connections */
 	bool stopping;
 	bool said_full;
+	bool held;                   /* listeners paused: no quorum takes clients yet (net.c) */
 	bool said_client;            /* a replica could not see its client's address */
 	bool said_ancillary;         /* descriptors passed over a unix connection */
 	bool said_pids;              /* a fresh server's pids could not be aligned */
