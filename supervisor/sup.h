@@ -224,17 +224,21 @@ double sup_now(void);
 bool sup_sandbox_refused(struct sup *S, int err, unsigned long which);
 unsigned sup_live_count(const struct sup *S);
 /* The live replicas that take clients (all of them in a run that does not
- * listen): the count every quorum and the run's state are taken among. */
+ * listen): the count client connections' quorums and the run's state
+ * (degraded, refusing) are taken among. */
 unsigned sup_voter_count(const struct sup *S);
 /* Whether the run serves: it listens (TCP, UDP), was handed sockets, or
  * runs under a service manager (NOTIFY_SOCKET). */
 bool sup_serves(const struct sup *S);
 /* The fewest agreeing voters that commit anything (--min-voters). */
 unsigned sup_min_voters(const struct sup *S);
-/* How many must agree for a commit: with alive voters (a connection's, a
- * flow's, the exit statuses that ended), or the run's (sup_voter_count). */
+/* How many must agree for a commit: with alive voters (a flow's, the exit
+ * statuses that ended), or the run's live ones. */
 unsigned sup_quorum_among(const struct sup *S, unsigned alive);
 unsigned sup_quorum(const struct sup *S);
+/* The same for a client's connection, whose peers are replicas that take
+ * clients: among those (sup_voter_count), not every live one. */
+unsigned sup_client_quorum_among(const struct sup *S, unsigned alive);
 /* A vote committed bytes with `agreeing` voters: counted when they were
  * fewer than a majority of k (degraded). */
 void sup_committed_by(struct sup *S, unsigned agreeing, size_t bytes);

@@ -90,27 +90,41 @@ unsigned sup_min_voters(const struct sup *S)
 	return S->o->min_voters > 0 ? S->o->min_voters : sup_serves(S) ? 1 : 2;
 }
 
-/* A strict majority of the voters (alive of them), never fewer than
- * sup_min_voters, and never one while the run has two voters or more: one
- * alone decides only as the last one left, never as a part of them (a
- * connection's one peer, the one replica that exited first). With
- * tie-breakers in the vote (more voters than k), a majority of k: the tie
- * is broken once that many agree. */
-unsigned sup_quorum_among(const struct sup *S, unsigned alive)
+/* A strict majority of alive (at most k of them), never fewer than
+ * sup_min_voters, and never one while `voters` replicas (two or more)
+ * could decide together: one alone decides only as the last one left,
+ * never as a part of them (a connection's one peer, the one replica that
+ * exited first). With tie-breakers in the vote (more voters than k), a
+ * majority of k: the tie is broken once that many agree. */
+static unsigned quorum_of(const struct sup *S, unsigned alive, unsigned voters)
 {
 	unsigned n = alive < S->k ? alive : S->k;
 	unsigned majority = n / 2 + 1, least = sup_min_voters(S);
-	/* With no voter taking clients yet, the live ones count here: two
-	 * replicas replaying never let one of them decide alone. */
-	unsigned voters = sup_voter_count(S);
-	if (least < 2 && S->k >= 2 && (voters > 0 ? voters : sup_live_count(S)) >= 2)
+	if (least < 2 && S->k >= 2 && voters >= 2)
 		least = 2;
 	return majority > least ? majority : least;
 }
 
+/* The output, files, the exit status and the network's side paths vote
+ * among the live replicas: one still replaying connections takes part
+ * there (its bytes are checked as it catches up), so it counts. */
+unsigned sup_quorum_among(const struct sup *S, unsigned alive)
+{
+	return quorum_of(S, alive, sup_live_count(S));
+}
+
 unsigned sup_quorum(const struct sup *S)
 {
-	return sup_quorum_among(S, sup_voter_count(S));
+	return sup_quorum_among(S, sup_live_count(S));
+}
+
+/* A client's connection is voted among the replicas that take clients
+ * (sup_voter_count; with none yet, the live ones: two replaying never let
+ * one decide alone): one serving while two replay answers, degraded. */
+unsigned sup_client_quorum_among(const struct sup *S, unsigned alive)
+{
+	unsigned voters = sup_voter_count(S);
+	return quorum_of(S, alive, voters > 0 ? voters : sup_live_count(S));
 }
 
 void sup_committed_by(struct sup *S, unsigned agreeing, size_t bytes)
@@ -126,7 +140,7 @@ enum sup_state sup_state(const struct sup *S)
 	unsigned live = sup_voter_count(S);
 	if (S->k < 2)
 		return SUP_VOTING;
-	if (live < sup_quorum(S))
+	if (live < sup_client_quorum_among(S, live))
 		return SUP_REFUSING;
 	return live < S->k / 2 + 1 ? SUP_DEGRADED : SUP_VOTING;
 }
@@ -251,7 +265,10 @@ static bool status_quorum(const struct sup *S, int *code, unsigned *winner, unsi
 	for (unsigned i = 0; i < S->nslots; i++)
 		if (status_votes(S, &S->r[i], unready))
 			slots[(*n)++] = i;
-	unsigned quorum = sup_quorum(S);
+	/* Replicas the stop found replaying took no client: the status is
+	 * voted among those that did, as a client's reply was (one left
+	 * decides, degraded). */
+	unsigned quorum = unready > 0 ? sup_client_quorum_among(S, *n) : sup_quorum(S);
 	int best = -1;
 	unsigned best_same = 0;
 	for (unsigned i = 0; i < *n; i++) {

@@ -209,7 +209,7 @@ static bool peer_dying(struct conn *c)
 	return t - c->dying_since < 5.0;
 }
 
-/* How many of a connection's alive peers must agree: sup_quorum_among,
+/* How many of a connection's alive peers must agree: sup_client_quorum_among,
  * except that a peer a SIGKILL from outside took (a person, the OOM
  * killer: sup.h's sigkilled) says nothing of those left. Down to one that
  * way, or opened with one while the run was degraded (voters that joined
@@ -221,7 +221,7 @@ static bool peer_dying(struct conn *c)
 static unsigned conn_quorum(const struct conn *c, unsigned alive)
 {
 	const struct sup *S = c->N->S;
-	unsigned q = sup_quorum_among(S, alive);
+	unsigned q = sup_client_quorum_among(S, alive);
 	if (alive == 1 && q > 1 && c->lost_inside == 0 && sup_min_voters(S) <= 1)
 		return 1;
 	return q;
@@ -723,6 +723,8 @@ static bool vote_once(struct conn *c, uint64_t *bad, size_t *off, const char **w
 			arm_idle(c);
 	}
 	c->idle_due = false;
+	if (!res.no_quorum)
+		c->dying_since = 0;
 	if (res.no_quorum && peer_dying(c)) {
 		/* A peer's reply ended because its replica was killed: its
 		 * end, once reaped, takes it out of this connection (and a
@@ -996,7 +998,7 @@ void conn_open(struct net *N, struct listener *l, int cfd, const struct sockaddr
 		peer_want_write(p, true);
 	}
 	c->nstart = c->np;
-	unsigned q = net_quorum(N);
+	unsigned q = net_client_quorum(N);
 	if (c->np < q) {
 		char why[128];
 		snprintf(why, sizeof why, "only %u replicas can take it, a majority needs %u", c->np, q);

@@ -218,6 +218,7 @@ static void replay_slot(struct net *N, unsigned i)
 					return; /* a server: not before its clocks read now */
 				ns->replaying = false;
 				ns->ready = true;
+				ns->rp_done = sup_now();
 				ns->rp_join = N->next_conn + 1;
 				log_event("replica %u replayed %llu connections: it serves new ones", S->r[i].id,
 					  (unsigned long long)N->next_conn);

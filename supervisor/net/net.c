@@ -99,6 +99,11 @@ unsigned net_quorum(const struct net *N)
 	return sup_quorum(N->S);
 }
 
+unsigned net_client_quorum(const struct net *N)
+{
+	return sup_client_quorum_among(N->S, sup_voter_count(N->S));
+}
+
 static void on_accept(evutil_socket_t fd, short what, void *arg);
 
 static void listener_pause(struct listener *l, bool pause)
@@ -116,7 +121,7 @@ static void listener_start(struct net *N, struct listener *l)
 	if (l->ev == NULL || event_add(l->ev, NULL) != 0)
 		fatal(EXIT_INTERNAL, "cannot listen on %s: no event", l->name);
 	l->paused = false;
-	if (N->stopping || N->held || N->nconns >= N->max_conns)
+	if (N->stopping || l->held != 0 || N->nconns >= N->max_conns)
 		listener_pause(l, true);
 }
 
@@ -401,21 +406,47 @@ static bool someone_joining(const struct net *N)
 	return false;
 }
 
-/* Too few replicas take clients while replacements join: new connections
- * wait in the kernel's backlog rather than be closed at once (a client
- * gets its answer late, not an error); net_tick lets them in. */
-static bool hold_clients(struct net *N, const struct listener *l)
+/* Too few replicas take l's clients while replacements join: its new
+ * connections wait in the kernel's backlog rather than be closed at once
+ * (a client gets its answer late, not an error), for --timeout at most
+ * (a replacement that never comes to listen); net_tick lets them in. */
+static bool hold_clients(struct net *N, struct listener *l)
 {
-	if (takers(N, l) >= net_quorum(N) || !someone_joining(N))
+	if (l->hold_spent || takers(N, l) >= net_client_quorum(N) || !someone_joining(N))
 		return false;
-	if (!N->held)
+	double t = sup_now();
+	if (l->held == 0) {
+		l->held = t;
 		log_event("too few replicas take clients on %s (%u, a quorum is %u): new connections wait until "
 			  "replacements join",
-			  l->name, takers(N, l), net_quorum(N));
-	N->held = true;
-	for (unsigned i = 0; i < N->nl; i++)
-		listener_pause(N->L[i], true);
+			  l->name, takers(N, l), net_client_quorum(N));
+	} else if (t - l->held > N->S->o->straggler_ms / 1000.0) {
+		return false; /* conn_open says why it closes them */
+	}
+	listener_pause(l, true);
 	return true;
+}
+
+/* A held listener let in again: enough replicas take its clients, nobody
+ * joins any more, or it held them --timeout. */
+static void hold_check(struct net *N, struct listener *l)
+{
+	bool enough = takers(N, l) >= net_client_quorum(N), joining = someone_joining(N);
+	if (enough)
+		l->hold_spent = false;
+	if (l->held == 0)
+		return;
+	bool spent = sup_now() - l->held > N->S->o->straggler_ms / 1000.0;
+	if (!enough && joining && !spent)
+		return;
+	log_event("%s: %s: new connections are let in", l->name,
+		  enough     ? "replicas take clients again"
+		  : !joining ? "no replica is on its way to take them"
+			     : "none came to take them within --timeout");
+	l->hold_spent = !enough;
+	l->held = 0;
+	if (!N->stopping && N->nconns < N->max_conns)
+		listener_pause(l, false);
 }
 
 static void on_accept(evutil_socket_t fd, short what, void *arg)
@@ -463,21 +494,10 @@ static void resume(struct net *N)
 {
 	if (N->stopping || N->nconns >= N->max_conns)
 		return;
-	if (N->held) {
-		/* Let in again once a listener has a quorum to take its
-		 * clients, or nobody joins any more (conn_open then says
-		 * why it closes them). */
-		bool ok = !someone_joining(N);
-		for (unsigned i = 0; i < N->nl && !ok; i++)
-			ok = N->L[i]->fd >= 0 && takers(N, N->L[i]) >= net_quorum(N);
-		if (!ok)
-			return;
-		N->held = false;
-		log_event("replicas take clients again: connections are let in");
-	}
 	N->said_full = false;
 	for (unsigned i = 0; i < N->nl; i++)
-		listener_pause(N->L[i], false);
+		if (N->L[i]->held == 0)
+			listener_pause(N->L[i], false);
 }
 
 static void on_resume(evutil_socket_t fd, short what, void *arg)
@@ -756,8 +776,21 @@ void net_tick(struct net *N)
 			(void)net_clocks_settled(N, i);
 	}
 	fresh_tick(N, t);
-	if (N->held)
-		resume(N);
+	/* A replacement that replayed the log but does not listen --timeout
+	 * later takes no client ever: its slot is for one that will. */
+	for (unsigned i = 0; i < N->S->nslots; i++) {
+		struct nslot *ns = &N->slot[i];
+		double limit = N->S->o->straggler_ms / 1000.0;
+		if (ns->present && ns->rp_done != 0 && ns->listens == 0 && N->nl > 0 && t - ns->rp_done > limit) {
+			char why[160];
+			snprintf(why, sizeof why, "straggler: does not listen %.1f s after it replayed the connection log",
+				 limit);
+			ns->rp_done = 0;
+			net_kill(N, i, why);
+		}
+	}
+	for (unsigned l = 0; l < N->nl; l++)
+		hold_check(N, N->L[l]);
 }
 
 void net_stop(struct net *N)

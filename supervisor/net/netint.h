@@ -44,7 +44,10 @@ struct listener {
 	bool adopted;            /* handed to us by systemd (LISTEN_FDS) */
 	bool defer_off;          /* the server speaks first: accepts not deferred (defer.c) */
 	struct event *ev;        /* accepting: NULL until then */
-	bool paused;             /* too many connections, or out of fds */
+	bool paused;             /* too many connections, out of fds, or held */
+	double held;             /* since when its clients wait for replicas to take
+				    them (net.c's hold_clients; 0: they do not) */
+	bool hold_spent;         /* a hold ran out: none again until replicas take them */
 	char name[64];           /* "127.0.0.1:8080", "[::]:80" */
 };
 
@@ -71,6 +74,7 @@ struct nslot {
 	uint64_t rp_join;        /* connections numbered below this are replayed, above served live */
 	uint64_t rp_received;    /* reply bytes it gave on replayed connections */
 	double rp_progress;      /* when it last moved */
+	double rp_done;          /* when its replay reached the log's end (0: not yet) */
 	struct replay_conn *rp_conns;
 	bool rp_said_slow;
 	/* defer.c */
@@ -93,7 +97,6 @@ struct net {
 	uint64_t reply_total;        /* reply bytes committed over all connections */
 	bool stopping;
 	bool said_full;
-	bool held;                   /* listeners paused: no quorum takes clients yet (net.c) */
 	bool said_client;            /* a replica could not see its client's address */
 	bool said_ancillary;         /* descriptors passed over a unix connection */
 	bool said_pids;              /* a fresh server's pids could not be aligned */
@@ -108,6 +111,9 @@ struct net {
 
 /* net.c */
 unsigned net_quorum(const struct net *N);
+/* The quorum of a client's connection: among the replicas that take
+ * clients (sup_client_quorum_among). */
+unsigned net_client_quorum(const struct net *N);
 /* Where a replica listening (or bound, UDP) at a is reached from inside
  * its namespace: the wildcard as its loopback. */
 void net_target_of(const struct sockaddr_storage *a, struct sockaddr_storage *t, socklen_t *len);

@@ -639,7 +639,7 @@ static void tell(struct notify *n)
 	 * output and of the exit status. */
 	unsigned divergences = report_divergence_count(S->report, false) + report_divergence_count(S->report, true);
 	enum sup_state vs = sup_state(S);
-	snprintf(status, sizeof status, "%u/%u replicas live%s, %u replaced, %u divergences%s%s", sup_live_count(S),
+	snprintf(status, sizeof status, "%u/%u replicas live%s, %u replaced, %u divergences%s%s", sup_voter_count(S),
 		 S->k, vs == SUP_DEGRADED ? " (degraded)" : vs == SUP_REFUSING ? " (refusing: fewer than --min-voters)" : "",
 		 S->respawns, divergences, agreed ? "; " : "", agreed ? agreed : "");
 	if (strcmp(status, n->told_status) != 0) {
