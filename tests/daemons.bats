@@ -333,6 +333,62 @@ PY
 		fail "a fresh replica's thread ids differed:" "$(jq -c '.divergences' "$d/nb.json")"
 }
 
+@test "--stateless: nginx's access log (a stream, docs/FILES.md) keeps every request's line once while each replica in turn is SIGKILLed and replaced fresh: its version is set to the stream's as it joins" {
+	require_cmd nginx
+	local port i round p n=0
+	port=$(free_port)
+	mkdir -p "$T/w/logs" "$T/w/tmp" "$T/shared"
+	cat >"$T/w/nginx.conf" <<-EOF
+		daemon off;
+		user root;
+		worker_processes 1;
+		pid $T/w/nginx.pid;
+		error_log $T/shared/error.log;
+		events { worker_connections 64; }
+		http {
+			client_body_temp_path $T/w/tmp/body;
+			proxy_temp_path $T/w/tmp/proxy;
+			fastcgi_temp_path $T/w/tmp/fastcgi;
+			uwsgi_temp_path $T/w/tmp/uwsgi;
+			scgi_temp_path $T/w/tmp/scgi;
+			log_format plain '\$remote_addr "\$request" \$status \$body_bytes_sent';
+			access_log $T/w/logs/access.log plain;
+			server { listen 127.0.0.1:$port; root $T/www; }
+		}
+	EOF
+	: >"$T/w/logs/access.log"
+	cd "$T/w"
+	dh_server ng "$port" -k 3 --stateless --share "$T/shared" -- nginx -c "$T/w/nginx.conf"
+	# Three originals, then three fresh ones: at the end no replica in the
+	# vote wrote the stream's first lines itself.
+	for round in 1 2 3 4; do
+		for i in 1 2 3 4 5; do
+			[[ $(fetch "$port") == "hello from a daemon" ]] || fail "request $round.$i failed"
+			n=$((n + 1))
+		done
+		read -r p < <(status_json ng | jq -r '[.replicas[] | select(.state == "running")] | sort_by(.id) | .[0].pid')
+		kill -KILL "$p"
+		wait_until 60 voting_again ng 3 || fail "no three voters after kill $round" "$(status_json ng)"
+	done
+	for i in 1 2 3 4 5; do
+		[[ $(fetch "$port") == "hello from a daemon" ]] || fail "request after the kills failed"
+		n=$((n + 1))
+	done
+	# The plain wait_until of lines_are: nginx logs a request as it ends.
+	wait_until 60 eval '(($(grep -c "" "$T/w/logs/access.log") == n))' ||
+		fail "the real access log has $(grep -c '' "$T/w/logs/access.log") lines for $n requests while nginx runs" \
+			"$(grep -E 'stream|appends' "$T/ng.err")"
+	(($(status_json ng | jq '[.replicas[] | select(.state == "running" and .id >= 3)] | length') == 3)) ||
+		fail "not every voter is a replacement" "$(status_json ng)"
+	grep -q "access.log set to the .* bytes appended so far: it joins the stream fresh" "$T/ng.err" ||
+		fail "no fresh replica was set to the stream" "$(grep -E 'stream|appends' "$T/ng.err")"
+	stop ng
+	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(grep -E 'stream|differ|majority' "$T/ng.err" | tail -n 20)"
+	(($(grep -c '' "$T/w/logs/access.log") == n)) || fail "after the stop: $(grep -c '' "$T/w/logs/access.log") lines for $n"
+	jq -e '.files.logs.streams == 1 and .files.logs.unsettled == 0 and .files.logs.outvoted == 0' "$T/ng.json" >/dev/null ||
+		fail "report: $(jq -c '.files.logs' "$T/ng.json")" "$(grep -E 'stream|leaves' "$T/ng.err")"
+}
+
 @test "--stateless: a fresh replacement waits as joining while a client holds a connection open, and joins once it closes" {
 	local port
 	port=$(free_port)

@@ -483,9 +483,9 @@ int changes_view_of(const struct changes *ch, const char *path, size_t *rel)
  * other file system, never blocking on a FIFO) for reading: a regular
  * file's descriptor, or -1. Unprivileged, a mode without the owner's read
  * bit is granted for the moment, through the file's own O_PATH descriptor. */
-static int open_beneath(int root, const char *upper)
+static int open_beneath(int root, const char *upper, int access)
 {
-	struct open_how how = { .flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC,
+	struct open_how how = { .flags = (uint64_t)access | O_NONBLOCK | O_CLOEXEC,
 				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
 	int fd = (int)syscall(SYS_openat2, root, upper, &how, sizeof how);
 	if (fd < 0 && errno == EACCES) {
@@ -494,8 +494,9 @@ static int open_beneath(int root, const char *upper)
 		struct stat st;
 		char proc[64];
 		snprintf(proc, sizeof proc, "/proc/self/fd/%d", path);
-		if (path >= 0 && fstat(path, &st) == 0 && S_ISREG(st.st_mode) && chmod(proc, (st.st_mode & 07777) | 0400) == 0) {
-			fd = open(proc, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		mode_t need = access == O_RDONLY ? 0400 : 0600;
+		if (path >= 0 && fstat(path, &st) == 0 && S_ISREG(st.st_mode) && chmod(proc, (st.st_mode & 07777) | need) == 0) {
+			fd = open(proc, access | O_NONBLOCK | O_CLOEXEC);
 			(void)chmod(proc, st.st_mode & 07777);
 		}
 		if (path >= 0)
@@ -547,7 +548,17 @@ int changes_open_version(const struct changes *ch, const char *path)
 	int v = changes_view_of(ch, path, &rel);
 	if (v < 0 || (size_t)snprintf(upper, sizeof upper, "v%d/u/%s", v, path + rel) >= sizeof upper)
 		return -1;
-	return open_beneath(ch->root, upper);
+	return open_beneath(ch->root, upper, O_RDONLY);
+}
+
+int changes_open_version_rw(const struct changes *ch, const char *path)
+{
+	char upper[4200];
+	size_t rel;
+	int v = changes_view_of(ch, path, &rel);
+	if (v < 0 || (size_t)snprintf(upper, sizeof upper, "v%d/u/%s", v, path + rel) >= sizeof upper)
+		return -1;
+	return open_beneath(ch->root, upper, O_RDWR);
 }
 
 bool changes_masks(const struct changes *ch, const char *path)

@@ -109,6 +109,9 @@ int changes_open_real_parent(const char *target, const char *path, const char **
  * for reading: opened beneath the staging root, no link followed, no other
  * file system, never waiting on a FIFO; a regular file, or -1. */
 int changes_open_version(const struct changes *ch, const char *path);
+/* The same, open for reading and writing (logs.c's rebase of a fresh
+ * server's version of a stream). */
+int changes_open_version_rw(const struct changes *ch, const char *path);
 /* Whether the replica's views hide the real path from it: its upper
  * layer has the path, or a directory above it opaque, or a non-directory
  * (a whiteout) in a directory's place above it. A change of the real path

@@ -180,6 +180,17 @@ void files_end(struct sup *S)
 	F->pre = NULL;
 }
 
+bool files_streams_quiet(struct sup *S)
+{
+	return S->files == NULL || logs_quiet(S->files->logs);
+}
+
+void files_streams_rebase(struct sup *S, unsigned slot)
+{
+	if (S->files != NULL)
+		logs_rebase(S->files->logs, slot);
+}
+
 void files_appending(struct sup *S, unsigned slot, pid_t tid)
 {
 	if (S->files != NULL)

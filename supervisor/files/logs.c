@@ -621,7 +621,9 @@ static void stream_round(struct logs *L, struct lstream *s)
 				member_drop(m);
 			continue;
 		}
-		if (m->out) {
+		if (m->out || r->fresh) {
+			/* A fresh server not yet joined: its version goes on
+			 * from the stream's point at its join (logs_rebase). */
 			views[i].live = false;
 			continue;
 		}
@@ -786,6 +788,97 @@ bool logs_sync(struct logs *L, unsigned slot, uint64_t gen, uint64_t id, const c
 	if (st.st_size <= s->base + (off_t)s->committed)
 		release(L, s, false, L->S->nslots);
 	return true;
+}
+
+/* Whether every voter of s has all it wrote appended: its version ends at
+ * the stream's committed bytes. */
+static bool stream_quiet(struct logs *L, struct lstream *s)
+{
+	for (unsigned i = 0; i < L->S->nslots && i < VOTER_MAX; i++) {
+		struct member *m = &s->m[i];
+		const struct replica *r = &L->S->r[i];
+		if (!m->in || m->out || m->rid != r->id || !r->live || r->fresh || !replica_in_run(r))
+			continue;
+		struct stat st;
+		if (m->fd < 0 || m->pos != s->committed || m->len != 0 || fstat(m->fd, &st) != 0 ||
+		    st.st_size != s->base + (off_t)s->committed)
+			return false;
+	}
+	return true;
+}
+
+bool logs_quiet(struct logs *L)
+{
+	if (L == NULL)
+		return true;
+	for (struct lstream *s = L->streams; s != NULL; s = s->next)
+		if (!s->off && !stream_quiet(L, s))
+			return false;
+	return true;
+}
+
+/* m's version made the real file's bytes up to the stream's committed
+ * ones, in place (the replica keeps it open for appending). */
+static bool version_as_real(struct lstream *s, const struct changes *ch)
+{
+	int v = changes_open_version_rw(ch, s->path);
+	int real = v >= 0 ? real_open(s, O_RDONLY, 0) : -1;
+	off_t want = s->base + (off_t)s->committed;
+	struct stat st;
+	bool ok = real >= 0 && fstat(real, &st) == 0 && st.st_size == want && ftruncate(v, 0) == 0;
+	unsigned char buf[STEP];
+	for (off_t at = 0; ok && at < want;) {
+		size_t n = want - at < (off_t)sizeof buf ? (size_t)(want - at) : sizeof buf;
+		ssize_t got = pread(real, buf, n, at);
+		if (got <= 0) {
+			ok = got < 0 && errno == EINTR;
+			continue;
+		}
+		for (ssize_t done = 0; ok && done < got;) {
+			ssize_t w = pwrite(v, buf + done, (size_t)(got - done), at + done);
+			if (w > 0)
+				done += w;
+			else
+				ok = w < 0 && errno == EINTR;
+		}
+		at += got;
+	}
+	if (real >= 0)
+		close(real);
+	if (v >= 0)
+		close(v);
+	return ok;
+}
+
+void logs_rebase(struct logs *L, unsigned slot)
+{
+	if (L == NULL || slot >= L->S->nslots)
+		return;
+	const struct replica *r = &L->S->r[slot];
+	if (r->changes == NULL)
+		return;
+	/* Its descriptors looked at now: a stream it appends to but was not
+	 * seen to yet would take it on from the stream's start. */
+	pid_t pid = r->program_pid > 0 ? r->program_pid : r->pid;
+	look(L, &(struct scan){ .slot = slot, .rid = r->id, .tid = pid });
+	for (unsigned i = 0; i < L->nscan; i++)
+		if (L->scan[i].slot == slot)
+			look(L, &L->scan[i]);
+	for (struct lstream *s = L->streams; s != NULL; s = s->next) {
+		struct member *m = &s->m[slot];
+		if (s->off || !m->in || m->out || m->rid != r->id)
+			continue;
+		if (!version_as_real(s, r->changes)) {
+			outvote(L, s, slot, "cannot be set to the stream's bytes as it joins fresh");
+			continue;
+		}
+		free(m->buf);
+		m->buf = NULL;
+		m->len = 0;
+		m->pos = s->committed;
+		log_event("replica %u's %s set to the %llu bytes appended so far: it joins the stream fresh", r->id,
+			  s->path, (unsigned long long)s->committed);
+	}
 }
 
 bool logs_streamed(const struct logs *L, const char *path)

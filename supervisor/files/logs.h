@@ -21,7 +21,8 @@
  * both cases the end's vote commits the whole file as it does any other.
  * A replica that joins later (a replacement replaying, or one that opened
  * the file late) is compared with what was appended, read back from the
- * real file, before it votes. A file whose real version is not a plain
+ * real file, before it votes; a fresh server (--stateless) is not compared
+ * but set to it as it joins (logs_rebase). A file whose real version is not a plain
  * regular file of one link, or whose directory the real tree lacks, is not
  * streamed (the end commits it).
  *
@@ -62,5 +63,13 @@ void logs_release(struct logs *L);
 /* The supervisor's tick: new streams found, each replica's new bytes
  * read and voted, the agreed ones appended. */
 void logs_tick(struct logs *L);
+/* Whether every voter's appends to every stream are appended (a fresh
+ * server's quiet point waits for that). */
+bool logs_quiet(struct logs *L);
+/* Slot's replica, a fresh server (--stateless), joins the vote: a fresh
+ * server was never compared with the streams (its start-up appends are
+ * its own); its version of each is made the real file's bytes so far, in
+ * place, and it votes from the stream's committed point on. */
+void logs_rebase(struct logs *L, unsigned slot);
 
 #endif

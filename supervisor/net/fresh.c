@@ -16,6 +16,7 @@
 
 #include "dgram.h"
 #include "factory.h"
+#include "files.h"
 #include "log.h"
 #include "netint.h"
 #include "outbound.h"
@@ -79,9 +80,11 @@ static uint64_t fresh_wants(const struct net *N, unsigned i)
  * --stateless), joins the vote at a quiet point: it listens where every
  * voter does and its clocks read now (net_clocks_settled), no connection
  * is open (a client's it did not take would end in log lines it never
- * writes; an outbound one of the voters' is not its own), and the voters'
+ * writes; an outbound one of the voters' is not its own), the voters'
+ * appends to files are all appended (files_streams_quiet), and their
  * output stands at one point, agreed (output_quiet_point). There its
- * streams go on from that point, its calls, outbound connects and flows
+ * streams go on from that point, its versions of appended files are set
+ * to the real ones (files_streams_rebase), its calls, outbound connects and flows
  * are numbered from the voters' front, its pids from theirs, and new
  * connections reach it. Its start-up output was checked against the run's
  * start as it came. */
@@ -97,9 +100,10 @@ static void fresh_join(struct net *N, unsigned i)
 	if (want == 0 || (ns->listens & want) != want || N->conns != NULL)
 		return;
 	size_t at[NSTREAMS];
-	if (!output_quiet_point(S, r, at) || !r->joining || !ns->present)
+	if (!files_streams_quiet(S) || !output_quiet_point(S, r, at) || !r->joining || !ns->present)
 		return;
 	output_rebase(S, r, at);
+	files_streams_rebase(S, i);
 	align_pids(N, i);
 	outbound_slot_front(N, i);
 	dgram_slot_front(N, i);
