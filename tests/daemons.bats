@@ -333,6 +333,50 @@ PY
 		fail "a fresh replica's thread ids differed:" "$(jq -c '.divergences' "$d/nb.json")"
 }
 
+@test "replacements that replay the connection log but never listen are killed as stragglers after --timeout; a client held for them meanwhile is closed then, not kept forever" {
+	local port
+	port=$(free_port)
+	cat >"$T/late.py" <<'PY'
+import os, socket, sys, time
+# Once the marker exists, a new replica never listens.
+if os.path.exists(sys.argv[2]):
+    time.sleep(100000)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+while True:
+    c, _ = s.accept()
+    c.sendall(c.recv(100))
+    c.close()
+PY
+	dh_server late "$port" -k 3 --timeout 2 --respawns 3 -- python3 "$T/late.py" "$port" "$T/marker"
+	[[ $(python3 -c "
+import socket
+s = socket.create_connection(('127.0.0.1', $port), timeout=20); s.sendall(b'hi'); print(s.recv(10).decode())") == hi ]] ||
+		fail "the first request was not echoed"
+	touch "$T/marker"
+	local p
+	for p in $(status_json late | jq -r '.replicas[] | select(.state == "running") | .pid'); do
+		kill -KILL "$p"
+	done
+	wait_until 30 bash -c "[[ \$('$DIEHARD' status --control '$T/late.ctl' --json | jq -r '[.replicas[] | select(.state == \"running\")] | length') == 0 ]]" ||
+		fail "diehard did not see the kills" "$(status_json late)"
+	run timeout 60 python3 -c "
+import socket
+s = socket.create_connection(('127.0.0.1', $port), timeout=50); s.sendall(b'hi'); print(repr(s.recv(10)))"
+	[[ $output == "b''" || $output == *"reset"* ]] || fail "the held client got: $output" "$(grep '^diehard:' "$T/late.err" | tail -n 20)"
+	# Killed where the replay finds a connection it cannot open, or --timeout
+	# after a replay with none.
+	grep -Eq 'replaying connections: it does not listen on|straggler: does not listen 2.0 s after it replayed' "$T/late.err" ||
+		fail "no straggler kill" "$(grep '^diehard:' "$T/late.err" | tail -n 20)"
+	grep -q 'new connections wait until replacements join' "$T/late.err" || fail "the client was not held"
+	grep -Eq 'none came to take them within --timeout|no replica is on its way to take them' "$T/late.err" ||
+		fail "the hold was not let go" "$(grep '^diehard:' "$T/late.err" | tail -n 20)"
+	kill -TERM "$DH" 2>/dev/null || true
+	await_exit "$DH" 30 || fail "diehard did not end"
+}
+
 @test "--stateless: nginx's access log (a stream, docs/FILES.md) keeps every request's line once while each replica in turn is SIGKILLed and replaced fresh: its version is set to the stream's as it joins" {
 	require_cmd nginx
 	local port i round p n=0

@@ -185,10 +185,10 @@ bool files_streams_quiet(struct sup *S)
 	return S->files == NULL || logs_quiet(S->files->logs);
 }
 
-void files_streams_rebase(struct sup *S, unsigned slot)
+void files_streams_rebase(struct sup *S, unsigned slot, bool force)
 {
 	if (S->files != NULL)
-		logs_rebase(S->files->logs, slot);
+		logs_rebase(S->files->logs, slot, force);
 }
 
 void files_appending(struct sup *S, unsigned slot, pid_t tid)
@@ -247,8 +247,10 @@ void files_started(struct sup *S, struct replica *r, int fd)
 {
 	struct files *F = S->files;
 	files_release(r);
-	if (F != NULL)
+	if (F != NULL) {
 		points_restart(F->points, r->index);
+		logs_started(F->logs, r->index);
+	}
 	if (fd < 0)
 		return;
 	r->changes = changes_open(fd);

@@ -54,10 +54,10 @@ bool files_points_wanted(const struct sup *S);
 bool files_point(struct sup *S, unsigned slot, uint64_t gen, const struct seccomp_notif *req);
 /* Replica r started with its staging tmpfs at fd (-1: no views). */
 void files_started(struct sup *S, struct replica *r, int fd);
-/* Whether the voters' appends to every stream are appended, and slot's
+/* Whether the voters stand at one point in every stream, and slot's
  * replica, a fresh server, set to the streams as it joins (logs.h). */
 bool files_streams_quiet(struct sup *S);
-void files_streams_rebase(struct sup *S, unsigned slot);
+void files_streams_rebase(struct sup *S, unsigned slot, bool force);
 /* Thread tid of slot's replica opens a file to append to (logs.h). */
 void files_appending(struct sup *S, unsigned slot, pid_t tid);
 /* Thread tid of slot's replica makes path anew (O_CREAT, O_TRUNC; relative

@@ -84,6 +84,9 @@ struct lstream {
 	bool kept;           /* its start version is in the start-state layer */
 	bool off;            /* unsettled: no longer streamed */
 	struct member *m;    /* per slot */
+	uint64_t *started;   /* per slot: committed when its replica started
+				(logs_started; 0 for a stream begun after): its
+				version holds the real bytes up to there */
 	struct lstream *next;
 };
 
@@ -142,6 +145,7 @@ void logs_free(struct logs *L)
 			free(h);
 		}
 		free(s->m);
+		free(s->started);
 		free(s->path);
 		free(s->target);
 		free(s);
@@ -233,6 +237,7 @@ static struct lstream *stream_of(struct logs *L, const char *path, const struct 
 	s->rel = rel;
 	s->base = base;
 	s->m = must(calloc(L->S->nslots, sizeof *s->m));
+	s->started = must(calloc(L->S->nslots, sizeof *s->started));
 	for (unsigned i = 0; i < L->S->nslots; i++)
 		s->m[i].fd = -1;
 	s->next = L->streams;
@@ -790,19 +795,37 @@ bool logs_sync(struct logs *L, unsigned slot, uint64_t gen, uint64_t id, const c
 	return true;
 }
 
-/* Whether every voter of s has all it wrote appended: its version ends at
- * the stream's committed bytes. */
-static bool stream_quiet(struct logs *L, struct lstream *s)
+/* Whether the voters of s stand at one point: those that have written
+ * up to the committed bytes (one behind says nothing of a joiner, and one
+ * whose version cannot be read is left out too) have read all their
+ * versions hold, and what they wrote past the committed bytes (a line not
+ * ended yet) is the same in each, or in none. *pending: that of one of
+ * them, when a quorum shares it (NULL: nothing to add). */
+static bool stream_quiet(struct logs *L, struct lstream *s, const struct member **pending)
 {
+	const struct member *first = NULL;
+	unsigned sharing = 0;
+	*pending = NULL;
 	for (unsigned i = 0; i < L->S->nslots && i < VOTER_MAX; i++) {
 		struct member *m = &s->m[i];
 		const struct replica *r = &L->S->r[i];
-		if (!m->in || m->out || m->rid != r->id || !r->live || r->fresh || !replica_in_run(r))
+		if (!m->in || m->out || m->rid != r->id || !r->live || r->fresh || !replica_in_run(r) || m->fd < 0 ||
+		    m->pos < s->committed)
 			continue;
 		struct stat st;
-		if (m->fd < 0 || m->pos != s->committed || m->len != 0 || fstat(m->fd, &st) != 0 ||
-		    st.st_size != s->base + (off_t)s->committed)
+		if (!read_on(m, s) || m->len == BUF_MAX || fstat(m->fd, &st) != 0 ||
+		    st.st_size != s->base + (off_t)(s->committed + m->len))
 			return false;
+		if (first == NULL)
+			first = m;
+		else if (first->len != m->len || (m->len > 0 && memcmp(first->buf, m->buf, m->len) != 0))
+			return false;
+		sharing++;
+	}
+	if (first != NULL && first->len > 0) {
+		if (sharing < sup_quorum(L->S))
+			return false;
+		*pending = first;
 	}
 	return true;
 }
@@ -811,25 +834,57 @@ bool logs_quiet(struct logs *L)
 {
 	if (L == NULL)
 		return true;
+	const struct member *pending;
 	for (struct lstream *s = L->streams; s != NULL; s = s->next)
-		if (!s->off && !stream_quiet(L, s))
+		if (!s->off && !stream_quiet(L, s, &pending))
 			return false;
 	return true;
 }
 
-/* m's version made the real file's bytes up to the stream's committed
- * ones, in place (the replica keeps it open for appending). */
-static bool version_as_real(struct lstream *s, const struct changes *ch)
+/* Whether fd's bytes at [at, at + n) and real's are the same. */
+static bool same_bytes(int fd, int real, off_t at, size_t n)
+{
+	unsigned char a[STEP], b[STEP];
+	while (n > 0) {
+		size_t want = n < sizeof a ? n : sizeof a;
+		if (pread(fd, a, want, at) != (ssize_t)want || pread(real, b, want, at) != (ssize_t)want ||
+		    memcmp(a, b, want) != 0)
+			return false;
+		at += (off_t)want;
+		n -= want;
+	}
+	return true;
+}
+
+/* Slot's version of s made the real file's bytes up to the stream's
+ * committed ones, then the n bytes at more (what a quorum of the voters
+ * wrote past them), in place (the replica keeps it open for appending).
+ * It holds the real bytes up to where the stream stood when its replica
+ * started (its copy was made after that: s->started), checked at their
+ * end, so only what was appended since is copied. */
+static bool version_as_real(struct lstream *s, unsigned slot, const struct changes *ch, const unsigned char *more,
+			    size_t n)
 {
 	int v = changes_open_version_rw(ch, s->path);
-	int real = v >= 0 ? real_open(s, O_RDONLY, 0) : -1;
+	if (v < 0)
+		return false;
 	off_t want = s->base + (off_t)s->committed;
-	struct stat st;
-	bool ok = real >= 0 && fstat(real, &st) == 0 && st.st_size == want && ftruncate(v, 0) == 0;
+	int real = real_open(s, O_RDONLY, 0);
+	struct stat st, vs;
+	bool ok;
+	if (real < 0)
+		ok = errno == ENOENT && want == 0; /* nothing appended yet */
+	else
+		ok = fstat(real, &st) == 0 && st.st_size == want;
+	off_t keep = s->base + (off_t)s->started[slot];
+	if (ok && (real < 0 || keep > want || fstat(v, &vs) != 0 || vs.st_size < keep ||
+		   !same_bytes(v, real, keep > STEP ? keep - STEP : 0, keep > STEP ? STEP : (size_t)keep)))
+		keep = 0;
+	ok = ok && ftruncate(v, keep) == 0;
 	unsigned char buf[STEP];
-	for (off_t at = 0; ok && at < want;) {
-		size_t n = want - at < (off_t)sizeof buf ? (size_t)(want - at) : sizeof buf;
-		ssize_t got = pread(real, buf, n, at);
+	for (off_t at = keep; ok && at < want;) {
+		size_t c = want - at < (off_t)sizeof buf ? (size_t)(want - at) : sizeof buf;
+		ssize_t got = pread(real, buf, c, at);
 		if (got <= 0) {
 			ok = got < 0 && errno == EINTR;
 			continue;
@@ -843,14 +898,30 @@ static bool version_as_real(struct lstream *s, const struct changes *ch)
 		}
 		at += got;
 	}
+	for (size_t done = 0; ok && done < n;) {
+		ssize_t w = pwrite(v, more + done, n - done, want + (off_t)done);
+		if (w > 0)
+			done += (size_t)w;
+		else
+			ok = w < 0 && errno == EINTR;
+	}
+	/* The replica appended meanwhile: its line is torn. */
+	ok = ok && fstat(v, &vs) == 0 && vs.st_size == want + (off_t)n;
 	if (real >= 0)
 		close(real);
-	if (v >= 0)
-		close(v);
+	close(v);
 	return ok;
 }
 
-void logs_rebase(struct logs *L, unsigned slot)
+void logs_started(struct logs *L, unsigned slot)
+{
+	if (L == NULL || slot >= L->S->nslots)
+		return;
+	for (struct lstream *s = L->streams; s != NULL; s = s->next)
+		s->started[slot] = s->committed;
+}
+
+void logs_rebase(struct logs *L, unsigned slot, bool force)
 {
 	if (L == NULL || slot >= L->S->nslots)
 		return;
@@ -866,9 +937,18 @@ void logs_rebase(struct logs *L, unsigned slot)
 			look(L, &L->scan[i]);
 	for (struct lstream *s = L->streams; s != NULL; s = s->next) {
 		struct member *m = &s->m[slot];
+		const struct member *pending;
 		if (s->off || !m->in || m->out || m->rid != r->id)
 			continue;
-		if (!version_as_real(s, r->changes)) {
+		if (!stream_quiet(L, s, &pending)) {
+			outvote(L, s, slot,
+				force ? "were not set to the stream's as it joined fresh (the voters stood at no one point "
+					"in it within --timeout)"
+				      : "cannot be set to the stream's bytes as it joins fresh");
+			continue;
+		}
+		if (!version_as_real(s, slot, r->changes, pending != NULL ? pending->buf : NULL,
+				     pending != NULL ? pending->len : 0)) {
 			outvote(L, s, slot, "cannot be set to the stream's bytes as it joins fresh");
 			continue;
 		}

@@ -63,13 +63,20 @@ void logs_release(struct logs *L);
 /* The supervisor's tick: new streams found, each replica's new bytes
  * read and voted, the agreed ones appended. */
 void logs_tick(struct logs *L);
-/* Whether every voter's appends to every stream are appended (a fresh
- * server's quiet point waits for that). */
+/* Whether the voters stand at one point in every stream: all they wrote
+ * read, and what is past the appended bytes the same in each (a fresh
+ * server's quiet point waits for that, --timeout at most); voters behind
+ * the appended bytes are not waited for. */
 bool logs_quiet(struct logs *L);
+/* Slot's replica starts: where each stream stands then (its versions'
+ * copies of the real files hold that much at least). */
+void logs_started(struct logs *L, unsigned slot);
 /* Slot's replica, a fresh server (--stateless), joins the vote: a fresh
  * server was never compared with the streams (its start-up appends are
- * its own); its version of each is made the real file's bytes so far, in
- * place, and it votes from the stream's committed point on. */
-void logs_rebase(struct logs *L, unsigned slot);
+ * its own); its version of each is made the real file's bytes so far and
+ * the voters' bytes past them, in place, and it votes from the stream's
+ * committed point on. force: the voters stood at no one point within
+ * --timeout; it leaves the streams where they do not. */
+void logs_rebase(struct logs *L, unsigned slot, bool force);
 
 #endif

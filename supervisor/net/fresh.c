@@ -99,11 +99,23 @@ static void fresh_join(struct net *N, unsigned i)
 	uint64_t want = fresh_wants(N, i);
 	if (want == 0 || (ns->listens & want) != want || N->conns != NULL)
 		return;
+	/* The voters' appends to files at one point too; a voter that keeps
+	 * them from it (a line it never ends) holds the join --timeout at
+	 * most: then it joins, and leaves the streams not at one point. */
+	bool quiet = files_streams_quiet(S);
+	if (quiet) {
+		ns->streams_since = 0;
+	} else {
+		if (ns->streams_since == 0)
+			ns->streams_since = sup_now();
+		if (sup_now() - ns->streams_since <= S->o->straggler_ms / 1000.0)
+			return;
+	}
 	size_t at[NSTREAMS];
-	if (!files_streams_quiet(S) || !output_quiet_point(S, r, at) || !r->joining || !ns->present)
+	if (!output_quiet_point(S, r, at) || !r->joining || !ns->present)
 		return;
 	output_rebase(S, r, at);
-	files_streams_rebase(S, i);
+	files_streams_rebase(S, i, !quiet);
 	align_pids(N, i);
 	outbound_slot_front(N, i);
 	dgram_slot_front(N, i);

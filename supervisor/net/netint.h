@@ -75,6 +75,8 @@ struct nslot {
 	uint64_t rp_received;    /* reply bytes it gave on replayed connections */
 	double rp_progress;      /* when it last moved */
 	double rp_done;          /* when its replay reached the log's end (0: not yet) */
+	double streams_since;    /* a fresh server: since when only the voters' file
+				    streams keep it from joining (fresh.c; 0: not) */
 	struct replay_conn *rp_conns;
 	bool rp_said_slow;
 	/* defer.c */
