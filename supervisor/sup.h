@@ -235,6 +235,10 @@ unsigned sup_min_voters(const struct sup *S);
 /* How many must agree for a commit: with alive voters (a flow's, the exit
  * statuses that ended), or the run's live ones. */
 unsigned sup_quorum_among(const struct sup *S, unsigned alive);
+/* The rule itself: a strict majority of alive (at most k), never fewer
+ * than sup_min_voters, never one while `voters` (two or more) could
+ * decide together. */
+unsigned sup_quorum_with(const struct sup *S, unsigned alive, unsigned voters);
 unsigned sup_quorum(const struct sup *S);
 /* The same for a client's connection, whose peers are replicas that take
  * clients: among those (sup_voter_count), not every live one. */

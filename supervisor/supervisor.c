@@ -96,7 +96,7 @@ unsigned sup_min_voters(const struct sup *S)
  * never as a part of them (a connection's one peer, the one replica that
  * exited first). With tie-breakers in the vote (more voters than k), a
  * majority of k: the tie is broken once that many agree. */
-static unsigned quorum_of(const struct sup *S, unsigned alive, unsigned voters)
+unsigned sup_quorum_with(const struct sup *S, unsigned alive, unsigned voters)
 {
 	unsigned n = alive < S->k ? alive : S->k;
 	unsigned majority = n / 2 + 1, least = sup_min_voters(S);
@@ -110,7 +110,7 @@ static unsigned quorum_of(const struct sup *S, unsigned alive, unsigned voters)
  * there (its bytes are checked as it catches up), so it counts. */
 unsigned sup_quorum_among(const struct sup *S, unsigned alive)
 {
-	return quorum_of(S, alive, sup_live_count(S));
+	return sup_quorum_with(S, alive, sup_live_count(S));
 }
 
 unsigned sup_quorum(const struct sup *S)
@@ -124,7 +124,7 @@ unsigned sup_quorum(const struct sup *S)
 unsigned sup_client_quorum_among(const struct sup *S, unsigned alive)
 {
 	unsigned voters = sup_voter_count(S);
-	return quorum_of(S, alive, voters > 0 ? voters : sup_live_count(S));
+	return sup_quorum_with(S, alive, voters > 0 ? voters : sup_live_count(S));
 }
 
 void sup_committed_by(struct sup *S, unsigned agreeing, size_t bytes)
@@ -268,7 +268,7 @@ static bool status_quorum(const struct sup *S, int *code, unsigned *winner, unsi
 	/* Replicas the stop found replaying took no client: the status is
 	 * voted among those that did, as a client's reply was (one left
 	 * decides, degraded). */
-	unsigned quorum = unready > 0 ? sup_client_quorum_among(S, *n) : sup_quorum(S);
+	unsigned quorum = unready > 0 ? sup_quorum_with(S, *n, *n) : sup_quorum(S);
 	int best = -1;
 	unsigned best_same = 0;
 	for (unsigned i = 0; i < *n; i++) {

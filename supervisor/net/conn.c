@@ -703,8 +703,10 @@ static bool vote_once(struct conn *c, uint64_t *bad, size_t *off, const char **w
 		voters |= 1ull << j;
 		views[j].len = p->end - c->committed;
 		views[j].data = views[j].len > 0 ? p->buf + (c->committed - p->base) : NULL;
-		views[j].eof = p->eof;
-		any_eof |= p->eof;
+		/* The end of a reply whose replica has died, not reaped yet,
+		 * is its death's, not its answer: not voted (its bytes are). */
+		views[j].eof = p->eof && !replica_dying(&c->N->S->r[p->slot]);
+		any_eof |= views[j].eof;
 	}
 	unsigned quorum = conn_quorum(c, alive);
 	struct voter_result res;
