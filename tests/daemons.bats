@@ -410,8 +410,12 @@ s = socket.create_connection(('127.0.0.1', $port), timeout=50); s.sendall(b'hi')
 			[[ $(fetch "$port") == "hello from a daemon" ]] || fail "request $round.$i failed"
 			n=$((n + 1))
 		done
-		read -r p < <(status_json ng | jq -r '[.replicas[] | select(.state == "running")] | sort_by(.id) | .[0].pid')
+		local id
+		read -r p id < <(status_json ng | jq -r '[.replicas[] | select(.state == "running")] | sort_by(.id) | .[0] | "\(.pid) \(.id)"')
 		kill -KILL "$p"
+		# Until diehard has seen it end, its status still shows three voting.
+		wait_until 30 bash -c "[[ \$('$DIEHARD' status --control '$T/ng.ctl' --json | jq -r '.replicas[] | select(.id == $id) | .state') != running ]]" ||
+			fail "diehard did not see replica $id end"
 		wait_until 60 voting_again ng 3 || fail "no three voters after kill $round" "$(status_json ng)"
 	done
 	for i in 1 2 3 4 5; do
