@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -181,29 +182,21 @@ bool replica_in_run(const struct replica *r)
 	return r->used && (r->live || r->joining) && !r->killed && !r->exited;
 }
 
-/* Whether process pid has ended (a zombie, or gone). */
-static bool pid_ended(pid_t pid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT || errno == ESRCH;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	if (close(fd) != 0 && errno != EINTR)
-		return false;
-	if (n <= 0)
-		return n == 0;
-	buf[n] = '\0';
-	const char *paren = strrchr(buf, ')');
-	return paren != NULL && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
-}
-
 bool replica_dying(const struct replica *r)
 {
-	if (!r->used || r->exited)
+	if (!r->used || r->exited || r->pid <= 0)
 		return false;
-	return (r->program_pid > 0 && pid_ended(r->program_pid)) || (r->pid > 0 && pid_ended(r->pid));
+	/* Sandboxed, its program: its pidfd reads as soon as the whole
+	 * process has ended (not while a thread of it runs on after its
+	 * main thread ended); then diehard's own child (the init, or the
+	 * program itself), looked at without reaping it. */
+	if (r->program_pidfd >= 0) {
+		struct pollfd pfd = { .fd = r->program_pidfd, .events = POLLIN };
+		if (poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN))
+			return true;
+	}
+	siginfo_t si = { 0 };
+	return waitid(P_PID, (id_t)r->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == r->pid;
 }
 
 /* Takes r out of the vote (or out of catching up) for good, kills it, and
@@ -489,11 +482,13 @@ static void slot_reset(struct sup *S, struct replica *r)
 	}
 	if (r->status_fd >= 0)
 		close(r->status_fd);
+	if (r->program_pidfd >= 0)
+		close(r->program_pidfd);
 	unsigned i = r->index;
 	if (r->net_fd >= 0)
 		close(r->net_fd);
 	files_release(r);
-	*r = (struct replica){ .index = i, .in_fd = -1, .status_fd = -1, .net_fd = -1, .out_fd = { -1, -1 },
+	*r = (struct replica){ .index = i, .in_fd = -1, .status_fd = -1, .net_fd = -1, .program_pidfd = -1, .out_fd = { -1, -1 },
 			       .replaces = -1, .caps = r->caps /* overcap_prepare's */ };
 	for (int s = 0; s < NSTREAMS; s++) {
 		r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
@@ -684,6 +679,8 @@ static void attach(struct sup *S, unsigned i, struct launch *L, int replaces, co
 	report_replica(S->report, r->id, i, r->pid, r->seed, r->spawn_time);
 	ci_started(S, r);
 	fencelog_started(S->fencelog, i, r->id);
+	if (res.program_pidfd >= 0 && (r->program_pidfd = fcntl(res.program_pidfd, F_DUPFD_CLOEXEC, 3)) < 0)
+		log_warn("cannot keep replica %u's pidfd: %s", r->id, strerror(errno));
 	if (S->notify != NULL)
 		notify_replica_started(S->notify, i, res.program_pidfd);
 	else if (res.program_pidfd >= 0)

@@ -67,6 +67,7 @@ struct replica {
 				      channel (factory.h) until net.c takes it over
 				      at its start; -1 otherwise */
 	pid_t program_pid;         /* sandboxed: its program (the init's child) */
+	int program_pidfd;         /* sandboxed: a pidfd of it (replica_dying), or -1 */
 	struct caps_replica *caps; /* its cgroups (caps.h), until it ends; NULL */
 	int out_fd[NSTREAMS];      /* our ends of its stdout, stderr; -1 at EOF */
 	struct event *in_ev;
@@ -280,7 +281,7 @@ void replica_kill(struct sup *S, struct replica *r, const char *why);
 /* In the run: a voter, or a replacement catching up, neither killed nor
  * exited (what the file effects wait for). */
 bool replica_in_run(const struct replica *r);
-/* Its program (or its init) has ended, and diehard has not reaped it yet:
+/* It (its init, sandboxed) has ended, and diehard has not reaped it yet:
  * its sockets closed as it died, before its end is known. */
 bool replica_dying(const struct replica *r);
 /* SIGKILL to every process not reaped yet, stopped or not: the replicas

@@ -777,7 +777,7 @@ int supervisor_run(const struct options *o)
 	files_init(S);
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
-		*r = (struct replica){ .index = i, .in_fd = -1, .status_fd = -1, .net_fd = -1, .out_fd = { -1, -1 },
+		*r = (struct replica){ .index = i, .in_fd = -1, .status_fd = -1, .net_fd = -1, .program_pidfd = -1, .out_fd = { -1, -1 },
 				       .replaces = -1 };
 		for (int s = 0; s < NSTREAMS; s++)
 			r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);

@@ -333,6 +333,31 @@ PY
 		fail "a fresh replica's thread ids differed:" "$(jq -c '.divergences' "$d/nb.json")"
 }
 
+@test "a server whose main thread ended while a thread of it serves (a zombie leader, alive) has its replies end: 20 clients each get their line and their connection closed, none left open in diehard" {
+	require_prog leader_exit
+	local port i
+	port=$(free_port)
+	dh_server lx "$port" -k 3 -- "$PROGS/leader_exit" "$port"
+	for i in $(seq 20); do
+		run timeout 10 python3 -c "
+import socket
+s = socket.create_connection(('127.0.0.1', $port), timeout=8)
+b = b''
+while True:
+    c = s.recv(100)
+    if not c:
+        break
+    b += c
+print(b.decode(), end='')"
+		[[ $status == 0 && $output == hello ]] || fail "client $i: status $status, got '$output'" \
+			"$(grep '^diehard:' "$T/lx.err" | tail -n 10)"
+	done
+	# Every connection ended in diehard too: a fresh one is number 22 (the
+	# first was dh_server's probe), and none was closed for a missing end.
+	! grep -q 'closed$' "$T/lx.err" || fail "a connection was closed by diehard" "$(grep 'closed$' "$T/lx.err")"
+	stop lx
+}
+
 @test "replacements that replay the connection log but never listen are killed as stragglers after --timeout; a client held for them meanwhile is closed then, not kept forever" {
 	local port
 	port=$(free_port)

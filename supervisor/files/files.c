@@ -247,10 +247,8 @@ void files_started(struct sup *S, struct replica *r, int fd)
 {
 	struct files *F = S->files;
 	files_release(r);
-	if (F != NULL) {
+	if (F != NULL)
 		points_restart(F->points, r->index);
-		logs_started(F->logs, r->index);
-	}
 	if (fd < 0)
 		return;
 	r->changes = changes_open(fd);

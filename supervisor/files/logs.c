@@ -84,9 +84,6 @@ struct lstream {
 	bool kept;           /* its start version is in the start-state layer */
 	bool off;            /* unsettled: no longer streamed */
 	struct member *m;    /* per slot */
-	uint64_t *started;   /* per slot: committed when its replica started
-				(logs_started; 0 for a stream begun after): its
-				version holds the real bytes up to there */
 	struct lstream *next;
 };
 
@@ -145,7 +142,6 @@ void logs_free(struct logs *L)
 			free(h);
 		}
 		free(s->m);
-		free(s->started);
 		free(s->path);
 		free(s->target);
 		free(s);
@@ -237,7 +233,6 @@ static struct lstream *stream_of(struct logs *L, const char *path, const struct 
 	s->rel = rel;
 	s->base = base;
 	s->m = must(calloc(L->S->nslots, sizeof *s->m));
-	s->started = must(calloc(L->S->nslots, sizeof *s->started));
 	for (unsigned i = 0; i < L->S->nslots; i++)
 		s->m[i].fd = -1;
 	s->next = L->streams;
@@ -859,11 +854,10 @@ static bool same_bytes(int fd, int real, off_t at, size_t n)
 /* Slot's version of s made the real file's bytes up to the stream's
  * committed ones, then the n bytes at more (what a quorum of the voters
  * wrote past them), in place (the replica keeps it open for appending).
- * It holds the real bytes up to where the stream stood when its replica
- * started (its copy was made after that: s->started), checked at their
- * end, so only what was appended since is copied. */
-static bool version_as_real(struct lstream *s, unsigned slot, const struct changes *ch, const unsigned char *more,
-			    size_t n)
+ * It begins with the file as the stream began (its copy of the start
+ * version the start-state layer keeps, pre.h), checked at its end, so
+ * only what the stream appended is copied. */
+static bool version_as_real(struct lstream *s, const struct changes *ch, const unsigned char *more, size_t n)
 {
 	int v = changes_open_version_rw(ch, s->path);
 	if (v < 0)
@@ -876,7 +870,7 @@ static bool version_as_real(struct lstream *s, unsigned slot, const struct chang
 		ok = errno == ENOENT && want == 0; /* nothing appended yet */
 	else
 		ok = fstat(real, &st) == 0 && st.st_size == want;
-	off_t keep = s->base + (off_t)s->started[slot];
+	off_t keep = s->base;
 	if (ok && (real < 0 || keep > want || fstat(v, &vs) != 0 || vs.st_size < keep ||
 		   !same_bytes(v, real, keep > STEP ? keep - STEP : 0, keep > STEP ? STEP : (size_t)keep)))
 		keep = 0;
@@ -913,14 +907,6 @@ static bool version_as_real(struct lstream *s, unsigned slot, const struct chang
 	return ok;
 }
 
-void logs_started(struct logs *L, unsigned slot)
-{
-	if (L == NULL || slot >= L->S->nslots)
-		return;
-	for (struct lstream *s = L->streams; s != NULL; s = s->next)
-		s->started[slot] = s->committed;
-}
-
 void logs_rebase(struct logs *L, unsigned slot, bool force)
 {
 	if (L == NULL || slot >= L->S->nslots)
@@ -947,7 +933,7 @@ void logs_rebase(struct logs *L, unsigned slot, bool force)
 				      : "cannot be set to the stream's bytes as it joins fresh");
 			continue;
 		}
-		if (!version_as_real(s, slot, r->changes, pending != NULL ? pending->buf : NULL,
+		if (!version_as_real(s, r->changes, pending != NULL ? pending->buf : NULL,
 				     pending != NULL ? pending->len : 0)) {
 			outvote(L, s, slot, "cannot be set to the stream's bytes as it joins fresh");
 			continue;

@@ -68,9 +68,6 @@ void logs_tick(struct logs *L);
  * server's quiet point waits for that, --timeout at most); voters behind
  * the appended bytes are not waited for. */
 bool logs_quiet(struct logs *L);
-/* Slot's replica starts: where each stream stands then (its versions'
- * copies of the real files hold that much at least). */
-void logs_started(struct logs *L, unsigned slot);
 /* Slot's replica, a fresh server (--stateless), joins the vote: a fresh
  * server was never compared with the streams (its start-up appends are
  * its own); its version of each is made the real file's bytes so far and

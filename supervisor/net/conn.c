@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "exitcode.h"
@@ -103,6 +104,7 @@ struct conn {
 	bool revote;             /* a replica left: vote again (from on_kick) */
 	unsigned lost_inside;    /* peers that left but by a SIGKILL from outside (conn_quorum) */
 	double dying_since;      /* when a peer was first seen dying, not reaped (peer_dying) */
+	double eof_grace_at;     /* when a no-quorum with an ended reply was first seen (eof_grace) */
 	struct event *retry;     /* votes again while a dying peer is reaped (NULL: none yet) */
 	double opened;
 };
@@ -207,6 +209,22 @@ static bool peer_dying(struct conn *c)
 	if (c->dying_since == 0)
 		c->dying_since = t;
 	return t - c->dying_since < 5.0;
+}
+
+/* A reply that ended where the others go on may be a death the kernel
+ * has not finished yet (its sockets close before its pidfd reads): such
+ * a no-quorum waits 0.2 s once before it closes the connection. */
+static bool eof_grace(struct conn *c)
+{
+	bool any = false;
+	for (unsigned j = 0; j < c->np && !any; j++)
+		any = c->p[j].alive && c->p[j].eof;
+	if (!any)
+		return false;
+	double t = now();
+	if (c->eof_grace_at == 0)
+		c->eof_grace_at = t;
+	return t - c->eof_grace_at < 0.2;
 }
 
 /* How many of a connection's alive peers must agree: sup_client_quorum_among,
@@ -646,7 +664,9 @@ static uint64_t check_laggers(struct conn *c, size_t *off, const char **what)
 				continue;
 			}
 			p->pos = upto;
-			if (p->eof && p->end < c->committed) {
+			/* Cut short by its death (not reaped yet): its end
+			 * says nothing; the reap takes it out. */
+			if (p->eof && p->end < c->committed && !replica_dying(&c->N->S->r[p->slot])) {
 				bad |= 1ull << j;
 				off[j] = p->end;
 				what[j] = "ends early";
@@ -727,7 +747,7 @@ static bool vote_once(struct conn *c, uint64_t *bad, size_t *off, const char **w
 	c->idle_due = false;
 	if (!res.no_quorum)
 		c->dying_since = 0;
-	if (res.no_quorum && peer_dying(c)) {
+	if (res.no_quorum && (peer_dying(c) || eof_grace(c))) {
 		/* A peer's reply ended because its replica was killed: its
 		 * end, once reaped, takes it out of this connection (and a
 		 * SIGKILL from outside leaves the others to decide:
@@ -864,8 +884,16 @@ void conn_replica_gone(struct conn *c, unsigned slot)
 {
 	for (unsigned j = 0; j < c->np; j++)
 		if (c->p[j].slot == slot && c->p[j].alive) {
+			const struct replica *r = &c->N->S->r[slot];
+			if (c->p[j].eof && r->exited && WIFEXITED(r->wstatus)) {
+				/* It answered and exited: its end, held back
+				 * while it was dying (vote_once), now votes. */
+				c->revote = true;
+				kick(c);
+				continue;
+			}
 			peer_drop(&c->p[j]);
-			if (!c->N->S->r[slot].sigkilled)
+			if (!r->sigkilled)
 				c->lost_inside++;
 			/* The others may now decide (a quorum of fewer), and
 			 * a lagger may have held the front. */
@@ -984,13 +1012,16 @@ void conn_open(struct net *N, struct listener *l, int cfd, const struct sockaddr
 	struct conn *c = conn_new(N, l, cfd);
 	snprintf(c->name, sizeof c->name, "on %s", l->name);
 	connlog_open(N, c->id, l->index, client);
+	unsigned dying = 0;
 	for (unsigned i = 0; i < S->nslots; i++) {
 		const struct nslot *ns = &N->slot[i];
 		if (!ns->present || !ns->ready || ns->clocks_behind || !(ns->listens & (1ull << l->index)))
 			continue;
 		int fd = net_connect_replica(N, i, l, client);
-		if (fd < 0)
+		if (fd < 0) {
+			dying += replica_dying(&S->r[i]);
 			continue;
+		}
 		struct peer *p = &c->p[c->np++];
 		/* Its clock starts now: making its socket may have taken a
 		 * while (an init slow to answer, factory.c). */
@@ -1001,6 +1032,14 @@ void conn_open(struct net *N, struct listener *l, int cfd, const struct sockaddr
 	}
 	c->nstart = c->np;
 	unsigned q = net_client_quorum(N);
+	if (c->np < q && dying > 0) {
+		/* A replica killed a moment ago, not reaped yet, could make no
+		 * socket: the others take the client as they will once its
+		 * end is seen. */
+		unsigned v = sup_voter_count(S);
+		v = v > dying ? v - dying : 0;
+		q = sup_quorum_with(S, v, v);
+	}
 	if (c->np < q) {
 		char why[128];
 		snprintf(why, sizeof why, "only %u replicas can take it, a majority needs %u", c->np, q);
