@@ -541,24 +541,24 @@ int changes_open_real_parent(const char *target, const char *path, const char **
 	return changes_open_real(target, parent, O_RDONLY | O_DIRECTORY, 0);
 }
 
-int changes_open_version(const struct changes *ch, const char *path)
+static int open_version(const struct changes *ch, const char *path, int access)
 {
 	char upper[4200];
 	size_t rel;
 	int v = changes_view_of(ch, path, &rel);
 	if (v < 0 || (size_t)snprintf(upper, sizeof upper, "v%d/u/%s", v, path + rel) >= sizeof upper)
 		return -1;
-	return open_beneath(ch->root, upper, O_RDONLY);
+	return open_beneath(ch->root, upper, access);
+}
+
+int changes_open_version(const struct changes *ch, const char *path)
+{
+	return open_version(ch, path, O_RDONLY);
 }
 
 int changes_open_version_rw(const struct changes *ch, const char *path)
 {
-	char upper[4200];
-	size_t rel;
-	int v = changes_view_of(ch, path, &rel);
-	if (v < 0 || (size_t)snprintf(upper, sizeof upper, "v%d/u/%s", v, path + rel) >= sizeof upper)
-		return -1;
-	return open_beneath(ch->root, upper, O_RDWR);
+	return open_version(ch, path, O_RDWR);
 }
 
 bool changes_masks(const struct changes *ch, const char *path)
