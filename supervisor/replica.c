@@ -177,6 +177,11 @@ static void probe_stopped(struct replica *r)
 	}
 }
 
+bool replica_joining(const struct sup *S, const struct replica *r)
+{
+	return r->joining || (r->live && !r->exited && !net_takes_clients(S->net, r->index));
+}
+
 bool replica_in_run(const struct replica *r)
 {
 	return r->used && (r->live || r->joining) && !r->killed && !r->exited;

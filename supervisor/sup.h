@@ -281,6 +281,10 @@ void replica_kill(struct sup *S, struct replica *r, const char *why);
 /* In the run: a voter, or a replacement catching up, neither killed nor
  * exited (what the file effects wait for). */
 bool replica_in_run(const struct replica *r);
+/* Still joining: catching up on the output, or in the vote but not yet
+ * taking clients (replaying connections, its clocks settling, a fresh
+ * server not yet joined). */
+bool replica_joining(const struct sup *S, const struct replica *r);
 /* It (its init, sandboxed) has ended, and diehard has not reaped it yet:
  * its sockets closed as it died, before its end is known. */
 bool replica_dying(const struct replica *r);

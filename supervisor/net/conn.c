@@ -1014,8 +1014,7 @@ void conn_open(struct net *N, struct listener *l, int cfd, const struct sockaddr
 	connlog_open(N, c->id, l->index, client);
 	unsigned dying = 0;
 	for (unsigned i = 0; i < S->nslots; i++) {
-		const struct nslot *ns = &N->slot[i];
-		if (!ns->present || !ns->ready || ns->clocks_behind || !(ns->listens & (1ull << l->index)))
+		if (!net_reaches(N, i, l))
 			continue;
 		int fd = net_connect_replica(N, i, l, client);
 		if (fd < 0) {

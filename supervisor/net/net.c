@@ -381,14 +381,18 @@ int net_connect_replica(struct net *N, unsigned i, const struct listener *l, con
 	return -1;
 }
 
-/* The replicas a connection on l would reach now (conn_open's). */
+bool net_reaches(const struct net *N, unsigned i, const struct listener *l)
+{
+	const struct nslot *ns = &N->slot[i];
+	return ns->present && ns->ready && !ns->clocks_behind && (ns->listens & (1ull << l->index));
+}
+
+/* The replicas a connection on l would reach now. */
 static unsigned takers(const struct net *N, const struct listener *l)
 {
 	unsigned n = 0;
-	for (unsigned i = 0; i < N->S->nslots; i++) {
-		const struct nslot *ns = &N->slot[i];
-		n += ns->present && ns->ready && !ns->clocks_behind && (ns->listens & (1ull << l->index));
-	}
+	for (unsigned i = 0; i < N->S->nslots; i++)
+		n += net_reaches(N, i, l);
 	return n;
 }
 
@@ -400,7 +404,7 @@ static bool someone_joining(const struct net *N)
 	const struct sup *S = N->S;
 	for (unsigned i = 0; i < S->nslots; i++) {
 		const struct replica *r = &S->r[i];
-		if (N->slot[i].present && !r->exited && !r->killed && (r->joining || (r->live && !net_takes_clients(N, i))))
+		if (N->slot[i].present && !r->killed && replica_joining(S, r))
 			return true;
 	}
 	return false;

@@ -116,6 +116,9 @@ unsigned net_quorum(const struct net *N);
 /* The quorum of a client's connection: among the replicas that take
  * clients (sup_client_quorum_among). */
 unsigned net_client_quorum(const struct net *N);
+/* Whether a new connection on l reaches the replica in slot i now: it
+ * listens there, and takes clients (its replay over, its clocks now). */
+bool net_reaches(const struct net *N, unsigned i, const struct listener *l);
 /* Where a replica listening (or bound, UDP) at a is reached from inside
  * its namespace: the wildcard as its loopback. */
 void net_target_of(const struct sockaddr_storage *a, struct sockaddr_storage *t, socklen_t *len);

@@ -24,12 +24,6 @@ static void *must(void *p)
 	return p;
 }
 
-/* A replica still joining: catching up on the output, or in the vote but
- * not yet taking clients (replaying connections, its clocks settling). */
-static bool joining(const struct sup *S, const struct replica *r)
-{
-	return r->joining || (r->live && !r->exited && !net_takes_clients(S->net, r->index));
-}
 
 static Diehard__ReplicaStatus *replica_status_of(const struct sup *S, const struct replica *r, double now)
 {
@@ -62,7 +56,7 @@ static Diehard__ReplicaStatus *replica_status_of(const struct sup *S, const stru
 		m->why.data = (uint8_t *)must(strdup(r->why));
 	} else if (r->exited) {
 		m->state = DIEHARD__REPLICA_STATUS__STATE__EXITED;
-	} else if (joining(S, r)) {
+	} else if (replica_joining(S, r)) {
 		m->state = DIEHARD__REPLICA_STATUS__STATE__JOINING;
 	} else {
 		m->state = DIEHARD__REPLICA_STATUS__STATE__RUNNING;
@@ -95,7 +89,7 @@ Diehard__RunStatus *status_build(struct sup *S)
 					: DIEHARD__RUN_STATUS__VOTE__VOTING;
 	st->min_voters = sup_min_voters(S);
 	for (unsigned i = 0; i < S->nslots; i++)
-		st->joining += joining(S, &S->r[i]);
+		st->joining += replica_joining(S, &S->r[i]);
 	char why[160];
 	const char *refused = S->refused[0] != '\0' ? S->refused : !replace_replayable(S, why, sizeof why) ? why : NULL;
 	if (refused != NULL) {
