@@ -406,25 +406,8 @@ s = socket.create_connection(('127.0.0.1', $port), timeout=50); s.sendall(b'hi')
 	require_cmd nginx
 	local port i round p n=0
 	port=$(free_port)
-	mkdir -p "$T/w/logs" "$T/w/tmp" "$T/shared"
-	cat >"$T/w/nginx.conf" <<-EOF
-		daemon off;
-		user root;
-		worker_processes 1;
-		pid $T/w/nginx.pid;
-		error_log $T/shared/error.log;
-		events { worker_connections 64; }
-		http {
-			client_body_temp_path $T/w/tmp/body;
-			proxy_temp_path $T/w/tmp/proxy;
-			fastcgi_temp_path $T/w/tmp/fastcgi;
-			uwsgi_temp_path $T/w/tmp/uwsgi;
-			scgi_temp_path $T/w/tmp/scgi;
-			log_format plain '\$remote_addr "\$request" \$status \$body_bytes_sent';
-			access_log $T/w/logs/access.log plain;
-			server { listen 127.0.0.1:$port; root $T/www; }
-		}
-	EOF
+	mkdir -p "$T/shared"
+	nginx_conf "$T/w" "$port" "$T/www" 1 "$T/shared/error.log" '$remote_addr "$request" $status $body_bytes_sent'
 	: >"$T/w/logs/access.log"
 	cd "$T/w"
 	dh_server ng "$port" -k 3 --stateless --share "$T/shared" -- nginx -c "$T/w/nginx.conf"
@@ -532,25 +515,7 @@ stops() {
 	# workers' stop lines interleave as they are scheduled, in each
 	# replica otherwise (docs/SERVICES.md, "Stopping").
 	port=$(free_port)
-	mkdir -p "$T/ng/logs" "$T/ng/tmp"
-	cat >"$T/ng/nginx.conf" <<-NG
-		daemon off;
-		user root;
-		worker_processes 2;
-		pid $T/ng/nginx.pid;
-		error_log $T/ng/logs/error.log;
-		events { worker_connections 64; }
-		http {
-			client_body_temp_path $T/ng/tmp/body;
-			proxy_temp_path $T/ng/tmp/proxy;
-			fastcgi_temp_path $T/ng/tmp/fastcgi;
-			uwsgi_temp_path $T/ng/tmp/uwsgi;
-			scgi_temp_path $T/ng/tmp/scgi;
-			log_format plain '\$remote_addr \$request \$status';
-			access_log $T/ng/logs/access.log plain;
-			server { listen 127.0.0.1:$port; root $T/www; }
-		}
-	NG
+	nginx_conf "$T/ng" "$port" "$T/www" 2 "$T/ng/logs/error.log" '$remote_addr $request $status'
 	after_start() {
 		[[ $(curl -sS -m 20 "http://127.0.0.1:$port/index.html?run=$1") == "hello from a daemon" ]] ||
 			fail "nginx run $1: fetch"

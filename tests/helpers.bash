@@ -410,6 +410,34 @@ while True:
     break'
 }
 
+# nginx_conf DIR PORT ROOT WORKERS ERROR_LOG FORMAT: DIR/nginx.conf, nginx
+# in the foreground as root with WORKERS workers serving ROOT on
+# 127.0.0.1:PORT, its error log at ERROR_LOG (a path, and a level if any),
+# its pid file, temp paths (DIR/tmp) and access log (DIR/logs/access.log, in
+# FORMAT, given quoted: '$remote_addr $request') under DIR.
+nginx_conf() {
+	local dir=$1 port=$2 root=$3 workers=$4 errlog=$5 format=$6
+	mkdir -p "$dir/tmp" "$dir/logs"
+	cat >"$dir/nginx.conf" <<-EOF
+		daemon off;
+		user root;
+		worker_processes $workers;
+		pid $dir/nginx.pid;
+		error_log $errlog;
+		events { worker_connections 64; }
+		http {
+			client_body_temp_path $dir/tmp/body;
+			proxy_temp_path $dir/tmp/proxy;
+			fastcgi_temp_path $dir/tmp/fastcgi;
+			uwsgi_temp_path $dir/tmp/uwsgi;
+			scgi_temp_path $dir/tmp/scgi;
+			log_format plain '$format';
+			access_log $dir/logs/access.log plain;
+			server { listen 127.0.0.1:$port; root $root; }
+		}
+	EOF
+}
+
 # free_port: a TCP port of 127.0.0.1 nothing listens on now.
 free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

@@ -154,29 +154,9 @@ lines_are() {
 	require_cmd nginx curl
 	local port i n=40
 	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-	mkdir -p "$T/w/www" "$T/w/logs" "$T/w/tmp"
+	mkdir -p "$T/w/www"
 	echo hello >"$T/w/www/index.html"
-	cat >"$T/w/nginx.conf" <<-EOF
-		daemon off;
-		user root;
-		worker_processes 1;
-		pid $T/w/nginx.pid;
-		error_log $T/shared/error.log notice;
-		events { worker_connections 64; }
-		http {
-			client_body_temp_path $T/w/tmp/body;
-			proxy_temp_path $T/w/tmp/proxy;
-			fastcgi_temp_path $T/w/tmp/fastcgi;
-			uwsgi_temp_path $T/w/tmp/uwsgi;
-			scgi_temp_path $T/w/tmp/scgi;
-			log_format plain '\$remote_addr "\$request" \$status \$body_bytes_sent';
-			access_log $T/w/logs/access.log plain;
-			server {
-				listen 127.0.0.1:$port;
-				root $T/w/www;
-			}
-		}
-	EOF
+	nginx_conf "$T/w" "$port" "$T/w/www" 1 "$T/shared/error.log notice" '$remote_addr "$request" $status $body_bytes_sent'
 	(cd "$T/w" && exec timeout 200 "$DIEHARD" -k 3 -v --share "$T/shared" -r "$T/r.json" -- nginx -c "$T/w/nginx.conf" \
 		>"$T/run.out" 2>"$T/run.err") &
 	DH=$!
