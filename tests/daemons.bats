@@ -112,6 +112,17 @@ kill_voter() {
 		fail "diehard did not see replica $id (pid $p) end"
 }
 
+# kill_all_running NAME: SIGKILL to every replica running (the programs),
+# from outside; returns once diehard has seen them all end.
+kill_all_running() {
+	local p
+	for p in $(status_json "$1" | jq -r '.replicas[] | select(.state == "running") | .pid'); do
+		kill -KILL "$p"
+	done
+	wait_until 30 bash -c "[[ \$('$DIEHARD' status --control '$T/$1.ctl' --json | jq -r '[.replicas[] | select(.state == \"running\")] | length') == 0 ]]" ||
+		fail "diehard did not see the kills" "$(status_json "$1")"
+}
+
 fetch() {
 	curl -sS -m 20 "http://127.0.0.1:$1/index.html"
 }
@@ -217,14 +228,9 @@ PY
 	[[ $(id -u) != 0 ]] || user=(-u nobody)
 	dh_server mc "$port" -k 3 -- memcached -t 4 -p "$port" -l 127.0.0.1 -U 0 "${user[@]}"
 	python3 "$T/mc.py" "$port" set "$n" || fail "storing the keys failed" "$(tail -n 20 "$T/mc.err")"
-	local p
-	for p in $(status_json mc | jq -r '.replicas[] | select(.state == "running") | .pid'); do
-		kill -KILL "$p"
-	done
 	# Once diehard has seen them all end, nobody takes clients until a
 	# replacement has replayed the log and read the time of now.
-	wait_until 30 bash -c "[[ \$('$DIEHARD' status --control '$T/mc.ctl' --json | jq -r '[.replicas[] | select(.state == \"running\")] | length') == 0 ]]" ||
-		fail "diehard did not see the kills" "$(status_json mc)"
+	kill_all_running mc
 	run python3 "$T/mc.py" "$port" check "$n"
 	[[ $status == 0 && $output == "$n" ]] || fail "after the kills: $output of $n keys" "$(grep '^diehard:' "$T/mc.err" | tail -n 20)"
 	grep -q 'new connections wait until replacements join' "$T/mc.err" ||
@@ -381,12 +387,7 @@ import socket
 s = socket.create_connection(('127.0.0.1', $port), timeout=20); s.sendall(b'hi'); print(s.recv(10).decode())") == hi ]] ||
 		fail "the first request was not echoed"
 	touch "$T/marker"
-	local p
-	for p in $(status_json late | jq -r '.replicas[] | select(.state == "running") | .pid'); do
-		kill -KILL "$p"
-	done
-	wait_until 30 bash -c "[[ \$('$DIEHARD' status --control '$T/late.ctl' --json | jq -r '[.replicas[] | select(.state == \"running\")] | length') == 0 ]]" ||
-		fail "diehard did not see the kills" "$(status_json late)"
+	kill_all_running late
 	run timeout 60 python3 -c "
 import socket
 s = socket.create_connection(('127.0.0.1', $port), timeout=50); s.sendall(b'hi'); print(repr(s.recv(10)))"
