@@ -212,11 +212,15 @@ $(B)/tests/unit/test_critical: tests/unit/test_critical.c tests/unit/tap.h $(CRI
 $(B)/tests/unit/test_voter: tests/unit/test_voter.c tests/unit/tap.h voter/voter.c voter/voter.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Ivoter -o $@ $< voter/voter.c
 
-# The supervisor's pure modules (nondeterminism log, ChaCha20, digests,
-# disputes, UTF-8 escaping, socket addresses, file extents) likewise.
+# The supervisor's pure modules (nondeterminism log, ChaCha20, process
+# trees, digests, disputes, UTF-8 escaping, socket addresses, file
+# extents) likewise.
 SUP_PURE := supervisor/virt/ndlog.c supervisor/virt/chacha.c
 $(B)/tests/unit/test_ndlog: tests/unit/test_ndlog.c tests/unit/tap.h $(SUP_PURE) supervisor/virt/ndlog.h supervisor/virt/chacha.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/virt -o $@ $< $(SUP_PURE)
+
+$(B)/tests/unit/test_lineage: tests/unit/test_lineage.c tests/unit/tap.h supervisor/virt/lineage.c supervisor/virt/lineage.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/virt -o $@ $< supervisor/virt/lineage.c
 
 $(B)/tests/unit/test_digest: tests/unit/test_digest.c tests/unit/tap.h supervisor/digest.c supervisor/digest.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -o $@ $< supervisor/digest.c

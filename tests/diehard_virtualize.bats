@@ -255,6 +255,25 @@ print(time.process_time())'
 	done
 }
 
+@test "nd_tree_random: a process tree whose branches run in an order each replica's heap picks, threads started on demand and double forks: each grandchild draws the same bytes in every replica (numbered by place in the tree, not by pid), 6 runs, also unsandboxed" {
+	require_prog nd_tree_random
+	local i opts
+	for i in 1 2 3 4 5 6; do
+		opts=()
+		((i > 4)) && opts=(--sandbox off)
+		virt_run tree$i 6 "${opts[@]}" "$PROGS/nd_tree_random"
+		for w in 0 1 2; do
+			for g in 0 1; do
+				grep -Eq "^$w $g [0-9a-f]{$((2 * (8 + 4 * w + g)))}\$" "$T/tree$i.out" ||
+					fail "run $i: no line for grandchild $w $g:" "$(cat "$T/tree$i.out")"
+			done
+		done
+		[[ $(cut -d' ' -f3 "$T/tree$i.out" | cut -c1-16 | sort -u | wc -l) == 6 ]] ||
+			fail "run $i: two grandchildren got the same bytes:" "$(cat "$T/tree$i.out")"
+		same_calls "$T/tree$i.json"
+	done
+}
+
 @test "nd_random: getrandom, /dev/urandom, /dev/random and fopen give the same bytes in every replica, other bytes in each run" {
 	require_prog nd_random
 	# The helper itself (plainly run).

@@ -39,6 +39,9 @@
 /* Every call the supervisor answers (virt.c says how). */
 static const int notified[] = {
 	SCMP_SYS(clock_gettime), SCMP_SYS(gettimeofday), SCMP_SYS(time), SCMP_SYS(getrandom), SCMP_SYS(arch_prctl),
+	/* Every new task, so that it is named by its place in the process
+	 * tree (lineage.h): a notification per thread or process started. */
+	SCMP_SYS(clone), SCMP_SYS(clone3), SCMP_SYS(fork), SCMP_SYS(vfork),
 };
 
 /* Opens are answered only when they may be a read-only open of a random

@@ -141,7 +141,7 @@ enum answer logcalls_getrandom(struct vreplica *vr, const struct seccomp_notif *
 	/* GRND_NONBLOCK and GRND_RANDOM change nothing once the kernel's pool
 	 * is ready (it always is by the time a program runs), but a replica
 	 * passing other flags than its siblings is behaving differently. */
-	uint32_t key = take_process_key(KEY_GETRANDOM, (pid_t)req->pid);
+	uint32_t key = take_process_key(vr, KEY_GETRANDOM, (pid_t)req->pid);
 	take_value(vr, req, key, len | (uint64_t)flags << 32, take_no_real, &v, &index);
 	struct chacha cc;
 	chacha_init_stream(&cc, vr->V->key, DOMAIN_GETRANDOM, take_stream_of(key, index));
@@ -227,7 +227,7 @@ enum answer logcalls_open(struct vreplica *vr, const struct seccomp_notif *req, 
 	uint64_t index;
 	int kept = flags & (O_NONBLOCK | O_CLOEXEC);
 	uint32_t kind = key;
-	key = take_process_key(kind, (pid_t)req->pid);
+	key = take_process_key(vr, kind, (pid_t)req->pid);
 	/* A mismatch is reported; the replica still gets the n-th stream. */
 	take_value(vr, req, key, (uint64_t)kept, take_no_real, &v, &index);
 	/* Each open holds one of our fds: past a share of our limit, the

@@ -98,19 +98,66 @@ bool remote_stat(pid_t pid, char *state, pid_t *ppid)
 	return true;
 }
 
+uint64_t remote_start_time(pid_t tid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* Field 22, the 20th after the name's ')' (remote_stat). */
+	const char *p = strrchr(buf, ')');
+	for (int field = 2; p != NULL && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	if (p == NULL)
+		return 0;
+	char *end;
+	unsigned long long v = strtoull(p + 1, &end, 10);
+	return end != p + 1 ? (uint64_t)v : 0;
+}
+
 /* Thread tid's thread group, from /proc/TID/status (its name, escaped
  * there, cannot hold a line of its own). -1 with errno. */
+/* The number after field (a "\nName:" of /proc/TID/status) in buf, or
+ * -1. */
+static long status_field(const char *buf, const char *field)
+{
+	const char *t = strstr(buf, field);
+	if (t == NULL)
+		return -1;
+	t += strlen(field);
+	char *end;
+	long v = strtol(t, &end, 10);
+	return end == t || v < 0 || v > INT_MAX ? -1 : v;
+}
+
 pid_t remote_thread_group(pid_t tid)
 {
 	char buf[1024];
 	if (remote_status(tid, buf, sizeof buf) != 0)
 		return -1;
-	const char *t = strstr(buf, "\nTgid:");
-	char *end;
-	long v = t != NULL ? strtol(t + 6, &end, 10) : 0;
-	if (t == NULL || end == t + 6 || v <= 0 || v > INT_MAX) {
+	long v = status_field(buf, "\nTgid:");
+	if (v <= 0) {
 		errno = ESRCH;
 		return -1;
 	}
 	return (pid_t)v;
+}
+
+bool remote_family(pid_t tid, pid_t *tgid, pid_t *ppid)
+{
+	char buf[1024];
+	if (remote_status(tid, buf, sizeof buf) != 0)
+		return false;
+	long g = status_field(buf, "\nTgid:"), p = status_field(buf, "\nPPid:");
+	if (g <= 0 || p < 0)
+		return false;
+	*tgid = (pid_t)g;
+	*ppid = (pid_t)p;
+	return true;
 }

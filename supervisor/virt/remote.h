@@ -37,6 +37,14 @@ int remote_status(pid_t tid, char *buf, size_t size);
  * with errno. */
 pid_t remote_thread_group(pid_t tid);
 
+/* Thread tid's process and that process's parent, from
+ * /proc/TID/status: false when it cannot be read (gone). */
+bool remote_family(pid_t tid, pid_t *tgid, pid_t *ppid);
+
+/* Task tid's start time (clock ticks since boot, /proc/TID/stat), or 0
+ * when it is gone. */
+uint64_t remote_start_time(pid_t tid);
+
 /* pid's state letter ('T': stopped by a signal) and parent, from
  * /proc/PID/stat: true, or false when it cannot be read (gone). */
 bool remote_stat(pid_t pid, char *state, pid_t *ppid);

@@ -23,6 +23,7 @@
 #include "dispute.h"
 #include "exitcode.h"
 #include "fastclock.h"
+#include "lineage.h"
 #include "log.h"
 #include "net.h"
 #include "realclock.h"
@@ -138,21 +139,27 @@ static uint32_t own_id(pid_t tid, const char *field)
  * first): a thread that serves a request reads the time for its reply, and
  * matched per thread its reads pair with the sibling threads' reads for the
  * same request, however the threads of a replica interleave. A thread's
- * number is its id inside the replica's own pid namespace (sandbox.c):
- * those follow the order in which threads were created, the same in every
- * replica of a server that starts a thread per connection (connections
- * reach every replica in one order), whatever ids the host gives. Only once
- * the replica listens (net.h): before, a program's reads stay matched in
- * one sequence per kind, as everywhere else. 0 when the number is unknown
- * (no namespace of its own, or the thread is gone): then the one sequence. */
-static uint32_t thread_number(pid_t tid)
+ * number is cut from its place in the replica's process tree (lineage.h:
+ * the n-th thread its process started, that process the m-th its parent
+ * forked, ...), the same in every replica of a server that starts a thread
+ * or a process per connection (connections reach every replica in one
+ * order), whatever ids the host gives and however the other processes'
+ * tasks interleave with its own. Where lineage cannot place a task, its id
+ * inside the replica's own pid namespace (sandbox.c), which follows the
+ * order in which the replica's tasks were made. Only once the replica
+ * listens (net.h): before, a program's reads stay matched in one sequence
+ * per kind, as everywhere else. 0 when the number is unknown (no
+ * namespace of its own, or the thread is gone): then the one sequence. */
+static uint32_t thread_number(struct vreplica *vr, pid_t tid)
 {
-	return own_id(tid, "\nNSpid:");
+	uint32_t t = lineage_thread(vr->V->lineage, vr->index, tid);
+	return t != 0 ? t : own_id(tid, "\nNSpid:");
 }
 
-uint32_t take_process_key(uint32_t key, pid_t tid)
+uint32_t take_process_key(struct vreplica *vr, uint32_t key, pid_t tid)
 {
-	return key | own_id(tid, "\nNStgid:");
+	uint32_t p = lineage_process(vr->V->lineage, vr->index, tid);
+	return key | (p != 0 ? p : own_id(tid, "\nNStgid:"));
 }
 
 uint64_t take_stream_of(uint32_t key, uint64_t index)
@@ -170,7 +177,7 @@ uint32_t take_wall_key(struct vreplica *vr, unsigned which, uint32_t key, pid_t 
 {
 	if (!net_listening(vr->V->S->net, vr->index))
 		return key;
-	uint32_t t = thread_number(tid);
+	uint32_t t = thread_number(vr, tid);
 	return t == 0 ? key : KEY_WALL_THREAD | which << 22 | t;
 }
 

@@ -45,6 +45,7 @@
 #include "exitcode.h"
 #include "fastclock.h"
 #include "clockpage.h"
+#include "lineage.h"
 #include "files.h"
 #include "log.h"
 #include "ndlog.h"
@@ -107,6 +108,10 @@ static enum answer dispatch(struct vreplica *vr, const struct seccomp_notif *req
 	case SYS_open:
 	case SYS_openat: return logcalls_open(vr, req, resp);
 	case SYS_arch_prctl: return images_arch_prctl(vr, req);
+	case SYS_clone:
+	case SYS_clone3:
+	case SYS_fork:
+	case SYS_vfork: return tasks_clone(vr, req);
 	case SYS_execve:
 	case SYS_execveat: return images_execve(vr, req);
 	case SYS_listen:
@@ -207,6 +212,7 @@ struct virt *virt_new(struct sup *S)
 	V->disputes = disputes_new(S->nslots, take_on_odd, V);
 	V->entropy = entropy_new(S->base, V->key);
 	V->net = netcalls_new(S);
+	V->lineage = tasks_lineage(S->nslots);
 	V->r = calloc(S->nslots, sizeof *V->r);
 	V->random_open = calloc(S->nslots, sizeof *V->random_open);
 	/* Our fd limit (raised to the hard one), less what the run needs for
@@ -308,6 +314,11 @@ void virt_calls_now(struct virt *V, unsigned i)
 		return;
 	to_front(V, i, any_key);
 	V->r[i].uncounted = true;
+	/* Its processes name what they start from now on as the voters'
+	 * name theirs. */
+	for (unsigned j = 0; j < V->S->nslots; j++)
+		if (j != i && V->S->r[j].live)
+			lineage_align(V->lineage, i, j);
 }
 
 void virt_stop_clocks(struct virt *V)
@@ -460,6 +471,8 @@ void virt_attach(struct virt *V, unsigned i, int listener)
 	 * kind: it replays what the log holds. */
 	if (again)
 		(void)ndlog_restart(V->log, i);
+	const struct replica *r = &V->S->r[i];
+	lineage_start(V->lineage, i, r->program_pid > 0 ? r->program_pid : r->pid);
 	/* A kernel before 6.6 refuses; it is only slower. */
 	if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, (unsigned long)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) != 0)
 		log_event("replica %u: synchronous wake-ups refused (%s): notified calls cost more", V->S->r[i].id,

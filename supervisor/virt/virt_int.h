@@ -99,6 +99,7 @@ struct virt {
 	bool cap_said;
 	struct fastclock *fast;   /* the in-replica clock path, or NULL */
 	struct traced *traced;    /* processes traced to their exec */
+	struct lineage *lineage;  /* the replicas' process trees (lineage.h), or NULL */
 	struct event *harvest_ev; /* brings its entries into the log */
 	uint64_t fast_damaged;    /* slots turned to notify: damaged counts */
 };
@@ -124,12 +125,14 @@ bool take_thread_key(uint32_t key);
  * true with *v the stop's time in the read's form (real() first gives the
  * rest: a timezone, an error); false otherwise. */
 bool take_frozen(struct virt *V, const struct seccomp_notif *req, uint32_t key, real_fn *real, struct nd_value *v);
-/* key (getrandom, a random device's open) for tid's process: | its number
- * in the replica's pid namespace, so that the n-th call of each process
- * matches the n-th of the same process in every replica, however the
- * processes' calls interleave (a server's process per connection); key
- * itself outside a pid namespace of the replica's own. */
-uint32_t take_process_key(uint32_t key, pid_t tid);
+/* key (getrandom, a random device's open) for tid's process: | its number,
+ * cut from its place in the replica's process tree (lineage.h), so that the
+ * n-th call of each process matches the n-th of the same process in every
+ * replica, however the processes' calls interleave (a server's process per
+ * connection, with processes of its own); its id in the replica's pid
+ * namespace where lineage cannot place it; key itself when neither is
+ * known. */
+uint32_t take_process_key(struct vreplica *vr, uint32_t key, pid_t tid);
 /* The keystream (chacha.h) of a keyed call's index-th value: a process's
  * streams apart from every other's. */
 uint64_t take_stream_of(uint32_t key, uint64_t index);
@@ -155,6 +158,11 @@ enum answer logcalls_gettimeofday(struct vreplica *vr, const struct seccomp_noti
 enum answer logcalls_time(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp);
 enum answer logcalls_getrandom(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp);
 enum answer logcalls_open(struct vreplica *vr, const struct seccomp_notif *req, struct seccomp_notif_resp *resp);
+
+/* tasks.c: the run's lineage (NULL, said, when the last pid cannot be
+ * read), and a clone, fork or vfork noted in it (it goes on). */
+struct lineage *tasks_lineage(unsigned nslots);
+enum answer tasks_clone(struct vreplica *vr, const struct seccomp_notif *req);
 
 /* images.c (and virt.h's virt_traced) */
 enum answer images_arch_prctl(struct vreplica *vr, const struct seccomp_notif *req);
