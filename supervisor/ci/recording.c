@@ -110,7 +110,7 @@ static bool has_nul(const ProtobufCBinaryData *b)
 
 static bool check(const Diehard__Recording *rec, char *why, size_t size)
 {
-	if (rec->format > RECORDING_FORMAT || rec->format == 0) {
+	if (rec->format != RECORDING_FORMAT) {
 		snprintf(why, size, "recording format %u, this diehard reads format %d", rec->format, RECORDING_FORMAT);
 		return false;
 	}

@@ -10,7 +10,10 @@
 
 #include "recording.pb-c.h"
 
-#define RECORDING_FORMAT 1
+/* 2: getrandom's and the random devices' keys name a process by its place
+ * in the process tree (virt/lineage.h), no longer by its pid: a format 1
+ * recording's process keys mean other processes. */
+#define RECORDING_FORMAT 2
 #define RECORDING_MAX ((size_t)1 << 31) /* a protobuf message's own limit */
 
 /* Writes rec to path; false with why (one line: "cannot write the

@@ -26,6 +26,8 @@ enum { FORK, THREAD };
 struct rec {
 	pid_t snap;       /* the last pid given when the clone was notified */
 	uint32_t ordinal; /* the clone's number among its kind */
+	pid_t child;      /* the task found to be its child (0: none yet) */
+	uint64_t child_start;
 };
 
 struct recs {
@@ -46,6 +48,9 @@ struct orphan {
 	pid_t snap, parent;
 	uint64_t parent_start;
 	uint64_t place; /* the child's */
+	bool adopted;   /* CLONE_PARENT: its parent is its maker's */
+	pid_t child;    /* the task found to be its child (0: none yet) */
+	uint64_t child_start;
 };
 
 struct slot {
@@ -202,40 +207,53 @@ static void recs_push(struct recs *rs, pid_t snap, uint32_t ordinal)
 		rs->head = 0;
 	}
 	if (rs->len == rs->cap) { /* full at CLONES_KEPT: the oldest goes */
-		rs->r[rs->head] = (struct rec){ snap, ordinal };
+		rs->r[rs->head] = (struct rec){ .snap = snap, .ordinal = ordinal };
 		rs->head = (rs->head + 1) % rs->cap;
 		return;
 	}
-	rs->r[(rs->head + rs->len) % rs->cap] = (struct rec){ snap, ordinal };
+	rs->r[(rs->head + rs->len) % rs->cap] = (struct rec){ .snap = snap, .ordinal = ordinal };
 	rs->len++;
 }
 
-/* The clone among rs that made task t: the newest whose snapshot
- * precedes t. */
-static const struct rec *maker(const struct lineage *L, const struct recs *rs, pid_t t, pid_t now)
+/* The clone among rs that made task t (started at start): the newest whose
+ * snapshot precedes t, claimed for t; NULL when there is none, or when it
+ * made another task (then t is not rs's owner's child: a subreaper's, a
+ * CLONE_PARENT one, or seen only after the pids wrapped past it). */
+static struct rec *maker(const struct lineage *L, struct recs *rs, pid_t t, uint64_t start, pid_t now)
 {
 	for (uint32_t i = rs->len; i-- > 0;) {
-		const struct rec *r = &rs->r[(rs->head + i) % rs->cap];
-		if (made_after(L, r->snap, t, now))
-			return r;
+		struct rec *r = &rs->r[(rs->head + i) % rs->cap];
+		if (!made_after(L, r->snap, t, now))
+			continue;
+		if (r->child != 0 && (r->child != t || r->child_start != start))
+			return NULL;
+		r->child = t;
+		r->child_start = start;
+		return r;
 	}
 	return NULL;
 }
 
 static struct node *resolve(struct lineage *L, struct slot *s, pid_t tid, unsigned depth);
 
-/* A process reparented before it was seen: the newest of the slot's
- * forks before it whose parent is gone. */
-static uint64_t orphan_place(struct lineage *L, struct slot *s, pid_t t, pid_t now)
+/* A process reparented before it was seen, or made by CLONE_PARENT: the
+ * newest of the slot's forks before it that no other task claimed and
+ * whose maker no longer runs (or adopted it out). */
+static uint64_t orphan_place(struct lineage *L, struct slot *s, pid_t t, uint64_t start, pid_t now)
 {
 	unsigned looked = 0;
 	for (unsigned i = 0; i < s->olen && looked < ORPHAN_LOOKS; i++) {
-		const struct orphan *o = &s->orphans[(s->ohead + ORPHAN_FORKS - 1 - i) % ORPHAN_FORKS];
+		struct orphan *o = &s->orphans[(s->ohead + ORPHAN_FORKS - 1 - i) % ORPHAN_FORKS];
 		if (!made_after(L, o->snap, t, now))
 			continue;
 		looked++;
-		if (!L->ops.running(L->ops.ctx, o->parent, o->parent_start))
+		if (o->child != 0 && (o->child != t || o->child_start != start))
+			continue;
+		if (o->adopted || !L->ops.running(L->ops.ctx, o->parent, o->parent_start)) {
+			o->child = t;
+			o->child_start = start;
 			return o->place;
+		}
 	}
 	return 0;
 }
@@ -249,7 +267,7 @@ static uint64_t find_place(struct lineage *L, struct slot *s, pid_t t, const str
 		struct node *p = resolve(L, s, ti->tgid, depth + 1);
 		if (p == NULL || p->place == 0)
 			return 0;
-		const struct rec *r = maker(L, &p->recs[THREAD], t, now);
+		const struct rec *r = maker(L, &p->recs[THREAD], t, ti->start, now);
 		return r != NULL ? child_place(p->place, THREAD, r->ordinal) : 0;
 	}
 	if (t == s->root)
@@ -258,11 +276,11 @@ static uint64_t find_place(struct lineage *L, struct slot *s, pid_t t, const str
 	if (ti->ppid > 0 && ti->ppid != t && find(s, ti->ppid) != NULL)
 		p = resolve(L, s, ti->ppid, depth + 1);
 	if (p != NULL && p->tgid == p->tid && p->place != 0) {
-		const struct rec *r = maker(L, &p->recs[FORK], t, now);
+		const struct rec *r = maker(L, &p->recs[FORK], t, ti->start, now);
 		if (r != NULL)
 			return child_place(p->place, FORK, r->ordinal);
 	}
-	return orphan_place(L, s, t, now);
+	return orphan_place(L, s, t, ti->start, now);
 }
 
 /* Task tid's node, found (and its place) when first seen; NULL when it is
@@ -333,7 +351,7 @@ void lineage_start(struct lineage *L, unsigned slot, pid_t root)
 	(void)resolve(L, s, root, 0);
 }
 
-void lineage_clone(struct lineage *L, unsigned slot, pid_t tid, bool thread)
+void lineage_clone(struct lineage *L, unsigned slot, pid_t tid, enum lineage_clone kind)
 {
 	if (L == NULL || slot >= L->nslots)
 		return;
@@ -345,15 +363,19 @@ void lineage_clone(struct lineage *L, unsigned slot, pid_t tid, bool thread)
 	if (p == NULL)
 		return;
 	pid_t snap = L->ops.last_pid(L->ops.ctx);
-	int kind = thread ? THREAD : FORK;
-	uint32_t ordinal = p->clones[kind]++;
-	recs_push(&p->recs[kind], snap, ordinal);
-	if (thread || p->place == 0)
+	int which = kind == LINEAGE_THREAD ? THREAD : FORK;
+	uint32_t ordinal = p->clones[which]++;
+	/* A CLONE_PARENT child is its maker's n-th, but its parent's child
+	 * in /proc: found among the slot's forks, never among p's. */
+	if (kind != LINEAGE_ADOPTED)
+		recs_push(&p->recs[which], snap, ordinal);
+	if (kind == LINEAGE_THREAD || p->place == 0)
 		return;
 	if (s->orphans == NULL && (s->orphans = calloc(ORPHAN_FORKS, sizeof *s->orphans)) == NULL)
 		return;
 	s->orphans[s->ohead] = (struct orphan){ .snap = snap, .parent = p->tid, .parent_start = p->start,
-						.place = child_place(p->place, FORK, ordinal) };
+						.place = child_place(p->place, FORK, ordinal),
+						.adopted = kind == LINEAGE_ADOPTED };
 	s->ohead = (s->ohead + 1) % ORPHAN_FORKS;
 	if (s->olen < ORPHAN_FORKS)
 		s->olen++;
@@ -392,24 +414,48 @@ uint32_t lineage_thread(struct lineage *L, unsigned slot, pid_t tid)
 	return cut(lineage_place(L, slot, tid), 22);
 }
 
+struct counts {
+	uint64_t place;
+	uint32_t clones[2];
+};
+
+static int by_place(const void *a, const void *b)
+{
+	uint64_t x = ((const struct counts *)a)->place, y = ((const struct counts *)b)->place;
+	return x < y ? -1 : x > y;
+}
+
 void lineage_align(struct lineage *L, unsigned to, unsigned from)
 {
 	if (L == NULL || to >= L->nslots || from >= L->nslots || to == from)
 		return;
 	struct slot *a = &L->s[to], *b = &L->s[from];
-	for (size_t i = 0; i < a->cap; i++) {
-		struct node *n = &a->nodes[i];
-		if (n->tid == 0 || n->tid != n->tgid || n->place == 0)
-			continue;
-		for (size_t j = 0; j < b->cap; j++) {
-			const struct node *m = &b->nodes[j];
-			if (m->tid == 0 || m->tid != m->tgid || m->place != n->place)
-				continue;
-			for (int k = FORK; k <= THREAD; k++)
-				if (m->clones[k] > n->clones[k])
-					n->clones[k] = m->clones[k];
-		}
+	struct counts *c = malloc((b->n + 1) * sizeof *c);
+	if (c == NULL)
+		return;
+	size_t n = 0;
+	for (size_t j = 0; j < b->cap; j++) {
+		const struct node *m = &b->nodes[j];
+		if (m->tid != 0 && m->tid == m->tgid && m->place != 0)
+			c[n++] = (struct counts){ m->place, { m->clones[FORK], m->clones[THREAD] } };
 	}
+	qsort(c, n, sizeof *c, by_place);
+	for (size_t i = 0; i < a->cap; i++) {
+		struct node *p = &a->nodes[i];
+		if (p->tid == 0 || p->tid != p->tgid || p->place == 0)
+			continue;
+		struct counts key = { .place = p->place };
+		const struct counts *m = bsearch(&key, c, n, sizeof *c, by_place);
+		/* Several entries of one place (an ended process and its
+		 * namesake): the largest counts. */
+		for (; m != NULL && m > c && m[-1].place == p->place; m--)
+			;
+		for (; m != NULL && m < c + n && m->place == p->place; m++)
+			for (int k = FORK; k <= THREAD; k++)
+				if (m->clones[k] > p->clones[k])
+					p->clones[k] = m->clones[k];
+	}
+	free(c);
 }
 
 size_t lineage_known(const struct lineage *L, unsigned slot)

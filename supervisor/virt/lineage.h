@@ -23,12 +23,16 @@
  * high. So the clone that made task t is the last one of its parent
  * (its process, for a thread) whose snapshot precedes t: pids wrap at
  * pid_max, and "precedes" counts forward from the snapshot, within what
- * was given since. Clones made at once by two threads of one process may
- * be told apart wrongly; two processes' clones never are.
+ * was given since. A clone record, once it made a task, names no other.
+ * Clones made at once by two threads of one process may be told apart
+ * wrongly, and so may a clone the kernel restarts (a signal came while it
+ * was notified) that tasks.c did not see coming: it is counted twice.
  *
  * A process whose parent is gone before it is first seen (a daemon's
- * double fork) was reparented: it is matched against the slot's last
- * forks whose parent is gone too.
+ * double fork) was reparented, and a CLONE_PARENT child is its maker's
+ * parent's in /proc: both are matched against the slot's last forks whose
+ * maker is gone, or that were CLONE_PARENT (forks notified in the same
+ * moment by two makers that are both gone may be swapped).
  *
  * Tasks are known by their host id and start time (ids are reused); a
  * task's place is found when it is first seen: at its first clone or its
@@ -76,8 +80,11 @@ void lineage_free(struct lineage *L);
  * forgotten). */
 void lineage_start(struct lineage *L, unsigned slot, pid_t root);
 
-/* Task tid of slot makes a clone: a thread, or a process. */
-void lineage_clone(struct lineage *L, unsigned slot, pid_t tid, bool thread);
+/* Task tid of slot makes a clone: a process, a thread, or a process whose
+ * parent will be tid's own parent (CLONE_PARENT). A clone the kernel will
+ * restart (a signal is pending) must not be told: it comes again. */
+enum lineage_clone { LINEAGE_FORK, LINEAGE_THREAD, LINEAGE_ADOPTED };
+void lineage_clone(struct lineage *L, unsigned slot, pid_t tid, enum lineage_clone kind);
 
 /* Task tid's place, 0 when it cannot be known (not a task of the slot's
  * tree, or gone). */

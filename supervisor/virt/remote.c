@@ -121,8 +121,6 @@ uint64_t remote_start_time(pid_t tid)
 	return end != p + 1 ? (uint64_t)v : 0;
 }
 
-/* Thread tid's thread group, from /proc/TID/status (its name, escaped
- * there, cannot hold a line of its own). -1 with errno. */
 /* The number after field (a "\nName:" of /proc/TID/status) in buf, or
  * -1. */
 static long status_field(const char *buf, const char *field)
@@ -136,6 +134,8 @@ static long status_field(const char *buf, const char *field)
 	return end == t || v < 0 || v > INT_MAX ? -1 : v;
 }
 
+/* Thread tid's thread group, from /proc/TID/status (its name, escaped
+ * there, cannot hold a line of its own). -1 with errno. */
 pid_t remote_thread_group(pid_t tid)
 {
 	char buf[1024];

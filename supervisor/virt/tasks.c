@@ -86,23 +86,47 @@ struct lineage *tasks_lineage(unsigned nslots)
 	return L;
 }
 
+/* The hex mask after field (a "\nName:" of /proc/TID/status) in buf. */
+static uint64_t status_mask(const char *buf, const char *field)
+{
+	const char *t = strstr(buf, field);
+	return t != NULL ? strtoull(t + strlen(field), NULL, 16) : 0;
+}
+
+/* Whether thread tid has a signal pending that it does not block: the
+ * kernel then restarts its clone (copy_process, -ERESTARTNOINTR) once the
+ * handler ran, and the clone is notified again. */
+static bool restarts(pid_t tid)
+{
+	char buf[2048];
+	if (remote_status(tid, buf, sizeof buf) != 0)
+		return false;
+	uint64_t pending = status_mask(buf, "\nSigPnd:") | status_mask(buf, "\nShdPnd:");
+	return (pending & ~status_mask(buf, "\nSigBlk:")) != 0;
+}
+
 enum answer tasks_clone(struct vreplica *vr, const struct seccomp_notif *req)
 {
-	bool thread = false;
+	uint64_t flags = 0;
 	switch (req->data.nr) {
-	case SYS_clone: thread = req->data.args[0] & CLONE_THREAD; break;
-	case SYS_clone3: {
+	case SYS_clone: flags = req->data.args[0]; break;
+	case SYS_clone3:
 		/* The flags lead struct clone_args; a pointer the kernel will
 		 * refuse makes no task. */
-		uint64_t flags;
 		if (req->data.args[1] < sizeof flags ||
 		    remote_read_all((pid_t)req->pid, req->data.args[0], &flags, sizeof flags) != 0)
 			return CONTINUE;
-		thread = flags & CLONE_THREAD;
 		break;
-	}
 	default: break; /* fork, vfork */
 	}
-	lineage_clone(vr->V->lineage, vr->index, (pid_t)req->pid, thread);
+	/* A signal pending now makes the kernel restart the call: counted
+	 * then. One that comes after this look, before the kernel's, is
+	 * counted twice (docs/NONDETERMINISM.md, "Process numbering"). */
+	if (restarts((pid_t)req->pid))
+		return CONTINUE;
+	enum lineage_clone kind = flags & CLONE_THREAD ? LINEAGE_THREAD
+				  : flags & CLONE_PARENT ? LINEAGE_ADOPTED
+							 : LINEAGE_FORK;
+	lineage_clone(vr->V->lineage, vr->index, (pid_t)req->pid, kind);
 	return CONTINUE;
 }

@@ -8,7 +8,8 @@
  * place in every replica: forks and threads by their order in their
  * parent, orphans (double forks) whose parent is gone, a wrap of the pid
  * space between a clone and its child's first sight, an id reused by a
- * new task, a fresh server aligned with its siblings; unknown tasks get 0;
+ * new task, a fresh server aligned with its siblings, a subreaper's
+ * adopted grandchildren and a CLONE_PARENT child; unknown tasks get 0;
  * the table stays bounded as tasks come and go. */
 #include <stdbool.h>
 #include <stdint.h>
@@ -88,7 +89,7 @@ static pid_t spawn_root(void)
 /* Task tid of slot makes a clone (notified first, then made). */
 static pid_t do_clone(struct lineage *L, unsigned slot, pid_t tid, bool thread)
 {
-	lineage_clone(L, slot, tid, thread);
+	lineage_clone(L, slot, tid, thread ? LINEAGE_THREAD : LINEAGE_FORK);
 	pid_t c = alloc_pid();
 	pid_t tgid = tasks[tid].tgid;
 	tasks[c] = (struct task){ RUNNING, thread ? tgid : c, thread ? tasks[tgid].ppid : tgid, ++clock_tick };
@@ -247,12 +248,12 @@ static void test_wrap_and_reuse(void)
 	pid_t id = ac[5];
 	reap(id);
 	last = id - 1;
-	lineage_clone(L, 0, a, false);
+	lineage_clone(L, 0, a, LINEAGE_FORK);
 	pid_t n = alloc_pid();
 	tasks[n] = (struct task){ RUNNING, n, a, ++clock_tick };
 	CHECK(n == id, "the new child got the old one's id");
 	uint64_t now = lineage_place(L, 0, n);
-	lineage_clone(L, 1, b, false);
+	lineage_clone(L, 1, b, LINEAGE_FORK);
 	pid_t m = alloc_pid();
 	tasks[m] = (struct task){ RUNNING, m, b, ++clock_tick };
 	CHECK(now != old && now != 0 && now == lineage_place(L, 1, m),
@@ -295,6 +296,56 @@ static void test_align(void)
 	lineage_free(L);
 }
 
+/* Slot's root is a subreaper: a child A double-forks B0 and B1, which come
+ * back to the root as children; a child P makes C with CLONE_PARENT (the
+ * root's child in /proc) and then forks D. Seen after A has gone. */
+static void adopted_tree(struct lineage *L, unsigned slot, unsigned noise, pid_t out[6])
+{
+	pid_t root = spawn_root();
+	lineage_start(L, slot, root);
+	pid_t a = do_clone(L, slot, root, false);
+	others(noise);
+	pid_t b0 = do_clone(L, slot, a, false);
+	others(noise);
+	pid_t b1 = do_clone(L, slot, a, false);
+	exit_process(a, root);
+	reap(a);
+	pid_t p = do_clone(L, slot, root, false);
+	lineage_clone(L, slot, p, LINEAGE_ADOPTED);
+	pid_t c = alloc_pid();
+	tasks[c] = (struct task){ RUNNING, c, root, ++clock_tick };
+	others(noise);
+	pid_t d = do_clone(L, slot, p, false);
+	pid_t order[6] = { b1, c, b0, d, p, root };
+	if (noise & 1) { /* first seen in another order */
+		order[0] = d;
+		order[3] = b1;
+	}
+	for (int i = 0; i < 6; i++)
+		(void)lineage_place(L, slot, order[i]);
+	pid_t all[6] = { b0, b1, c, d, p, root };
+	memcpy(out, all, sizeof all);
+}
+
+static void test_adopted(void)
+{
+	reset();
+	struct lineage *L = lineage_new(2, &ops);
+	pid_t x[6], y[6];
+	adopted_tree(L, 0, 0, x);
+	adopted_tree(L, 1, 5, y);
+	bool same = true, distinct = true;
+	for (int i = 0; i < 6; i++) {
+		uint64_t px = lineage_place(L, 0, x[i]);
+		same &= px != 0 && px == lineage_place(L, 1, y[i]);
+		for (int j = 0; j < i; j++)
+			distinct &= px != lineage_place(L, 0, x[j]);
+	}
+	CHECK(same, "under a subreaper, double-forked children and a CLONE_PARENT child: one place in both replicas");
+	CHECK(distinct, "and each its own (not its maker's sibling's, not its maker's)");
+	lineage_free(L);
+}
+
 static void test_bounded(void)
 {
 	reset();
@@ -321,7 +372,7 @@ static void test_bounded(void)
 	CHECK(most < 1024, "the table stays bounded as they end (at most %zu known)", most);
 	lineage_free(L);
 	CHECK(lineage_place(NULL, 0, 1) == 0 && lineage_process(NULL, 0, 1) == 0, "no lineage: no place");
-	lineage_clone(NULL, 0, 1, false);
+	lineage_clone(NULL, 0, 1, LINEAGE_FORK);
 	lineage_align(NULL, 0, 1);
 }
 
@@ -330,6 +381,7 @@ int main(void)
 	test_interleavings();
 	test_wrap_and_reuse();
 	test_align();
+	test_adopted();
 	test_bounded();
 	return tap_done();
 }

@@ -140,6 +140,11 @@ int main(void)
 	recording_write(path, &rec, why, sizeof why);
 	x = recording_read(path, why, sizeof why);
 	CHECK(x == NULL && strstr(why, "format 99") != NULL, "a newer format is refused: %s", why);
+	rec.format = RECORDING_FORMAT - 1;
+	recording_write(path, &rec, why, sizeof why);
+	x = recording_read(path, why, sizeof why);
+	CHECK(x == NULL && strstr(why, "format 1") != NULL,
+	      "an older format (processes keyed by pid) is refused too: %s", why);
 	unlink(path);
 	free(good);
 	free(bad);
