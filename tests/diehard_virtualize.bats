@@ -274,6 +274,19 @@ print(time.process_time())'
 	done
 }
 
+@test "nd_fork_signals: 200 forks under a 1 ms timer's signal, its handler with SA_RESTART and without: no fork fails with EINTR, none is counted twice (each child draws the same bytes in every replica), 2 runs each" {
+	require_prog nd_fork_signals
+	local i how
+	for i in 1 2; do
+		for how in restart plain; do
+			virt_run fs$how$i 200 "$PROGS/nd_fork_signals" 200 1000 $how
+			[[ $(cut -d' ' -f2 "$T/fs$how$i.out" | sort -u | wc -l) == 200 ]] ||
+				fail "run $i ($how): the children drew the same bytes" "$(sort "$T/fs$how$i.out" | uniq -c -f1 | sort -rn | head -5)"
+			same_calls "$T/fs$how$i.json"
+		done
+	done
+}
+
 @test "nd_random: getrandom, /dev/urandom, /dev/random and fopen give the same bytes in every replica, other bytes in each run" {
 	require_prog nd_random
 	# The helper itself (plainly run).
