@@ -74,45 +74,46 @@ int remote_status(pid_t tid, char *buf, size_t size)
 	return 0;
 }
 
-bool remote_stat(pid_t pid, char *state, pid_t *ppid)
+/* pid's /proc/PID/stat read into buf: what follows its name ("PID (COMM)
+ * S PPID ..."), or NULL when it cannot be read (gone). COMM may hold
+ * anything, but no more than 16 bytes, so the last ')' is its end. */
+static const char *stat_fields(pid_t pid, char *buf, size_t size)
 {
-	char path[64], buf[512];
+	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
+		return NULL;
+	ssize_t n = read(fd, buf, size - 1);
 	close(fd);
 	if (n <= 0)
-		return false;
+		return NULL;
 	buf[n] = '\0';
-	/* "PID (COMM) S PPID ...": COMM may hold anything, but no more than
-	 * 16 bytes, so the last ')' in the first 512 is its end. */
 	const char *end = strrchr(buf, ')');
+	return end != NULL ? end + 1 : NULL;
+}
+
+bool remote_stat(pid_t pid, char *state, pid_t *ppid)
+{
+	char buf[512];
+	const char *f = stat_fields(pid, buf, sizeof buf);
 	char s;
 	int p;
-	if (end == NULL || sscanf(end + 1, " %c %d", &s, &p) != 2 || p < 0)
+	if (f == NULL || sscanf(f, " %c %d", &s, &p) != 2 || p < 0)
 		return false;
 	*state = s;
 	*ppid = p;
 	return true;
 }
 
-uint64_t remote_start_time(pid_t tid)
+uint64_t remote_start_time(pid_t tid, char *state)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	char buf[1024];
+	const char *p = stat_fields(tid, buf, sizeof buf);
+	if (p != NULL && state != NULL && sscanf(p, " %c", state) != 1)
 		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* Field 22, the 20th after the name's ')' (remote_stat). */
-	const char *p = strrchr(buf, ')');
-	for (int field = 2; p != NULL && field < 22; field++)
+	/* p is at the space before field 3: field 22 is 19 spaces on. */
+	for (int field = 3; p != NULL && field < 22; field++)
 		p = strchr(p + 1, ' ');
 	if (p == NULL)
 		return 0;

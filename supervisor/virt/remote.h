@@ -41,9 +41,9 @@ pid_t remote_thread_group(pid_t tid);
  * /proc/TID/status: false when it cannot be read (gone). */
 bool remote_family(pid_t tid, pid_t *tgid, pid_t *ppid);
 
-/* Task tid's start time (clock ticks since boot, /proc/TID/stat), or 0
- * when it is gone. */
-uint64_t remote_start_time(pid_t tid);
+/* Task tid's start time (clock ticks since boot, /proc/TID/stat), and its
+ * state letter into *state unless state is NULL; 0 when it is gone. */
+uint64_t remote_start_time(pid_t tid, char *state);
 
 /* pid's state letter ('T': stopped by a signal) and parent, from
  * /proc/PID/stat: true, or false when it cannot be read (gone). */

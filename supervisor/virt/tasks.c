@@ -25,22 +25,21 @@ static bool task_of(void *ctx, pid_t tid, struct lineage_task *t)
 	(void)ctx;
 	if (!remote_family(tid, &t->tgid, &t->ppid))
 		return false;
-	t->start = remote_start_time(tid);
+	t->start = remote_start_time(tid, NULL);
 	return t->start != 0;
 }
 
 static uint64_t started(void *ctx, pid_t tid)
 {
 	(void)ctx;
-	return remote_start_time(tid);
+	return remote_start_time(tid, NULL);
 }
 
 static bool running(void *ctx, pid_t pid, uint64_t start)
 {
 	(void)ctx;
 	char state;
-	pid_t ppid;
-	return remote_start_time(pid) == start && remote_stat(pid, &state, &ppid) && state != 'Z' && state != 'X';
+	return remote_start_time(pid, &state) == start && state != 'Z' && state != 'X';
 }
 
 static pid_t last_pid(void *ctx)
