@@ -222,6 +222,9 @@ $(B)/tests/unit/test_ndlog: tests/unit/test_ndlog.c tests/unit/tap.h $(SUP_PURE)
 $(B)/tests/unit/test_lineage: tests/unit/test_lineage.c tests/unit/tap.h supervisor/virt/lineage.c supervisor/virt/lineage.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/virt -o $@ $< supervisor/virt/lineage.c
 
+$(B)/tests/unit/test_remote: tests/unit/test_remote.c tests/unit/tap.h supervisor/virt/remote.c supervisor/virt/remote.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/virt -o $@ $< supervisor/virt/remote.c
+
 $(B)/tests/unit/test_digest: tests/unit/test_digest.c tests/unit/tap.h supervisor/digest.c supervisor/digest.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -o $@ $< supervisor/digest.c
 
