@@ -46,7 +46,7 @@ ALLOC_HDR  := $(wildcard allocator/*.h) $(CRIT_HDR)
 # before the sanitizers' runtime, and critical memory: test_critical links
 # libdiehard-critical.so's sources), so they run under the sanitizers with
 # the system malloc underneath.
-ALLOC_CORE := $(filter-out allocator/entry.c allocator/strings.c allocator/kernel.c allocator/early.c allocator/fork.c $(CRIT_SRC) allocator/critical/shared.c,$(ALLOC_SRC))
+ALLOC_CORE := $(filter-out allocator/entry.c allocator/strings.c allocator/kernel.c allocator/early.c $(CRIT_SRC) allocator/critical/shared.c,$(ALLOC_SRC))
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 

@@ -28,6 +28,7 @@
 #include "corrupt.h"
 #include "fence.h"
 #include "exec.h"
+#include "forkmask.h"
 #include "frames.h"
 #include "keyed.h"
 #include "msg.h"
@@ -78,10 +79,12 @@ static void fork_prepare(void)
 		arch_lock();
 	large_lock(diehard.large);
 	heap_lock_all(diehard.heap);
+	forkmask_block();
 }
 
 static void fork_parent(void)
 {
+	forkmask_restore();
 	heap_unlock_all(diehard.heap);
 	large_unlock(diehard.large);
 	if (fence_on)
@@ -92,6 +95,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	forkmask_restore();
 	heap_reset_locks(diehard.heap);
 	large_reset_lock(diehard.large);
 	if (fence_on)

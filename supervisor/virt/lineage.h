@@ -27,7 +27,7 @@
  * Clones made at once by two threads of one process may be told apart
  * wrongly, and so may a clone the kernel restarts (a signal came while it
  * was notified) that tasks.c did not see coming: it is counted twice
- * (libdiehard's fork blocks signals around it: allocator/fork.c).
+ * (libdiehard blocks signals around the kernel's fork: allocator/forkmask.c).
  *
  * A process whose parent is gone before it is first seen (a daemon's
  * double fork) was reparented, and a CLONE_PARENT child is its maker's

@@ -121,7 +121,8 @@ enum answer tasks_clone(struct vreplica *vr, const struct seccomp_notif *req)
 	/* A signal pending now makes the kernel restart the call: counted
 	 * then. One that comes after this look, before the kernel's, is
 	 * counted twice (docs/NONDETERMINISM.md, "Process numbering"), but
-	 * for a fork through libdiehard, which blocks them (fork.c). */
+	 * for a fork that runs libdiehard's fork handlers, which block them
+	 * (allocator/forkmask.c). */
 	if (restarts((pid_t)req->pid))
 		return CONTINUE;
 	enum lineage_clone kind = flags & CLONE_THREAD ? LINEAGE_THREAD
