@@ -283,6 +283,32 @@ PY
 		fail "not 6 replicas caught up in the report"
 }
 
+@test "a server's start-up time, read by the notified path (--no-fast-clocks) while a sibling already listens, is the same in every replica: 4 runs, no divergence" {
+	local port r
+	cat >"$T/start_server.py" <<'PY'
+import socketserver, sys, time
+# Prints the time it starts at; answers each connection with it.
+START = "%d" % time.time_ns()
+print("start", START, flush=True)
+class H(socketserver.StreamRequestHandler):
+    def handle(self):
+        self.rfile.readline()
+        self.wfile.write(("start %s\n" % START).encode())
+class S(socketserver.TCPServer):
+    allow_reuse_address = True
+S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+	for r in 1 2 3 4; do
+		port=$(free_port)
+		dh_server st$r "$port" -k 3 --no-fast-clocks -- python3 "$T/start_server.py" "$port"
+		[[ $(python3 "$T/ask.py" "$port") =~ ^start\ [0-9]{19}$ ]] || fail "run $r: the answer"
+		stop st$r
+		jq -e '(.divergences | length) == 0 and (.replacements | length) == 0' "$T/st$r.json" >/dev/null ||
+			fail "run $r: the report:" "$(jq -c '{divergences, r: [.replacements[] | .why]}' "$T/st$r.json")"
+		[[ $(grep -c '^start [0-9]*$' "$T/st$r.out") == 1 ]] || fail "run $r: stdout" "$(cat "$T/st$r.out")"
+	done
+}
+
 @test "--stateless: a thread-per-connection server's fresh replacement numbers its threads as its siblings do, so its replies (each its thread's id) agree" {
 	local port i a b
 	port=$(free_port)

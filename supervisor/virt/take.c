@@ -254,8 +254,11 @@ void take_no_real(const struct seccomp_notif *req, struct nd_value *v)
 }
 
 /* A followed wall or monotonic clock value older than this, in a server
- * (its replicas listen: net.h), is stale: an event loop's clock reads, one
- * per iteration, drift apart in count between replicas. */
+ * replica that listens (net.h), is stale: an event loop's clock reads, one
+ * per iteration, drift apart in count between replicas. Not before it
+ * listens: its start-up's reads pair one to one with its siblings' (a
+ * time a start-up prints, read 10 ms after a sibling's under load, is
+ * the same read), whether or not a sibling listens already. */
 #define STALE_NS 10000000LL
 /* A thread's wall clock (KEY_WALL_THREAD) drifts that way only once it
  * has read many times (a loop); before, a follower lags its sibling
@@ -283,7 +286,8 @@ static bool stale(struct vreplica *vr, const struct seccomp_notif *req, uint32_t
 	}
 	struct sup *S = vr->V->S;
 	if ((kind != KEY_CLOCK && kind != KEY_GETTIMEOFDAY && kind != KEY_TIME) || v->err != 0 ||
-	    !net_serving(S->net) || replace_replaying(S, &S->r[vr->index]) || !net_joined(S->net, vr->index))
+	    !net_listening(S->net, vr->index) || replace_replaying(S, &S->r[vr->index]) ||
+	    !net_joined(S->net, vr->index))
 		return false;
 	struct nd_value now;
 	if (kind == KEY_CLOCK)
