@@ -92,7 +92,8 @@ void replace_request(struct sup *S)
 }
 
 /* Whether a new replica could be brought to the committed frontier: the
- * logs still hold the run from its start. */
+ * logs still hold the run from its start (a fresh server's, only what its
+ * start-up replays). */
 bool replace_replayable(struct sup *S, char *why, size_t size)
 {
 	if (S->o->respawns == 0) {
@@ -108,7 +109,9 @@ bool replace_replayable(struct sup *S, char *why, size_t size)
 			 S->o->input_log);
 		return false;
 	}
-	if (S->virt != NULL && !virt_replayable(S->virt)) {
+	/* A fresh server (--stateless) replays only the run's start, which
+	 * the call log keeps past its cap (ndlog_keep_start). */
+	if (S->virt != NULL && !net_fresh_start(S->net) && !virt_replayable(S->virt)) {
 		snprintf(why, size, "the nondeterminism log dropped its oldest entries (--call-log %zu)",
 			 S->o->call_log);
 		return false;

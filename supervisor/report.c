@@ -167,11 +167,12 @@ void report_respawn_refused(struct report *rp, const char *why)
 		set(r, "refused", text(why));
 }
 
-void report_log_memory(struct report *rp, uint64_t entries, size_t bytes, bool complete, uint64_t skipped_sleeps)
+void report_log_memory(struct report *rp, uint64_t entries, size_t bytes, bool complete, uint64_t start,
+		       uint64_t skipped_sleeps)
 {
-	set(rp->root, "call_log", json_pack("{s:I,s:I,s:b,s:I}", "entries", (json_int_t)entries, "bytes",
-					    (json_int_t)bytes, "complete", complete, "skipped_sleeps",
-					    (json_int_t)skipped_sleeps));
+	set(rp->root, "call_log", json_pack("{s:I,s:I,s:b,s:I,s:I}", "entries", (json_int_t)entries, "bytes",
+					    (json_int_t)bytes, "complete", complete, "start", (json_int_t)start,
+					    "skipped_sleeps", (json_int_t)skipped_sleeps));
 }
 
 void report_end(struct report *rp, unsigned live, unsigned respawns, unsigned left_in_ties)

@@ -23,7 +23,8 @@ void report_caught_up(struct report *rp, unsigned id, double t, double seconds, 
 		      size_t err);
 void report_respawns(struct report *rp, unsigned limit, unsigned rate);
 void report_respawn_refused(struct report *rp, const char *why);
-void report_log_memory(struct report *rp, uint64_t entries, size_t bytes, bool complete, uint64_t skipped_sleeps);
+void report_log_memory(struct report *rp, uint64_t entries, size_t bytes, bool complete, uint64_t start,
+		       uint64_t skipped_sleeps);
 /* left_in_ties: voters that left the vote in a tie to make room for the
  * next tie-breaker (replace.c). */
 void report_end(struct report *rp, unsigned live, unsigned respawns, unsigned left_in_ties);

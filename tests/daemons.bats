@@ -309,6 +309,148 @@ PY
 	done
 }
 
+@test "--stateless: a server whose call log passed --call-log is still replaced fresh; the replacement's start-up replays the run's start (the time it started at), so its replies agree" {
+	local port i tok
+	port=$(free_port)
+	cat >"$T/tok_server.py" <<'PY'
+import socketserver, sys, time
+# Reads the time it starts at (random bytes are a keyed stream, not
+# logged: the clock is what the log must keep); answers each connection
+# with it, after 100 reads of the monotonic clock (which fill the call log).
+# Under --call-log 32768 every read is notified and logged.
+TOKEN = "%d" % time.time_ns()
+class H(socketserver.StreamRequestHandler):
+    def handle(self):
+        self.rfile.readline()
+        for _ in range(100):
+            time.monotonic()
+        self.wfile.write(("token %s\n" % TOKEN).encode())
+class S(socketserver.TCPServer):
+    allow_reuse_address = True
+S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+	dh_server tok "$port" -k 3 --stateless --call-log 5000 -- python3 "$T/tok_server.py" "$port"
+	tok=$(python3 "$T/ask.py" "$port")
+	[[ $tok =~ ^token\ [0-9]{19}$ ]] || fail "first answer: $tok"
+	# 60 connections: 6,000 clock reads, past the cap of 5,000 (a replica
+	# behind its siblings by the cap would read real values: not at the
+	# start-up, a few dozen reads).
+	for i in $(seq 60); do
+		[[ $(python3 "$T/ask.py" "$port") == "$tok" ]] || fail "answer $i differs"
+	done
+	! grep -q 'cannot replace replicas' "$T/tok.err" || fail "replacement refused" "$(grep '^diehard:' "$T/tok.err")"
+	kill_voter tok
+	wait_until 60 voting_again tok 3 || fail "three replicas did not vote again" "$(status_json tok)" \
+		"$(grep '^diehard:' "$T/tok.err" | tail -n 20)"
+	for i in $(seq 20); do
+		[[ $(python3 "$T/ask.py" "$port") == "$tok" ]] || fail "answer $i after the join differs"
+	done
+	stop tok
+	grep -q 'joins as a fresh server' "$T/tok.err" || fail "no fresh join" "$(grep '^diehard:' "$T/tok.err")"
+	jq -e '.call_log.complete == false and .call_log.start > 0 and (.replacements | length) == 1
+	       and ([.divergences[] | select(.kind != "ends early" and .kind != "output ended early")] | length) == 0' \
+		"$T/tok.json" >/dev/null || fail "the report:" "$(jq -c '{call_log, divergences, r: [.replacements[] | .why]}' "$T/tok.json")"
+}
+
+@test "--stateless: outbound connections and datagrams past --conn-log do not stop fresh replacement; the fresh server's start-up connect and datagram are fed their records (the peers are not asked again), so its replies agree" {
+	local port cport uport i want
+	port=$(free_port)
+	cport=$(free_port)
+	uport=$(free_port)
+	cat >"$T/peers.py" <<'PY'
+import os, socket, socketserver, sys, threading
+# A TCP peer and a UDP peer on the host: each answers with a new random
+# token and counts what it was asked (in $T/asked: tcp N udp M).
+count = {"tcp": 0, "udp": 0}
+lock = threading.Lock()
+def note(kind):
+    with lock:
+        count[kind] += 1
+        with open(sys.argv[3] + ".tmp", "w") as f:
+            f.write("tcp %d udp %d\n" % (count["tcp"], count["udp"]))
+        os.replace(sys.argv[3] + ".tmp", sys.argv[3])
+class T(socketserver.StreamRequestHandler):
+    def handle(self):
+        self.rfile.readline()
+        note("tcp")
+        self.wfile.write(("cfg-%s\n" % os.urandom(4).hex()).encode() + b"x" * 200)
+class TS(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+threading.Thread(target=TS(("127.0.0.1", int(sys.argv[1])), T).serve_forever, daemon=True).start()
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.bind(("127.0.0.1", int(sys.argv[2])))
+print("ready", flush=True)
+while True:
+    data, addr = u.recvfrom(2048)
+    note("udp")
+    u.sendto(("tok-%s" % os.urandom(4).hex()).encode() + b"y" * 200, addr)
+PY
+	cat >"$T/cfg_server.py" <<'PY'
+import socket, socketserver, sys
+# At start-up: asks the TCP peer for its configuration (a connection of
+# its own) and the UDP peer for a token. Each client connection: asks both
+# again (their answers, 200-odd bytes each, fill the records), answers
+# "CFG TOK".
+cport, uport = int(sys.argv[2]), int(sys.argv[3])
+def ask_tcp():
+    s = socket.create_connection(("127.0.0.1", cport), timeout=20)
+    s.sendall(b"get\n")
+    line = s.makefile("rb").readline().decode().strip()
+    s.close()
+    return line
+# One UDP socket for the run: one flow, whose answers past the cap go
+# once given (the start-up's stays).
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.settimeout(20)
+def ask_udp():
+    u.sendto(b"tok", ("127.0.0.1", uport))
+    return u.recv(2048).decode()[:12]
+CFG, TOK = ask_tcp(), ask_udp()
+class H(socketserver.StreamRequestHandler):
+    def handle(self):
+        self.rfile.readline()
+        ask_tcp()
+        ask_udp()
+        self.wfile.write(("%s %s\n" % (CFG, TOK)).encode())
+class S(socketserver.TCPServer):
+    allow_reuse_address = True
+S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+	python3 "$T/peers.py" "$cport" "$uport" "$T/asked" >"$T/peers.out" 3>&- &
+	BG+=($!)
+	wait_until 30 grep -q ready "$T/peers.out" || fail "the peers did not start"
+	dh_server cfg "$port" -k 3 --stateless --conn-log 4K -- python3 "$T/cfg_server.py" "$port" "$cport" "$uport"
+	want=$(python3 "$T/ask.py" "$port")
+	[[ $want =~ ^cfg-[0-9a-f]{8}\ tok-[0-9a-f]{8}$ ]] || fail "first answer: $want"
+	# 30 connections: 30 exchanges of 200-odd bytes with each peer, past
+	# the 4K cap.
+	for i in $(seq 30); do
+		[[ $(python3 "$T/ask.py" "$port") == "$want" ]] || fail "answer $i differs"
+	done
+	grep -q 'outbound connections: their record passed --conn-log' "$T/cfg.err" &&
+		grep -q 'datagrams: their answers passed --conn-log' "$T/cfg.err" ||
+		fail "the records did not pass their cap" "$(grep '^diehard:' "$T/cfg.err" | tail -n 20)"
+	! grep -q 'cannot replace replicas' "$T/cfg.err" || fail "replacement refused" "$(grep '^diehard:' "$T/cfg.err")"
+	local before
+	before=$(cat "$T/asked")
+	# Start-up, the port's probe, the first answer and 30: 33 each.
+	[[ $before == "tcp 33 udp 33" ]] || fail "the peers were asked $before"
+	kill_voter cfg
+	wait_until 60 voting_again cfg 3 || fail "three replicas did not vote again" "$(status_json cfg)" \
+		"$(grep '^diehard:' "$T/cfg.err" | tail -n 20)"
+	[[ $(cat "$T/asked") == "$before" ]] || fail "the fresh server's start-up asked the peers: $(cat "$T/asked")"
+	for i in $(seq 10); do
+		[[ $(python3 "$T/ask.py" "$port") == "$want" ]] || fail "answer $i after the join differs"
+	done
+	[[ $(cat "$T/asked") == "tcp 43 udp 43" ]] || fail "the peers were asked $(cat "$T/asked") after 10 more"
+	stop cfg
+	grep -q 'joins as a fresh server' "$T/cfg.err" || fail "no fresh join" "$(grep '^diehard:' "$T/cfg.err")"
+	jq -e '(.replacements | length) == 1
+	       and ([.divergences[] | select(.kind != "ends early" and .kind != "output ended early")] | length) == 0' \
+		"$T/cfg.json" >/dev/null || fail "the report:" "$(jq -c '{divergences, r: [.replacements[] | .why]}' "$T/cfg.json")"
+}
+
 @test "--stateless: a thread-per-connection server's fresh replacement numbers its threads as its siblings do, so its replies (each its thread's id) agree" {
 	local port i a b
 	port=$(free_port)

@@ -27,7 +27,15 @@
  * Invariants: pend[i] holds voter i's datagrams from index decided on, in
  * order; an answer r is given to slot i once sent[i] >= r.after, in order,
  * each at most once; a flow's slot in its destination's list stays at
- * n - base for its life (freed: a hole, trimmed from the front). */
+ * nhead + n - base for its life (freed: a hole, trimmed from the front of
+ * the flows past the start), at n for a flow of the start.
+ *
+ * The start (--stateless): a fresh server replays the run's start-up, its
+ * flows numbered from 0, then joins at the voters' front. So when the
+ * answers pass their cap, each destination's flows so far stay for good
+ * (never swept) with the answers they had then (sans, given before the
+ * later ones; those a side skipped, freed meanwhile, are lost as UDP may
+ * lose them), and replacements are still possible. */
 #include "dgram.h"
 
 #include <errno.h>
@@ -122,14 +130,42 @@ static void reports(struct dgram *G)
 		dest_report(G->srv[i]->rep_d);
 }
 
+/* Keeping ends (the cap, or too many flows): with --stateless, every
+ * destination's flows so far become its start, with their answers. */
+static bool keep_end(struct dgram *G)
+{
+	G->incomplete = true;
+	if (!G->start)
+		return false;
+	for (size_t i = 0; i < G->ndest; i++) {
+		struct ddest *d = G->dest[i];
+		if (d->base != 0 || d->nhead != 0)
+			continue; /* cannot be: nothing was swept while kept */
+		d->nhead = d->nflow;
+		d->base = d->nflow;
+		for (size_t k = 0; k < d->nflow; k++) {
+			struct dflow *f = d->flow[k];
+			f->sans = f->ans;
+			f->nsans = f->nans;
+			f->ans = NULL;
+			f->ans_base = f->nans;
+			f->nans = 0;
+		}
+	}
+	return true;
+}
+
 void dg_keep(struct dgram *G, size_t n)
 {
 	if (!G->keep || G->incomplete)
 		return;
 	if (G->kept + n > G->cap) {
-		G->incomplete = true;
-		log_warn("datagrams: their answers passed --conn-log (%zu bytes): a replica killed from now on is not "
-			 "replaced", G->cap);
+		if (keep_end(G))
+			log_event("datagrams: their answers passed --conn-log (%zu bytes): the run's start stays for fresh "
+				  "servers, the rest goes once given", G->cap);
+		else
+			log_warn("datagrams: their answers passed --conn-log (%zu bytes): a replica killed from now on is "
+				 "not replaced", G->cap);
 		return;
 	}
 	G->kept += n;
@@ -149,10 +185,17 @@ static void give(struct dgram *G, struct dflow *f, unsigned slot)
 	int fd = s->own >= 0 ? s->own : f->d->ns[slot].fd; /* a unix flow's pair, or the namespace's socket */
 	if (!s->known || fd < 0)
 		return;
-	if (s->given < f->ans_base)
-		s->given = f->ans_base; /* freed before it came: lost, as UDP may */
-	while (s->given < f->ans_base + f->nans) {
-		struct answer *a = &f->ans[s->given - f->ans_base];
+	for (;;) {
+		const struct answer *a;
+		if (s->given < f->nsans) {
+			a = &f->sans[s->given];
+		} else {
+			if (s->given < f->ans_base)
+				s->given = f->ans_base; /* freed before it came: lost, as UDP may */
+			if (s->given >= f->ans_base + f->nans)
+				break;
+			a = &f->ans[s->given - f->ans_base];
+		}
 		if (a->after > s->sent)
 			break;
 		/* One datagram; a full buffer drops it, as the network would. */
@@ -179,6 +222,8 @@ static void answers_trim(struct dgram *G, struct dflow *f)
 		if (G->N->slot[i].present && in && s->given < least)
 			least = s->given;
 	}
+	if (least < f->ans_base)
+		least = f->ans_base; /* a side still given the start's (sans) skips to here after them */
 	if (f->nans > ANSWERS_MAX && least < f->ans_base + f->nans - ANSWERS_MAX)
 		least = f->ans_base + f->nans - ANSWERS_MAX;
 	size_t k = least - f->ans_base;
@@ -620,6 +665,9 @@ void dg_flow_free(struct dgram *G, struct dflow *f)
 		free(f->dec[k].p);
 	for (size_t k = 0; k < f->nans; k++)
 		free(f->ans[k].b.p);
+	for (size_t k = 0; k < f->nsans; k++)
+		free(f->sans[k].b.p);
+	free(f->sans);
 	if (f->ev != NULL)
 		event_free(f->ev);
 	if (f->wev != NULL)
@@ -635,26 +683,43 @@ void dg_flow_free(struct dgram *G, struct dflow *f)
 	G->flows--;
 }
 
-/* Flows quiet for idle seconds freed, wherever they are (a hole stays:
- * numbers go on matching by the base), the leading holes trimmed. */
+/* A flow of the start, quiet: its socket to the destination closed (made
+ * again if its replicas send more); what it keeps for fresh servers stays. */
+static void flow_rest(struct dflow *f)
+{
+	if (f->ev != NULL)
+		event_free(f->ev);
+	if (f->wev != NULL)
+		event_free(f->wev);
+	f->ev = f->wev = NULL;
+	dg_close(&f->real);
+}
+
+/* Flows of the start rested, and those past it quiet for idle seconds freed, wherever they are (a
+ * hole stays: numbers go on matching by the base), the leading holes
+ * trimmed. */
 static void sweep(struct dgram *G, double idle)
 {
 	double t = sup_now();
 	for (size_t i = 0; i < G->ndest; i++) {
 		struct ddest *d = G->dest[i];
-		for (size_t k = 0; k < d->nflow; k++)
+		for (size_t k = 0; k < d->nhead; k++)
+			if (t - d->flow[k]->last >= idle && d->flow[k]->noutq == 0)
+				flow_rest(d->flow[k]);
+		for (size_t k = d->nhead; k < d->nflow; k++)
 			if (d->flow[k] != NULL && t - d->flow[k]->last >= idle && d->flow[k]->noutq == 0) {
 				dg_flow_free(G, d->flow[k]);
 				d->flow[k] = NULL;
 			}
-		size_t k = 0;
+		size_t k = d->nhead;
 		while (k < d->nflow && d->flow[k] == NULL)
 			k++;
-		if (k == 0)
+		size_t gone = k - d->nhead;
+		if (gone == 0)
 			continue;
-		memmove(d->flow, d->flow + k, (d->nflow - k) * sizeof *d->flow);
-		d->nflow -= k;
-		d->base += k;
+		memmove(d->flow + d->nhead, d->flow + k, (d->nflow - k) * sizeof *d->flow);
+		d->nflow -= gone;
+		d->base += gone;
 	}
 }
 
@@ -693,17 +758,22 @@ static struct ddest *dest_get(struct dgram *G, const struct sockaddr_storage *a,
 
 static struct dflow *flow_get(struct dgram *G, struct ddest *d, uint64_t n)
 {
+	if (n < d->nhead)
+		return d->flow[n];
 	if (n < d->base)
 		return NULL;
-	if (n - d->base < d->nflow)
-		return d->flow[n - d->base]; /* NULL: freed while idle */
-	if (n - d->base > d->nflow)
+	if (n - d->base < d->nflow - d->nhead)
+		return d->flow[d->nhead + (n - d->base)]; /* NULL: freed while idle */
+	if (n - d->base > d->nflow - d->nhead)
 		return NULL;
 	if (G->flows >= FLOWS_MAX) {
 		if (G->keep && !G->incomplete) {
-			G->incomplete = true;
-			log_warn("datagrams: %d flows kept: their answers are no longer kept for replacements (a replica "
-				 "killed from now on is not replaced)", FLOWS_MAX);
+			if (keep_end(G))
+				log_event("datagrams: %d flows kept: the run's start stays for fresh servers, later flows "
+					  "go once quiet", FLOWS_MAX);
+			else
+				log_warn("datagrams: %d flows kept: their answers are no longer kept for replacements (a "
+					 "replica killed from now on is not replaced)", FLOWS_MAX);
 		}
 		sweep(G, 0.0);
 		if (G->flows >= FLOWS_MAX)
@@ -784,7 +854,7 @@ bool dgram_flow(struct net *N, unsigned slot, int sock, const struct sockaddr *d
 		return false;
 	}
 	uint64_t n = d->ns[slot].flows++;
-	bool fresh = n >= d->base + d->nflow;
+	bool fresh = n >= d->base + (d->nflow - d->nhead);
 	struct dflow *f = flow_get(G, d, n);
 	if (f == NULL) {
 		*err = ENOBUFS;
@@ -1065,6 +1135,7 @@ struct dgram *dgram_new(struct net *N)
 	struct dgram *G = dg_must(calloc(1, sizeof *G));
 	G->N = N;
 	G->keep = S->o->respawns > 0 && S->o->conn_log > 0;
+	G->start = S->o->stateless;
 	G->cap = S->o->conn_log;
 	G->leading = dg_must(calloc(S->nslots, sizeof *G->leading));
 	return G;

@@ -84,6 +84,8 @@ struct dflow {
 	struct event *wev;       /* real writable: the queue goes on */
 	struct answer *ans;
 	size_t nans, ans_base;   /* answers before ans_base freed */
+	struct answer *sans;     /* a flow of the start: answers 0 .. nsans - 1, kept for good */
+	size_t nsans;
 	double last;
 	int leader;              /* the slot that started it first, while it is alone (-1) */
 };
@@ -102,8 +104,9 @@ struct ddest {
 	socklen_t len;
 	char name[NETADDR_TEXT];
 	struct dlocal *ns;     /* per slot */
-	struct dflow **flow;     /* flow base + i */
+	struct dflow **flow;     /* flows 0 .. nhead - 1, then base + i - nhead */
 	size_t nflow, capflow;
+	size_t nhead;            /* the start's flows, kept for good (dgram.c) */
 	uint64_t base;
 	json_t *rep;
 	uint64_t nflows, sent, received, diverged, dropped;
@@ -138,6 +141,7 @@ struct dgram {
 	bool keep;               /* answers kept for replacements */
 	size_t kept, cap;
 	bool incomplete;
+	bool start;              /* past the cap, the start is kept (--stateless) */
 	json_t *rep;
 	bool said_full;
 	unsigned *leading;       /* per slot: flows it started that no other did yet */

@@ -81,6 +81,12 @@ void net_stop(struct net *N);
 /* replace.c: whether a new replica can rebuild the servers' state (the
  * connection log is complete); why not in why. */
 bool net_replayable(const struct net *N, char *why, size_t size);
+
+/* Whether a replacement now starts as a fresh server (no connection log,
+ * a listener to serve: fresh.c) whose start the logs keep past their caps
+ * (--stateless: ndlog_keep_start, and the outbound and datagram records'
+ * starts): the history then never refuses it. */
+bool net_fresh_start(const struct net *N);
 /* replace.c: slot i's process is a replacement catching up: it serves the
  * connection log before it takes new connections. */
 bool net_joined(const struct net *N, unsigned i);

@@ -23,6 +23,14 @@
  * connects wait to be accepted on it, no longer: a port of the program's
  * own stays free.
  *
+ * The start (--stateless): a fresh server replays the run's start-up, its
+ * connects numbered from 0, then joins at the voters' front. So when the
+ * record passes its cap, each destination's records so far stay for good
+ * as its start (rec[0 .. nhead), connections 0 .. nhead - 1; those still
+ * open then are cut: their later bytes are not kept, and they are not fed
+ * to anyone), and only the later ones go once everyone passed them (base
+ * numbers rec[nhead]); replacements are still possible.
+ *
  * Invariants: a slot's call in a record is held (answered later), or
  * joined (its socket matched), or neither; every held call is answered
  * exactly once, or its process is gone; a voter of an OPEN connection
@@ -111,6 +119,7 @@ struct orec {
 	bool eof;
 	size_t eof_sent;         /* agreed bytes sent to the peer before its end */
 	struct oreplay *replays;
+	bool cut;                /* in the start, open when the record passed its cap */
 };
 
 struct olisten {
@@ -131,9 +140,10 @@ struct odest {
 	bool unix_path;          /* a unix socket's path: given through an abstract listener */
 	uint64_t *count;         /* per slot: connects its process made here */
 	uint64_t reached;        /* slots whose process connected here */
-	struct orec **rec;       /* connection base + i */
+	struct orec **rec;       /* connections 0 .. nhead - 1, then base + i - nhead */
 	size_t nrec, caprec;
-	uint64_t base;           /* connections before it freed (passed by all) */
+	size_t nhead;            /* the start's records, kept for good (above) */
+	uint64_t base;           /* connections before it freed (passed by all), past the start */
 	struct olisten **lis;    /* per slot */
 	json_t *rep;             /* its entry in the report's "outbound" */
 	uint64_t connections, failed, diverged, sent, received;
@@ -169,6 +179,7 @@ struct outbound {
 	bool keep;               /* records kept (replacements may come) */
 	size_t kept, cap;        /* record bytes, and their bound (--conn-log) */
 	bool incomplete;         /* a record was dropped: replacements cannot be fed */
+	bool start;              /* past the cap, the start is kept (--stateless) */
 	bool dest_full_said;
 	json_t *rep;
 	struct sockaddr_storage host[HOST_ADDRS]; /* the host's own addresses */
@@ -776,6 +787,13 @@ static void let_through(struct outbound *O, struct orec *r, unsigned slot)
 		(void)listen_release(l);
 }
 
+/* Whether r's record holds all the peer sent there, so a replacement can
+ * be fed it. */
+static bool rec_feedable(const struct outbound *O, const struct orec *r)
+{
+	return O->keep && (!O->incomplete || (r->n < r->d->nhead && !r->cut));
+}
+
 /* Every held call of r answered as its state says. */
 static void settle(struct outbound *O, struct orec *r)
 {
@@ -788,7 +806,7 @@ static void settle(struct outbound *O, struct orec *r)
 			(void)answer(O, r, i, r->err);
 		} else if (r->state == R_OPEN || r->state == R_CLOSED) {
 			c->replay = !(r->voters & (1ull << i));
-			if (c->replay && (!O->keep || O->incomplete)) {
+			if (c->replay && !rec_feedable(O, r)) {
 				(void)answer(O, r, i, ECONNREFUSED); /* nothing to feed it */
 				continue;
 			}
@@ -990,12 +1008,33 @@ static size_t rec_size(const struct outbound *O)
 	return sizeof(struct orec) + sup_of(O)->nslots * sizeof(struct ocall);
 }
 
+/* The record passed its cap (--stateless): every destination's records
+ * so far become its start (above). */
+static void keep_start(struct outbound *O)
+{
+	for (size_t i = 0; i < O->ndest; i++) {
+		struct odest *d = O->dest[i];
+		if (d->base != 0 || d->nhead != 0)
+			continue; /* cannot be: nothing went while kept */
+		d->nhead = d->nrec;
+		d->base = d->nrec;
+		for (size_t k = 0; k < d->nrec; k++)
+			d->rec[k]->cut = d->rec[k]->state != R_CLOSED && d->rec[k]->state != R_FAILED;
+	}
+}
+
 static void keep_add(struct outbound *O, size_t n)
 {
 	if (!O->keep || O->incomplete)
 		return;
 	if (O->kept + n > O->cap) {
 		O->incomplete = true;
+		if (O->start) {
+			keep_start(O);
+			log_event("outbound connections: their record passed --conn-log (%zu bytes): the run's start "
+				  "stays for fresh servers, the rest goes once every replica passed it", O->cap);
+			return;
+		}
 		log_warn("outbound connections: their record passed --conn-log (%zu bytes): a replica killed from now "
 			 "on is not replaced", O->cap);
 		return;
@@ -1008,11 +1047,13 @@ static void keep_add(struct outbound *O, size_t n)
  * it: a new process's connect there fails). */
 static struct orec *rec_get(struct outbound *O, struct odest *d, uint64_t n)
 {
+	if (n < d->nhead)
+		return d->rec[n];
 	if (n < d->base)
 		return NULL;
-	if (n - d->base < d->nrec)
-		return d->rec[n - d->base];
-	if (n - d->base > d->nrec)
+	if (n - d->base < d->nrec - d->nhead)
+		return d->rec[d->nhead + (n - d->base)];
+	if (n - d->base > d->nrec - d->nhead)
 		return NULL; /* never: counts go one by one */
 	struct sup *S = sup_of(O);
 	struct orec *r = must_alloc(calloc(1, sizeof *r));
@@ -1045,21 +1086,23 @@ static bool rec_done(const struct outbound *O, const struct orec *r)
 	return true;
 }
 
-/* d's connections of no use any more freed, from its oldest. */
+/* d's connections of no use any more freed, from its oldest past the
+ * start. */
 static void dest_trim(struct outbound *O, struct odest *d)
 {
-	size_t k = 0;
+	size_t k = d->nhead;
 	while (k < d->nrec && rec_done(O, d->rec[k])) {
 		record_drop(O, d->rec[k]);
 		free(d->rec[k]->call);
 		free(d->rec[k]);
 		k++;
 	}
-	if (k == 0)
+	size_t gone = k - d->nhead;
+	if (gone == 0)
 		return;
-	memmove(d->rec, d->rec + k, (d->nrec - k) * sizeof *d->rec);
-	d->nrec -= k;
-	d->base += k;
+	memmove(d->rec + d->nhead, d->rec + k, (d->nrec - k) * sizeof *d->rec);
+	d->nrec -= gone;
+	d->base += gone;
 }
 
 /* Slot's process reached d for the first time: destinations only one
@@ -1112,7 +1155,7 @@ enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64
 	dest_report(O, d, slot);
 	dest_reach(O, d, slot);
 	uint64_t n = d->count[slot]++;
-	bool fresh = n >= d->base + d->nrec;
+	bool fresh = n >= d->base + (d->nrec - d->nhead);
 	struct orec *r = rec_get(O, d, n);
 	if (fresh && r != NULL) {
 		r->leader = (int)slot;
@@ -1353,6 +1396,7 @@ struct outbound *outbound_new(struct net *N)
 	for (unsigned i = 0; i < S->nslots; i++)
 		O->slot[i].ctl[0] = O->slot[i].ctl[1] = -1;
 	O->keep = S->o->respawns > 0 && S->o->conn_log > 0;
+	O->start = S->o->stateless;
 	O->cap = S->o->conn_log;
 	host_addresses(O);
 	sandbox_host_addrs(O->host, O->nhost);

@@ -14,7 +14,15 @@
  * keys[], which stays in first-seen order; a sweep that frees idle keys
  * compacts keys[] in order and rebuilds the index. Per kind (a key's top
  * byte) the log counts the entries it keeps: in keep mode, a kind reaching
- * the cap ends keep mode for good (the log is incomplete from then on). */
+ * the cap ends keep mode for good (the log is incomplete from then on).
+ *
+ * The start (ndlog_keep_start): when keep mode ends, each key's first
+ * entries, up to start_cap per kind over its keys (shared as water fills:
+ * keep_start), are copied into the key's start[], never dropped; entry n < nstart is
+ * start[n] wherever the ring stands (the ring's copy, while a replica still
+ * holds it there, is the same value). Invariants then: nstart <= base + len,
+ * and a replica's take of n < nstart is answered from start[] unless it is
+ * lost for the key. */
 #include "ndlog.h"
 
 #include <errno.h>
@@ -38,6 +46,8 @@ struct keylog {
 	bool has_last;
 	uint64_t *pos;        /* per replica: its next entry number */
 	bool *lost;           /* per replica: it fell behind the cap */
+	struct entry *start;  /* entries 0 .. nstart - 1, kept for good */
+	size_t nstart;
 };
 
 struct ndlog {
@@ -45,6 +55,8 @@ struct ndlog {
 	size_t cap;
 	bool keep;             /* entries kept from the start, for replacements */
 	bool dropped;          /* some entry was dropped: a restart cannot replay all */
+	size_t start_cap;      /* entries per kind kept as the start once keep ends */
+	size_t started;        /* entries kept as the start, over all kinds */
 	bool *live;
 	struct keylog *keys;   /* in first-seen order */
 	size_t nkeys, keys_size;
@@ -81,6 +93,7 @@ void ndlog_free(struct ndlog *log)
 	for (size_t i = 0; i < log->nkeys; i++) {
 		free(log->keys[i].ring);
 		free(log->keys[i].pos);
+		free(log->keys[i].start);
 	}
 	free(log->keys);
 	free(log->index);
@@ -164,7 +177,7 @@ static struct keylog *find_or_add(struct ndlog *log, uint32_t key)
  * it would lead, so forgetting it changes no answer. */
 static bool idle(const struct ndlog *log, const struct keylog *kl)
 {
-	if (kl->len != 0)
+	if (kl->len != 0 || kl->nstart != 0)
 		return false;
 	for (unsigned r = 0; r < log->k; r++)
 		if (log->live[r] && !kl->lost[r] && kl->pos[r] != kl->base)
@@ -182,6 +195,7 @@ static void sweep(struct ndlog *log)
 		if (log->reclaimable(kl->key) && idle(log, kl)) {
 			free(kl->ring);
 			free(kl->pos);
+			free(kl->start);
 			continue;
 		}
 		log->keys[n++] = *kl;
@@ -239,6 +253,12 @@ int ndlog_take(struct ndlog *log, unsigned r, uint32_t key, uint64_t arg, uint64
 	}
 	uint64_t n = kl->pos[r]++;
 	*index = n;
+	if (n < kl->nstart && !kl->lost[r]) {
+		const struct entry *e = &kl->start[n];
+		*value = e->v;
+		*expected = e->arg;
+		return e->arg == arg ? ND_FOLLOW : ND_MISMATCH;
+	}
 	if (n < kl->base || kl->lost[r]) {
 		kl->lost[r] = true;
 		return ND_LOST;
@@ -293,6 +313,55 @@ bool ndlog_entry(const struct ndlog *log, uint32_t key, size_t n, uint64_t *arg,
 	return true;
 }
 
+/* The entries kind's keys would keep as their start if each kept at most
+ * level of its first ones. */
+static size_t start_sum(const struct ndlog *log, unsigned kind, size_t level)
+{
+	size_t sum = 0;
+	for (size_t i = 0; i < log->nkeys; i++) {
+		const struct keylog *kl = &log->keys[i];
+		if (kl->key >> 24 == kind && kl->base == 0)
+			sum += kl->len < level ? kl->len : level;
+	}
+	return sum;
+}
+
+/* Keep mode ends: each key's first entries become its start, at most
+ * start_cap per kind, shared as water fills: every key keeps its first
+ * `level` entries (all of them if it has fewer), the highest level the
+ * kind's budget allows. A key a start-up read a few times keeps all its
+ * entries, whatever another key of the kind read (a server's monotonic
+ * clock, read a million times, does not take its wall clock's share). Out
+ * of memory, a key keeps no start: a new replica is then lost on it, as
+ * without one. */
+static void keep_start(struct ndlog *log)
+{
+	size_t level[256] = { 0 };
+	for (unsigned c = 0; c < 256 && log->start_cap > 0; c++) {
+		if (log->kept[c] == 0)
+			continue;
+		size_t lo = 0, hi = log->cap;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo + 1) / 2;
+			if (start_sum(log, c, mid) <= log->start_cap)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		level[c] = lo;
+	}
+	for (size_t i = 0; i < log->nkeys; i++) {
+		struct keylog *kl = &log->keys[i];
+		size_t m = kl->len < level[kl->key >> 24] ? kl->len : level[kl->key >> 24];
+		if (kl->base != 0 || m == 0 || (kl->start = malloc(m * sizeof *kl->start)) == NULL)
+			continue;
+		for (size_t j = 0; j < m; j++)
+			kl->start[j] = *slot(kl, j);
+		kl->nstart = m;
+		log->started += m;
+	}
+}
+
 /* Adds the leader's entry (its argument in pending_arg) at the end. */
 static void append(struct ndlog *log, struct keylog *kl, const struct nd_value *value)
 {
@@ -301,6 +370,7 @@ static void append(struct ndlog *log, struct keylog *kl, const struct nd_value *
 		 * on entries go once every live replica has taken them. */
 		log->keep = false;
 		log->dropped = true;
+		keep_start(log);
 		for (size_t i = 0; i < log->nkeys; i++)
 			trim(log, &log->keys[i]);
 	}
@@ -398,11 +468,22 @@ bool ndlog_complete(const struct ndlog *log)
 	return log->keep && !log->dropped;
 }
 
+void ndlog_keep_start(struct ndlog *log, size_t per_kind)
+{
+	log->start_cap = per_kind;
+}
+
+size_t ndlog_started(const struct ndlog *log)
+{
+	return log->started;
+}
+
 size_t ndlog_memory(const struct ndlog *log)
 {
 	size_t n = log->keys_size * sizeof *log->keys;
 	for (size_t i = 0; i < log->nkeys; i++)
-		n += log->keys[i].size * sizeof(struct entry) + log->k * (sizeof(uint64_t) + sizeof(bool));
+		n += (log->keys[i].size + log->keys[i].nstart) * sizeof(struct entry) +
+		     log->k * (sizeof(uint64_t) + sizeof(bool));
 	return n + log->index_size * sizeof *log->index;
 }
 
@@ -428,6 +509,10 @@ size_t ndlog_keys(const struct ndlog *log, uint32_t *keys, size_t max)
 bool ndlog_value(const struct ndlog *log, uint32_t key, uint64_t n, struct nd_value *value)
 {
 	const struct keylog *kl = find(log, key);
+	if (kl != NULL && n < kl->nstart) {
+		*value = kl->start[n].v;
+		return true;
+	}
 	if (kl == NULL || n < kl->base || n - kl->base >= kl->len)
 		return false;
 	*value = slot(kl, n)->v;
@@ -442,7 +527,7 @@ void ndlog_seek(struct ndlog *log, unsigned r, uint32_t key, uint64_t n)
 	if (n > kl->base + kl->len)
 		n = kl->base + kl->len;
 	kl->pos[r] = n;
-	if (n >= kl->base)
+	if (n >= kl->base || n < kl->nstart)
 		kl->lost[r] = false;
 	trim(log, kl);
 }

@@ -101,7 +101,18 @@ void ndlog_to_front_key(struct ndlog *log, unsigned r, uint32_t key);
  * once something was dropped. */
 bool ndlog_complete(const struct ndlog *log);
 
-/* Bytes of memory the kept entries use (their rings). */
+/* When keep mode ends, each kind keeps its keys' first entries, up to
+ * per_kind of them (each key its first `level`, the highest level that
+ * fits: a key with few entries keeps them all), for good: a new replica
+ * restarted at 0 replays the run's start from them and is lost (reads real
+ * values) on a key only past them. For fresh servers (--stateless), which
+ * replay their start-up and then join at the front. 0 (the default): none. */
+void ndlog_keep_start(struct ndlog *log, size_t per_kind);
+
+/* Entries kept as the start (above), over all kinds. */
+size_t ndlog_started(const struct ndlog *log);
+
+/* Bytes of memory the kept entries use (their rings and starts). */
 size_t ndlog_memory(const struct ndlog *log);
 
 /* The value put last for key, or NULL if none was. */

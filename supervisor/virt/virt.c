@@ -200,6 +200,10 @@ struct virt *virt_new(struct sup *S)
 	V->log = ndlog_new(S->nslots, rp != NULL ? SIZE_MAX : S->o->call_log, keep);
 	if (V->log != NULL)
 		ndlog_reclaim(V->log, take_thread_key); /* threads end: their keys go */
+	/* A fresh server replays the run's start-up and then joins at the
+	 * front: past the cap the log still keeps each kind's first half. */
+	if (V->log != NULL && S->o->stateless && rp == NULL)
+		ndlog_keep_start(V->log, S->o->call_log / 2);
 	for (size_t i = 0; rp != NULL && V->log != NULL && i < rp->rec->n_calls; i++) {
 		const Diehard__CallLog *cl = rp->rec->calls[i];
 		for (size_t j = 0; j < cl->n_calls; j++) {
@@ -592,7 +596,7 @@ void virt_finish(struct virt *V)
 	}
 	free(keys);
 	report_log_memory(S->report, ndlog_entries(V->log), ndlog_memory(V->log), ndlog_complete(V->log),
-			  V->skipped_sleeps);
+			  ndlog_started(V->log), V->skipped_sleeps);
 	if (V->fast != NULL)
 		report_clock_leaders(S->report,
 				     !vdso_real_clock() ? NO_VDSO_REAL

@@ -916,6 +916,72 @@ static void test_to_front(void)
 	ndlog_free(log);
 }
 
+/* ---- ndlog: the start kept past the cap (fresh servers) ---------------- */
+
+static void test_keep_start(void)
+{
+	/* k=3, cap 10 per kind, the start 8 per kind. KEY_A and KEY_B (one
+	 * kind): A 0..3, B 0..2, then A 4..20; keep ends at the 11th entry
+	 * (A 7, with 7 of A and 3 of B kept): level 5 fits (5 + 3), 6 does
+	 * not: A keeps 0..4 as its start, B all of its 0..2. */
+	struct ndlog *log = ndlog_new(3, 10, true);
+	ndlog_keep_start(log, 8);
+	bool ok = true;
+	for (uint64_t i = 0; i < 4; i++)
+		ok &= lead(log, 0, KEY_A, 7, i) && follow(log, 1, KEY_A, 7, i) && follow(log, 2, KEY_A, 7, i);
+	for (uint64_t i = 0; i < 3; i++)
+		ok &= lead(log, 1, KEY_B, 8, i) && follow(log, 0, KEY_B, 8, i) && follow(log, 2, KEY_B, 8, i);
+	CHECK(ok && ndlog_complete(log) && ndlog_started(log) == 0, "ndlog start: nothing kept as the start before the cap");
+	for (uint64_t i = 4; i < 21; i++)
+		ok &= lead(log, 0, KEY_A, 7, i) && follow(log, 1, KEY_A, 7, i) && follow(log, 2, KEY_A, 7, i);
+	CHECK(ok && !ndlog_complete(log) && ndlog_started(log) == 8,
+	      "ndlog start: past the cap, incomplete, 8 entries kept as the start (%zu)", ndlog_started(log));
+	struct nd_value v;
+	CHECK(ndlog_value(log, KEY_A, 4, &v) && v.a == val(KEY_A, 4).a && !ndlog_value(log, KEY_A, 5, &v) &&
+		      ndlog_value(log, KEY_B, 2, &v) && v.a == val(KEY_B, 2).a && !ndlog_value(log, KEY_B, 3, &v),
+	      "ndlog start: entries 0..4 of A and 0..2 of B are found by number; A 5 and B 3 are gone");
+	/* Replica 2 is replaced: it replays the start, then is lost past it. */
+	ndlog_retire(log, 2);
+	CHECK(!ndlog_restart(log, 2), "ndlog start: a restart still says it cannot replay everything");
+	ok = true;
+	for (uint64_t i = 0; i < 5; i++)
+		ok &= follow(log, 2, KEY_A, 7, i);
+	CHECK(ok, "ndlog start: the new replica follows A's start, 0..4, with the logged values");
+	CHECK(is_lost(take(log, 2, KEY_A, 7), 5) && is_lost(take(log, 2, KEY_A, 7), 6),
+	      "ndlog start: past the start it is lost on A (the entries went)");
+	CHECK(is_mismatch(take(log, 2, KEY_B, 9), 0, val(KEY_B, 0), 8) && follow(log, 2, KEY_B, 8, 1) &&
+		      follow(log, 2, KEY_B, 8, 2),
+	      "ndlog start: a start entry's argument is checked; B's whole start follows");
+	CHECK(lead(log, 2, KEY_B, 8, 3) && follow(log, 0, KEY_B, 8, 3),
+	      "ndlog start: B's start was all of B: past it the new replica leads B's next, the others follow");
+	/* The others went on meanwhile, untouched; at the front it leads. */
+	CHECK(lead(log, 0, KEY_A, 7, 21) && follow(log, 1, KEY_A, 7, 21), "ndlog start: the others go on as before");
+	ndlog_to_front(log, 2, only_a);
+	CHECK(lead(log, 2, KEY_A, 7, 22) && follow(log, 0, KEY_A, 7, 22) && follow(log, 1, KEY_A, 7, 22),
+	      "ndlog start: moved to the front, the new replica leads again and the others follow");
+	CHECK(ndlog_memory(log) >= 8 * sizeof(struct nd_value), "ndlog start: memory counts the start");
+	/* The start is never dropped, however far everyone goes. */
+	ok = true;
+	for (uint64_t i = 23; i < 200; i++)
+		ok &= lead(log, 0, KEY_A, 7, i) && follow(log, 1, KEY_A, 7, i) && follow(log, 2, KEY_A, 7, i);
+	ndlog_retire(log, 1);
+	(void)ndlog_restart(log, 1);
+	CHECK(ok && follow(log, 1, KEY_A, 7, 0) && follow(log, 1, KEY_A, 7, 1) && ndlog_started(log) == 8,
+	      "ndlog start: 200 entries on, a second new replica replays the same start");
+	ndlog_free(log);
+
+	/* Without keep_start (the default), keep's end keeps no start. */
+	log = ndlog_new(2, 4, true);
+	ok = true;
+	for (uint64_t i = 0; i < 6; i++)
+		ok &= lead(log, 0, KEY_A, 1, i) && follow(log, 1, KEY_A, 1, i);
+	ndlog_retire(log, 1);
+	(void)ndlog_restart(log, 1);
+	CHECK(ok && ndlog_started(log) == 0 && is_lost(take(log, 1, KEY_A, 1), 0),
+	      "ndlog without a start: a restarted position is lost from entry 0");
+	ndlog_free(log);
+}
+
 /* ---- ndlog: many keys (a server's threads), a kind's cap, reclaiming -- */
 
 enum { THREAD_KIND = 9u << 24 };
@@ -1092,6 +1158,7 @@ int main(void)
 	test_random();
 	test_last();
 	test_keep_restart();
+	test_keep_start();
 	test_to_front();
 	test_thread_keys();
 	test_value_seek();
