@@ -451,6 +451,41 @@ PY
 		"$T/cfg.json" >/dev/null || fail "the report:" "$(jq -c '{divergences, r: [.replacements[] | .why]}' "$T/cfg.json")"
 }
 
+@test "a server over SQLite loses a replica mid-write (--respawns 0): the two left commit every later write at once, none waits --timeout at a point (a replica behind removes its journal after the quorum did: counted)" {
+	require_cmd sqlite3
+	local port i n
+	port=$(free_port)
+	mkdir -p "$T/db"
+	cat >"$T/writer.py" <<'PY'
+import socket, sys, time
+# One SET a connection, n of them; the replica killed after the first k.
+# Each must be answered within 20 s: a point waiting --timeout (60) fails it.
+port, n, k, flag = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+for i in range(n):
+    if i == k:
+        open(flag, "w").close()
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
+    s.sendall(b"SET w%d v%d\n" % (i % 50, i))
+    s.shutdown(socket.SHUT_WR)
+    r = s.makefile("rb").readline()
+    if r != b"OK\n":
+        print("write %d: %r" % (i, r))
+        sys.exit(1)
+print("ok")
+PY
+	dh_server wr "$port" -k 3 --respawns 0 --timeout 60 -- python3 "$ROOT/tests/tools/sqlite_server.py" "$port" "$T/db/kv.db"
+	python3 "$T/writer.py" "$port" 600 200 "$T/flag" >"$T/writer.out" 2>&1 &
+	local writer=$!
+	BG+=("$writer")
+	wait_until 60 test -e "$T/flag" || fail "the writer did not get to 200"
+	kill_voter wr
+	wait "$writer" || fail "the writer failed: $(cat "$T/writer.out")" "$(grep -E 'uncommitted|straggler' "$T/wr.err")"
+	! grep -q 'no quorum within' "$T/wr.err" || fail "a point waited --timeout" "$(grep 'no quorum within' "$T/wr.err")"
+	stop wr
+	[[ $(sqlite3 "$T/db/kv.db" "SELECT v FROM kv WHERE k = 'w49'; PRAGMA integrity_check") == $'v599\nok' ]] ||
+		fail "the committed database"
+}
+
 @test "--stateless: a thread-per-connection server's fresh replacement numbers its threads as its siblings do, so its replies (each its thread's id) agree" {
 	local port i a b
 	port=$(free_port)

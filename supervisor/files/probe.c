@@ -429,8 +429,7 @@ bool probe_unlink(struct points *P, unsigned slot, uint64_t gen, const struct se
 		return false;
 	size_t rel;
 	struct file_id gone_id;
-	if (changes_view_of(r->changes, path, &rel) < 0 || strchr(path, '\n') != NULL || logs_streamed(P->logs, path) ||
-	    !ours(P, r->changes, path, &gone_id))
+	if (changes_view_of(r->changes, path, &rel) < 0 || strchr(path, '\n') != NULL || logs_streamed(P->logs, path))
 		return false;
 	/* Its own file there: one a replica that never had it (only the
 	 * real one, through its lower layers) could not remove once the
@@ -443,6 +442,19 @@ bool probe_unlink(struct points *P, unsigned slot, uint64_t gen, const struct se
 		return false;
 	}
 	close(in);
+	if (!ours(P, r->changes, path, &gone_id)) {
+		/* A replica behind the others removes its own file after a
+		 * quorum's point took the real one away: it reached that
+		 * point, late (every removal of a name agrees). Uncounted, it
+		 * would stay a point behind for good, and the others would
+		 * wait for it at the next one in vain. */
+		struct ppath *pp = points_path(P, path, REMOVAL, false);
+		if (pp != NULL && pp->seen[slot] < pp->ndone) {
+			pp->seen[slot]++;
+			P->late_checked++;
+		}
+		return false;
+	}
 	struct waiter *w = points_must(calloc(1, sizeof *w));
 	w->src = -1;
 	w->dev = st.st_dev;
