@@ -84,6 +84,11 @@ static const char usage[] =
 	"                        next: a replacement starts as a fresh server and joins\n"
 	"                        at the first quiet moment (no client connected, output\n"
 	"                        agreed), whatever the history (no connection log)\n"
+	"      --durable         the service keeps its state in the files it writes and\n"
+	"                        syncs (a database): a replacement starts as a fresh\n"
+	"                        server from the files the replicas committed, at a quiet\n"
+	"                        moment while new clients wait, whatever the history\n"
+	"                        (no connection log; docs/FILES.md)\n"
 	"      --call-log N      clock and random answers kept per kind of call for new\n"
 	"                        replicas (default 512K entries, 40 bytes each; up to 64M)\n"
 	"      --sandbox MODE    auto (default): each replica in its own user (unless\n"
@@ -351,7 +356,7 @@ int main(int argc, char **argv)
 	reserve_std_fds();
 	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_NO_FAST_CLOCKS, OPT_RESPAWNS, OPT_NO_RESPAWN,
 	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_NET, OPT_FILES, OPT_SHARE, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL,
-	       OPT_CONN_LOG, OPT_MAX_TASKS, OPT_MAX_MEMORY, OPT_MIN_VOTERS, OPT_STATELESS };
+	       OPT_CONN_LOG, OPT_MAX_TASKS, OPT_MAX_MEMORY, OPT_MIN_VOTERS, OPT_STATELESS, OPT_DURABLE };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
 		{ "report", required_argument, NULL, 'r' },   { "verbose", no_argument, NULL, 'v' },
@@ -368,6 +373,7 @@ int main(int argc, char **argv)
 		{ "respawn-rate", required_argument, NULL, OPT_RESPAWN_RATE },
 		{ "min-voters", required_argument, NULL, OPT_MIN_VOTERS },
 		{ "stateless", no_argument, NULL, OPT_STATELESS },
+		{ "durable", no_argument, NULL, OPT_DURABLE },
 		{ "call-log", required_argument, NULL, OPT_CALL_LOG },
 		{ "sandbox", required_argument, NULL, OPT_SANDBOX },
 		{ "net", required_argument, NULL, OPT_NET },
@@ -463,6 +469,9 @@ int main(int argc, char **argv)
 		case OPT_STATELESS:
 			o.stateless = true;
 			break;
+		case OPT_DURABLE:
+			o.durable = true;
+			break;
 		case OPT_MIN_VOTERS:
 			o.min_voters = (unsigned)parse_number(optarg, "--min-voters", 1, 64);
 			break;
@@ -528,6 +537,8 @@ int main(int argc, char **argv)
 		snprintf(n, sizeof n, "%u is more than the %u replicas (-k)", o.min_voters, o.k);
 		bad_usage("--min-voters %s", n);
 	}
+	if (o.stateless && o.durable)
+		bad_usage("%s", "--stateless and --durable: a server keeps no state, or keeps it in its files; not both");
 	if (o.ci && k_given && o.k < 2)
 		bad_usage("%s", "--ci needs two replicas or more (-k 2 detects, -k 3 also masks)");
 	/* A private network is the sandbox's (none: the host's); its proxy

@@ -280,6 +280,12 @@ static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 {
 	int s = (int)(st - S->s);
 	struct ring *rr = r->ring[s];
+	if (r->from_files && r->joining) {
+		/* A durable server's replacement: its start-up (loading its
+		 * files) is its own, neither checked nor voted. */
+		ring_consume_to(rr, rr->tail);
+		return;
+	}
 	if ((!r->live && !r->joining) || (rr->head >= st->committed && !(st->ended && rr->tail > st->committed)))
 		return;
 	if (st->ended && S->stop_ev != NULL && rr->head >= st->committed) {
@@ -880,7 +886,7 @@ void output_rebase(struct sup *S, struct replica *r, const size_t at[NSTREAMS])
 {
 	for (int s = 0; s < NSTREAMS; s++) {
 		struct ring *rr = r->ring[s];
-		if (rr->tail <= at[s])
+		if (rr->tail <= at[s] || r->from_files)
 			rr->head = rr->tail = at[s];
 		else
 			rr->head = at[s]; /* the rest waits for the voters there */

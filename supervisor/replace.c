@@ -43,6 +43,7 @@
 #include <sys/wait.h>
 
 #include "exitcode.h"
+#include "files.h"
 #include "log.h"
 #include "net.h"
 #include "sup.h"
@@ -118,6 +119,11 @@ bool replace_replayable(struct sup *S, char *why, size_t size)
 	}
 	if (!net_replayable(S->net, why, size))
 		return false;
+	if (S->o->durable && net_fresh_start(S->net) && files_start_layer(S) == NULL) {
+		snprintf(why, size, "--durable needs the replicas' private file views and their commit points "
+				    "(--files private, a mount namespace)");
+		return false;
+	}
 	for (int s = 0; s < NSTREAMS; s++)
 		if (S->s[s].dig_full) {
 			snprintf(why, size, "the digests of committed %s reached their cap", S->s[s].name);
@@ -200,6 +206,7 @@ void replace_maintain(struct sup *S)
 		bool extra = S->want_extra && count_joining(S) == 0;
 		if (in_vote >= S->k && !extra) {
 			S->deferred = false; /* nothing is held back */
+			S->durable_wait = false;
 			return;
 		}
 		char why[160];
@@ -221,6 +228,17 @@ void replace_maintain(struct sup *S)
 			return; /* the tick tries again */
 		}
 		S->deferred = false;
+		/* A durable server's replacement starts from the committed
+		 * files at a quiet moment, new clients held meanwhile. */
+		if (S->o->durable && net_fresh_start(S->net) && !net_durable_begin(S->net)) {
+			S->tokens += 1.0; /* not spent */
+			if (!S->durable_wait)
+				log_event("a replacement from the committed files waits for a quiet moment (no connection "
+					  "open, every append and sync committed)");
+			S->durable_wait = true;
+			return;
+		}
+		S->durable_wait = false;
 		/* Whom it replaces: a replica killed, or dead of a SIGKILL from
 		 * outside, that has no replacement yet; else it breaks a tie. */
 		struct replica *old = NULL;

@@ -558,6 +558,9 @@ static void launch(struct sup *S, unsigned i, struct launch *L, bool replacement
 	overcap_prepare(S, r, &L->caps);
 	slot_reset(S, r);
 	seed_from_urandom(r->seed);
+	/* A durable server's replacement starts from the committed files
+	 * (net/fresh.c held new clients for it at a quiet moment). */
+	r->from_files = replacement && S->o->durable && net_fresh_start(S->net);
 	L->replacement = replacement;
 	L->slot = i;
 	L->envp = spawn_environment(S->o->allocator, r->seed, r->fill, extra_env(S, L, r, S->ns_flags != 0));
@@ -570,7 +573,7 @@ static void launch(struct sup *S, unsigned i, struct launch *L, bool replacement
 					 .clock_fd = clock_fd, .clock_dir = clock_dir,
 					 .stop_before_exec = S->o->replay != NULL && S->o->replay->gdb,
 					 .npass = S->o->replay != NULL ? 0 : svcenv_get()->listen_fds,
-					 .caps = &L->caps, .views = files_plan(S) };
+					 .caps = &L->caps, .views = files_plan_for(S, i, r->from_files) };
 	L->pid = spawn_start(&L->req, &L->sp, &L->res);
 }
 

@@ -85,6 +85,9 @@ struct replica {
 	bool fresh;                /* a replacement that starts as a fresh server (--stateless):
 				      its start-up checked against the committed output, then it
 				      joins at a quiet point (net.c's fresh_join), not by catching up */
+	bool from_files;           /* a durable server's fresh replacement (--durable): its views
+				      show the files as committed at its start (files_plan_for),
+				      its start-up output is its own (dropped, not checked) */
 	bool stop_unready;         /* the stop found it still fed the connection log:
 				      its exit status tells its replay, not the run */
 	char fill[80];             /* its DIEHARD_FILL (ci.h) */
@@ -194,6 +197,8 @@ struct sup {
 	double tokens;             /* the rate bound's bucket */
 	double tokens_at;
 	bool deferred;             /* the rate bound holds a replacement back: the tick retries */
+	bool durable_wait;         /* a durable server's replacement waits for a quiet moment
+				      (net_durable_begin): each connection's close and the tick retry */
 	bool want_extra;           /* a tie: one more voter is wanted */
 	int tie_left;              /* id + 1 of the voter that left the vote in a tie to
 				      make room for the next tie-breaker; 0: none */
@@ -231,6 +236,9 @@ unsigned sup_voter_count(const struct sup *S);
 /* Whether the run serves: it listens (TCP, UDP), was handed sockets, or
  * runs under a service manager (NOTIFY_SOCKET). */
 bool sup_serves(const struct sup *S);
+/* Whether a server's replacements start as fresh servers (no connection
+ * log; the logs keep the run's start for them): --stateless, --durable. */
+bool sup_fresh_servers(const struct sup *S);
 /* The fewest agreeing voters that commit anything (--min-voters). */
 unsigned sup_min_voters(const struct sup *S);
 /* How many must agree for a commit: with alive voters (a flow's, the exit

@@ -73,6 +73,11 @@ unsigned sup_voter_count(const struct sup *S)
 }
 
 
+bool sup_fresh_servers(const struct sup *S)
+{
+	return S->o->stateless || S->o->durable;
+}
+
 bool sup_serves(const struct sup *S)
 {
 	const struct svcenv *env = svcenv_get();

@@ -486,6 +486,66 @@ PY
 		fail "the committed database"
 }
 
+@test "--durable: a server that keeps its state in SQLite has each of its three replicas SIGKILLed in turn; each replacement starts from the committed database while new clients wait, and no write is lost or doubled" {
+	require_cmd sqlite3
+	local port i p want got
+	port=$(free_port)
+	mkdir -p "$T/db"
+	cat >"$T/kv.py" <<'PY'
+import socket, sys
+# Sends stdin's lines as one connection, prints the replies.
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+s.sendall(sys.stdin.buffer.read())
+s.shutdown(socket.SHUT_WR)
+sys.stdout.write(s.makefile().read())
+PY
+	dh_server dur "$port" -k 3 --durable -- python3 "$ROOT/tests/tools/sqlite_server.py" "$port" "$T/db/kv.db"
+	for i in $(seq 100); do echo "SET k$i v$i"; echo "INCR counter"; done | python3 "$T/kv.py" "$port" >"$T/first"
+	[[ $(tail -n 1 "$T/first") == 100 ]] || fail "100 INCRs: $(tail -n 1 "$T/first")"
+	want=100
+	# Each original in turn: a replacement from the committed database;
+	# after each, ten INCRs count on from the last.
+	for i in 0 1 2; do
+		p=$(status_json dur | jq -r ".replicas[] | select(.id == $i and .state == \"running\") | .pid")
+		[[ $p =~ ^[0-9]+$ ]] || fail "replica $i is not running" "$(status_json dur)"
+		kill -KILL "$p"
+		wait_until 60 bash -c "[[ \$('$DIEHARD' status --control '$T/dur.ctl' --json | jq -r '.replicas[] | select(.id == $i) | .state') != running ]]" ||
+			fail "diehard did not see replica $i end"
+		wait_until 60 voting_again dur 3 || fail "kill $i: three replicas did not vote again" "$(status_json dur)" \
+			"$(grep '^diehard:' "$T/dur.err" | tail -n 20)"
+		got=$(for n in $(seq 10); do echo "INCR counter"; done | python3 "$T/kv.py" "$port" | tail -n 1)
+		want=$((want + 10))
+		[[ $got == "$want" ]] || fail "kill $i: the counter is $got, not $want" "$(grep '^diehard:' "$T/dur.err" | tail -n 20)"
+		[[ $(echo "GET k7" | python3 "$T/kv.py" "$port") == v7 && $(echo COUNT | python3 "$T/kv.py" "$port") == 101 ]] ||
+			fail "kill $i: the keys"
+	done
+	stop dur
+	[[ $(grep -c 'joins as a fresh server .*, from the committed files' "$T/dur.err") == 3 ]] ||
+		fail "not 3 replacements from the files" "$(grep -E 'joins|quiet|let in' "$T/dur.err")"
+	[[ $(grep -c 'a quiet moment: new connections wait' "$T/dur.err") == 3 &&
+		$(grep -c 'new connections are let in again' "$T/dur.err") == 3 ]] || fail "the holds" "$(grep -E 'quiet|let in' "$T/dur.err")"
+	! grep -q 'replayed\|caught up after' "$T/dur.err" || fail "a replacement replayed the history"
+	jq -e '(.replacements | length) == 3 and ([.divergences[] | select(.kind != "ends early" and .kind != "output ended early")] | length) == 0
+	       and (.files.committed.failed // 0) == 0' "$T/dur.json" >/dev/null ||
+		fail "the report:" "$(jq -c '{divergences, r: [.replacements[] | .why], f: (.files | del(.committed.paths))}' "$T/dur.json")"
+	# The real database, as the voters committed it.
+	[[ $(sqlite3 "$T/db/kv.db" "SELECT v FROM kv WHERE k = 'counter'; SELECT count(*) FROM kv; PRAGMA integrity_check") == $'130\n101\nok' ]] ||
+		fail "the committed database: $(sqlite3 "$T/db/kv.db" "SELECT v FROM kv WHERE k = 'counter'; SELECT count(*) FROM kv; PRAGMA integrity_check")"
+}
+
+@test "--durable: refused with --stateless in one line (exit 125); with shared files a replacement is refused, said" {
+	local port p
+	run "$DIEHARD" -k 3 --durable --stateless -- true
+	[[ $status == 125 && ${#lines[@]} == 1 && ${lines[0]} == *--durable* ]] || fail "status $status" "$output"
+	port=$(free_port)
+	mkdir -p "$T/db"
+	dh_server sh "$port" -k 3 --durable --files shared -- python3 "$ROOT/tests/tools/sqlite_server.py" "$port" "$T/db/kv.db"
+	kill_voter sh
+	wait_until 30 grep -q 'cannot replace replicas: --durable needs the replicas. private file views' "$T/sh.err" ||
+		fail "no refusal said" "$(grep '^diehard:' "$T/sh.err" | tail -n 10)"
+	stop sh
+}
+
 @test "--stateless: a thread-per-connection server's fresh replacement numbers its threads as its siblings do, so its replies (each its thread's id) agree" {
 	local port i a b
 	port=$(free_port)

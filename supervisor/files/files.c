@@ -36,6 +36,8 @@ struct files {
 	struct logs *logs;     /* append-only files (logs.h), or NULL */
 	struct pidfiles *pids; /* pid files (pidfile.h), or NULL */
 	struct pre *pre;       /* their start-state layer (pre.h), or NULL */
+	struct pre **layer;    /* per slot: its process's epoch layer (--durable), or NULL: pre's */
+	struct view_plan *slot_plan; /* per slot: the plan with that layer */
 };
 
 static char *keep_dirs[VIEW_KEEP_MAX];
@@ -118,6 +120,10 @@ void files_init(struct sup *S)
 		json_array_append_new(shared, must(json_string(S->o->share[i])));
 	}
 	json_object_set_new(F->rep, "shared", shared);
+	F->layer = calloc(S->nslots, sizeof *F->layer);
+	F->slot_plan = calloc(S->nslots, sizeof *F->slot_plan);
+	if (F->layer == NULL || F->slot_plan == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
 	if (files_points_wanted(S) && (F->pre = pre_new()) != NULL) {
 		F->logs = logs_new(S, F->rep, F->pre);
 		F->pids = pidfile_new(S, F->rep, F->pre);
@@ -178,6 +184,8 @@ void files_end(struct sup *S)
 	F->pids = NULL;
 	pre_free(F->pre);
 	F->pre = NULL;
+	for (unsigned i = 0; F->layer != NULL && i < S->nslots; i++)
+		F->layer[i] = NULL; /* freed with pre */
 }
 
 bool files_streams_quiet(struct sup *S)
@@ -185,10 +193,18 @@ bool files_streams_quiet(struct sup *S)
 	return S->files == NULL || logs_quiet(S->files->logs);
 }
 
+bool files_committed_state(struct sup *S)
+{
+	struct files *F = S->files;
+	return F != NULL && F->private && F->pre != NULL && logs_quiet(F->logs) && points_idle(F->points);
+}
+
 void files_streams_rebase(struct sup *S, unsigned slot, bool force)
 {
-	if (S->files != NULL)
+	if (S->files != NULL) {
 		logs_rebase(S->files->logs, slot, force);
+		points_slot_front(S->files->points, slot);
+	}
 }
 
 void files_appending(struct sup *S, unsigned slot, pid_t tid)
@@ -207,6 +223,26 @@ bool files_point(struct sup *S, unsigned slot, uint64_t gen, const struct seccom
 {
 	struct files *F = S->files;
 	return F != NULL && F->points != NULL && points_call(F->points, slot, gen, req);
+}
+
+const struct view_plan *files_plan_for(struct sup *S, unsigned slot, bool from_files)
+{
+	const struct view_plan *p = files_plan(S);
+	struct files *F = S->files;
+	if (p == NULL)
+		return NULL;
+	F->layer[slot] = NULL;
+	if (!from_files || F->pre == NULL)
+		return p;
+	/* Its epoch begins now: what is committed later is kept in its
+	 * layer as it is now, first (pre_keep). */
+	struct pre *e = pre_epoch(F->pre);
+	if (e == NULL)
+		return p; /* said: it sees the start's versions, and will be outvoted */
+	F->layer[slot] = e;
+	F->slot_plan[slot] = *p;
+	F->slot_plan[slot].pre = pre_root(e);
+	return &F->slot_plan[slot];
 }
 
 const struct view_plan *files_plan(struct sup *S)
@@ -282,7 +318,9 @@ void files_ended(struct sup *S, struct replica *r)
 		return;
 	const char *where = NULL;
 	int err = changes_scan(r->changes, &S->dkey, &where);
-	if (err == 0 && (err = pre_complete(S->files->pre, r->changes, &S->dkey)) != 0)
+	struct files *F = S->files;
+	struct pre *layer = F->layer != NULL && F->layer[r->index] != NULL ? F->layer[r->index] : F->pre;
+	if (err == 0 && (err = pre_complete(layer, r->changes, &S->dkey)) != 0)
 		where = "the start-state layer";
 	r->changes_read = true;
 	if (err != 0) {

@@ -43,6 +43,16 @@ void files_keep(const char *dir);
 void files_init(struct sup *S);
 /* The views a new replica's init makes (spawn.h), or NULL: shared. */
 const struct view_plan *files_plan(struct sup *S);
+/* The plan for the process starting in slot: from_files (a durable
+ * server's replacement, --durable) gets a layer of its own whose epoch
+ * begins now (pre_epoch): its views show the files as committed now, and
+ * later commits stay hidden from it until it makes its own. */
+const struct view_plan *files_plan_for(struct sup *S, unsigned slot, bool from_files);
+/* Whether the committed files now hold all the replicas have written to
+ * be kept: views private, every append to a stream appended, no call
+ * waiting at a commit point (a durable server's replacement may start
+ * from them, at a quiet moment: fresh.c). */
+bool files_committed_state(struct sup *S);
 /* The variables a replica with views gets (its init fills them in:
  * view.h's VIEW_DEVS_VAR), or NULL. */
 char *const *files_env(struct sup *S);
@@ -55,7 +65,8 @@ bool files_point(struct sup *S, unsigned slot, uint64_t gen, const struct seccom
 /* Replica r started with its staging tmpfs at fd (-1: no views). */
 void files_started(struct sup *S, struct replica *r, int fd);
 /* Whether the voters stand at one point in every stream, and slot's
- * replica, a fresh server, set to the streams as it joins (logs.h). */
+ * replica, a fresh server, set to the streams as it joins (logs.h), its
+ * commit points numbered from the voters' (points.h). */
 bool files_streams_quiet(struct sup *S);
 void files_streams_rebase(struct sup *S, unsigned slot, bool force);
 /* Thread tid of slot's replica opens a file to append to (logs.h). */

@@ -103,6 +103,7 @@ struct logs {
 	unsigned nscan;
 	uint64_t bytes, outvoted, unsettled;
 	bool said_many;
+	bool said_durable;     /* a --durable replacement left a stream (said once) */
 };
 
 static void *must(void *p)
@@ -390,6 +391,16 @@ static void outvote(struct logs *L, struct lstream *s, unsigned slot, const char
 	L->outvoted++;
 	log_event("replica %u's appends to %s %s at byte %llu: it leaves the stream (the end's vote judges it)",
 		  m->rid, s->path, how, (unsigned long long)(s->base + m->pos));
+	if (L->S->r[slot].from_files && !L->said_durable) {
+		/* Its appends came from a state rebuilt from the files: the
+		 * server writes what it keeps outside them too. */
+		L->said_durable = true;
+		log_warn("--durable: replica %u, started from the committed files, appends other bytes to %s than its "
+			 "siblings: this server's files are not a function of its state alone (redis's append-only "
+			 "file, for one, says SELECT again after a restart); once such replicas are most of the vote "
+			 "the stream has no quorum (docs/NETWORK.md, \"Durable servers\")",
+			 m->rid, s->path);
+	}
 	release(L, s, false, slot);
 	unsigned rid = m->rid;
 	member_drop(m);

@@ -103,6 +103,14 @@ uint64_t points_committed(const struct points *P)
 	return P == NULL ? 0 : P->committed;
 }
 
+bool points_idle(const struct points *P)
+{
+	for (unsigned i = 0; P != NULL && i < P->S->nslots; i++)
+		if (P->held[i] != 0)
+			return false;
+	return true;
+}
+
 static void report_counts(struct points *P)
 {
 	json_object_set_new(P->rep, "points",
@@ -119,6 +127,19 @@ void points_restart(struct points *P, unsigned slot)
 		return;
 	for (struct ppath *pp = P->paths; pp != NULL; pp = pp->next)
 		pp->seen[slot] = 0;
+}
+
+void points_slot_front(struct points *P, unsigned slot)
+{
+	if (P == NULL)
+		return;
+	for (struct ppath *pp = P->paths; pp != NULL; pp = pp->next) {
+		uint64_t front = pp->seen[slot];
+		for (unsigned j = 0; j < P->S->nslots; j++)
+			if (j != slot && P->S->r[j].live && pp->seen[j] > front)
+				front = pp->seen[j];
+		pp->seen[slot] = front;
+	}
 }
 
 /* ---- the file of a point ---- */

@@ -85,6 +85,10 @@ void points_free(struct points *P);
 bool points_call(struct points *P, unsigned slot, uint64_t gen, const struct seccomp_notif *req);
 /* A new process in slot: its counts start again. */
 void points_restart(struct points *P, unsigned slot);
+/* Slot's process, a fresh server, joins the vote (net/fresh.c): its next
+ * point of each path is numbered after the voters' last, not from its own
+ * start. */
+void points_slot_front(struct points *P, unsigned slot);
 /* Every held call answered (a stop: the replicas may end). */
 void points_release(struct points *P);
 /* The supervisor's tick: replicas without their own copy of a path
@@ -94,5 +98,7 @@ void points_release(struct points *P);
 void points_tick(struct points *P);
 /* Points committed so far. */
 uint64_t points_committed(const struct points *P);
+/* Whether no replica's call waits at a point now. */
+bool points_idle(const struct points *P);
 
 #endif

@@ -31,6 +31,8 @@ struct kept {
 };
 
 struct pre {
+	struct pre *epochs;  /* the run's layer: the later epochs' (pre_epoch), newest first */
+	struct pre *next;    /* an epoch's: the one made before it */
 	char dir[64];  /* /dev/shm/diehard-pre-PID-XXXXXX */
 	char root[72]; /* dir + /r */
 	int fd;        /* root's descriptor */
@@ -92,26 +94,37 @@ static void remove_stale(void)
 	closedir(d);
 }
 
-struct pre *pre_new(void)
+/* An empty layer in a directory of its own; NULL, errno set, when none
+ * can be made. */
+static struct pre *layer_new(void)
 {
 	struct pre *p = calloc(1, sizeof *p);
 	if (p == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
-	remove_stale();
 	snprintf(p->dir, sizeof p->dir, "/dev/shm/diehard-pre-%ld-XXXXXX", (long)getpid());
 	if (mkdtemp(p->dir) == NULL) {
-		log_warn("no start-state layer in /dev/shm (%s): files are committed when the run ends, not at its "
-			 "syncs", strerror(errno));
 		free(p);
 		return NULL;
 	}
 	snprintf(p->root, sizeof p->root, "%s/r", p->dir);
 	if (mkdir(p->root, 0755) != 0 || (p->fd = open(p->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		log_warn("no start-state layer in %s (%s): files are committed when the run ends, not at its syncs",
-			 p->dir, strerror(errno));
+		int err = errno;
 		(void)rmdir(p->root);
 		(void)rmdir(p->dir);
 		free(p);
+		errno = err;
+		return NULL;
+	}
+	return p;
+}
+
+struct pre *pre_new(void)
+{
+	remove_stale();
+	struct pre *p = layer_new();
+	if (p == NULL) {
+		log_warn("no start-state layer in /dev/shm (%s): files are committed when the run ends, not at its "
+			 "syncs", strerror(errno));
 		return NULL;
 	}
 	live = p;
@@ -120,6 +133,18 @@ struct pre *pre_new(void)
 	if (!registered && atexit(remove_at_exit) == 0)
 		registered = true;
 	return p;
+}
+
+struct pre *pre_epoch(struct pre *run)
+{
+	struct pre *e = layer_new();
+	if (e == NULL) {
+		log_warn("no layer for a new epoch in /dev/shm: %s", strerror(errno));
+		return NULL;
+	}
+	e->next = run->epochs;
+	run->epochs = e;
+	return e;
 }
 
 const char *pre_root(const struct pre *p)
@@ -155,6 +180,11 @@ void pre_free(struct pre *p)
 		return;
 	if (live == p)
 		live = NULL;
+	for (struct pre *e = p->epochs, *next; e != NULL; e = next) {
+		next = e->next;
+		e->next = NULL;
+		pre_free(e);
+	}
 	remove_tree(p->fd, 0);
 	int top = open(p->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (top >= 0)
@@ -286,7 +316,8 @@ static int copy_file(struct pre *p, const char *path, const struct stat *st)
 	return err;
 }
 
-int pre_keep(struct pre *p, const char *target, const char *path)
+/* pre_keep in one layer. */
+static int keep_one(struct pre *p, const char *target, const char *path)
 {
 	size_t from = strcmp(target, "/") == 0 ? 0 : strlen(target);
 	if (path[0] != '/' || strncmp(path, target, from) != 0 || path[from] != '/')
@@ -330,6 +361,17 @@ int pre_keep(struct pre *p, const char *target, const char *path)
 			return errno;
 		remember(p, path, i, true);
 		return 0;
+	}
+	return err;
+}
+
+int pre_keep(struct pre *p, const char *target, const char *path)
+{
+	int err = keep_one(p, target, path);
+	for (struct pre *e = p->epochs; e != NULL; e = e->next) {
+		int more = keep_one(e, target, path);
+		if (err == 0)
+			err = more;
 	}
 	return err;
 }

@@ -34,12 +34,20 @@ struct digest_key;
 /* A new, empty layer; NULL when none can be made (said: commits then
  * wait for the run's end). */
 struct pre *pre_new(void);
-/* Removes the layer and frees it. */
+/* Removes the layer and frees it, with its epochs. */
 void pre_free(struct pre *p);
+/* A new, empty layer for an epoch that begins now (a durable server's
+ * replacement, --durable: it starts from the files as committed now, not
+ * as the run began): pre_keep on the run's layer keeps each path in every
+ * epoch's too, as it was when the epoch began (nothing changed it since:
+ * every commit keeps first). Freed with the run's. NULL (said) when none
+ * can be made. */
+struct pre *pre_epoch(struct pre *run);
 /* The root the views take their layers under (view.h's plan->pre). */
 const char *pre_root(const struct pre *p);
 /* Keeps the start state of path (absolute, a regular file or absent),
- * beneath the view whose target is target, unless kept already. 0, or an
+ * beneath the view whose target is target, unless kept already; and its
+ * state at each epoch's beginning in that epoch's layer. 0, or the first
  * errno. */
 int pre_keep(struct pre *p, const char *target, const char *path);
 

@@ -1135,7 +1135,7 @@ struct dgram *dgram_new(struct net *N)
 	struct dgram *G = dg_must(calloc(1, sizeof *G));
 	G->N = N;
 	G->keep = S->o->respawns > 0 && S->o->conn_log > 0;
-	G->start = S->o->stateless;
+	G->start = sup_fresh_servers(S);
 	G->cap = S->o->conn_log;
 	G->leading = dg_must(calloc(S->nslots, sizeof *G->leading));
 	return G;

@@ -1,6 +1,12 @@
-/* fresh.c — fresh servers (--stateless; docs/NETWORK.md, "Fresh
+/* fresh.c — fresh servers (--stateless, --durable; docs/NETWORK.md, "Fresh
  * servers"): a replacement with no connection log to replay starts as a new
  * server and joins the vote at a quiet point instead of catching up.
+ *
+ * A durable server's (--durable: its state is in the files it commits)
+ * starts from the committed files at a quiet moment while new clients wait
+ * (net_durable_begin), so that nothing changes its state before it joins;
+ * the hold ends as it joins, as it goes, or --timeout after it began (the
+ * replacement then killed). Its start-up output is its own (output.c).
  *
  * Until then it is a joiner net.c gives no connection (its slot not ready):
  * its start-up output is checked against the run's start (output.c), its
@@ -76,6 +82,8 @@ static uint64_t fresh_wants(const struct net *N, unsigned i)
 	return want;
 }
 
+static void durable_release(struct net *N);
+
 /* Slot i, a fresh server (a replacement with no connection log to replay:
  * --stateless), joins the vote at a quiet point: it listens where every
  * voter does and its clocks read now (net_clocks_settled), no connection
@@ -127,11 +135,52 @@ static void fresh_join(struct net *N, unsigned i)
 	r->behind_since = 0;
 	virt_calls_now(S->virt, i);
 	double t = sup_now() - S->t_start;
-	log_event("replica %u joins as a fresh server %.3f s after its start (stdout at byte %zu, stderr at byte %zu): "
-		  "it votes",
-		  r->id, t - r->spawn_time, at[0], at[1]);
+	log_event("replica %u joins as a fresh server %.3f s after its start%s (stdout at byte %zu, stderr at byte "
+		  "%zu): it votes",
+		  r->id, t - r->spawn_time, r->from_files ? ", from the committed files" : "", at[0], at[1]);
 	report_caught_up(S->report, r->id, t, t - r->spawn_time, 0, at[0], at[1]);
 	sup_degraded_tick(S);
+	durable_release(N);
+}
+
+/* Whether a durable server's replacement is on its way to join. */
+static bool durable_joining(const struct net *N)
+{
+	const struct sup *S = N->S;
+	for (unsigned i = 0; i < S->nslots; i++)
+		if (N->slot[i].present && N->slot[i].fresh && S->r[i].from_files && S->r[i].joining && !S->r[i].killed)
+			return true;
+	return false;
+}
+
+/* The durable hold ends once no replacement it was for is on its way (all
+ * joined, or gone); one that takes longer than --timeout is a straggler:
+ * killed, and the clients let in (the next replacement waits for the next
+ * quiet moment). */
+static void durable_release(struct net *N)
+{
+	struct sup *S = N->S;
+	if (N->durable_held == 0)
+		return;
+	if (N->durable_draining) {
+		net_durable_drained(N, S->durable_wait);
+		return;
+	}
+	if (!durable_joining(N)) {
+		net_durable_end(N, "no replacement from the files is on its way any more");
+		return;
+	}
+	double limit = S->o->straggler_ms / 1000.0;
+	if (sup_now() - N->durable_held <= limit)
+		return;
+	for (unsigned i = 0; i < S->nslots; i++)
+		if (N->slot[i].present && N->slot[i].fresh && S->r[i].from_files && S->r[i].joining && !S->r[i].killed) {
+			char why[160];
+			snprintf(why, sizeof why, "straggler: a replacement from the committed files that did not join "
+						  "within %.1f s while new clients waited", limit);
+			net_kill(N, i, why);
+		}
+	net_durable_end(N, "the replacement did not join within --timeout");
 }
 
 static void fresh_joins(struct net *N)
@@ -179,6 +228,8 @@ struct event *fresh_event(struct net *N)
 
 void fresh_closed(struct net *N)
 {
+	if (N->S->durable_wait)
+		replace_request(N->S); /* a quiet moment, perhaps */
 	for (unsigned i = 0; i < N->S->nslots; i++)
 		if (N->slot[i].fresh) {
 			event_active(N->fresh_ev, EV_TIMEOUT, 0);
@@ -190,5 +241,6 @@ void fresh_tick(struct net *N, double now)
 {
 	fresh_stragglers(N, now);
 	fresh_joins(N);
+	durable_release(N);
 }
 

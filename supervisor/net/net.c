@@ -41,6 +41,7 @@
 
 #include "exitcode.h"
 #include "factory.h"
+#include "files.h"
 #include "inputlog.h"
 #include "log.h"
 #include "netint.h"
@@ -121,7 +122,7 @@ static void listener_start(struct net *N, struct listener *l)
 	if (l->ev == NULL || event_add(l->ev, NULL) != 0)
 		fatal(EXIT_INTERNAL, "cannot listen on %s: no event", l->name);
 	l->paused = false;
-	if (N->stopping || l->held != 0 || N->nconns >= N->max_conns)
+	if (N->stopping || l->held != 0 || N->nconns >= N->max_conns || N->durable_held != 0)
 		listener_pause(l, true);
 }
 
@@ -449,8 +450,86 @@ static void hold_check(struct net *N, struct listener *l)
 			     : "none came to take them within --timeout");
 	l->hold_spent = !enough;
 	l->held = 0;
-	if (!N->stopping && N->nconns < N->max_conns)
+	if (!N->stopping && N->nconns < N->max_conns && N->durable_held == 0)
 		listener_pause(l, false);
+}
+
+/* A quiet moment not found by itself within this long, one is made: new
+ * connections wait while the open ones finish (a drain), DURABLE_DRAIN at
+ * most; a drain that fails lets them in and the next waits DURABLE_BACKOFF,
+ * doubled up to DURABLE_BACKOFF_MAX. */
+#define DURABLE_CHANCE 1.0
+#define DURABLE_DRAIN 2.0
+#define DURABLE_BACKOFF 5.0
+#define DURABLE_BACKOFF_MAX 60.0
+
+static void durable_hold(struct net *N, bool draining)
+{
+	if (N->durable_held == 0) {
+		N->durable_held = sup_now();
+		for (unsigned i = 0; i < N->nl; i++)
+			listener_pause(N->L[i], true);
+	}
+	N->durable_draining = draining;
+}
+
+bool net_durable_begin(struct net *N)
+{
+	double now = sup_now();
+	if (N->durable_held != 0 && !N->durable_draining)
+		return true;
+	if (N->conns == NULL && files_committed_state(N->S)) {
+		log_event("a quiet moment%s: new connections wait while a replacement starts from the committed files "
+			  "(--durable)",
+			  N->durable_draining ? " (the connections open finished)" : "");
+		durable_hold(N, false);
+		N->durable_wanted = 0;
+		N->durable_backoff = 0;
+		return true;
+	}
+	if (N->durable_wanted == 0)
+		N->durable_wanted = now;
+	if (N->durable_held == 0 && now - N->durable_wanted >= DURABLE_CHANCE && now >= N->durable_next) {
+		log_event("no quiet moment for %.1f s: new connections wait while the %u open finish (%.0f s at most), "
+			  "for a replacement from the committed files (--durable)",
+			  now - N->durable_wanted, N->nconns, DURABLE_DRAIN);
+		durable_hold(N, true);
+	}
+	return false;
+}
+
+void net_durable_drained(struct net *N, bool wanted)
+{
+	if (N->durable_held == 0 || !N->durable_draining)
+		return;
+	if (!wanted) {
+		net_durable_end(N, "no replacement waits for a quiet moment any more");
+		return;
+	}
+	if (sup_now() - N->durable_held <= DURABLE_DRAIN)
+		return;
+	N->durable_backoff = N->durable_backoff == 0 ? DURABLE_BACKOFF : N->durable_backoff * 2;
+	if (N->durable_backoff > DURABLE_BACKOFF_MAX)
+		N->durable_backoff = DURABLE_BACKOFF_MAX;
+	N->durable_next = sup_now() + N->durable_backoff;
+	char why[160];
+	snprintf(why, sizeof why, "the connections open did not finish within %.0f s (the next try in %.0f s)",
+		 DURABLE_DRAIN, N->durable_backoff);
+	net_durable_end(N, why);
+}
+
+void net_durable_end(struct net *N, const char *why)
+{
+	if (N->durable_held == 0)
+		return;
+	log_event("new connections are let in again after %.3f s: %s", sup_now() - N->durable_held, why);
+	N->durable_held = 0;
+	N->durable_draining = false;
+	for (unsigned i = 0; i < N->nl; i++) {
+		struct listener *l = N->L[i];
+		if (l->held == 0 && !N->stopping && N->nconns < N->max_conns)
+			listener_pause(l, false);
+	}
 }
 
 static void on_accept(evutil_socket_t fd, short what, void *arg)
@@ -458,6 +537,10 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct listener *l = arg;
 	struct net *N = l->N;
+	if (N->durable_held != 0) {
+		listener_pause(l, true); /* a durable server's replacement starts: they wait */
+		return;
+	}
 	for (int n = 0; n < 64; n++) {
 		if (hold_clients(N, l))
 			return;
@@ -496,7 +579,7 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 
 static void resume(struct net *N)
 {
-	if (N->stopping || N->nconns >= N->max_conns)
+	if (N->stopping || N->nconns >= N->max_conns || N->durable_held != 0)
 		return;
 	N->said_full = false;
 	for (unsigned i = 0; i < N->nl; i++)
@@ -584,7 +667,7 @@ struct net *net_new(struct sup *S)
 	N->fresh_ev = fresh_event(N);
 	if (N->resume_ev == NULL || N->fresh_ev == NULL)
 		fatal(EXIT_INTERNAL, "cannot create the proxy's events");
-	if (S->o->respawns > 0 && S->o->conn_log > 0 && !S->o->stateless)
+	if (S->o->respawns > 0 && S->o->conn_log > 0 && !sup_fresh_servers(S))
 		N->log = inputlog_new(S->o->conn_log);
 	N->out = outbound_new(N);
 	N->dgram = dgram_new(N);
@@ -820,7 +903,7 @@ void net_stop(struct net *N)
 
 bool net_fresh_start(const struct net *N)
 {
-	return N != NULL && N->log == NULL && N->nl > 0 && N->S->o->stateless;
+	return N != NULL && N->log == NULL && N->nl > 0 && sup_fresh_servers(N->S);
 }
 
 bool net_replayable(const struct net *N, char *why, size_t size)

@@ -87,6 +87,18 @@ bool net_replayable(const struct net *N, char *why, size_t size);
  * (--stateless: ndlog_keep_start, and the outbound and datagram records'
  * starts): the history then never refuses it. */
 bool net_fresh_start(const struct net *N);
+
+/* A durable server's replacement (--durable) may start now: no connection
+ * is open and the committed files hold what the replicas wrote
+ * (files_committed_state). Then new connections wait in the backlog from
+ * now until it joins (fresh.c), --timeout at most: it starts from the
+ * files as they are, and nothing changes them meanwhile. Without such a
+ * moment for a second, one is made: new connections wait while the open
+ * ones finish (a drain, 2 s at most; one that fails lets them in, and the
+ * next waits 5 s, doubling to 60). true: held for the replacement (or
+ * held already); false: not quiet yet (a connection's close, and the
+ * tick, ask again). */
+bool net_durable_begin(struct net *N);
 /* replace.c: slot i's process is a replacement catching up: it serves the
  * connection log before it takes new connections. */
 bool net_joined(const struct net *N, unsigned i);

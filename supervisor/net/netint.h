@@ -105,6 +105,13 @@ struct net {
 	struct inputlog *log;        /* the connection log (NULL: none kept) */
 	struct event *resume_ev;     /* listeners paused for want of fds */
 	struct event *fresh_ev;      /* a connection closed: a fresh server may join */
+	double durable_held;         /* since when new clients wait for a durable server's
+				        replacement (net_durable_begin; 0: they do not) */
+	bool durable_draining;       /* that hold waits for the open connections to finish:
+				        no replacement started yet */
+	double durable_wanted;       /* since when a replacement waits for a quiet moment (0: none) */
+	double durable_next;         /* no drain before then (a drain failed) */
+	double durable_backoff;      /* the wait after the last failed drain (0: none failed) */
 };
 
 #ifndef IPV6_FREEBIND
@@ -138,6 +145,13 @@ void net_kill(struct net *N, unsigned i, const char *why);
 /* Whether replacement i's clocks have left its replayed past (a step of
  * that on each call; true once done, or never behind). */
 bool net_clocks_settled(struct net *N, unsigned i);
+/* The durable hold ends (fresh.c): new connections are let in again,
+ * where nothing else holds them; why is said. */
+void net_durable_end(struct net *N, const char *why);
+/* A drain (net_durable_begin) ends: no replacement wants it any more, or
+ * the open connections did not finish within its bound (the next drain
+ * then waits, longer each time). */
+void net_durable_drained(struct net *N, bool wanted);
 
 /* fresh.c: fresh servers. fresh_event: the event fresh_closed makes
  * active (a connection closed: a quiet point, maybe); fresh_tick: the

@@ -1396,7 +1396,7 @@ struct outbound *outbound_new(struct net *N)
 	for (unsigned i = 0; i < S->nslots; i++)
 		O->slot[i].ctl[0] = O->slot[i].ctl[1] = -1;
 	O->keep = S->o->respawns > 0 && S->o->conn_log > 0;
-	O->start = S->o->stateless;
+	O->start = sup_fresh_servers(S);
 	O->cap = S->o->conn_log;
 	host_addresses(O);
 	sandbox_host_addrs(O->host, O->nhost);

@@ -202,7 +202,7 @@ struct virt *virt_new(struct sup *S)
 		ndlog_reclaim(V->log, take_thread_key); /* threads end: their keys go */
 	/* A fresh server replays the run's start-up and then joins at the
 	 * front: past the cap the log still keeps each kind's first half. */
-	if (V->log != NULL && S->o->stateless && rp == NULL)
+	if (V->log != NULL && sup_fresh_servers(S) && rp == NULL)
 		ndlog_keep_start(V->log, S->o->call_log / 2);
 	for (size_t i = 0; rp != NULL && V->log != NULL && i < rp->rec->n_calls; i++) {
 		const Diehard__CallLog *cl = rp->rec->calls[i];
