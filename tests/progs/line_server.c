@@ -3,7 +3,7 @@
  * diehard's TCP proxy (tests/tcp.bats); tests/progs/buggy_server.c is the
  * same server with a planted heap bug.
  *
- *   line_server [--addr ADDR] [--odd DIR] PORT
+ *   line_server [--addr ADDR] [--odd DIR] [--clock N] PORT
  *
  * One process, one thread, epoll and non-blocking sockets: hundreds of
  * clients at once. It listens on ADDR:PORT (ADDR 127.0.0.1 by default; one
@@ -28,6 +28,10 @@
  *   QUIT            BYE, then the server closes the connection
  *   anything else   ERR unknown command (ERR empty line); a line longer than
  *                   1 MiB: ERR line too long, then the connection is closed
+ *
+ * With --clock N every command reads the wall clock N times first (a server
+ * that stamps its requests: bench/replace_server's history fills the call
+ * log); replies are the same.
  *
  * Closing after QUIT or a line too long, the server shuts its write side and
  * reads and drops what the client still sends until the client's EOF, so
@@ -58,6 +62,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef SERVER_NAME
@@ -285,9 +290,16 @@ static void cmd_connect(struct conn *c, char *arg)
 	}
 }
 
+static long clock_reads; /* --clock */
+
 /* Runs one command line (no \n; may hold any bytes). */
 static void execute(struct conn *c, char *line, size_t n)
 {
+	for (long j = 0; j < clock_reads; j++) {
+		struct timespec ts;
+		if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+			die("clock_gettime");
+	}
 	if (n > 0 && line[n - 1] == '\r')
 		n--;
 	line[n] = '\0'; /* the byte after the line is its \n, or spare room */
@@ -630,7 +642,7 @@ static int listen_on(const char *addr, long port)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: %s [--addr ADDR] [--odd DIR] PORT\n", prog);
+	fprintf(stderr, "usage: %s [--addr ADDR] [--odd DIR] [--clock N] PORT\n", prog);
 	exit(2);
 }
 
@@ -645,7 +657,13 @@ int main(int argc, char **argv)
 			addr = argv[i + 1];
 		else if (strcmp(argv[i], "--odd") == 0)
 			odd_dir = argv[i + 1];
-		else
+		else if (strcmp(argv[i], "--clock") == 0) {
+			char *e;
+			errno = 0;
+			clock_reads = strtol(argv[i + 1], &e, 10);
+			if (*argv[i + 1] == '\0' || *e != '\0' || errno != 0 || clock_reads < 0 || clock_reads > 1000)
+				usage();
+		} else
 			usage();
 	}
 	if (i != argc - 1)
