@@ -231,6 +231,10 @@ const struct view_plan *files_plan_for(struct sup *S, unsigned slot, bool from_f
 	struct files *F = S->files;
 	if (p == NULL)
 		return NULL;
+	/* The slot's last process is gone: so is what its layer was for
+	 * (a killed replica's changes are not read; one that ended was
+	 * read as it was reaped). */
+	pre_epoch_free(F->pre, F->layer[slot]);
 	F->layer[slot] = NULL;
 	if (!from_files || F->pre == NULL)
 		return p;

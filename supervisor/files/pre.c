@@ -147,6 +147,19 @@ struct pre *pre_epoch(struct pre *run)
 	return e;
 }
 
+void pre_epoch_free(struct pre *run, struct pre *e)
+{
+	if (run == NULL || e == NULL)
+		return;
+	for (struct pre **pp = &run->epochs; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == e) {
+			*pp = e->next;
+			e->next = NULL;
+			pre_free(e);
+			return;
+		}
+}
+
 const char *pre_root(const struct pre *p)
 {
 	return p == NULL ? NULL : p->root;

@@ -43,6 +43,8 @@ void pre_free(struct pre *p);
  * every commit keeps first). Freed with the run's. NULL (said) when none
  * can be made. */
 struct pre *pre_epoch(struct pre *run);
+/* Removes epoch e of run's (its replacement is gone) and frees it. */
+void pre_epoch_free(struct pre *run, struct pre *e);
 /* The root the views take their layers under (view.h's plan->pre). */
 const char *pre_root(const struct pre *p);
 /* Keeps the start state of path (absolute, a regular file or absent),

@@ -145,6 +145,8 @@ static bool keep_end(struct dgram *G)
 		d->base = d->nflow;
 		for (size_t k = 0; k < d->nflow; k++) {
 			struct dflow *f = d->flow[k];
+			if (f == NULL)
+				continue; /* cannot be: nothing was swept while kept */
 			f->sans = f->ans;
 			f->nsans = f->nans;
 			f->ans = NULL;
@@ -704,7 +706,7 @@ static void sweep(struct dgram *G, double idle)
 	for (size_t i = 0; i < G->ndest; i++) {
 		struct ddest *d = G->dest[i];
 		for (size_t k = 0; k < d->nhead; k++)
-			if (t - d->flow[k]->last >= idle && d->flow[k]->noutq == 0)
+			if (d->flow[k] != NULL && t - d->flow[k]->last >= idle && d->flow[k]->noutq == 0)
 				flow_rest(d->flow[k]);
 		for (size_t k = d->nhead; k < d->nflow; k++)
 			if (d->flow[k] != NULL && t - d->flow[k]->last >= idle && d->flow[k]->noutq == 0) {
