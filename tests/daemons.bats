@@ -356,11 +356,11 @@ PY
 	local port cport uport i want
 	port=$(free_port)
 	cport=$(free_port)
-	uport=$(free_port)
 	cat >"$T/peers.py" <<'PY'
 import os, socket, socketserver, sys, threading
-# A TCP peer and a UDP peer on the host: each answers with a new random
-# token and counts what it was asked (in $T/asked: tcp N udp M).
+# A TCP peer and a UDP peer on the host (its port the kernel's, said on
+# stdout): each answers with a new random token and counts what it was
+# asked (in $T/asked: tcp N udp M).
 count = {"tcp": 0, "udp": 0}
 lock = threading.Lock()
 def note(kind):
@@ -379,8 +379,8 @@ class TS(socketserver.ThreadingTCPServer):
     daemon_threads = True
 threading.Thread(target=TS(("127.0.0.1", int(sys.argv[1])), T).serve_forever, daemon=True).start()
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-u.bind(("127.0.0.1", int(sys.argv[2])))
-print("ready", flush=True)
+u.bind(("127.0.0.1", 0))
+print("ready", u.getsockname()[1], flush=True)
 while True:
     data, addr = u.recvfrom(2048)
     note("udp")
@@ -417,9 +417,10 @@ class S(socketserver.TCPServer):
     allow_reuse_address = True
 S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 PY
-	python3 "$T/peers.py" "$cport" "$uport" "$T/asked" >"$T/peers.out" 3>&- &
+	python3 "$T/peers.py" "$cport" 0 "$T/asked" >"$T/peers.out" 3>&- &
 	BG+=($!)
 	wait_until 30 grep -q ready "$T/peers.out" || fail "the peers did not start"
+	uport=$(awk '/^ready/ { print $2 }' "$T/peers.out")
 	dh_server cfg "$port" -k 3 --stateless --conn-log 4K -- python3 "$T/cfg_server.py" "$port" "$cport" "$uport"
 	want=$(python3 "$T/ask.py" "$port")
 	[[ $want =~ ^cfg-[0-9a-f]{8}\ tok-[0-9a-f]{8}$ ]] || fail "first answer: $want"
