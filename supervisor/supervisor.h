@@ -22,7 +22,7 @@ struct options {
 				     fresh server and joins at a quiet point (net.c) */
 	bool durable;             /* --durable: no connection log; the server's state is in the
 				     files it commits: a replacement starts fresh from them while
-				     new clients wait (net/durable.c) */
+				     new clients wait (net/fresh.c) */
 	unsigned respawns;        /* replacements allowed in the run (0: none) */
 	unsigned respawn_rate;    /* at most this many in any minute */
 	unsigned min_voters;      /* the fewest agreeing voters that commit (sup_min_voters);

@@ -164,10 +164,18 @@ const char *files_start_layer(const struct sup *S)
 
 void files_tick(struct sup *S)
 {
-	if (S->files != NULL) {
-		points_tick(S->files->points);
-		logs_tick(S->files->logs);
-		pidfile_tick(S->files->pids);
+	struct files *F = S->files;
+	if (F == NULL)
+		return;
+	points_tick(F->points);
+	logs_tick(F->logs);
+	pidfile_tick(F->pids);
+	/* A replacement whose layer could not keep a committed file may
+	 * see that commit before it makes its own: out. */
+	for (unsigned i = 0; F->layer != NULL && i < S->nslots; i++) {
+		struct replica *r = &S->r[i];
+		if (pre_epoch_broken(F->layer[i]) && (r->live || r->joining) && !r->killed)
+			replica_kill(S, r, "its layer of the committed files could not keep a file a commit changed");
 	}
 }
 
@@ -196,7 +204,8 @@ bool files_streams_quiet(struct sup *S)
 bool files_committed_state(struct sup *S)
 {
 	struct files *F = S->files;
-	return F != NULL && F->private && F->pre != NULL && logs_quiet(F->logs) && points_idle(F->points);
+	return F != NULL && F->private && F->pre != NULL && logs_quiet(F->logs) && points_idle(F->points) &&
+	       !points_behind(F->points);
 }
 
 void files_streams_rebase(struct sup *S, unsigned slot, bool force)

@@ -50,7 +50,8 @@ const struct view_plan *files_plan(struct sup *S);
 const struct view_plan *files_plan_for(struct sup *S, unsigned slot, bool from_files);
 /* Whether the committed files now hold all the replicas have written to
  * be kept: views private, every append to a stream appended, no call
- * waiting at a commit point (a durable server's replacement may start
+ * waiting at a commit point, no path whose last point went uncommitted
+ * while its real file is there (a durable server's replacement may start
  * from them, at a quiet moment: fresh.c). */
 bool files_committed_state(struct sup *S);
 /* The variables a replica with views gets (its init fills them in:

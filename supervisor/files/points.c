@@ -111,6 +111,15 @@ bool points_idle(const struct points *P)
 	return true;
 }
 
+bool points_behind(const struct points *P)
+{
+	struct stat st;
+	for (const struct ppath *pp = P != NULL ? P->paths : NULL; pp != NULL; pp = pp->next)
+		if (pp->behind && lstat(pp->path, &st) == 0)
+			return true;
+	return false;
+}
+
 static void report_counts(struct points *P)
 {
 	json_object_set_new(P->rep, "points",
@@ -429,6 +438,7 @@ void points_unsettle(struct points *P, struct ppath *pp, uint64_t m, const char 
 {
 	struct sup *S = P->S;
 	P->unsettled++;
+	pp->behind = true;
 	log_event("%s: its %s %llu goes on uncommitted: %s", pp->path, points_call_name(pp), (unsigned long long)m + 1,
 		  why);
 	pp->probe = NULL;
@@ -584,6 +594,7 @@ void points_decide(struct points *P, struct ppath *pp)
 			    fstat(a->src, &now) == 0 && now.st_size == v.size && points_still(S->r[a->slot].changes, pp->path, &a->real_id))
 				err = points_commit_version(P, pp, a, a->slot);
 		}
+		pp->behind = err != 0;
 		if (err == 0) {
 			P->committed++;
 			points_remember_real(P, S->r[best->slot].changes, pp->path);

@@ -83,6 +83,8 @@ struct ppath {
 				 a replica's views still showed the real path
 				 (0: not so) */
 	char *quorum_from;    /* that quorum's old name, a rename's */
+	bool behind;          /* its last point went uncommitted (unsettled, skipped,
+				 failed): the real file may lag what the replicas wrote */
 	struct file_id made;  /* the real file a point of this run made last at
 				 the path (type 0: none): the only one a
 				 rename's old name or a removal may take away */

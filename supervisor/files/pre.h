@@ -27,6 +27,8 @@
 #ifndef DIEHARD_PRE_H
 #define DIEHARD_PRE_H
 
+#include <stdbool.h>
+
 struct pre;
 struct changes;
 struct digest_key;
@@ -45,12 +47,16 @@ void pre_free(struct pre *p);
 struct pre *pre_epoch(struct pre *run);
 /* Removes epoch e of run's (its replacement is gone) and frees it. */
 void pre_epoch_free(struct pre *run, struct pre *e);
+/* Whether epoch e failed to keep a path (a full /dev/shm): its
+ * replacement's views may show a later commit; files.c takes it out. */
+bool pre_epoch_broken(const struct pre *e);
 /* The root the views take their layers under (view.h's plan->pre). */
 const char *pre_root(const struct pre *p);
 /* Keeps the start state of path (absolute, a regular file or absent),
  * beneath the view whose target is target, unless kept already; and its
- * state at each epoch's beginning in that epoch's layer. 0, or the first
- * errno. */
+ * state at each epoch's beginning in that epoch's layer (one copy, linked
+ * into the others; an epoch that cannot take it is marked broken). 0, or
+ * the errno of the run's own layer. */
 int pre_keep(struct pre *p, const char *target, const char *path);
 
 /* A replica's changes (read: changes_scan) completed by what its views

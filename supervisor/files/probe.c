@@ -153,6 +153,7 @@ static void commit_rename(struct points *P, struct ppath *pp, struct waiter *a)
 	if (err == 0) {
 		P->committed++;
 		P->renamed++;
+		pp->behind = false;
 		points_remember_real(P, ch, pp->path);
 		/* The old name goes when the real one is the file a point of
 		 * this run made; another (a file put there since) is left. */
@@ -162,10 +163,12 @@ static void commit_rename(struct points *P, struct ppath *pp, struct waiter *a)
 				 (unsigned long long)m + 1, strerror(gone));
 	} else if (err == ESTALE) {
 		P->skipped++;
+		pp->behind = true;
 		log_warn("%s: not committed at its rename %llu: the replicas wrote on while it was voted", pp->path,
 			 (unsigned long long)m + 1);
 	} else {
 		P->failed++;
+		pp->behind = true;
 		if (err == EXDEV)
 			log_warn("%s: not committed at its rename %llu: the real file there changed since the call", pp->path,
 				 (unsigned long long)m + 1);
@@ -181,6 +184,7 @@ static void commit_removal(struct points *P, struct ppath *pp, struct waiter *a)
 {
 	uint64_t m = pp->ndone;
 	int err = remove_real(P, P->S->r[a->slot].changes, pp->path, &a->gone_id);
+	pp->behind = err != 0;
 	if (err == 0) {
 		P->committed++;
 		P->removed++;

@@ -32,8 +32,9 @@
  *
  * The start (--stateless): a fresh server replays the run's start-up, its
  * flows numbered from 0, then joins at the voters' front. So when the
- * answers pass their cap, each destination's flows so far stay for good
- * (never swept) with the answers they had then (sans, given before the
+ * answers pass their cap, each destination's flows so far (START_FLOWS
+ * over all, the first ones) stay for good (never swept, not counted
+ * against FLOWS_MAX; a quiet one's socket closed) with the answers they had then (sans, given before the
  * later ones; those a side skipped, freed meanwhile, are lost as UDP may
  * lose them), and replacements are still possible. */
 #include "dgram.h"
@@ -130,23 +131,31 @@ static void reports(struct dgram *G)
 		dest_report(G->srv[i]->rep_d);
 }
 
-/* Keeping ends (the cap, or too many flows): with --stateless, every
- * destination's flows so far become its start, with their answers. */
+/* Keeping ends (the cap, or too many flows): with --stateless or
+ * --durable, each destination's first flows so far, START_FLOWS over all
+ * of them, become its start, with their answers; they no longer count
+ * against FLOWS_MAX (never freed, they would hold it for good). The later
+ * ones go as without keeping. */
 static bool keep_end(struct dgram *G)
 {
 	G->incomplete = true;
 	if (!G->start)
 		return false;
+	size_t budget = START_FLOWS;
 	for (size_t i = 0; i < G->ndest; i++) {
 		struct ddest *d = G->dest[i];
 		if (d->base != 0 || d->nhead != 0)
 			continue; /* cannot be: nothing was swept while kept */
-		d->nhead = d->nflow;
-		d->base = d->nflow;
-		for (size_t k = 0; k < d->nflow; k++) {
+		size_t take = d->nflow < budget ? d->nflow : budget;
+		budget -= take;
+		d->nhead = take;
+		d->base = take; /* flow n >= take stays at n: nhead + n - base */
+		for (size_t k = 0; k < take; k++) {
 			struct dflow *f = d->flow[k];
 			if (f == NULL)
 				continue; /* cannot be: nothing was swept while kept */
+			f->start = true;
+			G->flows--;
 			f->sans = f->ans;
 			f->nsans = f->nans;
 			f->ans = NULL;
@@ -681,8 +690,9 @@ void dg_flow_free(struct dgram *G, struct dflow *f)
 	free(f->side);
 	free(f->dec);
 	free(f->ans);
+	if (!f->start)
+		G->flows--;
 	free(f);
-	G->flows--;
 }
 
 /* A flow of the start, quiet: its socket to the destination closed (made
@@ -706,7 +716,7 @@ static void sweep(struct dgram *G, double idle)
 	for (size_t i = 0; i < G->ndest; i++) {
 		struct ddest *d = G->dest[i];
 		for (size_t k = 0; k < d->nhead; k++)
-			if (d->flow[k] != NULL && t - d->flow[k]->last >= idle && d->flow[k]->noutq == 0)
+			if (d->flow[k] != NULL && t - d->flow[k]->last >= IDLE_SECONDS && d->flow[k]->noutq == 0)
 				flow_rest(d->flow[k]);
 		for (size_t k = d->nhead; k < d->nflow; k++)
 			if (d->flow[k] != NULL && t - d->flow[k]->last >= idle && d->flow[k]->noutq == 0) {

@@ -27,6 +27,7 @@ struct sup;
 #define SRV_MAX 256         /* UDP server addresses in a run */
 #define RCVBUF (4 << 20)    /* diehard's sockets in the namespaces: a burst is not lost there */
 #define ANSWERS_MAX 1024    /* answers kept per flow when no replacement may need them */
+#define START_FLOWS 1024    /* flows kept as the run's start at most (--stateless, --durable) */
 #define IDLE_SECONDS 120.0  /* a flow quiet that long is freed (unless kept) */
 #define SESSION_IDLE 60.0   /* a server's session quiet that long likewise */
 
@@ -86,6 +87,7 @@ struct dflow {
 	size_t nans, ans_base;   /* answers before ans_base freed */
 	struct answer *sans;     /* a flow of the start: answers 0 .. nsans - 1, kept for good */
 	size_t nsans;
+	bool start;              /* one of the start's: kept to the end, not counted in flows */
 	double last;
 	int leader;              /* the slot that started it first, while it is alone (-1) */
 };

@@ -82,7 +82,7 @@ static uint64_t fresh_wants(const struct net *N, unsigned i)
 	return want;
 }
 
-static void durable_release(struct net *N);
+static void durable_release(struct net *N, const char *joined);
 
 /* Slot i, a fresh server (a replacement with no connection log to replay:
  * --stateless), joins the vote at a quiet point: it listens where every
@@ -140,7 +140,7 @@ static void fresh_join(struct net *N, unsigned i)
 		  r->id, t - r->spawn_time, r->from_files ? ", from the committed files" : "", at[0], at[1]);
 	report_caught_up(S->report, r->id, t, t - r->spawn_time, 0, at[0], at[1]);
 	sup_degraded_tick(S);
-	durable_release(N);
+	durable_release(N, r->from_files ? "the replacement from the committed files joined" : NULL);
 }
 
 /* Whether a durable server's replacement is on its way to join. */
@@ -157,7 +157,7 @@ static bool durable_joining(const struct net *N)
  * joined, or gone); one that takes longer than --timeout is a straggler:
  * killed, and the clients let in (the next replacement waits for the next
  * quiet moment). */
-static void durable_release(struct net *N)
+static void durable_release(struct net *N, const char *joined)
 {
 	struct sup *S = N->S;
 	if (N->durable_held == 0)
@@ -167,11 +167,11 @@ static void durable_release(struct net *N)
 		return;
 	}
 	if (!durable_joining(N)) {
-		net_durable_end(N, "no replacement from the files is on its way any more");
+		net_durable_end(N, joined != NULL ? joined : "no replacement from the files is on its way any more");
 		return;
 	}
 	double limit = S->o->straggler_ms / 1000.0;
-	if (sup_now() - N->durable_held <= limit)
+	if (sup_now() - N->durable_started <= limit)
 		return;
 	for (unsigned i = 0; i < S->nslots; i++)
 		if (N->slot[i].present && N->slot[i].fresh && S->r[i].from_files && S->r[i].joining && !S->r[i].killed) {
@@ -241,6 +241,6 @@ void fresh_tick(struct net *N, double now)
 {
 	fresh_stragglers(N, now);
 	fresh_joins(N);
-	durable_release(N);
+	durable_release(N, NULL);
 }
 

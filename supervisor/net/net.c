@@ -476,13 +476,16 @@ static void durable_hold(struct net *N, bool draining)
 bool net_durable_begin(struct net *N)
 {
 	double now = sup_now();
-	if (N->durable_held != 0 && !N->durable_draining)
+	if (N->durable_held != 0 && !N->durable_draining) {
+		N->durable_started = now; /* another, in the same hold: its own --timeout */
 		return true;
+	}
 	if (N->conns == NULL && files_committed_state(N->S)) {
 		log_event("a quiet moment%s: new connections wait while a replacement starts from the committed files "
 			  "(--durable)",
 			  N->durable_draining ? " (the connections open finished)" : "");
 		durable_hold(N, false);
+		N->durable_started = now;
 		N->durable_wanted = 0;
 		N->durable_backoff = 0;
 		return true;

@@ -110,6 +110,7 @@ struct net {
 	bool durable_draining;       /* that hold waits for the open connections to finish:
 				        no replacement started yet */
 	double durable_wanted;       /* since when a replacement waits for a quiet moment (0: none) */
+	double durable_started;      /* when the hold's last replacement started: its --timeout */
 	double durable_next;         /* no drain before then (a drain failed) */
 	double durable_backoff;      /* the wait after the last failed drain (0: none failed) */
 };
