@@ -467,7 +467,16 @@ static int fast_take(struct vreplica *vr, const struct seccomp_notif *req, uint3
 		return ND_LOST;
 	}
 	if (n < fastclock_harvested(F, fk)) {
-		if (!ndlog_value(V->log, key, n, v)) {
+		const struct replica *r = &V->S->r[vr->index];
+		bool kept = ndlog_value(V->log, key, n, v);
+		if (!kept && r->fresh && r->joining) {
+			/* A fresh server past the run's start the log keeps
+			 * (ndlog_keep_start): the front, newer than anything it
+			 * read, where its join would take it anyway. Lost, it
+			 * would read real values outside the log for good. */
+			V->clock_resyncs++;
+			n = fast_from_front(F, vr->index, fk);
+		} else if (!kept) {
 			/* Dropped from the log (the cap): as on the notify path,
 			 * the replica reads real values of that clock from now
 			 * on, every read asked here (the rings' entries, older
