@@ -349,9 +349,13 @@ misread_runs() {
 	# the clocks agree either way; issue 39's note.)
 	sup -k 3 --files shared -r "$T/lost.json" bash -c "exec 1000>&-; exec env -i $PROGS/static/nd_static" >/dev/null
 	sup -k 3 --no-fast-clocks -r "$T/slow.json" date >/dev/null
+	# Every read in the replica, but for the fallback a reader takes when
+	# a sibling holds the entry it waits for past 2048 checks (a loaded
+	# machine: one in 239 of python's, once in CI): at most 1 + 1%.
 	for f in date py perl bash static envi envd; do
-		jq -e 'all(.replicas[]; .clock_reads_in_replica > 0
-			and .clock_reads_in_replica == ([.calls | to_entries[] | select(.key | test("^(clock_gettime|gettimeofday|time)")) | .value] | add))' \
+		jq -e 'all(.replicas[]; ([.calls | to_entries[] | select(.key | test("^(clock_gettime|gettimeofday|time)")) | .value] | add) as $all
+			| .clock_reads_in_replica > 0 and .clock_reads_in_replica <= $all
+			and .clock_reads_in_replica >= $all - 1 - ($all / 100 | floor))' \
 			"$T/$f.json" >/dev/null || fail "$f: not every clock read in the replica:" "$(jq -c '[.replicas[] | {calls, clock_reads_in_replica}]' "$T/$f.json")"
 	done
 	grafted "$T/static.json" 1
