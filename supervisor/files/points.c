@@ -111,12 +111,32 @@ bool points_idle(const struct points *P)
 	return true;
 }
 
+void points_caught_up(struct points *P, const char *path)
+{
+	for (struct ppath *pp = P->paths; pp != NULL; pp = pp->next)
+		if (strcmp(pp->path, path) == 0)
+			pp->behind = false;
+}
+
 bool points_behind(const struct points *P)
 {
 	struct stat st;
-	for (const struct ppath *pp = P != NULL ? P->paths : NULL; pp != NULL; pp = pp->next)
-		if (pp->behind && lstat(pp->path, &st) == 0)
+	for (const struct ppath *pp = P != NULL ? P->paths : NULL; pp != NULL; pp = pp->next) {
+		if (!pp->behind)
+			continue;
+		if (lstat(pp->path, &st) == 0)
 			return true;
+		/* Absent in the real tree: behind only while a voter has its
+		 * own version there (a journal every voter removed is not). */
+		for (unsigned i = 0; i < P->S->nslots; i++) {
+			const struct replica *r = &P->S->r[i];
+			int fd = r->live && r->changes != NULL ? changes_open_version(r->changes, pp->path) : -1;
+			if (fd >= 0) {
+				close(fd);
+				return true;
+			}
+		}
+	}
 	return false;
 }
 
@@ -597,6 +617,7 @@ void points_decide(struct points *P, struct ppath *pp)
 		pp->behind = err != 0;
 		if (err == 0) {
 			P->committed++;
+			points_caught_up(P, pp->path);
 			points_remember_real(P, S->r[best->slot].changes, pp->path);
 		} else if (err == ESTALE) {
 			/* Not a failure of the real file system: the calls go on;

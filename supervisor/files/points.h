@@ -100,8 +100,9 @@ void points_tick(struct points *P);
 uint64_t points_committed(const struct points *P);
 /* Whether no replica's call waits at a point now. */
 bool points_idle(const struct points *P);
-/* Whether a path's last point went uncommitted while its real file is
- * there: the real file may lag what the replicas wrote. */
+/* Whether a path's last point went uncommitted (no point of any kind
+ * committed there since) while its real file is there, or a live voter
+ * has its own version of it: the real file may lag what they wrote. */
 bool points_behind(const struct points *P);
 
 #endif

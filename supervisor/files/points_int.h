@@ -115,6 +115,10 @@ static inline void *points_must(void *p)
 
 /* ---- points.c: the calls held and the vote ---- */
 
+/* A point of path committed: whatever kind of point went uncommitted
+ * there before (points_behind), the real file is the replicas' again. */
+void points_caught_up(struct points *P, const char *path);
+
 /* A waiter never held (a late replica's call), freed. */
 void points_waiter_drop(struct waiter *w);
 /* Whether a's and b's versions are one. */

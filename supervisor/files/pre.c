@@ -330,13 +330,9 @@ static int copy_file(struct pre *p, const char *path, const struct stat *st)
 	return err;
 }
 
-/* pre_keep in one layer. src, when not NULL, is a layer that kept the
- * same version of path just now (a copy of the real file as it is): the
- * copy is linked from there, not made again (one tmpfs). *copied: a copy
- * of the file was made or linked now. */
-static int keep_one(struct pre *p, const char *target, const char *path, const struct pre *src, bool *copied)
+/* pre_keep in one layer. */
+static int keep_one(struct pre *p, const char *target, const char *path)
 {
-	*copied = false;
 	size_t from = strcmp(target, "/") == 0 ? 0 : strlen(target);
 	if (path[0] != '/' || strncmp(path, target, from) != 0 || path[from] != '/')
 		return EINVAL;
@@ -352,12 +348,8 @@ static int keep_one(struct pre *p, const char *target, const char *path, const s
 		for (size_t i = from + 1; i < n && err == 0; i++)
 			if (path[i] == '/')
 				err = put_dir(p, path, i);
-		if (err == 0 && (src == NULL || linkat(src->fd, path + 1, p->fd, path + 1, 0) != 0))
-			err = copy_file(p, path, &st);
-		if (err == 0) {
+		if (err == 0 && (err = copy_file(p, path, &st)) == 0)
 			remember(p, path, n, false);
-			*copied = true;
-		}
 		return err;
 	}
 	if (errno != ENOENT && errno != ENOTDIR)
@@ -389,25 +381,22 @@ static int keep_one(struct pre *p, const char *target, const char *path, const s
 
 int pre_keep(struct pre *p, const char *target, const char *path)
 {
-	bool copied;
-	int err = keep_one(p, target, path, NULL, &copied);
+	int err = keep_one(p, target, path);
 	if (err != 0)
 		return err;
-	/* Every epoch that lacks it wants the real file as it is now: one
-	 * copy, linked into the others. An epoch that cannot keep it is
-	 * broken (its replacement would see this commit early): said, and
-	 * taken out by files.c; the run's commit goes on. */
-	const struct pre *src = copied ? p : NULL;
+	/* Every epoch that lacks it wants the real file as it is now: a copy
+	 * each (not linked: a view whose lower file is a copy would show it
+	 * with several links, which some programs refuse). An epoch that
+	 * cannot keep it is broken (its replacement would see this commit
+	 * early): said, and taken out by files.c; the run's commit goes on. */
 	for (struct pre *e = p->epochs; e != NULL; e = e->next) {
 		if (e->broken)
 			continue;
-		int more = keep_one(e, target, path, src, &copied);
+		int more = keep_one(e, target, path);
 		if (more != 0) {
 			e->broken = true;
 			log_warn("the layer of a replacement from the committed files cannot keep %s (%s): that replacement "
 				 "is taken out", path, strerror(more));
-		} else if (copied && src == NULL) {
-			src = e;
 		}
 	}
 	return 0;

@@ -54,9 +54,9 @@ bool pre_epoch_broken(const struct pre *e);
 const char *pre_root(const struct pre *p);
 /* Keeps the start state of path (absolute, a regular file or absent),
  * beneath the view whose target is target, unless kept already; and its
- * state at each epoch's beginning in that epoch's layer (one copy, linked
- * into the others; an epoch that cannot take it is marked broken). 0, or
- * the errno of the run's own layer. */
+ * state at each epoch's beginning in that epoch's layer (an epoch that
+ * cannot take it is marked broken). 0, or the errno of the run's own
+ * layer. */
 int pre_keep(struct pre *p, const char *target, const char *path);
 
 /* A replica's changes (read: changes_scan) completed by what its views

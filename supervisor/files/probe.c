@@ -153,7 +153,7 @@ static void commit_rename(struct points *P, struct ppath *pp, struct waiter *a)
 	if (err == 0) {
 		P->committed++;
 		P->renamed++;
-		pp->behind = false;
+		points_caught_up(P, pp->path);
 		points_remember_real(P, ch, pp->path);
 		/* The old name goes when the real one is the file a point of
 		 * this run made; another (a file put there since) is left. */
@@ -188,6 +188,7 @@ static void commit_removal(struct points *P, struct ppath *pp, struct waiter *a)
 	if (err == 0) {
 		P->committed++;
 		P->removed++;
+		points_caught_up(P, pp->path);
 	} else {
 		P->failed++;
 		log_warn("%s: not committed at its removal %llu: %s", pp->path, (unsigned long long)m + 1,

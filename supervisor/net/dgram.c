@@ -32,8 +32,8 @@
  *
  * The start (--stateless): a fresh server replays the run's start-up, its
  * flows numbered from 0, then joins at the voters' front. So when the
- * answers pass their cap, each destination's flows so far (START_FLOWS
- * over all, the first ones) stay for good (never swept, not counted
+ * answers pass their cap, each destination's flows among the run's
+ * first START_FLOWS stay for good (never swept, not counted
  * against FLOWS_MAX; a quiet one's socket closed) with the answers they had then (sans, given before the
  * later ones; those a side skipped, freed meanwhile, are lost as UDP may
  * lose them), and replacements are still possible. */
@@ -141,13 +141,16 @@ static bool keep_end(struct dgram *G)
 	G->incomplete = true;
 	if (!G->start)
 		return false;
-	size_t budget = START_FLOWS;
 	for (size_t i = 0; i < G->ndest; i++) {
 		struct ddest *d = G->dest[i];
 		if (d->base != 0 || d->nhead != 0)
 			continue; /* cannot be: nothing was swept while kept */
-		size_t take = d->nflow < budget ? d->nflow : budget;
-		budget -= take;
+		/* Its flows among the run's first START_FLOWS (a prefix of
+		 * its own: numbers grow with them), not the first
+		 * destination's all. */
+		size_t take = 0;
+		while (take < d->nflow && d->flow[take] != NULL && d->flow[take]->made < START_FLOWS)
+			take++;
 		d->nhead = take;
 		d->base = take; /* flow n >= take stays at n: nhead + n - base */
 		for (size_t k = 0; k < take; k++) {
@@ -787,7 +790,8 @@ static struct dflow *flow_get(struct dgram *G, struct ddest *d, uint64_t n)
 				log_warn("datagrams: %d flows kept: their answers are no longer kept for replacements (a "
 					 "replica killed from now on is not replaced)", FLOWS_MAX);
 		}
-		sweep(G, 0.0);
+		if (G->flows >= FLOWS_MAX) /* the start, no longer counted, may have made room */
+			sweep(G, 0.0);
 		if (G->flows >= FLOWS_MAX)
 			return NULL;
 	}
@@ -795,6 +799,7 @@ static struct dflow *flow_get(struct dgram *G, struct ddest *d, uint64_t n)
 	struct dflow *f = dg_must(calloc(1, sizeof *f));
 	f->d = d;
 	f->n = n;
+	f->made = G->made++;
 	f->real = -1;
 	f->leader = -1;
 	f->last = sup_now();

@@ -88,6 +88,7 @@ struct dflow {
 	struct answer *sans;     /* a flow of the start: answers 0 .. nsans - 1, kept for good */
 	size_t nsans;
 	bool start;              /* one of the start's: kept to the end, not counted in flows */
+	uint64_t made;           /* its number among all flows out made in the run */
 	double last;
 	int leader;              /* the slot that started it first, while it is alone (-1) */
 };
@@ -140,6 +141,7 @@ struct dgram {
 	struct dsrv **srv;
 	size_t nsrv;
 	size_t flows;            /* alive */
+	uint64_t made;           /* flows out made so far (dflow's made) */
 	bool keep;               /* answers kept for replacements */
 	size_t kept, cap;
 	bool incomplete;

@@ -480,7 +480,8 @@ bool net_durable_begin(struct net *N)
 		N->durable_started = now; /* another, in the same hold: its own --timeout */
 		return true;
 	}
-	if (N->conns == NULL && files_committed_state(N->S)) {
+	bool files_ready = files_committed_state(N->S);
+	if (N->conns == NULL && files_ready) {
 		log_event("a quiet moment%s: new connections wait while a replacement starts from the committed files "
 			  "(--durable)",
 			  N->durable_draining ? " (the connections open finished)" : "");
@@ -492,7 +493,10 @@ bool net_durable_begin(struct net *N)
 	}
 	if (N->durable_wanted == 0)
 		N->durable_wanted = now;
-	if (N->durable_held == 0 && now - N->durable_wanted >= DURABLE_CHANCE && now >= N->durable_next) {
+	/* A drain only helps when connections are what keeps the moment
+	 * away: the files' state is the replicas' to reach. */
+	if (N->durable_held == 0 && files_ready && N->conns != NULL && now - N->durable_wanted >= DURABLE_CHANCE &&
+	    now >= N->durable_next) {
 		log_event("no quiet moment for %.1f s: new connections wait while the %u open finish (%.0f s at most), "
 			  "for a replacement from the committed files (--durable)",
 			  now - N->durable_wanted, N->nconns, DURABLE_DRAIN);
