@@ -771,15 +771,21 @@ static struct ddest *dest_get(struct dgram *G, const struct sockaddr_storage *a,
 	return d;
 }
 
+/* The number of d's next flow: past the start's and those in the list. */
+static uint64_t flow_end(const struct ddest *d)
+{
+	return d->base + (d->nflow - d->nhead);
+}
+
 static struct dflow *flow_get(struct dgram *G, struct ddest *d, uint64_t n)
 {
 	if (n < d->nhead)
 		return d->flow[n];
 	if (n < d->base)
 		return NULL;
-	if (n - d->base < d->nflow - d->nhead)
+	if (n < flow_end(d))
 		return d->flow[d->nhead + (n - d->base)]; /* NULL: freed while idle */
-	if (n - d->base > d->nflow - d->nhead)
+	if (n > flow_end(d))
 		return NULL;
 	if (G->flows >= FLOWS_MAX) {
 		if (G->keep && !G->incomplete) {
@@ -871,7 +877,7 @@ bool dgram_flow(struct net *N, unsigned slot, int sock, const struct sockaddr *d
 		return false;
 	}
 	uint64_t n = d->ns[slot].flows++;
-	bool fresh = n >= d->base + (d->nflow - d->nhead);
+	bool fresh = n >= flow_end(d);
 	struct dflow *f = flow_get(G, d, n);
 	if (f == NULL) {
 		*err = ENOBUFS;

@@ -143,12 +143,17 @@ static void fresh_join(struct net *N, unsigned i)
 	durable_release(N, r->from_files ? "the replacement from the committed files joined" : NULL);
 }
 
-/* Whether a durable server's replacement is on its way to join. */
+/* Whether slot i holds a durable server's replacement on its way to join. */
+static bool durable_joiner(const struct net *N, unsigned i)
+{
+	const struct replica *r = &N->S->r[i];
+	return N->slot[i].present && N->slot[i].fresh && r->from_files && r->joining && !r->killed;
+}
+
 static bool durable_joining(const struct net *N)
 {
-	const struct sup *S = N->S;
-	for (unsigned i = 0; i < S->nslots; i++)
-		if (N->slot[i].present && N->slot[i].fresh && S->r[i].from_files && S->r[i].joining && !S->r[i].killed)
+	for (unsigned i = 0; i < N->S->nslots; i++)
+		if (durable_joiner(N, i))
 			return true;
 	return false;
 }
@@ -174,7 +179,7 @@ static void durable_release(struct net *N, const char *joined)
 	if (sup_now() - N->durable_started <= limit)
 		return;
 	for (unsigned i = 0; i < S->nslots; i++)
-		if (N->slot[i].present && N->slot[i].fresh && S->r[i].from_files && S->r[i].joining && !S->r[i].killed) {
+		if (durable_joiner(N, i)) {
 			char why[160];
 			snprintf(why, sizeof why, "straggler: a replacement from the committed files that did not join "
 						  "within %.1f s while new clients waited", limit);

@@ -1042,6 +1042,12 @@ static void keep_add(struct outbound *O, size_t n)
 	O->kept += n;
 }
 
+/* The number of d's next connection: past the start's and those kept. */
+static uint64_t rec_end(const struct odest *d)
+{
+	return d->base + (d->nrec - d->nhead);
+}
+
 /* The n-th connection to d: made when n is the next; NULL when it was
  * freed (every process then had passed it, and no replacement can be fed
  * it: a new process's connect there fails). */
@@ -1051,9 +1057,9 @@ static struct orec *rec_get(struct outbound *O, struct odest *d, uint64_t n)
 		return d->rec[n];
 	if (n < d->base)
 		return NULL;
-	if (n - d->base < d->nrec - d->nhead)
+	if (n < rec_end(d))
 		return d->rec[d->nhead + (n - d->base)];
-	if (n - d->base > d->nrec - d->nhead)
+	if (n > rec_end(d))
 		return NULL; /* never: counts go one by one */
 	struct sup *S = sup_of(O);
 	struct orec *r = must_alloc(calloc(1, sizeof *r));
@@ -1155,7 +1161,7 @@ enum outcall outbound_connect(struct net *N, unsigned slot, uint64_t gen, uint64
 	dest_report(O, d, slot);
 	dest_reach(O, d, slot);
 	uint64_t n = d->count[slot]++;
-	bool fresh = n >= d->base + (d->nrec - d->nhead);
+	bool fresh = n >= rec_end(d);
 	struct orec *r = rec_get(O, d, n);
 	if (fresh && r != NULL) {
 		r->leader = (int)slot;
