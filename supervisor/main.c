@@ -89,6 +89,10 @@ static const char usage[] =
 	"                        server from the files the replicas committed, at a quiet\n"
 	"                        moment while new clients wait, whatever the history\n"
 	"                        (no connection log; docs/FILES.md)\n"
+	"      --strict-order    a server's stdout and stderr voted byte for byte: lines\n"
+	"                        its threads write in another order in each replica\n"
+	"                        (a shared log) diverge (default: such lines are taken\n"
+	"                        in one replica's order; docs/NETWORK.md)\n"
 	"      --call-log N      clock and random answers kept per kind of call for new\n"
 	"                        replicas (default 512K entries, 40 bytes each; up to 64M)\n"
 	"      --sandbox MODE    auto (default): each replica in its own user (unless\n"
@@ -356,7 +360,7 @@ int main(int argc, char **argv)
 	reserve_std_fds();
 	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_NO_FAST_CLOCKS, OPT_RESPAWNS, OPT_NO_RESPAWN,
 	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_NET, OPT_FILES, OPT_SHARE, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL,
-	       OPT_CONN_LOG, OPT_MAX_TASKS, OPT_MAX_MEMORY, OPT_MIN_VOTERS, OPT_STATELESS, OPT_DURABLE };
+	       OPT_CONN_LOG, OPT_MAX_TASKS, OPT_MAX_MEMORY, OPT_MIN_VOTERS, OPT_STATELESS, OPT_DURABLE, OPT_STRICT_ORDER };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
 		{ "report", required_argument, NULL, 'r' },   { "verbose", no_argument, NULL, 'v' },
@@ -374,6 +378,7 @@ int main(int argc, char **argv)
 		{ "min-voters", required_argument, NULL, OPT_MIN_VOTERS },
 		{ "stateless", no_argument, NULL, OPT_STATELESS },
 		{ "durable", no_argument, NULL, OPT_DURABLE },
+		{ "strict-order", no_argument, NULL, OPT_STRICT_ORDER },
 		{ "call-log", required_argument, NULL, OPT_CALL_LOG },
 		{ "sandbox", required_argument, NULL, OPT_SANDBOX },
 		{ "net", required_argument, NULL, OPT_NET },
@@ -471,6 +476,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_DURABLE:
 			o.durable = true;
+			break;
+		case OPT_STRICT_ORDER:
+			o.strict_order = true;
 			break;
 		case OPT_MIN_VOTERS:
 			o.min_voters = (unsigned)parse_number(optarg, "--min-voters", 1, 64);

@@ -332,11 +332,22 @@ static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 	}
 	size_t end = rr->tail < st->committed ? rr->tail : st->committed;
 	size_t n = end - rr->head;
-	const unsigned char *mine = ring_at(rr, rr->head), *ours = ring_at(st->hist, rr->head);
-	if (memcmp(mine, ours, n) != 0) {
+	unsigned char *mine = ring_at(rr, rr->head);
+	const unsigned char *ours = ring_at(st->hist, rr->head);
+	while (memcmp(mine, ours, n) != 0) {
 		size_t d = 0;
 		while (mine[d] == ours[d])
 			d++;
+		if (outorder_free(S, st)) {
+			/* The committed lines in another order, perhaps (a
+			 * server's threads): taken in the committed order. */
+			enum relines_verdict o = outorder_match(S, st, rr->head, ours, st->committed - rr->head,
+								!st->ended, mine, rr->tail - rr->head, !r->eof[s], d);
+			if (o == RELINES_SAME)
+				continue;
+			if (o == RELINES_WAIT)
+				return; /* checked again as more comes */
+		}
 		record_divergence(S, st, rr->head + d, 0, r->index, "late output differs");
 		replica_kill(S, r, "output differs from the committed output");
 		return;
@@ -649,6 +660,53 @@ static uint64_t weakest(const struct voter_view *v, unsigned n)
 	return replace_loners(live, n, views_agree_at, v);
 }
 
+/* Whether view i may still write more before its lines are compared in
+ * another order: not at its end, and, in a prefix vote (a quorum quiet),
+ * still writing itself. */
+static bool view_more(const struct sup *S, const struct voter_view *v, unsigned i, enum voter_mode mode)
+{
+	return !v[i].eof && (mode == VOTER_CHUNKS || sup_now() - S->r[i].last_output < S->o->idle_ms / 1000.0);
+}
+
+/* A server's stdout or stderr where the voters differ (outorder.c): each
+ * live view that differs from the reference (the lowest of agree, or with
+ * none the lowest live view) only in the order of whole lines is given the
+ * reference's order, in place. True when one was (vote again); *waiting:
+ * the views that may still prove so once they, or the reference, write
+ * more. */
+static bool reorder(struct sup *S, struct stream *st, const struct voter_view *v, uint64_t agree,
+		    enum voter_mode mode, uint64_t *waiting)
+{
+	int s = (int)(st - S->s);
+	*waiting = 0;
+	if (!outorder_free(S, st))
+		return false;
+	int w = agree != 0 ? __builtin_ctzll(agree) : -1;
+	for (unsigned i = 0; i < S->nslots && w < 0; i++)
+		if (v[i].live && v[i].data != NULL)
+			w = (int)i;
+	if (w < 0)
+		return false;
+	bool changed = false;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		if (i == (unsigned)w || !v[i].live || v[i].data == NULL)
+			continue;
+		size_t n = v[i].len < v[w].len ? v[i].len : v[w].len, d = 0;
+		while (d < n && v[i].data[d] == v[w].data[d])
+			d++;
+		if (d == n)
+			continue; /* no byte differs: one just goes further */
+		enum relines_verdict o =
+			outorder_match(S, st, st->committed, v[w].data, v[w].len, view_more(S, v, (unsigned)w, mode),
+				       ring_at(S->r[i].ring[s], st->committed), v[i].len, view_more(S, v, i, mode), d);
+		if (o == RELINES_SAME)
+			changed = true;
+		else if (o == RELINES_WAIT)
+			*waiting |= (uint64_t)1 << i;
+	}
+	return changed;
+}
+
 /* Asked to stop (diehard forwarded SIGTERM or SIGINT), the replicas end
  * their output where the signal found each of them, so past some point no
  * quorum agrees any more: st ends at what was agreed, and what fewer than
@@ -712,16 +770,29 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 		 * not once a chunk is full). */
 		struct voter_result res;
 		voter_decide(v, S->nslots, quorum, CHUNK, VOTER_CHUNKS, &res);
+		uint64_t waiting = 0;
+		if ((res.diverged != 0 || res.no_quorum) && reorder(S, st, v, res.agree, mode, &waiting))
+			continue; /* a server's lines in another order: vote again */
+		if (waiting != 0 && res.commit == 0 && !res.ended)
+			break; /* no majority yet: the lines may still prove the same */
+		res.diverged &= ~waiting; /* behind now: checked against the committed output */
 		bool undecided = res.commit == 0 && !res.ended && res.diverged == 0;
 		if (undecided && (mode == VOTER_PREFIX || contradicted_end(v, S->nslots))) {
 			if (res.no_quorum && S->k >= 3 && replace_wait(S, "no majority", weakest(v, S->nslots)))
 				break;
 			voter_decide(v, S->nslots, quorum, CHUNK, VOTER_PREFIX, &res);
+			bool parts = res.commit > 0 && !res.ended && S->k >= 3 && parting(v, S->nslots, &res);
+			if ((res.diverged != 0 || res.no_quorum || parts) &&
+			    reorder(S, st, v, res.agree, mode, &waiting))
+				continue;
+			if (waiting != 0 && (res.no_quorum || parts))
+				break;
+			res.diverged &= ~waiting;
 			/* The replicas that share this prefix part ways right after
 			 * it: with two of three wrong, their common prefix is no
 			 * answer. Whole chunks said a quorum may still form: wait
 			 * for it. */
-			if (res.commit > 0 && !res.ended && S->k >= 3 && parting(v, S->nslots, &res)) {
+			if (parts) {
 				if (pending(v, S->nslots, res.commit))
 					break; /* a voter yet to speak may still decide it */
 				if (S->stop_ev != NULL && views_nested(v, S->nslots)) {

@@ -209,6 +209,16 @@ void report_committed(struct report *rp, const char *stream, size_t n)
 	add_to(rp->committed, stream, n);
 }
 
+void report_reordered(struct report *rp, const char *stream)
+{
+	json_t *o = json_object_get(rp->root, "reordered");
+	if (o == NULL) {
+		o = must(json_object());
+		set(rp->root, "reordered", o);
+	}
+	add_to(o, stream, 1);
+}
+
 void report_divergence(struct report *rp, const char *stream, size_t offset, const unsigned *agree, unsigned nagree,
 		       unsigned r, const char *majority_hex, const char *replica_hex, const char *kind, double t)
 {

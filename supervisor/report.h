@@ -36,6 +36,8 @@ void report_quorum(struct report *rp, unsigned min_voters, unsigned degraded_per
 void report_input(struct report *rp, size_t n);
 void report_bytes(struct report *rp, unsigned i, const char *stream, size_t n);
 void report_committed(struct report *rp, const char *stream, size_t n);
+/* A block of a replica's lines on stream taken in another order (outorder.c). */
+void report_reordered(struct report *rp, const char *stream);
 void report_divergence(struct report *rp, const char *stream, size_t offset, const unsigned *agree, unsigned nagree,
 		       unsigned replica,
 		       const char *majority_hex, const char *replica_hex, const char *kind, double t);

@@ -24,6 +24,7 @@
 #include "digest.h"
 #include "inputlog.h"
 #include "net.h"
+#include "relines.h"
 #include "report.h"
 #include "supervisor.h"
 #include "virt.h"
@@ -131,6 +132,7 @@ struct stream {
 	size_t ndig, dig_size;
 	struct digest cur; /* the block being committed */
 	bool dig_full;     /* past the cap: older output can no longer be checked */
+	bool said_order;   /* lines taken in another order (outorder.c): said once */
 	/* The first DIGEST_BLOCK committed bytes, kept: a fresh server's
 	 * start-up output is checked against them byte for byte, however
 	 * long the run (net.c's fresh_join). */
@@ -374,5 +376,17 @@ bool output_quiet_point(struct sup *S, struct replica *r, size_t at[NSTREAMS]);
  * dropped, checked; anything past it (start-up output the voters have not
  * written yet) waits to be voted there with theirs. */
 void output_rebase(struct sup *S, struct replica *r, const size_t at[NSTREAMS]);
+
+/* outorder.c: whether st's lines may be taken in another order (a serving
+ * run, st not a client's connection, no --strict-order). */
+bool outorder_free(const struct sup *S, const struct stream *st);
+/* Whether mine (nmine bytes of a replica's st from offset at, in its ring:
+ * writable) differs from ref (nref bytes from at: the majority's, or the
+ * committed output) only in the order of whole lines, the first difference
+ * at d; *_more: whether that side may still write more. RELINES_SAME: mine
+ * now starts with ref's block, in place (counted, said once). */
+enum relines_verdict outorder_match(struct sup *S, struct stream *st, size_t at, const unsigned char *ref,
+				    size_t nref, bool ref_more, unsigned char *mine, size_t nmine, bool mine_more,
+				    size_t d);
 
 #endif

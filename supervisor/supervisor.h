@@ -23,6 +23,8 @@ struct options {
 	bool durable;             /* --durable: no connection log; the server's state is in the
 				     files it commits: a replacement starts fresh from them while
 				     new clients wait (net/fresh.c) */
+	bool strict_order;        /* --strict-order: a server's log lines are never taken in
+				     another order (outorder.c) */
 	unsigned respawns;        /* replacements allowed in the run (0: none) */
 	unsigned respawn_rate;    /* at most this many in any minute */
 	unsigned min_voters;      /* the fewest agreeing voters that commit (sup_min_voters);

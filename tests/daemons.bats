@@ -737,6 +737,97 @@ s = socket.create_connection(('127.0.0.1', $port), timeout=50); s.sendall(b'hi')
 	jq -e '(.divergences | length) == 0' "$T/hold.json" >/dev/null || fail "divergences" "$(jq -c .divergences "$T/hold.json")"
 }
 
+# log_lines NAME PORT DIEHARD-ARGS...: line_server under diehard -k 3 logs
+# 40 requests, each two lines on stdout in an order each replica's heap
+# picks (threads writing one log); stopped with SIGTERM. The client's
+# exit status in CLIENT_RC.
+log_lines() {
+	local name=$1 port=$2 i cmds=()
+	shift 2
+	dh_server "$name" "$port" -k 3 "$@" -- "$PROGS/line_server" "$port"
+	for i in $(seq 40); do
+		cmds+=("LOG req$i")
+	done
+	CLIENT_RC=0
+	timeout 120 python3 "$ROOT/tests/tools/lineclient.py" send "$port" "${cmds[@]}" QUIT >"$T/$name.replies" 2>&1 ||
+		CLIENT_RC=$?
+	stop "$name"
+}
+
+@test "a server's log lines written in another order by each replica (threads sharing one log) are taken in one order: each line once, no divergence, counted; --strict-order votes them byte for byte (they diverge)" {
+	local port i
+	port=$(free_port)
+	log_lines lines "$port"
+	((CLIENT_RC == 0)) && [[ $(grep -c '^OK$' "$T/lines.replies") == 40 ]] ||
+		fail "replies" "$(tail -n 3 "$T/lines.replies")" "$(grep '^diehard:' "$T/lines.err" | tail -n 10)"
+	for i in $(seq 40); do
+		printf 'req%s 1\nreq%s 2\n' "$i" "$i"
+	done | sort >"$T/want"
+	sort "$T/lines.out" | diff "$T/want" - || fail "the committed log is not each request's two lines once"
+	jq -e '(.divergences | length) == 0 and (.replacements | length) == 0 and .reordered.stdout >= 1' "$T/lines.json" >/dev/null ||
+		fail "divergences, replacements, or nothing reordered" "$(jq -c '{divergences, reordered}' "$T/lines.json")"
+	grep -q 'lines written in another order by the replicas' "$T/lines.err" || fail "not said"
+	# Byte for byte, the replicas disagree: tie-breakers, and the run
+	# may end with no majority (the client's connection closed).
+	port=$(free_port)
+	log_lines strict "$port" --strict-order
+	jq -e '([.divergences[] | select(.stream == "stdout")] | length) + (.replacements | length) >= 1' "$T/strict.json" >/dev/null ||
+		fail "--strict-order: no divergence and no tie-breaker" "$(jq -c '{divergences, reordered}' "$T/strict.json")"
+	jq -e '.reordered == null' "$T/strict.json" >/dev/null || fail "--strict-order reordered lines"
+}
+
+@test "--stateless: under a steady load (a connection always open) a fresh replacement joins through a short drain: new clients wait while the open connections finish, none fails, no divergence" {
+	local port
+	port=$(free_port)
+	dh_server load "$port" -k 3 --stateless -- python3 -m http.server "$port" --bind 127.0.0.1 --directory "$T/www"
+	cat >"$T/load.py" <<'PY'
+import socket, sys, threading, time, os
+# 4 clients, each connection held 0.2 s before its request, staggered:
+# always one open. Until the file argv[2] appears; prints "ok N failed M".
+port, stop = int(sys.argv[1]), sys.argv[2]
+res = {"ok": 0, "failed": 0}
+lock = threading.Lock()
+def client(k):
+    time.sleep(0.05 * k)
+    while not os.path.exists(stop):
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=20)
+            time.sleep(0.2)
+            s.sendall(b"GET /index.html HTTP/1.0\r\n\r\n")
+            buf = b""
+            while True:
+                c = s.recv(4096)
+                if not c:
+                    break
+                buf += c
+            s.close()
+            ok = buf.startswith(b"HTTP/1.0 200") and buf.endswith(b"hello from a daemon\n")
+        except OSError:
+            ok = False
+        with lock:
+            res["ok" if ok else "failed"] += 1
+ts = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+print("ok %d failed %d" % (res["ok"], res["failed"]))
+PY
+	python3 "$T/load.py" "$port" "$T/stop" >"$T/load.out" 2>&1 3>&- &
+	local load=$!
+	BG+=("$load")
+	sleep 1
+	kill_voter load
+	wait_until 60 voting_again load 3 || fail "no join under the load" "$(grep '^diehard:' "$T/load.err" | grep -v 'connection [0-9]* on' | tail -n 15)"
+	touch "$T/stop"
+	await_exit "$load" 60 || fail "the load did not end"
+	read -r _ ok _ failed <"$T/load.out"
+	((ok > 0 && failed == 0)) || fail "requests failed: $(cat "$T/load.out")"
+	stop load
+	jq -e '(.divergences | map(select(.kind != "ends early" and .kind != "output ended early")) | length) == 0' "$T/load.json" >/dev/null ||
+		fail "divergences" "$(jq -c .divergences "$T/load.json")"
+}
+
 # stops NAME RUNS PORT CMD...: RUNS times, CMD (a daemon listening on PORT)
 # under diehard -k 3, one request, then SIGTERM: diehard's exit status each
 # time is the plain daemon's (measured first, the same way); the failures

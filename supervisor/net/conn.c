@@ -114,6 +114,11 @@ struct conn *conn_next(const struct conn *c)
 	return c->next;
 }
 
+double conn_opened(const struct conn *c)
+{
+	return c->opened;
+}
+
 
 static double now(void)
 {

@@ -82,7 +82,7 @@ static uint64_t fresh_wants(const struct net *N, unsigned i)
 	return want;
 }
 
-static void durable_release(struct net *N, const char *joined);
+static void quiet_release(struct net *N, const char *joined);
 
 /* Slot i, a fresh server (a replacement with no connection log to replay:
  * --stateless), joins the vote at a quiet point: it listens where every
@@ -105,8 +105,16 @@ static void fresh_join(struct net *N, unsigned i)
 	    S->stopping || S->stop_ev != NULL)
 		return;
 	uint64_t want = fresh_wants(N, i);
-	if (want == 0 || (ns->listens & want) != want || N->conns != NULL)
+	if (want == 0 || (ns->listens & want) != want)
 		return;
+	if (N->conns != NULL) {
+		/* Under a steady load some connection is always open: one
+		 * is made quiet (a drain), new clients waiting meanwhile. */
+		if (ns->conns_since == 0)
+			ns->conns_since = sup_now();
+		net_fresh_drain(N, ns->conns_since);
+		return;
+	}
 	/* The voters' appends to files at one point too; a voter that keeps
 	 * them from it (a line it never ends) holds the join --timeout at
 	 * most: then it joins, and leaves the streams not at one point. */
@@ -128,6 +136,7 @@ static void fresh_join(struct net *N, unsigned i)
 	outbound_slot_front(N, i);
 	dgram_slot_front(N, i);
 	ns->fresh = false;
+	ns->conns_since = 0;
 	ns->ready = true;
 	r->fresh = false;
 	r->joining = false;
@@ -140,7 +149,7 @@ static void fresh_join(struct net *N, unsigned i)
 		  r->id, t - r->spawn_time, r->from_files ? ", from the committed files" : "", at[0], at[1]);
 	report_caught_up(S->report, r->id, t, t - r->spawn_time, 0, at[0], at[1]);
 	sup_degraded_tick(S);
-	durable_release(N, r->from_files ? "the replacement from the committed files joined" : NULL);
+	quiet_release(N, r->from_files ? "the replacement from the committed files joined" : "the fresh server joined");
 }
 
 /* Whether slot i holds a durable server's replacement on its way to join. */
@@ -158,25 +167,39 @@ static bool durable_joining(const struct net *N)
 	return false;
 }
 
-/* The durable hold ends once no replacement it was for is on its way (all
- * joined, or gone); one that takes longer than --timeout is a straggler:
- * killed, and the clients let in (the next replacement waits for the next
- * quiet moment). */
-static void durable_release(struct net *N, const char *joined)
+/* Whether a fresh server (not a durable one's) waits for its quiet point. */
+static bool fresh_waiting(const struct net *N)
+{
+	for (unsigned i = 0; i < N->S->nslots; i++)
+		if (N->slot[i].present && N->slot[i].fresh && N->S->r[i].joining && !N->S->r[i].from_files)
+			return true;
+	return false;
+}
+
+/* A drain ends once nobody wants it (the fresh servers joined, or went),
+ * or past its bound. The durable hold ends once no replacement it was for
+ * is on its way (all joined, or gone); one that takes longer than
+ * --timeout is a straggler: killed, and the clients let in (the next
+ * replacement waits for the next quiet moment). */
+static void quiet_release(struct net *N, const char *joined)
 {
 	struct sup *S = N->S;
-	if (N->durable_held == 0)
+	if (N->quiet_held == 0)
 		return;
-	if (N->durable_draining) {
-		net_durable_drained(N, S->durable_wait);
+	if (N->quiet_draining) {
+		bool wanted = S->durable_wait || fresh_waiting(N);
+		if (!wanted && joined != NULL)
+			net_quiet_end(N, joined);
+		else
+			net_quiet_drained(N, wanted);
 		return;
 	}
 	if (!durable_joining(N)) {
-		net_durable_end(N, joined != NULL ? joined : "no replacement from the files is on its way any more");
+		net_quiet_end(N, joined != NULL ? joined : "no replacement from the files is on its way any more");
 		return;
 	}
 	double limit = S->o->straggler_ms / 1000.0;
-	if (sup_now() - N->durable_started <= limit)
+	if (sup_now() - N->quiet_started <= limit)
 		return;
 	for (unsigned i = 0; i < S->nslots; i++)
 		if (durable_joiner(N, i)) {
@@ -185,7 +208,7 @@ static void durable_release(struct net *N, const char *joined)
 						  "within %.1f s while new clients waited", limit);
 			net_kill(N, i, why);
 		}
-	net_durable_end(N, "the replacement did not join within --timeout");
+	net_quiet_end(N, "the replacement did not join within --timeout");
 }
 
 static void fresh_joins(struct net *N)
@@ -246,6 +269,6 @@ void fresh_tick(struct net *N, double now)
 {
 	fresh_stragglers(N, now);
 	fresh_joins(N);
-	durable_release(N, NULL);
+	quiet_release(N, NULL);
 }
 

@@ -122,7 +122,7 @@ static void listener_start(struct net *N, struct listener *l)
 	if (l->ev == NULL || event_add(l->ev, NULL) != 0)
 		fatal(EXIT_INTERNAL, "cannot listen on %s: no event", l->name);
 	l->paused = false;
-	if (N->stopping || l->held != 0 || N->nconns >= N->max_conns || N->durable_held != 0)
+	if (N->stopping || l->held != 0 || N->nconns >= N->max_conns || N->quiet_held != 0)
 		listener_pause(l, true);
 }
 
@@ -450,88 +450,112 @@ static void hold_check(struct net *N, struct listener *l)
 			     : "none came to take them within --timeout");
 	l->hold_spent = !enough;
 	l->held = 0;
-	if (!N->stopping && N->nconns < N->max_conns && N->durable_held == 0)
+	if (!N->stopping && N->nconns < N->max_conns && N->quiet_held == 0)
 		listener_pause(l, false);
 }
 
-/* A quiet moment not found by itself within this long, one is made: new
- * connections wait while the open ones finish (a drain), DURABLE_DRAIN at
- * most; a drain that fails lets them in and the next waits DURABLE_BACKOFF,
- * doubled up to DURABLE_BACKOFF_MAX. */
-#define DURABLE_CHANCE 1.0
-#define DURABLE_DRAIN 2.0
-#define DURABLE_BACKOFF 5.0
-#define DURABLE_BACKOFF_MAX 60.0
+/* A quiet moment not found by itself within this long (QUIET_CHANCE for a
+ * durable server's replacement, FRESH_CHANCE for a fresh server ready to
+ * join), one is made: new connections wait while the open ones finish (a
+ * drain), QUIET_DRAIN at most; a drain that fails lets them in and the
+ * next waits QUIET_BACKOFF, doubled up to QUIET_BACKOFF_MAX. No drain
+ * while a connection open is older than QUIET_DRAIN: a persistent
+ * client's, or a long transfer, it is not likely to end within one. */
+#define QUIET_CHANCE 1.0
+#define FRESH_CHANCE 0.25
+#define QUIET_DRAIN 2.0
+#define QUIET_BACKOFF 5.0
+#define QUIET_BACKOFF_MAX 60.0
 
-static void durable_hold(struct net *N, bool draining)
+static bool drain_hopeful(const struct net *N, double now)
 {
-	if (N->durable_held == 0) {
-		N->durable_held = sup_now();
+	for (const struct conn *c = N->conns; c != NULL; c = conn_next(c))
+		if (now - conn_opened(c) > QUIET_DRAIN)
+			return false;
+	return true;
+}
+
+static void quiet_hold(struct net *N, bool draining)
+{
+	if (N->quiet_held == 0) {
+		N->quiet_held = sup_now();
 		for (unsigned i = 0; i < N->nl; i++)
 			listener_pause(N->L[i], true);
 	}
-	N->durable_draining = draining;
+	N->quiet_draining = draining;
 }
 
 bool net_durable_begin(struct net *N)
 {
 	double now = sup_now();
-	if (N->durable_held != 0 && !N->durable_draining) {
-		N->durable_started = now; /* another, in the same hold: its own --timeout */
+	if (N->quiet_held != 0 && !N->quiet_draining) {
+		N->quiet_started = now; /* another, in the same hold: its own --timeout */
 		return true;
 	}
 	bool files_ready = files_committed_state(N->S);
 	if (N->conns == NULL && files_ready) {
 		log_event("a quiet moment%s: new connections wait while a replacement starts from the committed files "
 			  "(--durable)",
-			  N->durable_draining ? " (the connections open finished)" : "");
-		durable_hold(N, false);
-		N->durable_started = now;
-		N->durable_wanted = 0;
-		N->durable_backoff = 0;
+			  N->quiet_draining ? " (the connections open finished)" : "");
+		quiet_hold(N, false);
+		N->quiet_started = now;
+		N->quiet_wanted = 0;
+		N->quiet_backoff = 0;
 		return true;
 	}
-	if (N->durable_wanted == 0)
-		N->durable_wanted = now;
+	if (N->quiet_wanted == 0)
+		N->quiet_wanted = now;
 	/* A drain only helps when connections are what keeps the moment
 	 * away: the files' state is the replicas' to reach. */
-	if (N->durable_held == 0 && files_ready && N->conns != NULL && now - N->durable_wanted >= DURABLE_CHANCE &&
-	    now >= N->durable_next) {
+	if (N->quiet_held == 0 && files_ready && N->conns != NULL && now - N->quiet_wanted >= QUIET_CHANCE &&
+	    now >= N->quiet_next && drain_hopeful(N, now)) {
 		log_event("no quiet moment for %.1f s: new connections wait while the %u open finish (%.0f s at most), "
 			  "for a replacement from the committed files (--durable)",
-			  now - N->durable_wanted, N->nconns, DURABLE_DRAIN);
-		durable_hold(N, true);
+			  now - N->quiet_wanted, N->nconns, QUIET_DRAIN);
+		quiet_hold(N, true);
 	}
 	return false;
 }
 
-void net_durable_drained(struct net *N, bool wanted)
+void net_fresh_drain(struct net *N, double since)
 {
-	if (N->durable_held == 0 || !N->durable_draining)
+	double now = sup_now();
+	if (N->quiet_held != 0 || N->conns == NULL || now - since < FRESH_CHANCE || now < N->quiet_next ||
+	    !drain_hopeful(N, now))
 		return;
-	if (!wanted) {
-		net_durable_end(N, "no replacement waits for a quiet moment any more");
-		return;
-	}
-	if (sup_now() - N->durable_held <= DURABLE_DRAIN)
-		return;
-	N->durable_backoff = N->durable_backoff == 0 ? DURABLE_BACKOFF : N->durable_backoff * 2;
-	if (N->durable_backoff > DURABLE_BACKOFF_MAX)
-		N->durable_backoff = DURABLE_BACKOFF_MAX;
-	N->durable_next = sup_now() + N->durable_backoff;
-	char why[160];
-	snprintf(why, sizeof why, "the connections open did not finish within %.0f s (the next try in %.0f s)",
-		 DURABLE_DRAIN, N->durable_backoff);
-	net_durable_end(N, why);
+	log_event("a fresh server waits %.2f s for a quiet point: new connections wait while the %u open finish "
+		  "(%.0f s at most)",
+		  now - since, N->nconns, QUIET_DRAIN);
+	quiet_hold(N, true);
 }
 
-void net_durable_end(struct net *N, const char *why)
+void net_quiet_drained(struct net *N, bool wanted)
 {
-	if (N->durable_held == 0)
+	if (N->quiet_held == 0 || !N->quiet_draining)
 		return;
-	log_event("new connections are let in again after %.3f s: %s", sup_now() - N->durable_held, why);
-	N->durable_held = 0;
-	N->durable_draining = false;
+	if (!wanted) {
+		net_quiet_end(N, "no replacement waits for a quiet moment any more");
+		return;
+	}
+	if (sup_now() - N->quiet_held <= QUIET_DRAIN)
+		return;
+	N->quiet_backoff = N->quiet_backoff == 0 ? QUIET_BACKOFF : N->quiet_backoff * 2;
+	if (N->quiet_backoff > QUIET_BACKOFF_MAX)
+		N->quiet_backoff = QUIET_BACKOFF_MAX;
+	N->quiet_next = sup_now() + N->quiet_backoff;
+	char why[160];
+	snprintf(why, sizeof why, "the connections open did not finish within %.0f s (the next try in %.0f s)",
+		 QUIET_DRAIN, N->quiet_backoff);
+	net_quiet_end(N, why);
+}
+
+void net_quiet_end(struct net *N, const char *why)
+{
+	if (N->quiet_held == 0)
+		return;
+	log_event("new connections are let in again after %.3f s: %s", sup_now() - N->quiet_held, why);
+	N->quiet_held = 0;
+	N->quiet_draining = false;
 	for (unsigned i = 0; i < N->nl; i++) {
 		struct listener *l = N->L[i];
 		if (l->held == 0 && !N->stopping && N->nconns < N->max_conns)
@@ -544,7 +568,7 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct listener *l = arg;
 	struct net *N = l->N;
-	if (N->durable_held != 0) {
+	if (N->quiet_held != 0) {
 		listener_pause(l, true); /* a durable server's replacement starts: they wait */
 		return;
 	}
@@ -586,7 +610,7 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 
 static void resume(struct net *N)
 {
-	if (N->stopping || N->nconns >= N->max_conns || N->durable_held != 0)
+	if (N->stopping || N->nconns >= N->max_conns || N->quiet_held != 0)
 		return;
 	N->said_full = false;
 	for (unsigned i = 0; i < N->nl; i++)

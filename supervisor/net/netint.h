@@ -77,6 +77,8 @@ struct nslot {
 	double rp_done;          /* when its replay reached the log's end (0: not yet) */
 	double streams_since;    /* a fresh server: since when only the voters' file
 				    streams keep it from joining (fresh.c; 0: not) */
+	double conns_since;      /* a fresh server: since when it listens where it should
+				    while connections are open (fresh.c; 0: not) */
 	struct replay_conn *rp_conns;
 	bool rp_said_slow;
 	/* defer.c */
@@ -105,14 +107,16 @@ struct net {
 	struct inputlog *log;        /* the connection log (NULL: none kept) */
 	struct event *resume_ev;     /* listeners paused for want of fds */
 	struct event *fresh_ev;      /* a connection closed: a fresh server may join */
-	double durable_held;         /* since when new clients wait for a durable server's
-				        replacement (net_durable_begin; 0: they do not) */
-	bool durable_draining;       /* that hold waits for the open connections to finish:
-				        no replacement started yet */
-	double durable_wanted;       /* since when a replacement waits for a quiet moment (0: none) */
-	double durable_started;      /* when the hold's last replacement started: its --timeout */
-	double durable_next;         /* no drain before then (a drain failed) */
-	double durable_backoff;      /* the wait after the last failed drain (0: none failed) */
+	double quiet_held;           /* since when new clients wait for a quiet moment: a
+				        durable server's replacement (net_durable_begin), or a
+				        drain for a fresh server's join (net_fresh_drain); 0:
+				        they do not */
+	bool quiet_draining;         /* that hold waits for the open connections to finish:
+				        no durable replacement started yet */
+	double quiet_wanted;         /* since when a durable replacement waits for a quiet moment (0: none) */
+	double quiet_started;        /* when the hold's last durable replacement started: its --timeout */
+	double quiet_next;           /* no drain before then (a drain failed) */
+	double quiet_backoff;        /* the wait after the last failed drain (0: none failed) */
 };
 
 #ifndef IPV6_FREEBIND
@@ -146,13 +150,17 @@ void net_kill(struct net *N, unsigned i, const char *why);
 /* Whether replacement i's clocks have left its replayed past (a step of
  * that on each call; true once done, or never behind). */
 bool net_clocks_settled(struct net *N, unsigned i);
-/* The durable hold ends (fresh.c): new connections are let in again,
- * where nothing else holds them; why is said. */
-void net_durable_end(struct net *N, const char *why);
+/* The hold for a quiet moment ends (fresh.c): new connections are let in
+ * again, where nothing else holds them; why is said. */
+void net_quiet_end(struct net *N, const char *why);
+/* Fresh server: ready to join since `since` but for the connections open:
+ * FRESH_CHANCE after, a drain (new connections wait while the open ones
+ * finish), where one may help and none failed lately. */
+void net_fresh_drain(struct net *N, double since);
 /* A drain (net_durable_begin) ends: no replacement wants it any more, or
  * the open connections did not finish within its bound (the next drain
  * then waits, longer each time). */
-void net_durable_drained(struct net *N, bool wanted);
+void net_quiet_drained(struct net *N, bool wanted);
 
 /* fresh.c: fresh servers. fresh_event: the event fresh_closed makes
  * active (a connection closed: a quiet point, maybe); fresh_tick: the
@@ -177,6 +185,8 @@ void conn_tick(struct conn *c, double now);
 void conn_pause(struct conn *c, double gap);
 void conn_free(struct conn *c);
 struct conn *conn_next(const struct conn *c);
+/* When c was opened (sup_now()). */
+double conn_opened(const struct conn *c);
 
 /* defer.c: replicas' listeners accept a connection once its first bytes
  * are in. defer_listen: slot i's program listens on fd (its socket, which

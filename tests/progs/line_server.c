@@ -15,6 +15,10 @@
  *   GET key         the value, or NIL
  *   INCR key        the new value (a missing key counts as 0), or ERR not an integer
  *   ECHO text       text
+ *   LOG text        OK; and two lines on stdout, "text 1" and "text 2", in an
+ *                   order the heap picks: as threads serving two requests at
+ *                   once write one log, each replica in an order of its own
+ *                   (tests/daemons.bats)
  *   BIG n           n bytes (1 <= n <= 2^31): 64-byte lines, byte i of line j
  *                   'a' + (i + j) % 26, byte 63 a \n, and the last byte a \n
  *                   (tests/tools/lineclient.py pattern N prints the same)
@@ -314,6 +318,14 @@ static void execute(struct conn *c, char *line, size_t n)
 	if (IS("ECHO")) {
 		buf_add(&c->out, arg, (size_t)(line + n - arg));
 		buf_str(&c->out, "\n");
+	} else if (IS("LOG")) {
+		void *mark = xmalloc(48);
+		unsigned first = (unsigned)(((uint64_t)(uintptr_t)mark * 0x9e3779b97f4a7c15ull) >> 63);
+		free(mark);
+		for (unsigned k = 0; k < 2; k++)
+			if (dprintf(STDOUT_FILENO, "%s %u\n", arg, (k ^ first) + 1) < 0)
+				die("write stdout");
+		buf_str(&c->out, "OK\n");
 	} else if (IS("SET")) {
 		char *vs = strchr(arg, ' ');
 		if (vs == NULL || vs == arg) {

@@ -1,0 +1,106 @@
+/* outorder.c — a server's log lines in another order (docs/NETWORK.md,
+ * "Log lines from threads").
+ *
+ * A server that serves requests at once in threads or processes writing
+ * one log writes their lines in the order its threads happen to run: in
+ * each replica another. Each line is the same (its time matched per
+ * thread: take.c), their order is not, and byte for byte that is a
+ * divergence as soon as two such lines differ. Such a run's stdout and
+ * stderr are therefore voted line-wise where they differ: at a
+ * difference, a side whose next lines are the reference's (the majority's,
+ * or the committed output's) in another order is given the reference's
+ * order in place (the same lines, so the same length: no offset moves),
+ * and the vote goes on. What is committed is what a replica wrote, every
+ * line of it written by each voter.
+ *
+ * Only where the run serves clients (sup_serves), and never on a stream
+ * that is a client's own connection (inetd style: a TCP socket on stdout),
+ * nor with --strict-order. A block is at most RELINES_MAX_LINES lines and
+ * ORDER_WINDOW bytes from the start of the line where the sides part; the
+ * line that began before the committed offset is taken from the history
+ * ring (ORDER_PRE bytes at most). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "log.h"
+#include "sup.h"
+
+#define ORDER_PRE ((size_t)4096)     /* the committed part of a line at most */
+#define ORDER_WINDOW ((size_t)65536) /* a block's bytes past the committed offset at most */
+
+bool outorder_free(const struct sup *S, const struct stream *st)
+{
+	if (S->o->strict_order || !sup_serves(S))
+		return false;
+	int domain = 0;
+	socklen_t len = sizeof domain;
+	struct stat sb;
+	if (fstat(st->fd, &sb) == 0 && S_ISSOCK(sb.st_mode) &&
+	    getsockopt(st->fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
+	    (domain == AF_INET || domain == AF_INET6))
+		return false; /* a client reads it: its bytes keep their order */
+	return true;
+}
+
+/* Where the line holding stream offset `at` starts, from the history ring
+ * of committed bytes: false when that is further back than ORDER_PRE or
+ * than the ring holds. */
+static bool line_start(const struct stream *st, size_t at, size_t *ls)
+{
+	const struct ring *h = st->hist;
+	size_t s = at;
+	while (s > 0) {
+		if (s <= h->head || at - s >= ORDER_PRE)
+			return false;
+		if (*ring_at(h, s - 1) == '\n')
+			break;
+		s--;
+	}
+	*ls = s;
+	return true;
+}
+
+enum relines_verdict outorder_match(struct sup *S, struct stream *st, size_t at, const unsigned char *ref,
+				    size_t nref, bool ref_more, unsigned char *mine, size_t nmine, bool mine_more,
+				    size_t d)
+{
+	static unsigned char *a, *b; /* the sides with the line's committed start in front */
+	size_t ls;
+	if (!line_start(st, at, &ls))
+		return RELINES_NO;
+	if (a == NULL) {
+		a = malloc(ORDER_PRE + ORDER_WINDOW);
+		b = malloc(ORDER_PRE + ORDER_WINDOW);
+		if (a == NULL || b == NULL) {
+			free(a);
+			free(b);
+			a = b = NULL;
+			return RELINES_NO;
+		}
+	}
+	size_t pre = at - ls;
+	bool more = (ref_more && nref < ORDER_WINDOW) || (mine_more && nmine < ORDER_WINDOW);
+	nref = nref < ORDER_WINDOW ? nref : ORDER_WINDOW;
+	nmine = nmine < ORDER_WINDOW ? nmine : ORDER_WINDOW;
+	if (pre > 0) {
+		memcpy(a, ring_at(st->hist, ls), pre);
+		memcpy(b, a, pre);
+	}
+	memcpy(a + pre, ref, nref);
+	memcpy(b + pre, mine, nmine);
+	size_t end;
+	enum relines_verdict v = relines_match(a, pre + nref, b, pre + nmine, pre + d, more, &end);
+	if (v != RELINES_SAME)
+		return v;
+	memcpy(mine, ref, end - pre);
+	report_reordered(S->report, st->name);
+	if (!st->said_order)
+		log_event("%s: lines written in another order by the replicas (a server's threads writing one log): "
+			  "taken in one order, bytes %zu-%zu (said once; the report counts them)",
+			  st->name, at + d, at + end - pre - 1);
+	st->said_order = true;
+	return v;
+}
