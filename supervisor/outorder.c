@@ -31,9 +31,14 @@
 #define ORDER_PRE ((size_t)4096)     /* the committed part of a line at most */
 #define ORDER_WINDOW ((size_t)65536) /* a block's bytes past the committed offset at most */
 
+bool outorder_serving(const struct sup *S)
+{
+	return !S->o->strict_order && sup_serves(S);
+}
+
 bool outorder_free(const struct sup *S, const struct stream *st)
 {
-	if (S->o->strict_order || !sup_serves(S))
+	if (!outorder_serving(S))
 		return false;
 	int domain = 0;
 	socklen_t len = sizeof domain;
@@ -63,13 +68,12 @@ static bool line_start(const struct stream *st, size_t at, size_t *ls)
 	return true;
 }
 
-enum relines_verdict outorder_match(struct sup *S, struct stream *st, size_t at, const unsigned char *ref,
-				    size_t nref, bool ref_more, unsigned char *mine, size_t nmine, bool mine_more,
-				    size_t d)
+enum relines_verdict outorder_lines(const unsigned char *pre, size_t npre, const unsigned char *ref, size_t nref,
+				    bool ref_more, const unsigned char *mine, size_t nmine, bool mine_more, size_t d,
+				    size_t *end)
 {
 	static unsigned char *a, *b; /* the sides with the line's committed start in front */
-	size_t ls;
-	if (!line_start(st, at, &ls))
+	if (npre > ORDER_PRE)
 		return RELINES_NO;
 	if (a == NULL) {
 		a = malloc(ORDER_PRE + ORDER_WINDOW);
@@ -81,26 +85,45 @@ enum relines_verdict outorder_match(struct sup *S, struct stream *st, size_t at,
 			return RELINES_NO;
 		}
 	}
-	size_t pre = at - ls;
 	bool more = (ref_more && nref < ORDER_WINDOW) || (mine_more && nmine < ORDER_WINDOW);
 	nref = nref < ORDER_WINDOW ? nref : ORDER_WINDOW;
 	nmine = nmine < ORDER_WINDOW ? nmine : ORDER_WINDOW;
-	if (pre > 0) {
-		memcpy(a, ring_at(st->hist, ls), pre);
-		memcpy(b, a, pre);
+	if (npre > 0) {
+		memcpy(a, pre, npre);
+		memcpy(b, pre, npre);
 	}
-	memcpy(a + pre, ref, nref);
-	memcpy(b + pre, mine, nmine);
-	size_t end;
-	enum relines_verdict v = relines_match(a, pre + nref, b, pre + nmine, pre + d, more, &end);
-	if (v != RELINES_SAME)
-		return v;
-	memcpy(mine, ref, end - pre);
-	report_reordered(S->report, st->name);
-	if (!st->said_order)
+	memcpy(a + npre, ref, nref);
+	memcpy(b + npre, mine, nmine);
+	size_t e;
+	enum relines_verdict v = relines_match(a, npre + nref, b, npre + nmine, npre + d, more, &e);
+	if (v == RELINES_SAME)
+		*end = e - npre;
+	return v;
+}
+
+void outorder_said(struct sup *S, const char *what, bool *said, size_t from, size_t to)
+{
+	report_reordered(S->report, what);
+	if (!*said)
 		log_event("%s: lines written in another order by the replicas (a server's threads writing one log): "
 			  "taken in one order, bytes %zu-%zu (said once; the report counts them)",
-			  st->name, at + d, at + end - pre - 1);
-	st->said_order = true;
+			  what, from, to - 1);
+	*said = true;
+}
+
+enum relines_verdict outorder_match(struct sup *S, struct stream *st, size_t at, const unsigned char *ref,
+				    size_t nref, bool ref_more, unsigned char *mine, size_t nmine, bool mine_more,
+				    size_t d)
+{
+	size_t ls, end;
+	if (!line_start(st, at, &ls))
+		return RELINES_NO;
+	size_t pre = at - ls;
+	enum relines_verdict v = outorder_lines(ring_at(st->hist, ls), pre, ref, nref, ref_more, mine, nmine,
+						mine_more, d, &end);
+	if (v != RELINES_SAME)
+		return v;
+	memcpy(mine, ref, end);
+	outorder_said(S, st->name, &st->said_order, at + d, at + end);
 	return v;
 }

@@ -377,9 +377,21 @@ bool output_quiet_point(struct sup *S, struct replica *r, size_t at[NSTREAMS]);
  * written yet) waits to be voted there with theirs. */
 void output_rebase(struct sup *S, struct replica *r, const size_t at[NSTREAMS]);
 
-/* outorder.c: whether st's lines may be taken in another order (a serving
- * run, st not a client's connection, no --strict-order). */
+/* outorder.c: whether a log's lines may be taken in another order (a
+ * serving run, no --strict-order); outorder_free: st's, st not a client's
+ * connection besides. */
+bool outorder_serving(const struct sup *S);
 bool outorder_free(const struct sup *S, const struct stream *st);
+/* Whether mine differs from ref (both from a line's start, or from the
+ * npre bytes of its start at pre, the same in both) only in the order of
+ * whole lines, the first difference at d (relines.h); SAME: *end, the
+ * block's end past pre. Nothing is changed. */
+enum relines_verdict outorder_lines(const unsigned char *pre, size_t npre, const unsigned char *ref, size_t nref,
+				    bool ref_more, const unsigned char *mine, size_t nmine, bool mine_more, size_t d,
+				    size_t *end);
+/* A block [from, to) of what (a stream's or a file's name) taken in
+ * another order: counted in the report, said once (said). */
+void outorder_said(struct sup *S, const char *what, bool *said, size_t from, size_t to);
 /* Whether mine (nmine bytes of a replica's st from offset at, in its ring:
  * writable) differs from ref (nref bytes from at: the majority's, or the
  * committed output) only in the order of whole lines, the first difference

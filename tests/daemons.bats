@@ -737,14 +737,19 @@ s = socket.create_connection(('127.0.0.1', $port), timeout=50); s.sendall(b'hi')
 	jq -e '(.divergences | length) == 0' "$T/hold.json" >/dev/null || fail "divergences" "$(jq -c .divergences "$T/hold.json")"
 }
 
-# log_lines NAME PORT DIEHARD-ARGS...: line_server under diehard -k 3 logs
-# 40 requests, each two lines on stdout in an order each replica's heap
-# picks (threads writing one log); stopped with SIGTERM. The client's
-# exit status in CLIENT_RC.
+# log_lines NAME PORT [DIEHARD-ARGS...] [-- SERVER-ARGS...]: line_server
+# under diehard -k 3 logs 40 requests, each two lines on stdout (or its
+# --log file) in an order each replica's heap picks (threads writing one
+# log); stopped with SIGTERM. The client's exit status in CLIENT_RC.
 log_lines() {
-	local name=$1 port=$2 i cmds=()
+	local name=$1 port=$2 i cmds=() dargs=()
 	shift 2
-	dh_server "$name" "$port" -k 3 "$@" -- "$PROGS/line_server" "$port"
+	while (($#)) && [[ $1 != -- ]]; do
+		dargs+=("$1")
+		shift
+	done
+	(($#)) && shift
+	dh_server "$name" "$port" -k 3 "${dargs[@]}" -- "$PROGS/line_server" "$@" "$port"
 	for i in $(seq 40); do
 		cmds+=("LOG req$i")
 	done
@@ -774,6 +779,27 @@ log_lines() {
 	jq -e '([.divergences[] | select(.stream == "stdout")] | length) + (.replacements | length) >= 1' "$T/strict.json" >/dev/null ||
 		fail "--strict-order: no divergence and no tie-breaker" "$(jq -c '{divergences, reordered}' "$T/strict.json")"
 	jq -e '.reordered == null' "$T/strict.json" >/dev/null || fail "--strict-order reordered lines"
+}
+
+@test "a server's log file, appended to by threads in another order in each replica: each line once in the real file, the stream never stopped, counted; --strict-order: the stream stops" {
+	local port i
+	port=$(free_port)
+	log_lines applog "$port" -- --log "$T/app.log"
+	((CLIENT_RC == 0)) || fail "the client failed" "$(grep '^diehard:' "$T/applog.err" | tail -n 10)"
+	for i in $(seq 40); do
+		printf 'req%s 1\nreq%s 2\n' "$i" "$i"
+	done | sort >"$T/want"
+	sort "$T/app.log" | diff "$T/want" - || fail "the real log is not each request's two lines once"
+	jq -e '.files.logs.unsettled == 0 and .files.logs.outvoted == 0 and (.reordered | to_entries | map(select(.key | endswith("app.log"))) | .[0].value >= 1)' "$T/applog.json" >/dev/null ||
+		fail "the stream stopped, outvoted a replica, or nothing was reordered" "$(jq -c '{logs: .files.logs, reordered}' "$T/applog.json")"
+	rm -f "$T/app.log"
+	port=$(free_port)
+	log_lines applog_strict "$port" --strict-order -- --log "$T/app.log"
+	# Byte for byte the replicas' appends disagree: the stream does not
+	# carry every line while the run serves.
+	jq -e --argjson all "$(wc -c <"$T/want")" '(.files.logs.bytes < $all or .files.logs.unsettled + .files.logs.outvoted >= 1) and .reordered == null' \
+		"$T/applog_strict.json" >/dev/null ||
+		fail "--strict-order: every line streamed" "$(jq -c '{logs: .files.logs, reordered}' "$T/applog_strict.json")"
 }
 
 @test "--stateless: under a steady load (a connection always open) a fresh replacement joins through a short drain: new clients wait while the open connections finish, none fails, no divergence" {

@@ -330,8 +330,9 @@ void files_ended(struct sup *S, struct replica *r)
 	if (r->changes == NULL || r->changes_read)
 		return;
 	const char *where = NULL;
-	int err = changes_scan(r->changes, &S->dkey, &where);
 	struct files *F = S->files;
+	logs_ended(F->logs, r->index);
+	int err = changes_scan(r->changes, &S->dkey, &where);
 	struct pre *layer = F->layer != NULL && F->layer[r->index] != NULL ? F->layer[r->index] : F->pre;
 	if (err == 0 && (err = pre_complete(layer, r->changes, &S->dkey)) != 0)
 		where = "the start-state layer";

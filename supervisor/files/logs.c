@@ -61,6 +61,8 @@ struct member {
 	uint64_t pos;        /* bytes past base compared or voted */
 	unsigned char *buf;  /* its bytes from the committed offset on */
 	size_t len;
+	double grew;         /* when its version last grew (sup_now(); 0: never seen) */
+	off_t size;          /* its version's size then */
 };
 
 /* A sync of a streamed file, held until the stream appended what the
@@ -83,6 +85,8 @@ struct lstream {
 	uint64_t committed;  /* bytes appended to the real file */
 	bool kept;           /* its start version is in the start-state layer */
 	bool off;            /* unsettled: no longer streamed */
+	bool mid_line;       /* the last byte appended is not a newline */
+	bool said_order;     /* lines taken in another order (outorder.c): said once */
 	struct member *m;    /* per slot */
 	struct lstream *next;
 };
@@ -408,12 +412,63 @@ static void outvote(struct logs *L, struct lstream *s, unsigned slot, const char
 	report_counts(L);
 }
 
-/* Compares a late member's bytes up to the committed ones with the real
- * file's, CATCH_MAX at most a tick. false: they differ (or cannot be
- * read). */
-static bool catch_up(struct lstream *s, struct member *m, int real)
+/* Whether member m's replica still appends (its version grew within
+ * ORDER_QUIET): lines in another order may still be completed. */
+#define ORDER_QUIET 0.5
+
+static bool member_more(struct member *m)
 {
-	unsigned char a[STEP], b[STEP];
+	struct stat st;
+	double now = sup_now();
+	if (m->fd >= 0 && fstat(m->fd, &st) == 0 && st.st_size != m->size) {
+		m->size = st.st_size;
+		m->grew = now;
+	}
+	return now - m->grew < ORDER_QUIET;
+}
+
+/* A serving run's log (outorder.c): m's version from the stream's offset
+ * `at` (mine, n bytes) differs from ref (nref bytes from at) at d, perhaps
+ * only in the order of whole lines. SAME: m's version there, and mine,
+ * take ref's order, in place (the same bytes: the replica, which only
+ * appends, sees its file keep its length). */
+static enum relines_verdict reorder(struct logs *L, struct lstream *s, unsigned slot, uint64_t at,
+				    const unsigned char *ref, size_t nref, bool ref_more, unsigned char *mine, size_t n,
+				    bool mine_more, size_t d)
+{
+	size_t end;
+	if (!outorder_serving(L->S))
+		return RELINES_NO;
+	enum relines_verdict v = outorder_lines(NULL, 0, ref, nref, ref_more, mine, n, mine_more, d, &end);
+	if (v != RELINES_SAME)
+		return v;
+	int fd = changes_open_version_rw(L->S->r[slot].changes, s->path);
+	bool ok = fd >= 0;
+	for (size_t done = 0; ok && done < end;) {
+		ssize_t w = pwrite(fd, ref + done, end - done, s->base + (off_t)(at + done));
+		if (w > 0)
+			done += (size_t)w;
+		else
+			ok = w < 0 && errno == EINTR;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (!ok)
+		return RELINES_NO; /* its version keeps its order: outvoted */
+	memcpy(mine, ref, end);
+	outorder_said(L->S, s->path, &s->said_order, (size_t)(s->base + (off_t)(at + d)),
+		      (size_t)(s->base + (off_t)(at + end)));
+	return v;
+}
+
+/* Compares a late member's bytes up to the committed ones with the real
+ * file's, CATCH_MAX at most a tick (in a serving run, lines in another
+ * order are taken in the real file's: reorder). false: they differ (or
+ * cannot be read). */
+static bool catch_up(struct logs *L, struct lstream *s, unsigned slot, int real)
+{
+	struct member *m = &s->m[slot];
+	static unsigned char a[STEP], b[STEP];
 	for (size_t budget = CATCH_MAX; m->pos < s->committed && budget >= STEP; budget -= STEP) {
 		size_t want = s->committed - m->pos < STEP ? (size_t)(s->committed - m->pos) : STEP;
 		off_t at = s->base + (off_t)m->pos;
@@ -422,8 +477,33 @@ static bool catch_up(struct lstream *s, struct member *m, int real)
 			return false;
 		if (got == 0)
 			return true; /* not written that far yet */
-		if (pread(real, b, (size_t)got, at) != got || memcmp(a, b, (size_t)got) != 0)
+		if (pread(real, b, (size_t)got, at) != got)
 			return false;
+		if (memcmp(a, b, (size_t)got) != 0) {
+			/* From a line's start: a block of lines in another
+			 * order is read whole (both sides up to STEP). */
+			unsigned char prev = '\n';
+			if (at > 0 && pread(real, &prev, 1, at - 1) != 1)
+				return false;
+			if (prev != '\n')
+				return false;
+			ssize_t mine = pread(m->fd, a, STEP, at);
+			size_t d = 0;
+			if (mine < 0)
+				return false;
+			while (d < (size_t)got && d < (size_t)mine && a[d] == b[d])
+				d++;
+			bool more = s->committed - m->pos > (uint64_t)got; /* past what was read */
+			for (unsigned j = 0; j < L->S->nslots && !more; j++)
+				more = j != slot && s->m[j].in && !s->m[j].out && s->m[j].fd >= 0 && member_more(&s->m[j]);
+			enum relines_verdict v =
+				reorder(L, s, slot, m->pos, b, (size_t)got, more, a, (size_t)mine, member_more(m), d);
+			if (v == RELINES_WAIT)
+				return true; /* compared again as more comes */
+			if (v != RELINES_SAME)
+				return false;
+			continue; /* compared again, from the same offset */
+		}
 		m->pos += (uint64_t)got;
 	}
 	return true;
@@ -615,6 +695,42 @@ static bool line_hopeless(const struct voter_view *v, unsigned n, unsigned quoru
 	return best + pending < quorum;
 }
 
+/* A serving run's log where the live views differ (outorder.c): each view
+ * that differs from the reference (the lowest of agree, or the lowest live
+ * view with bytes) only in the order of whole lines takes the reference's
+ * order (reorder). True when one did (vote again); *waiting: the views
+ * whose lines may still prove the same. */
+static bool reorder_views(struct logs *L, struct lstream *s, const struct voter_view *v, unsigned n, uint64_t agree,
+			  uint64_t *waiting)
+{
+	*waiting = 0;
+	if (s->mid_line || !outorder_serving(L->S))
+		return false;
+	int w = agree != 0 ? __builtin_ctzll(agree) : -1;
+	for (unsigned i = 0; i < n && w < 0; i++)
+		if (v[i].live && v[i].len > 0)
+			w = (int)i;
+	if (w < 0)
+		return false;
+	bool changed = false, ref_more = member_more(&s->m[w]);
+	for (unsigned i = 0; i < n; i++) {
+		if (i == (unsigned)w || !v[i].live || v[i].len == 0)
+			continue;
+		size_t m = v[i].len < v[w].len ? v[i].len : v[w].len, d = 0;
+		while (d < m && v[i].data[d] == v[w].data[d])
+			d++;
+		if (d == m)
+			continue;
+		enum relines_verdict o = reorder(L, s, i, s->committed, v[w].data, v[w].len, ref_more, s->m[i].buf,
+						 v[i].len, member_more(&s->m[i]), d);
+		if (o == RELINES_SAME)
+			changed = true;
+		else if (o == RELINES_WAIT)
+			*waiting |= 1ull << i;
+	}
+	return changed;
+}
+
 /* One round of s: members found and read, late ones compared, the agreed
  * prefix appended. */
 static void stream_round(struct logs *L, struct lstream *s)
@@ -657,7 +773,7 @@ static void stream_round(struct logs *L, struct lstream *s)
 		if (m->pos < s->committed) {
 			if (real < 0 && (real = real_open(s, O_RDONLY, 0)) < 0)
 				continue;
-			if (!catch_up(s, m, real)) {
+			if (!catch_up(L, s, i, real)) {
 				outvote(L, s, i, "differ from the bytes appended");
 				views[i].live = false;
 				continue;
@@ -678,7 +794,15 @@ static void stream_round(struct logs *L, struct lstream *s)
 	if (s->off)
 		return;
 	struct voter_result res;
-	voter_decide(views, n, sup_quorum(S), STEP, VOTER_PREFIX, &res);
+	uint64_t ordering = 0; /* views whose lines may still prove the same */
+	for (unsigned round = 0;; round++) {
+		voter_decide(views, n, sup_quorum(S), STEP, VOTER_PREFIX, &res);
+		bool disputed = res.diverged != 0 || res.no_quorum ||
+				(res.commit == 0 && line_hopeless(views, n, sup_quorum(S)));
+		if (!disputed || round == RELINES_MAX_LINES || !reorder_views(L, s, views, n, res.agree, &ordering))
+			break;
+	}
+	res.diverged &= ~ordering; /* not outvoted yet */
 	for (unsigned i = 0; i < n; i++)
 		if (res.diverged & (1ull << i)) {
 			outvote(L, s, i, "differ from a quorum's");
@@ -690,6 +814,8 @@ static void stream_round(struct logs *L, struct lstream *s)
 	for (unsigned i = 0; i < n && !bytes_wait; i++)
 		bytes_wait = views[i].live && views[i].len > 0;
 	if (bytes_wait && (res.no_quorum || (res.commit == 0 && line_hopeless(views, n, sup_quorum(S))))) {
+		if (ordering != 0)
+			return; /* its lines may still come */
 		unsettle(L, s, "the replicas' appends differ, no quorum");
 		return;
 	}
@@ -756,11 +882,18 @@ static void stream_round(struct logs *L, struct lstream *s)
 	if (append(L, s, res.agree, bytes, c)) {
 		/* Each member at the old offset moves past what it shares of it;
 		 * one that wrote less compares the rest later (catch_up). */
+		s->mid_line = bytes[c - 1] != '\n';
 		for (unsigned i = 0; i < n; i++) {
 			struct member *m = &s->m[i];
 			if (!m->in || m->out || m->fd < 0 || m->pos != before)
 				continue;
 			size_t k = m->len < c ? m->len : c;
+			if (ordering & (1ull << i)) {
+				/* Behind now: its lines are compared with the
+				 * real file's as they come (catch_up). */
+				m->len = 0;
+				continue;
+			}
 			if (memcmp(m->buf, bytes, k) != 0) {
 				outvote(L, s, i, "differ from a quorum's");
 				continue;
@@ -964,6 +1097,41 @@ bool logs_streamed(const struct logs *L, const char *path)
 		if (!s->off && strcmp(s->path, path) == 0)
 			return true;
 	return false;
+}
+
+void logs_ended(struct logs *L, unsigned slot)
+{
+	if (L == NULL || !outorder_serving(L->S))
+		return;
+	const struct sup *S = L->S;
+	static unsigned char a[STEP], b[STEP];
+	for (struct lstream *s = L->streams; s != NULL; s = s->next) {
+		struct member *m = &s->m[slot];
+		if (s->off || s->mid_line || !m->in || m->out || m->fd < 0 || m->rid != S->r[slot].id)
+			continue;
+		off_t at = s->base + (off_t)s->committed;
+		ssize_t n = pread(m->fd, b, STEP, at);
+		bool alike = false;
+		for (unsigned j = 0; j < S->nslots && n > 0 && !alike; j++) {
+			struct member *o = &s->m[j];
+			const struct replica *r = &S->r[j];
+			if (j == slot || !o->in || o->out || o->fd < 0 || o->rid != r->id || !r->changes_read ||
+			    r->changes_bad || pread(o->fd, a, STEP, at) != n)
+				continue;
+			/* Block by block towards j's order (each a permutation
+			 * of its own lines: harmless where j's turns out
+			 * another). */
+			for (;;) {
+				size_t d = 0;
+				while (d < (size_t)n && a[d] == b[d])
+					d++;
+				if ((alike = d == (size_t)n) ||
+				    reorder(L, s, slot, s->committed, a, (size_t)n, false, b, (size_t)n, false, d) !=
+					    RELINES_SAME)
+					break;
+			}
+		}
+	}
 }
 
 void logs_release(struct logs *L)

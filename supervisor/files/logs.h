@@ -58,6 +58,12 @@ bool logs_sync(struct logs *L, unsigned slot, uint64_t gen, uint64_t id, const c
 /* Whether path is voted as a stream now (a rename of it is no point: the
  * stream sees the rotation and stops). */
 bool logs_streamed(const struct logs *L, const char *path);
+/* Slot's replica ended, its changes not read yet (files_ended): in a
+ * serving run, what it appended to a stream past the committed bytes,
+ * where it holds a sibling's lines (one whose changes were read: final) in
+ * another order, takes the sibling's order in place (outorder.c), so that
+ * the end's vote finds their versions alike. */
+void logs_ended(struct logs *L, unsigned slot);
 /* Every held sync answered (a stop). */
 void logs_release(struct logs *L);
 /* The supervisor's tick: new streams found, each replica's new bytes

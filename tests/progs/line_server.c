@@ -3,7 +3,7 @@
  * diehard's TCP proxy (tests/tcp.bats); tests/progs/buggy_server.c is the
  * same server with a planted heap bug.
  *
- *   line_server [--addr ADDR] [--odd DIR] [--clock N] PORT
+ *   line_server [--addr ADDR] [--odd DIR] [--clock N] [--log FILE] PORT
  *
  * One process, one thread, epoll and non-blocking sockets: hundreds of
  * clients at once. It listens on ADDR:PORT (ADDR 127.0.0.1 by default; one
@@ -15,10 +15,11 @@
  *   GET key         the value, or NIL
  *   INCR key        the new value (a missing key counts as 0), or ERR not an integer
  *   ECHO text       text
- *   LOG text        OK; and two lines on stdout, "text 1" and "text 2", in an
- *                   order the heap picks: as threads serving two requests at
- *                   once write one log, each replica in an order of its own
- *                   (tests/daemons.bats)
+ *   LOG text        OK; and two lines on stdout (with --log, appended to FILE,
+ *                   opened with O_APPEND at the start), "text 1" and "text 2",
+ *                   in an order the heap picks: as threads serving two
+ *                   requests at once write one log, each replica in an order
+ *                   of its own (tests/daemons.bats)
  *   BIG n           n bytes (1 <= n <= 2^31): 64-byte lines, byte i of line j
  *                   'a' + (i + j) % 26, byte 63 a \n, and the last byte a \n
  *                   (tests/tools/lineclient.py pattern N prints the same)
@@ -295,6 +296,7 @@ static void cmd_connect(struct conn *c, char *arg)
 }
 
 static long clock_reads; /* --clock */
+static int log_fd = STDOUT_FILENO; /* --log */
 
 /* Runs one command line (no \n; may hold any bytes). */
 static void execute(struct conn *c, char *line, size_t n)
@@ -323,7 +325,7 @@ static void execute(struct conn *c, char *line, size_t n)
 		unsigned first = (unsigned)(((uint64_t)(uintptr_t)mark * 0x9e3779b97f4a7c15ull) >> 63);
 		free(mark);
 		for (unsigned k = 0; k < 2; k++)
-			if (dprintf(STDOUT_FILENO, "%s %u\n", arg, (k ^ first) + 1) < 0)
+			if (dprintf(log_fd, "%s %u\n", arg, (k ^ first) + 1) < 0)
 				die("write stdout");
 		buf_str(&c->out, "OK\n");
 	} else if (IS("SET")) {
@@ -654,7 +656,7 @@ static int listen_on(const char *addr, long port)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: %s [--addr ADDR] [--odd DIR] [--clock N] PORT\n", prog);
+	fprintf(stderr, "usage: %s [--addr ADDR] [--odd DIR] [--clock N] [--log FILE] PORT\n", prog);
 	exit(2);
 }
 
@@ -669,6 +671,10 @@ int main(int argc, char **argv)
 			addr = argv[i + 1];
 		else if (strcmp(argv[i], "--odd") == 0)
 			odd_dir = argv[i + 1];
+		else if (strcmp(argv[i], "--log") == 0) {
+			if ((log_fd = open(argv[i + 1], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
+				die(argv[i + 1]);
+		}
 		else if (strcmp(argv[i], "--clock") == 0) {
 			char *e;
 			errno = 0;
