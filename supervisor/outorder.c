@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "sup.h"
@@ -42,12 +43,16 @@ bool outorder_free(const struct sup *S, const struct stream *st)
 		return false;
 	int domain = 0;
 	socklen_t len = sizeof domain;
-	struct stat sb;
-	if (fstat(st->fd, &sb) == 0 && S_ISSOCK(sb.st_mode) &&
-	    getsockopt(st->fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
-	    (domain == AF_INET || domain == AF_INET6))
-		return false; /* a client reads it: its bytes keep their order */
-	return true;
+	struct stat sb, in;
+	if (fstat(st->fd, &sb) != 0 || !S_ISSOCK(sb.st_mode))
+		return true;
+	/* A client reads it: its bytes keep their order. A TCP socket is
+	 * one; so is any socket that is our standard input too (inetd
+	 * style, systemd's Accept=yes on a unix socket), unlike the
+	 * journal's stream. */
+	if (getsockopt(st->fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && (domain == AF_INET || domain == AF_INET6))
+		return false;
+	return !(fstat(STDIN_FILENO, &in) == 0 && in.st_dev == sb.st_dev && in.st_ino == sb.st_ino);
 }
 
 /* Where the line holding stream offset `at` starts, from the history ring
@@ -73,6 +78,13 @@ enum relines_verdict outorder_lines(const unsigned char *pre, size_t npre, const
 				    size_t *end)
 {
 	static unsigned char *a, *b; /* the sides with the line's committed start in front */
+	/* The block starts at the line where the sides part: whole lines
+	 * before it are the same in both, and need no committed start. */
+	size_t s0 = d;
+	while (s0 > 0 && ref[s0 - 1] != '\n')
+		s0--;
+	if (s0 > 0)
+		npre = 0;
 	if (npre > ORDER_PRE)
 		return RELINES_NO;
 	if (a == NULL) {
@@ -85,7 +97,12 @@ enum relines_verdict outorder_lines(const unsigned char *pre, size_t npre, const
 			return RELINES_NO;
 		}
 	}
-	bool more = (ref_more && nref < ORDER_WINDOW) || (mine_more && nmine < ORDER_WINDOW);
+	ref += s0;
+	mine += s0;
+	nref -= s0;
+	nmine -= s0;
+	ref_more = ref_more && nref < ORDER_WINDOW;
+	mine_more = mine_more && nmine < ORDER_WINDOW;
 	nref = nref < ORDER_WINDOW ? nref : ORDER_WINDOW;
 	nmine = nmine < ORDER_WINDOW ? nmine : ORDER_WINDOW;
 	if (npre > 0) {
@@ -95,9 +112,9 @@ enum relines_verdict outorder_lines(const unsigned char *pre, size_t npre, const
 	memcpy(a + npre, ref, nref);
 	memcpy(b + npre, mine, nmine);
 	size_t e;
-	enum relines_verdict v = relines_match(a, npre + nref, b, npre + nmine, npre + d, more, &e);
+	enum relines_verdict v = relines_match(a, npre + nref, ref_more, b, npre + nmine, mine_more, npre + d - s0, &e);
 	if (v == RELINES_SAME)
-		*end = e - npre;
+		*end = s0 + e - npre;
 	return v;
 }
 
@@ -111,16 +128,24 @@ void outorder_said(struct sup *S, const char *what, bool *said, size_t from, siz
 	*said = true;
 }
 
+enum relines_verdict outorder_check(const struct stream *st, size_t at, const unsigned char *ref, size_t nref,
+				    bool ref_more, const unsigned char *mine, size_t nmine, bool mine_more, size_t d,
+				    size_t *end)
+{
+	size_t ls = at, s0 = d;
+	while (s0 > 0 && ref[s0 - 1] != '\n')
+		s0--;
+	if (s0 == 0 && !line_start(st, at, &ls))
+		return RELINES_NO; /* the line began too far back */
+	return outorder_lines(ring_at(st->hist, ls), at - ls, ref, nref, ref_more, mine, nmine, mine_more, d, end);
+}
+
 enum relines_verdict outorder_match(struct sup *S, struct stream *st, size_t at, const unsigned char *ref,
 				    size_t nref, bool ref_more, unsigned char *mine, size_t nmine, bool mine_more,
 				    size_t d)
 {
-	size_t ls, end;
-	if (!line_start(st, at, &ls))
-		return RELINES_NO;
-	size_t pre = at - ls;
-	enum relines_verdict v = outorder_lines(ring_at(st->hist, ls), pre, ref, nref, ref_more, mine, nmine,
-						mine_more, d, &end);
+	size_t end;
+	enum relines_verdict v = outorder_check(st, at, ref, nref, ref_more, mine, nmine, mine_more, d, &end);
 	if (v != RELINES_SAME)
 		return v;
 	memcpy(mine, ref, end);

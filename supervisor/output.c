@@ -272,6 +272,44 @@ static void ended_early(struct sup *S, struct stream *st, struct replica *r)
 	replica_kill(S, r, "its output ended before the committed output");
 }
 
+/* A replica r behind the committed offset whose bytes differ from the
+ * committed ones at d (from its ring's head): whether they are the same
+ * lines in another order (outorder.c). The reference is the committed
+ * bytes from r's head on, then what the first voter at the front wrote
+ * past them: lines r wrote early may be ones the voters have not
+ * committed yet, which with r's vote missing (two left) they never could
+ * alone. SAME: r's bytes take the reference's order, in place. */
+static enum relines_verdict behind_reorder(struct sup *S, struct stream *st, struct replica *r, size_t d)
+{
+	static unsigned char *ref; /* the reference's bytes around d */
+	const size_t pre = 4096, window = 65536;
+	int s = (int)(st - S->s);
+	struct ring *rr = r->ring[s];
+	const struct replica *lead = NULL;
+	for (unsigned i = 0; i < S->nslots && lead == NULL; i++) {
+		const struct replica *o = &S->r[i];
+		if (o != r && o->live && !o->stop_cut[s] && o->ring[s]->head == st->committed)
+			lead = o;
+	}
+	size_t done = st->committed - rr->head, ahead = lead != NULL ? lead->ring[s]->tail - st->committed : 0;
+	size_t from = d > pre ? d - pre : 0, to = done + ahead < d + window ? done + ahead : d + window;
+	if (ref == NULL && (ref = malloc(pre + window)) == NULL)
+		return RELINES_NO;
+	size_t n = to - from, c = done - from < n ? done - from : n;
+	memcpy(ref, ring_at(st->hist, rr->head + from), c);
+	if (n > c)
+		memcpy(ref + c, ring_at(lead->ring[s], st->committed), n - c);
+	/* More may come to the reference while a voter still writes (a
+	 * second of quiet: a slow thread's line, not a line of r's own). */
+	bool more = false;
+	for (unsigned i = 0; i < S->nslots && !more; i++) {
+		const struct replica *o = &S->r[i];
+		more = o != r && o->live && !o->eof[s] && sup_now() - o->last_output < 1.0 && !st->ended;
+	}
+	return outorder_match(S, st, rr->head + from, ref, n, more, ring_at(rr, rr->head + from),
+			      rr->tail - rr->head - from, !r->eof[s], d - from);
+}
+
 /* A replica that has not reached the committed offset (a slow one, or a
  * replacement catching up): check what it wrote since against the committed
  * output. Bytes the history ring still holds are compared byte for byte;
@@ -340,9 +378,8 @@ static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 			d++;
 		if (outorder_free(S, st)) {
 			/* The committed lines in another order, perhaps (a
-			 * server's threads): taken in the committed order. */
-			enum relines_verdict o = outorder_match(S, st, rr->head, ours, st->committed - rr->head,
-								!st->ended, mine, rr->tail - rr->head, !r->eof[s], d);
+			 * server's threads): taken in their order. */
+			enum relines_verdict o = behind_reorder(S, st, r, d);
 			if (o == RELINES_SAME)
 				continue;
 			if (o == RELINES_WAIT)
@@ -668,9 +705,46 @@ static bool view_more(const struct sup *S, const struct voter_view *v, unsigned 
 	return !v[i].eof && (mode == VOTER_CHUNKS || sup_now() - S->r[i].last_output < S->o->idle_ms / 1000.0);
 }
 
+/* Where two views first differ; their shorter length when they do not. */
+static size_t view_diff(const struct voter_view *a, const struct voter_view *b)
+{
+	size_t n = a->len < b->len ? a->len : b->len, d = 0;
+	while (d < n && a->data[d] == b->data[d])
+		d++;
+	return d;
+}
+
+/* With no majority, the reference is the live view the most others agree
+ * with, as they are or with their lines in its order (the lowest on a
+ * tie): one wrong voter, whatever its slot, is not the order two right
+ * ones are measured by. */
+static int reference_view(struct sup *S, const struct stream *st, const struct voter_view *v, enum voter_mode mode)
+{
+	int best = -1;
+	unsigned most = 0;
+	for (unsigned w = 0; w < S->nslots; w++) {
+		if (!v[w].live || v[w].data == NULL)
+			continue;
+		unsigned n = 1;
+		for (unsigned i = 0; i < S->nslots; i++) {
+			if (i == w || !v[i].live || v[i].data == NULL)
+				continue;
+			size_t d = view_diff(&v[w], &v[i]), end;
+			n += d == (v[i].len < v[w].len ? v[i].len : v[w].len) ||
+			     outorder_check(st, st->committed, v[w].data, v[w].len, view_more(S, v, w, mode), v[i].data,
+					    v[i].len, view_more(S, v, i, mode), d, &end) == RELINES_SAME;
+		}
+		if (n > most) {
+			most = n;
+			best = (int)w;
+		}
+	}
+	return best;
+}
+
 /* A server's stdout or stderr where the voters differ (outorder.c): each
  * live view that differs from the reference (the lowest of agree, or with
- * none the lowest live view) only in the order of whole lines is given the
+ * none reference_view's) only in the order of whole lines is given the
  * reference's order, in place. True when one was (vote again); *waiting:
  * the views that may still prove so once they, or the reference, write
  * more. */
@@ -681,20 +755,15 @@ static bool reorder(struct sup *S, struct stream *st, const struct voter_view *v
 	*waiting = 0;
 	if (!outorder_free(S, st))
 		return false;
-	int w = agree != 0 ? __builtin_ctzll(agree) : -1;
-	for (unsigned i = 0; i < S->nslots && w < 0; i++)
-		if (v[i].live && v[i].data != NULL)
-			w = (int)i;
+	int w = agree != 0 ? __builtin_ctzll(agree) : reference_view(S, st, v, mode);
 	if (w < 0)
 		return false;
 	bool changed = false;
 	for (unsigned i = 0; i < S->nslots; i++) {
 		if (i == (unsigned)w || !v[i].live || v[i].data == NULL)
 			continue;
-		size_t n = v[i].len < v[w].len ? v[i].len : v[w].len, d = 0;
-		while (d < n && v[i].data[d] == v[w].data[d])
-			d++;
-		if (d == n)
+		size_t d = view_diff(&v[w], &v[i]);
+		if (d == (v[i].len < v[w].len ? v[i].len : v[w].len))
 			continue; /* no byte differs: one just goes further */
 		enum relines_verdict o =
 			outorder_match(S, st, st->committed, v[w].data, v[w].len, view_more(S, v, (unsigned)w, mode),
@@ -704,6 +773,8 @@ static bool reorder(struct sup *S, struct stream *st, const struct voter_view *v
 		else if (o == RELINES_WAIT)
 			*waiting |= (uint64_t)1 << i;
 	}
+	if (*waiting != 0)
+		arm_idle(S); /* decided at the latest once they are quiet */
 	return changed;
 }
 
@@ -770,9 +841,14 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 		 * not once a chunk is full). */
 		struct voter_result res;
 		voter_decide(v, S->nslots, quorum, CHUNK, VOTER_CHUNKS, &res);
+		/* A server's lines in another order (outorder.c): vote again
+		 * once they are in one. Looked at whenever nothing is
+		 * committed (two voters that differ in order wait for a third
+		 * as well). */
 		uint64_t waiting = 0;
-		if ((res.diverged != 0 || res.no_quorum) && reorder(S, st, v, res.agree, mode, &waiting))
-			continue; /* a server's lines in another order: vote again */
+		if ((res.diverged != 0 || res.no_quorum || (res.commit == 0 && !res.ended)) &&
+		    reorder(S, st, v, res.agree, mode, &waiting))
+			continue;
 		if (waiting != 0 && res.commit == 0 && !res.ended)
 			break; /* no majority yet: the lines may still prove the same */
 		res.diverged &= ~waiting; /* behind now: checked against the committed output */

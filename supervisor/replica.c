@@ -452,8 +452,10 @@ void replicas_reap(struct sup *S)
 			net_replica_gone(S->net, i);
 			/* A server's clients come on without it: out of the vote
 			 * now (status, the degraded state, a fresh join's quiet
-			 * point), not once another voter wrote past its end. */
-			if (r->sigkilled && r->live && sup_serves(S))
+			 * point), not once another voter wrote past its end. A
+			 * replacement on its way (catching up, a fresh server
+			 * waiting to join) likewise: its slot is for another. */
+			if (r->sigkilled && (r->live || r->joining) && sup_serves(S))
 				replica_kill(S, r, "killed by a SIGKILL from outside diehard while the run serves");
 		}
 	}

@@ -392,6 +392,10 @@ enum relines_verdict outorder_lines(const unsigned char *pre, size_t npre, const
 /* A block [from, to) of what (a stream's or a file's name) taken in
  * another order: counted in the report, said once (said). */
 void outorder_said(struct sup *S, const char *what, bool *said, size_t from, size_t to);
+/* outorder_match's verdict, nothing changed (*end: the block's end). */
+enum relines_verdict outorder_check(const struct stream *st, size_t at, const unsigned char *ref, size_t nref,
+				    bool ref_more, const unsigned char *mine, size_t nmine, bool mine_more, size_t d,
+				    size_t *end);
 /* Whether mine (nmine bytes of a replica's st from offset at, in its ring:
  * writable) differs from ref (nref bytes from at: the majority's, or the
  * committed output) only in the order of whole lines, the first difference

@@ -713,7 +713,7 @@ s = socket.create_connection(('127.0.0.1', $port), timeout=50); s.sendall(b'hi')
 		fail "report: $(jq -c '.files.logs' "$T/ng.json")" "$(grep -E 'stream|leaves' "$T/ng.err")"
 }
 
-@test "--stateless: a fresh replacement waits as joining while a client holds a connection open, and joins once it closes" {
+@test "--stateless: a fresh replacement waits as joining while a client holds a connection open (killed meanwhile, another takes its slot), and joins once it closes" {
 	local port
 	port=$(free_port)
 	dh_server hold "$port" -k 3 --stateless -- python3 -m http.server "$port" --bind 127.0.0.1 --directory "$T/www"
@@ -730,11 +730,21 @@ s = socket.create_connection(('127.0.0.1', $port), timeout=50); s.sendall(b'hi')
 	status_json hold | jq -e '.live == 2 and .joining == 1' >/dev/null ||
 		fail "not 2 voting and 1 joining while the connection is open" "$(status_json hold)"
 	"$DIEHARD" status --control "$T/hold.ctl" | grep -q '2 in the vote, 1 replaying' || fail "text status"
+	# The replacement killed from outside while it waits: another takes
+	# its slot (it was left counted as joining for good).
+	local jp
+	jp=$(status_json hold | jq -r '[.replicas[] | select(.state != "running")][0].pid')
+	[[ $jp =~ ^[0-9]+$ ]] || fail "no joining replica" "$(status_json hold)"
+	kill -KILL "$jp"
+	wait_until 60 bash -c "[[ \$('$DIEHARD' status --control '$T/hold.ctl' --json | jq -r 'select(.replacements == 2 and .joining == 1) | .live') == 2 ]]" ||
+		fail "no new replacement for the killed one" "$(status_json hold)"
 	touch "$T/release"
 	wait_until 60 voting_again hold 3 || fail "it did not join once the connection closed" "$(status_json hold)"
 	[[ $(fetch "$port") == "hello from a daemon" ]] || fail "a fetch after the join failed"
 	stop hold
-	jq -e '(.divergences | length) == 0' "$T/hold.json" >/dev/null || fail "divergences" "$(jq -c .divergences "$T/hold.json")"
+	# The killed replacement's output ends early: that, and nothing else.
+	jq -e '(.divergences | map(select(.kind != "output ended early" or .replica != 3)) | length) == 0' "$T/hold.json" >/dev/null ||
+		fail "divergences" "$(jq -c .divergences "$T/hold.json")"
 }
 
 # log_lines NAME PORT [DIEHARD-ARGS...] [-- SERVER-ARGS...]: line_server
@@ -779,6 +789,34 @@ log_lines() {
 	jq -e '([.divergences[] | select(.stream == "stdout")] | length) + (.replacements | length) >= 1' "$T/strict.json" >/dev/null ||
 		fail "--strict-order: no divergence and no tie-breaker" "$(jq -c '{divergences, reordered}' "$T/strict.json")"
 	jq -e '.reordered == null' "$T/strict.json" >/dev/null || fail "--strict-order reordered lines"
+}
+
+@test "a server's log in another order under 4 clients at once: every line committed while it runs (none held for a quiet moment); a replacement that replays those 2000 lines catches up" {
+	local port c i
+	port=$(free_port)
+	dh_server many "$port" -k 3 -- "$PROGS/line_server" "$port"
+	local pids=()
+	for c in 1 2 3 4; do
+		local cmds=()
+		for i in $(seq 250); do
+			cmds+=("LOG client$c-request$i")
+			printf 'client%s-request%s 1\nclient%s-request%s 2\n' "$c" "$i" "$c" "$i"
+		done >>"$T/want.unsorted"
+		timeout 120 python3 "$ROOT/tests/tools/lineclient.py" send "$port" "${cmds[@]}" QUIT >"$T/c$c.out" 2>&1 3>&- &
+		pids+=($!)
+	done
+	for c in "${pids[@]}"; do
+		wait "$c" || fail "a client failed" "$(grep '^diehard:' "$T/many.err" | tail -n 10)"
+	done
+	wait_until 30 bash -c "[[ \$(grep -c '' '$T/many.out') == 2000 ]]" ||
+		fail "$(grep -c '' "$T/many.out") of 2000 lines committed while the server runs" "$(status_json many | jq -c '{committed, b: [.replicas[].bytes]}')"
+	kill_voter many
+	wait_until 60 voting_again many 3 || fail "the replacement did not catch up" "$(grep '^diehard:' "$T/many.err" | grep -v 'connection [0-9]* on' | tail -n 10)"
+	stop many
+	sort "$T/want.unsorted" >"$T/want"
+	sort "$T/many.out" | diff -q "$T/want" - >/dev/null || fail "the committed log is not each line once"
+	jq -e '(.divergences | map(select(.kind != "output ended early" and .kind != "ends early")) | length) == 0 and (.replacements | length) == 1' \
+		"$T/many.json" >/dev/null || fail "divergences or replacements" "$(jq -c '{divergences, r: [.replacements[].why]}' "$T/many.json")"
 }
 
 @test "a server's log file, appended to by threads in another order in each replica: each line once in the real file, the stream never stopped, counted; --strict-order: the stream stops" {

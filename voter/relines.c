@@ -76,17 +76,25 @@ static bool same_lines(const unsigned char *a, const struct line *la, const unsi
 	return true;
 }
 
-enum relines_verdict relines_match(const unsigned char *a, size_t alen, const unsigned char *b, size_t blen,
-				   size_t from, bool more, size_t *end)
+enum relines_verdict relines_match(const unsigned char *a, size_t alen, bool a_more, const unsigned char *b,
+				   size_t blen, bool b_more, size_t from, size_t *end)
 {
 	struct line la[RELINES_MAX_LINES], lb[RELINES_MAX_LINES];
 	struct tally t[2 * RELINES_MAX_LINES];
 	unsigned nt = 0, n = 0;
 	int uneven = 0; /* hashes whose balance is not zero */
-	size_t ea = 0, eb = 0;
+	/* Whole lines before the one where they part are the same in both:
+	 * the block starts there. */
+	size_t s0 = from < alen && from < blen ? from : (alen < blen ? alen : blen);
+	while (s0 > 0 && a[s0 - 1] != '\n')
+		s0--;
+	size_t ea = s0, eb = s0;
 	while (n < RELINES_MAX_LINES) {
-		if (!next_line(a, alen, ea, &la[n]) || !next_line(b, blen, eb, &lb[n]))
-			return more ? RELINES_WAIT : RELINES_NO;
+		bool got_a = next_line(a, alen, ea, &la[n]), got_b = got_a && next_line(b, blen, eb, &lb[n]);
+		if (!got_a)
+			return a_more ? RELINES_WAIT : RELINES_NO;
+		if (!got_b)
+			return b_more ? RELINES_WAIT : RELINES_NO;
 		ea += la[n].len;
 		eb += lb[n].len;
 		uneven += tally_add(t, &nt, la[n].hash, 1);

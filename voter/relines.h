@@ -17,14 +17,17 @@
  * found) and differ there. A line is its bytes up to and including '\n';
  * bytes after a side's last '\n' are not a line yet.
  *
- * relines_match looks for the smallest e > from at which the first n lines
- * of a and the first n lines of b end, both at e, and hold the same lines
- * (as a multiset, compared byte for byte), n at most RELINES_MAX_LINES:
+ * relines_match looks for the smallest e > from at which the lines of a
+ * and of b from the start of the line holding `from` (s0: the same in both)
+ * end, n of each, both at e, and hold the same lines (as a multiset,
+ * compared byte for byte), n at most RELINES_MAX_LINES:
  *   - RELINES_SAME, *end = e: found.
- *   - RELINES_WAIT: not found in what the sides show, but more may come
- *     (the caller says so: `more`) and the limit is not reached.
- *   - RELINES_NO: not found, and no more is to come, or past the limit (a
- *     line that never comes to the other side: a real difference).
+ *   - RELINES_WAIT: not found in what the sides show, but the side whose
+ *     lines ran out may still write more (a_more, b_more: the caller says
+ *     so) and the limit is not reached.
+ *   - RELINES_NO: not found, and the side that ran out writes no more, or
+ *     past the limit (a line that never comes to the other side: a real
+ *     difference).
  * Invariants: SAME implies alen >= e, blen >= e, a[e-1] == b[e-1] == '\n',
  * and a[0,e), b[0,e) are permutations of each other's lines (so
  * b[0,from) == a[0,from) stays as it is when b[0,e) is replaced by a's).
@@ -35,11 +38,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define RELINES_MAX_LINES 256 /* lines a side is looked at, from the block's start */
+#define RELINES_MAX_LINES 256 /* lines a side is looked at, from the line where the sides part */
 
 enum relines_verdict { RELINES_NO, RELINES_WAIT, RELINES_SAME };
 
-enum relines_verdict relines_match(const unsigned char *a, size_t alen, const unsigned char *b, size_t blen,
-				   size_t from, bool more, size_t *end);
+enum relines_verdict relines_match(const unsigned char *a, size_t alen, bool a_more, const unsigned char *b,
+				   size_t blen, bool b_more, size_t from, size_t *end);
 
 #endif

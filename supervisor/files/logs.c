@@ -707,9 +707,26 @@ static bool reorder_views(struct logs *L, struct lstream *s, const struct voter_
 	if (s->mid_line || !outorder_serving(L->S))
 		return false;
 	int w = agree != 0 ? __builtin_ctzll(agree) : -1;
-	for (unsigned i = 0; i < n && w < 0; i++)
-		if (v[i].live && v[i].len > 0)
-			w = (int)i;
+	/* With no quorum, the view the most others match, as they are or
+	 * in another order (the lowest on a tie). */
+	for (unsigned c = 0, most = 0; c < n && agree == 0; c++) {
+		if (!v[c].live || v[c].len == 0)
+			continue;
+		unsigned k = 1;
+		for (unsigned i = 0; i < n; i++) {
+			if (i == c || !v[i].live || v[i].len == 0)
+				continue;
+			size_t m = v[i].len < v[c].len ? v[i].len : v[c].len, d = 0, end;
+			while (d < m && v[i].data[d] == v[c].data[d])
+				d++;
+			k += d == m || outorder_lines(NULL, 0, v[c].data, v[c].len, member_more(&s->m[c]), v[i].data,
+						      v[i].len, member_more(&s->m[i]), d, &end) == RELINES_SAME;
+		}
+		if (k > most) {
+			most = k;
+			w = (int)c;
+		}
+	}
 	if (w < 0)
 		return false;
 	bool changed = false, ref_more = member_more(&s->m[w]);

@@ -25,8 +25,8 @@ static size_t first_diff(const char *a, const char *b)
 static enum relines_verdict match(const char *a, const char *b, bool more, size_t *end)
 {
 	*end = 0;
-	return relines_match((const unsigned char *)a, strlen(a), (const unsigned char *)b, strlen(b), first_diff(a, b),
-			     more, end);
+	return relines_match((const unsigned char *)a, strlen(a), more, (const unsigned char *)b, strlen(b), more,
+			     first_diff(a, b), end);
 }
 
 /* The reference: lines of p as (offset, length), up to max. */
@@ -61,20 +61,29 @@ static bool multiset(const unsigned char *a, const size_t *ao, const size_t *al,
 	return true;
 }
 
-static enum relines_verdict reference(const unsigned char *a, size_t alen, const unsigned char *b, size_t blen,
-				      size_t from, bool more, size_t *end)
+/* From the contract: lines from the start of the line holding from. */
+static enum relines_verdict reference(const unsigned char *a, size_t alen, bool a_more, const unsigned char *b,
+				      size_t blen, bool b_more, size_t from, size_t *end)
 {
 	static size_t ao[RELINES_MAX_LINES], al[RELINES_MAX_LINES], bo[RELINES_MAX_LINES], bl[RELINES_MAX_LINES];
-	unsigned na = split(a, alen, ao, al, RELINES_MAX_LINES), nb = split(b, blen, bo, bl, RELINES_MAX_LINES);
+	size_t s0 = 0;
+	for (size_t i = 0; i < from && i < alen && i < blen; i++)
+		if (a[i] == '\n')
+			s0 = i + 1;
+	unsigned na = split(a + s0, alen - s0, ao, al, RELINES_MAX_LINES);
+	unsigned nb = split(b + s0, blen - s0, bo, bl, RELINES_MAX_LINES);
 	unsigned n = na < nb ? na : nb;
 	for (unsigned i = 1; i <= n; i++) {
-		size_t ea = ao[i - 1] + al[i - 1], eb = bo[i - 1] + bl[i - 1];
-		if (ea == eb && ea > from && multiset(a, ao, al, b, bo, bl, i)) {
+		size_t ea = s0 + ao[i - 1] + al[i - 1], eb = s0 + bo[i - 1] + bl[i - 1];
+		if (ea == eb && ea > from && multiset(a + s0, ao, al, b + s0, bo, bl, i)) {
 			*end = ea;
 			return RELINES_SAME;
 		}
 	}
-	return n == RELINES_MAX_LINES || !more ? RELINES_NO : RELINES_WAIT;
+	if (n == RELINES_MAX_LINES)
+		return RELINES_NO;
+	bool more = na <= nb ? a_more : b_more; /* the side that ran out first (a looked at first) */
+	return more ? RELINES_WAIT : RELINES_NO;
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -143,10 +152,10 @@ static void randomized(void)
 			d++;
 		if (d == m)
 			continue; /* no difference to explain */
-		bool more = rnd(2) == 0;
+		bool a_more = rnd(2) == 0, b_more = rnd(2) == 0;
 		size_t e1 = 0, e2 = 0;
-		enum relines_verdict v1 = relines_match(a, alen, b, blen, d, more, &e1);
-		enum relines_verdict v2 = reference(a, alen, b, blen, d, more, &e2);
+		enum relines_verdict v1 = relines_match(a, alen, a_more, b, blen, b_more, d, &e1);
+		enum relines_verdict v2 = reference(a, alen, a_more, b, blen, b_more, d, &e2);
 		if (v1 == v2 && (v1 != RELINES_SAME || e1 == e2))
 			agree++;
 		else if (!said++)
@@ -184,7 +193,7 @@ int main(void)
 	CHECK(match("A\nB\n", "B\nAA\n", true, &e) == RELINES_WAIT, "blocks of other lengths, more to come: wait");
 
 	/* A line that comes only past the limit. */
-	static char a[4096], b[4096];
+	static char a[8192], b[8192];
 	size_t o = 0, p = 0;
 	o += (size_t)sprintf(a + o, "first\n");
 	for (int i = 0; i < RELINES_MAX_LINES + 4; i++) {
@@ -204,6 +213,25 @@ int main(void)
 	p += (size_t)sprintf(b + p, "first\n");
 	CHECK(match(a, b, false, &e) == RELINES_SAME && e == o, "a line moved by %d lines: the same",
 	      RELINES_MAX_LINES - 1);
+	/* The limit counts from the line where the sides part, not from
+	 * the start: 400 lines alike, then two swapped. */
+	o = p = 0;
+	for (int i = 0; i < 400; i++) {
+		o += (size_t)sprintf(a + o, "%d\n", i);
+		p += (size_t)sprintf(b + p, "%d\n", i);
+	}
+	size_t before = o;
+	o += (size_t)sprintf(a + o, "x 1\nx 2\n");
+	p += (size_t)sprintf(b + p, "x 2\nx 1\n");
+	CHECK(match(a, b, false, &e) == RELINES_SAME && e == o, "400 lines alike, then two swapped: the same (block %zu-%zu)",
+	      before, o);
+	/* The side that ran out decides between waiting and no. */
+	CHECK(relines_match((const unsigned char *)"A\nB\n", 4, false, (const unsigned char *)"B\nC\nA\n", 6, true, 0, &e) ==
+		      RELINES_NO,
+	      "the reference ended, its lines all looked at: no, though the other writes on");
+	CHECK(relines_match((const unsigned char *)"A\nB\nC\n", 6, false, (const unsigned char *)"B\nA", 3, true, 0, &e) ==
+		      RELINES_WAIT,
+	      "the side that ran out writes on: wait");
 
 	randomized();
 	return tap_done();
