@@ -59,6 +59,7 @@ struct replay_conn {
 	struct event *rev, *wev;
 	bool connected;
 	bool eof;
+	bool closing; /* its client closed (CLOSE): its replies still read, to its end */
 };
 
 #define CHUNK_MAX ((size_t)64 << 10)
@@ -133,6 +134,7 @@ static void on_rc_readable(evutil_socket_t fd, short what, void *arg)
 	ssize_t n = read(fd, buf, sizeof buf);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
+	struct net *N = rc->N;
 	if (n > 0) {
 		ns->rp_received += (uint64_t)n;
 		ns->rp_progress = sup_now();
@@ -140,8 +142,10 @@ static void on_rc_readable(evutil_socket_t fd, short what, void *arg)
 		rc->eof = true;
 		if (event_del(rc->rev) != 0)
 			fatal(EXIT_INTERNAL, "cannot remove a replay event");
+		if (rc->closing)
+			rc_remove(ns, rc); /* every reply of it counted */
 	}
-	connlog_replay_step(rc->N);
+	connlog_replay_step(N);
 }
 
 static void on_rc_writable(evutil_socket_t fd, short what, void *arg)
@@ -280,8 +284,17 @@ static void replay_slot(struct net *N, unsigned i)
 			}
 			break;
 		case REC_CLOSE:
-			if (rc != NULL)
+			/* Not closed at once: the replies it still gives are
+			 * ones the clients were given (the count each record
+			 * waits for is over all connections, which may have
+			 * answered in another order), so they are read to its
+			 * end; its client's end is its EOF. */
+			if (rc != NULL && (rc->eof || !rc->connected)) {
 				rc_remove(ns, rc);
+			} else if (rc != NULL && !rc->closing) {
+				rc->closing = true;
+				(void)shutdown(rc->fd, SHUT_WR);
+			}
 			break;
 		default:
 			net_kill(N, i, "replaying connections: the log is corrupt");
