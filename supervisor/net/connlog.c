@@ -63,6 +63,9 @@ struct replay_conn {
 };
 
 #define CHUNK_MAX ((size_t)64 << 10)
+/* Connections closed by their clients whose replies are still read, at
+ * most (each holds a descriptor). */
+#define CLOSING_MAX 256u
 
 static void append(struct net *N, uint32_t kind, uint64_t id, uint32_t listener, const void *p, size_t n)
 {
@@ -114,8 +117,20 @@ static struct replay_conn *rc_find(struct nslot *ns, uint64_t id)
 	return NULL;
 }
 
+/* The closing connection made first (the list is newest first). */
+static struct replay_conn *oldest_closing(struct nslot *ns)
+{
+	struct replay_conn *old = NULL;
+	for (struct replay_conn *rc = ns->rp_conns; rc != NULL; rc = rc->next)
+		if (rc->closing)
+			old = rc;
+	return old;
+}
+
 static void rc_remove(struct nslot *ns, struct replay_conn *rc)
 {
+	if (rc->closing)
+		ns->rp_closing--;
 	for (struct replay_conn **pp = &ns->rp_conns; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == rc) {
 			*pp = rc->next;
@@ -223,6 +238,12 @@ static void replay_slot(struct net *N, unsigned i)
 				ns->replaying = false;
 				ns->ready = true;
 				ns->rp_done = sup_now();
+				/* No record waits for their replies any more. */
+				for (struct replay_conn *rc = ns->rp_conns, *next; rc != NULL; rc = next) {
+					next = rc->next;
+					if (rc->closing)
+						rc_remove(ns, rc);
+				}
 				ns->rp_join = N->next_conn + 1;
 				log_event("replica %u replayed %llu connections: it serves new ones", S->r[i].id,
 					  (unsigned long long)N->next_conn);
@@ -293,7 +314,10 @@ static void replay_slot(struct net *N, unsigned i)
 				rc_remove(ns, rc);
 			} else if (rc != NULL && !rc->closing) {
 				rc->closing = true;
+				ns->rp_closing++;
 				(void)shutdown(rc->fd, SHUT_WR);
+				if (ns->rp_closing > CLOSING_MAX)
+					rc_remove(ns, oldest_closing(ns)); /* a server that never closes */
 			}
 			break;
 		default:
@@ -335,6 +359,7 @@ void connlog_replay_stop(struct net *N, unsigned i)
 		ns->rp_conns = rc->next;
 		rc_free(rc);
 	}
+	ns->rp_closing = 0;
 	ns->replaying = false;
 }
 

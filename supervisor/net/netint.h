@@ -80,6 +80,7 @@ struct nslot {
 	double conns_since;      /* a fresh server: since when it listens where it should
 				    while connections are open (fresh.c; 0: not) */
 	struct replay_conn *rp_conns;
+	unsigned rp_closing;     /* of them, closed by their clients, their replies read on */
 	bool rp_said_slow;
 	/* defer.c */
 	uint64_t deferred;       /* bit l: dfd[l] holds its listener l, deferring */
