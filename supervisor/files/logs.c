@@ -442,8 +442,13 @@ static enum relines_verdict reorder(struct logs *L, struct lstream *s, unsigned 
 	enum relines_verdict v = outorder_lines(NULL, 0, ref, nref, ref_more, mine, n, mine_more, d, &end);
 	if (v != RELINES_SAME)
 		return v;
+	const struct member *m = &s->m[slot];
 	int fd = changes_open_version_rw(L->S->r[slot].changes, s->path);
-	bool ok = fd >= 0;
+	struct stat st;
+	/* The version the member reads, still: not one put at the path since
+	 * (a rotation), which would get bytes of another file. */
+	bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == m->dev && st.st_ino == m->ino &&
+		  st.st_size >= s->base + (off_t)(at + end);
 	for (size_t done = 0; ok && done < end;) {
 		ssize_t w = pwrite(fd, ref + done, end - done, s->base + (off_t)(at + done));
 		if (w > 0)
