@@ -34,7 +34,12 @@
 
 bool outorder_serving(const struct sup *S)
 {
-	return !S->o->strict_order && sup_serves(S);
+	/* Once it served, it served: at its stop (its listeners closed) the
+	 * lines its threads wrote last are still a server's. One run a
+	 * process. */
+	static bool served;
+	served = served || sup_serves(S);
+	return !S->o->strict_order && served;
 }
 
 bool outorder_free(const struct sup *S, const struct stream *st)

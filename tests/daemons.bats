@@ -881,6 +881,30 @@ PY
 		fail "--strict-order: every line streamed" "$(jq -c '{logs: .files.logs, reordered}' "$T/applog_strict.json")"
 }
 
+@test "a server's log file in another order with two replicas left: every line reaches the real file while it serves; rotated at its exit, the rotated file is committed whole" {
+	local port i cmds=()
+	port=$(free_port)
+	for i in $(seq 150); do
+		cmds+=("LOG req$i")
+		printf 'req%s 1\nreq%s 2\n' "$i" "$i" >>"$T/want.unsorted"
+	done
+	sort "$T/want.unsorted" >"$T/want"
+	# The program rotates its log as it stops: mv, and a new empty one.
+	dh_server rot "$port" -k 3 --no-respawn -- sh -c "'$PROGS/line_server' --log '$T/app.log' $port & p=\$!
+		trap 'kill \$p; wait \$p; mv \"$T/app.log\" \"$T/app.log.old\"; : >\"$T/app.log\"; exit 0' TERM; wait \$p"
+	kill_voter rot
+	timeout 120 python3 "$ROOT/tests/tools/lineclient.py" send "$port" "${cmds[@]}" QUIT >/dev/null ||
+		fail "the client failed" "$(grep '^diehard:' "$T/rot.err" | tail -n 5)"
+	# Two replicas whose lines part within a line: before, nothing whole
+	# was committed and the stream stopped at --timeout.
+	wait_until 20 bash -c "[[ \$(grep -c '' '$T/app.log') == 300 ]]" ||
+		fail "$(grep -c '' "$T/app.log") of 300 lines in the real file while it serves" "$(grep '^diehard:' "$T/rot.err" | grep -v 'connection [0-9]* on' | tail -n 5)"
+	stop rot
+	[[ $BG_RC == 0 ]] || fail "exit $BG_RC" "$(grep '^diehard:' "$T/rot.err" | tail -n 5)"
+	sort "$T/app.log.old" | diff -q "$T/want" - >/dev/null || fail "the rotated log is not each line once"
+	[[ ! -s $T/app.log ]] || fail "the new log is not empty"
+}
+
 @test "--stateless: under a steady load (a connection always open) a fresh replacement joins through a short drain: new clients wait while the open connections finish, none fails, no divergence" {
 	local port
 	port=$(free_port)

@@ -443,10 +443,12 @@ static enum relines_verdict reorder(struct logs *L, struct lstream *s, unsigned 
 	if (v != RELINES_SAME)
 		return v;
 	const struct member *m = &s->m[slot];
-	int fd = changes_open_version_rw(L->S->r[slot].changes, s->path);
+	/* The file the member reads, wherever it is now (not what the path
+	 * names: a log rotated or written anew is another file). */
+	char proc[64];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", m->fd);
+	int fd = open(proc, O_WRONLY | O_CLOEXEC); /* the magic link followed: m->fd's file */
 	struct stat st;
-	/* The version the member reads, still: not one put at the path since
-	 * (a rotation), which would get bytes of another file. */
 	bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == m->dev && st.st_ino == m->ino &&
 		  st.st_size >= s->base + (off_t)(at + end);
 	for (size_t done = 0; ok && done < end;) {
@@ -464,6 +466,30 @@ static enum relines_verdict reorder(struct logs *L, struct lstream *s, unsigned 
 	outorder_said(L->S, s->path, &s->said_order, (size_t)(s->base + (off_t)(at + d)),
 		      (size_t)(s->base + (off_t)(at + end)));
 	return v;
+}
+
+/* Where the line holding stream offset at starts in the real file (4 KiB
+ * back at most, not before the stream's start): false when further. */
+static bool line_start_real(const struct lstream *s, int real, uint64_t at, uint64_t *ls)
+{
+	unsigned char buf[4096];
+	size_t back = at < sizeof buf ? (size_t)at : sizeof buf;
+	if (back == 0) {
+		*ls = at;
+		return true;
+	}
+	if (pread(real, buf, back, s->base + (off_t)(at - back)) != (ssize_t)back)
+		return false;
+	for (size_t i = back; i > 0; i--)
+		if (buf[i - 1] == '\n') {
+			*ls = at - back + i;
+			return true;
+		}
+	if (back == at) {
+		*ls = 0; /* the stream's start */
+		return true;
+	}
+	return false;
 }
 
 /* Compares a late member's bytes up to the committed ones with the real
@@ -485,29 +511,35 @@ static bool catch_up(struct logs *L, struct lstream *s, unsigned slot, int real)
 		if (pread(real, b, (size_t)got, at) != got)
 			return false;
 		if (memcmp(a, b, (size_t)got) != 0) {
-			/* From a line's start: a block of lines in another
-			 * order is read whole (both sides up to STEP). */
-			unsigned char prev = '\n';
-			if (at > 0 && pread(real, &prev, 1, at - 1) != 1)
-				return false;
-			if (prev != '\n')
-				return false;
-			ssize_t mine = pread(m->fd, a, STEP, at);
+			/* Lines in another order, perhaps: the block from the
+			 * start of the line where they part (the bytes before
+			 * it compared alike) is read whole, both sides up to
+			 * STEP from there. */
 			size_t d = 0;
-			if (mine < 0)
-				return false;
-			while (d < (size_t)got && d < (size_t)mine && a[d] == b[d])
+			while (a[d] == b[d])
 				d++;
-			bool more = s->committed - m->pos > (uint64_t)got; /* past what was read */
+			uint64_t ls;
+			if (!line_start_real(s, real, m->pos + d, &ls))
+				return false;
+			m->pos = ls;
+			at = s->base + (off_t)ls;
+			want = s->committed - ls < STEP ? (size_t)(s->committed - ls) : STEP;
+			ssize_t nref = pread(real, b, want, at), mine = pread(m->fd, a, STEP, at);
+			if (nref <= 0 || mine < 0)
+				return false;
+			bool more = s->committed - ls > (uint64_t)nref; /* past what was read */
 			for (unsigned j = 0; j < L->S->nslots && !more; j++)
 				more = j != slot && s->m[j].in && !s->m[j].out && s->m[j].fd >= 0 && member_more(&s->m[j]);
+			size_t d2 = 0;
+			while (d2 < (size_t)nref && d2 < (size_t)mine && a[d2] == b[d2])
+				d2++;
 			enum relines_verdict v =
-				reorder(L, s, slot, m->pos, b, (size_t)got, more, a, (size_t)mine, member_more(m), d);
+				reorder(L, s, slot, ls, b, (size_t)nref, more, a, (size_t)mine, member_more(m), d2);
 			if (v == RELINES_WAIT)
 				return true; /* compared again as more comes */
 			if (v != RELINES_SAME)
 				return false;
-			continue; /* compared again, from the same offset */
+			continue; /* compared again, from the line's start */
 		}
 		m->pos += (uint64_t)got;
 	}
@@ -700,6 +732,24 @@ static bool line_hopeless(const struct voter_view *v, unsigned n, unsigned quoru
 	return best + pending < quorum;
 }
 
+/* Whether two live views with bytes differ as far as both go. */
+static bool views_differ(const struct voter_view *v, unsigned n)
+{
+	int first = -1;
+	for (unsigned i = 0; i < n; i++) {
+		if (!v[i].live || v[i].len == 0)
+			continue;
+		if (first < 0) {
+			first = (int)i;
+			continue;
+		}
+		size_t m = v[i].len < v[first].len ? v[i].len : v[first].len;
+		if (memcmp(v[i].data, v[first].data, m) != 0)
+			return true;
+	}
+	return false;
+}
+
 /* A serving run's log where the live views differ (outorder.c): each view
  * that differs from the reference (the lowest of agree, or the lowest live
  * view with bytes) only in the order of whole lines takes the reference's
@@ -738,17 +788,21 @@ static bool reorder_views(struct logs *L, struct lstream *s, const struct voter_
 	for (unsigned i = 0; i < n; i++) {
 		if (i == (unsigned)w || !v[i].live || v[i].len == 0)
 			continue;
+		/* Block after block, as long as each is the same lines. */
 		size_t m = v[i].len < v[w].len ? v[i].len : v[w].len, d = 0;
-		while (d < m && v[i].data[d] == v[w].data[d])
-			d++;
-		if (d == m)
-			continue;
-		enum relines_verdict o = reorder(L, s, i, s->committed, v[w].data, v[w].len, ref_more, s->m[i].buf,
-						 v[i].len, member_more(&s->m[i]), d);
-		if (o == RELINES_SAME)
+		for (;;) {
+			while (d < m && v[i].data[d] == v[w].data[d])
+				d++;
+			if (d == m)
+				break;
+			enum relines_verdict o = reorder(L, s, i, s->committed, v[w].data, v[w].len, ref_more,
+							 s->m[i].buf, v[i].len, member_more(&s->m[i]), d);
+			if (o == RELINES_WAIT)
+				*waiting |= 1ull << i;
+			if (o != RELINES_SAME)
+				break;
 			changed = true;
-		else if (o == RELINES_WAIT)
-			*waiting |= 1ull << i;
+		}
 	}
 	return changed;
 }
@@ -819,8 +873,10 @@ static void stream_round(struct logs *L, struct lstream *s)
 	uint64_t ordering = 0; /* views whose lines may still prove the same */
 	for (unsigned round = 0;; round++) {
 		voter_decide(views, n, sup_quorum(S), STEP, VOTER_PREFIX, &res);
-		bool disputed = res.diverged != 0 || res.no_quorum ||
-				(res.commit == 0 && line_hopeless(views, n, sup_quorum(S)));
+		/* Looked at whenever two live views differ: a commit of a
+		 * part of a line is no commit (whole lines go), and two
+		 * replicas may share one before parting. */
+		bool disputed = res.diverged != 0 || res.no_quorum || views_differ(views, n);
 		if (!disputed || round == RELINES_MAX_LINES || !reorder_views(L, s, views, n, res.agree, &ordering))
 			break;
 	}
@@ -1121,37 +1177,56 @@ bool logs_streamed(const struct logs *L, const char *path)
 	return false;
 }
 
+/* Whether slot's version past the stream's bytes takes o's order, window
+ * by window (each from the start of the line where they part): true once
+ * the two are alike to their ends. */
+static bool tail_as(struct logs *L, struct lstream *s, unsigned slot, const struct member *o)
+{
+	static unsigned char a[STEP], b[STEP];
+	const struct member *m = &s->m[slot];
+	struct stat sa, sb;
+	if (fstat(o->fd, &sa) != 0 || fstat(m->fd, &sb) != 0 || sa.st_size != sb.st_size)
+		return false;
+	uint64_t pos = s->committed;
+	for (;;) {
+		ssize_t na = pread(o->fd, a, STEP, s->base + (off_t)pos), nb = pread(m->fd, b, STEP, s->base + (off_t)pos);
+		if (na != nb || na < 0)
+			return false;
+		if (na == 0)
+			return true;
+		size_t d = 0;
+		while (d < (size_t)na && a[d] == b[d])
+			d++;
+		size_t ls = d;
+		while (ls > 0 && a[ls - 1] != '\n')
+			ls--;
+		if (d == (size_t)na && na < (ssize_t)STEP)
+			return true;
+		if (ls > 0) {
+			pos += ls; /* alike up to there: the next window from it */
+			continue;
+		}
+		if (d == (size_t)na ||
+		    reorder(L, s, slot, pos, a, (size_t)na, false, b, (size_t)nb, false, d) != RELINES_SAME)
+			return false; /* a line longer than a window, or other lines */
+	}
+}
+
 void logs_ended(struct logs *L, unsigned slot)
 {
 	if (L == NULL || !outorder_serving(L->S))
 		return;
 	const struct sup *S = L->S;
-	static unsigned char a[STEP], b[STEP];
 	for (struct lstream *s = L->streams; s != NULL; s = s->next) {
 		struct member *m = &s->m[slot];
 		if (s->off || s->mid_line || !m->in || m->out || m->fd < 0 || m->rid != S->r[slot].id)
 			continue;
-		off_t at = s->base + (off_t)s->committed;
-		ssize_t n = pread(m->fd, b, STEP, at);
-		bool alike = false;
-		for (unsigned j = 0; j < S->nslots && n > 0 && !alike; j++) {
-			struct member *o = &s->m[j];
+		for (unsigned j = 0; j < S->nslots; j++) {
+			const struct member *o = &s->m[j];
 			const struct replica *r = &S->r[j];
-			if (j == slot || !o->in || o->out || o->fd < 0 || o->rid != r->id || !r->changes_read ||
-			    r->changes_bad || pread(o->fd, a, STEP, at) != n)
-				continue;
-			/* Block by block towards j's order (each a permutation
-			 * of its own lines: harmless where j's turns out
-			 * another). */
-			for (;;) {
-				size_t d = 0;
-				while (d < (size_t)n && a[d] == b[d])
-					d++;
-				if ((alike = d == (size_t)n) ||
-				    reorder(L, s, slot, s->committed, a, (size_t)n, false, b, (size_t)n, false, d) !=
-					    RELINES_SAME)
-					break;
-			}
+			if (j != slot && o->in && !o->out && o->fd >= 0 && o->rid == r->id && r->changes_read &&
+			    !r->changes_bad && tail_as(L, s, slot, o))
+				break;
 		}
 	}
 }

@@ -543,9 +543,15 @@ void net_quiet_drained(struct net *N, bool wanted)
 	if (N->quiet_backoff > QUIET_BACKOFF_MAX)
 		N->quiet_backoff = QUIET_BACKOFF_MAX;
 	N->quiet_next = sup_now() + N->quiet_backoff;
-	char why[160];
-	snprintf(why, sizeof why, "the connections open did not finish within %.0f s (the next try in %.0f s)",
-		 QUIET_DRAIN, N->quiet_backoff);
+	char why[200];
+	if (N->conns != NULL)
+		snprintf(why, sizeof why, "the connections open did not finish within %.0f s (the next try in %.0f s)",
+			 QUIET_DRAIN, N->quiet_backoff);
+	else
+		snprintf(why, sizeof why,
+			 "no quiet point within %.0f s though no connection is open (the voters' output or the files "
+			 "they append to not at one point; the next try in %.0f s)",
+			 QUIET_DRAIN, N->quiet_backoff);
 	net_quiet_end(N, why);
 }
 
