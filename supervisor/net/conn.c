@@ -47,6 +47,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "exitcode.h"
@@ -106,6 +107,7 @@ struct conn {
 	double dying_since;      /* when a peer was first seen dying, not reaped (peer_dying) */
 	double eof_grace_at;     /* when a no-quorum with an ended reply was first seen (eof_grace) */
 	struct event *retry;     /* votes again while a dying peer is reaped (NULL: none yet) */
+	struct event *turn;      /* the client's bytes held past a second's turn (NULL: none yet) */
 	double opened;
 };
 
@@ -284,6 +286,8 @@ void conn_free(struct conn *c)
 	event_free(c->idle);
 	if (c->retry != NULL)
 		event_free(c->retry);
+	if (c->turn != NULL)
+		event_free(c->turn);
 	if (c->cfd >= 0 && close(c->cfd) != 0 && errno != EINTR)
 		log_warn("close: %s", strerror(errno));
 	free(c->in);
@@ -398,10 +402,51 @@ static void peer_send(struct conn *c, struct peer *p)
 
 static void client_update_read(struct conn *c);
 
-static void send_all(struct conn *c)
+/* A request that reaches the replicas in the last moments of a wall-clock
+ * second is answered with that second by some and the next by others: a
+ * replica reads the time for it a moment after its sibling, and a second
+ * printed in the reply (HTTP Date) or its log line differs. So a client's
+ * bytes that come within TURN_GUARD of a turn are held until just past
+ * it (TURN_PAST), when every replica reads the new second. A client's
+ * request waits that long at most, about one in 50. */
+#define TURN_GUARD_NS 20000000L
+#define TURN_PAST_NS 1000000L
+
+static void on_turn(evutil_socket_t fd, short what, void *arg)
 {
+	(void)fd;
+	(void)what;
+	struct conn *c = arg;
 	for (unsigned j = 0; j < c->np; j++)
 		peer_send(c, &c->p[j]);
+	client_update_read(c);
+}
+
+/* Whether c's new bytes wait for the turn (its timer armed). */
+static bool hold_for_turn(struct conn *c)
+{
+	if (c->l == NULL || (c->turn != NULL && evtimer_pending(c->turn, NULL)))
+		return c->turn != NULL && evtimer_pending(c->turn, NULL);
+	bool fresh = false;
+	for (unsigned j = 0; j < c->np && !fresh; j++)
+		fresh = c->p[j].alive && !c->p[j].in_shut && c->p[j].in_off < c->in_tail;
+	struct timespec ts;
+	if (!fresh || clock_gettime(CLOCK_REALTIME, &ts) != 0 || ts.tv_nsec < 1000000000L - TURN_GUARD_NS)
+		return false;
+	if (c->turn == NULL && (c->turn = evtimer_new(c->N->S->base, on_turn, c)) == NULL)
+		fatal(EXIT_INTERNAL, "cannot create a connection timer");
+	long wait = 1000000000L - ts.tv_nsec + TURN_PAST_NS;
+	struct timeval tv = { 0, wait / 1000 };
+	if (evtimer_add(c->turn, &tv) != 0)
+		fatal(EXIT_INTERNAL, "cannot arm a connection timer");
+	return true;
+}
+
+static void send_all(struct conn *c)
+{
+	if (!hold_for_turn(c))
+		for (unsigned j = 0; j < c->np; j++)
+			peer_send(c, &c->p[j]);
 	client_update_read(c);
 }
 
