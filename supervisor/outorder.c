@@ -7,18 +7,21 @@
  * thread: take.c), their order is not, and byte for byte that is a
  * divergence as soon as two such lines differ. Such a run's stdout and
  * stderr are therefore voted line-wise where they differ: at a
- * difference, a side whose next lines are the reference's (the majority's,
- * or the committed output's) in another order is given the reference's
- * order in place (the same lines, so the same length: no offset moves),
- * and the vote goes on. What is committed is what a replica wrote, every
- * line of it written by each voter.
+ * difference, a side whose next lines are the reference's (output.c: the
+ * majority's; for a replica behind, the committed output and the front
+ * voter's bytes; with no majority, the view the most others match) in
+ * another order is given the reference's order in place (the same lines,
+ * so the same length: no offset moves), and the vote goes on. What is
+ * committed is what a replica wrote, every line of it written by each
+ * voter. files/logs.c does the same for append-only files.
  *
- * Only where the run serves clients (sup_serves), and never on a stream
- * that is a client's own connection (inetd style: a TCP socket on stdout),
- * nor with --strict-order. A block is at most RELINES_MAX_LINES lines and
- * ORDER_WINDOW bytes from the start of the line where the sides part; the
- * line that began before the committed offset is taken from the history
- * ring (ORDER_PRE bytes at most). */
+ * Only once the run served clients (sup_serves), never on a stream that
+ * is a client's own connection (a TCP socket, or any socket that is our
+ * standard input: inetd style), nor with --strict-order. A block is at
+ * most RELINES_MAX_LINES lines and OUTORDER_WINDOW bytes from the start of
+ * the line where the sides part; the part of that line before the
+ * committed offset is taken from the history ring (OUTORDER_PRE bytes at
+ * most). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +31,6 @@
 
 #include "log.h"
 #include "sup.h"
-
-#define ORDER_PRE ((size_t)4096)     /* the committed part of a line at most */
-#define ORDER_WINDOW ((size_t)65536) /* a block's bytes past the committed offset at most */
 
 bool outorder_serving(const struct sup *S)
 {
@@ -42,33 +42,39 @@ bool outorder_serving(const struct sup *S)
 	return !S->o->strict_order && served;
 }
 
-bool outorder_free(const struct sup *S, const struct stream *st)
+/* Whether a client reads st: its bytes keep their order. A TCP socket is
+ * one; so is any socket that is our standard input too (inetd style,
+ * systemd's Accept=yes on a unix socket), unlike the journal's stream. */
+static bool client_reads(const struct stream *st)
 {
-	if (!outorder_serving(S))
-		return false;
 	int domain = 0;
 	socklen_t len = sizeof domain;
 	struct stat sb, in;
 	if (fstat(st->fd, &sb) != 0 || !S_ISSOCK(sb.st_mode))
-		return true;
-	/* A client reads it: its bytes keep their order. A TCP socket is
-	 * one; so is any socket that is our standard input too (inetd
-	 * style, systemd's Accept=yes on a unix socket), unlike the
-	 * journal's stream. */
-	if (getsockopt(st->fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && (domain == AF_INET || domain == AF_INET6))
 		return false;
-	return !(fstat(STDIN_FILENO, &in) == 0 && in.st_dev == sb.st_dev && in.st_ino == sb.st_ino);
+	if (getsockopt(st->fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && (domain == AF_INET || domain == AF_INET6))
+		return true;
+	return fstat(STDIN_FILENO, &in) == 0 && in.st_dev == sb.st_dev && in.st_ino == sb.st_ino;
+}
+
+bool outorder_free(const struct sup *S, struct stream *st)
+{
+	if (!outorder_serving(S))
+		return false;
+	if (st->client_reads < 0)
+		st->client_reads = client_reads(st); /* the descriptor stays what it is */
+	return st->client_reads == 0;
 }
 
 /* Where the line holding stream offset `at` starts, from the history ring
- * of committed bytes: false when that is further back than ORDER_PRE or
+ * of committed bytes: false when that is further back than OUTORDER_PRE or
  * than the ring holds. */
 static bool line_start(const struct stream *st, size_t at, size_t *ls)
 {
 	const struct ring *h = st->hist;
 	size_t s = at;
 	while (s > 0) {
-		if (s <= h->head || at - s >= ORDER_PRE)
+		if (s <= h->head || at - s >= OUTORDER_PRE)
 			return false;
 		if (*ring_at(h, s - 1) == '\n')
 			break;
@@ -90,11 +96,11 @@ enum relines_verdict outorder_lines(const unsigned char *pre, size_t npre, const
 		s0--;
 	if (s0 > 0)
 		npre = 0;
-	if (npre > ORDER_PRE)
+	if (npre > OUTORDER_PRE)
 		return RELINES_NO;
 	if (a == NULL) {
-		a = malloc(ORDER_PRE + ORDER_WINDOW);
-		b = malloc(ORDER_PRE + ORDER_WINDOW);
+		a = malloc(OUTORDER_PRE + OUTORDER_WINDOW);
+		b = malloc(OUTORDER_PRE + OUTORDER_WINDOW);
 		if (a == NULL || b == NULL) {
 			free(a);
 			free(b);
@@ -106,10 +112,10 @@ enum relines_verdict outorder_lines(const unsigned char *pre, size_t npre, const
 	mine += s0;
 	nref -= s0;
 	nmine -= s0;
-	ref_more = ref_more && nref < ORDER_WINDOW;
-	mine_more = mine_more && nmine < ORDER_WINDOW;
-	nref = nref < ORDER_WINDOW ? nref : ORDER_WINDOW;
-	nmine = nmine < ORDER_WINDOW ? nmine : ORDER_WINDOW;
+	ref_more = ref_more && nref < OUTORDER_WINDOW;
+	mine_more = mine_more && nmine < OUTORDER_WINDOW;
+	nref = nref < OUTORDER_WINDOW ? nref : OUTORDER_WINDOW;
+	nmine = nmine < OUTORDER_WINDOW ? nmine : OUTORDER_WINDOW;
 	if (npre > 0) {
 		memcpy(a, pre, npre);
 		memcpy(b, pre, npre);

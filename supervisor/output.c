@@ -282,7 +282,7 @@ static void ended_early(struct sup *S, struct stream *st, struct replica *r)
 static enum relines_verdict behind_reorder(struct sup *S, struct stream *st, struct replica *r, size_t d)
 {
 	static unsigned char *ref; /* the reference's bytes around d */
-	const size_t pre = 4096, window = 65536;
+	const size_t pre = OUTORDER_PRE, window = OUTORDER_WINDOW;
 	int s = (int)(st - S->s);
 	struct ring *rr = r->ring[s];
 	const struct replica *lead = NULL;
@@ -753,8 +753,18 @@ static bool reorder(struct sup *S, struct stream *st, const struct voter_view *v
 {
 	int s = (int)(st - S->s);
 	*waiting = 0;
-	if (!outorder_free(S, st))
-		return false;
+	int first = -1;
+	bool differ = false;
+	for (unsigned i = 0; i < S->nslots && !differ; i++) {
+		if (!v[i].live || v[i].data == NULL)
+			continue;
+		if (first < 0)
+			first = (int)i;
+		else
+			differ = view_diff(&v[first], &v[i]) < (v[i].len < v[first].len ? v[i].len : v[first].len);
+	}
+	if (!differ || !outorder_free(S, st))
+		return false; /* cheap first: called whenever nothing is committed */
 	int w = agree != 0 ? __builtin_ctzll(agree) : reference_view(S, st, v, mode);
 	if (w < 0)
 		return false;

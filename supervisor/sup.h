@@ -133,6 +133,7 @@ struct stream {
 	struct digest cur; /* the block being committed */
 	bool dig_full;     /* past the cap: older output can no longer be checked */
 	bool said_order;   /* lines taken in another order (outorder.c): said once */
+	signed char client_reads; /* outorder.c: a client reads it (1), not (0), not known yet (-1) */
 	/* The first DIGEST_BLOCK committed bytes, kept: a fresh server's
 	 * start-up output is checked against them byte for byte, however
 	 * long the run (net.c's fresh_join). */
@@ -381,7 +382,9 @@ void output_rebase(struct sup *S, struct replica *r, const size_t at[NSTREAMS]);
  * serving run, no --strict-order); outorder_free: st's, st not a client's
  * connection besides. */
 bool outorder_serving(const struct sup *S);
-bool outorder_free(const struct sup *S, const struct stream *st);
+bool outorder_free(const struct sup *S, struct stream *st);
+#define OUTORDER_PRE ((size_t)4096)     /* the committed part of a block's first line, at most */
+#define OUTORDER_WINDOW ((size_t)65536) /* a block's bytes from the line where the sides part, at most */
 /* Whether mine differs from ref (both from a line's start, or from the
  * npre bytes of its start at pre, the same in both) only in the order of
  * whole lines, the first difference at d (relines.h); SAME: *end, the

@@ -736,7 +736,7 @@ int supervisor_run(const struct options *o)
 	if (S->arena == NULL)
 		fatal(EXIT_INTERNAL, "cannot create the output arena: %s", strerror(errno));
 	for (int s = 0; s < NSTREAMS; s++)
-		S->s[s] = (struct stream){ .fd = s + 1, .name = s == 0 ? "stdout" : "stderr",
+		S->s[s] = (struct stream){ .fd = s + 1, .name = s == 0 ? "stdout" : "stderr", .client_reads = -1,
 					   .hist = arena_ring(S->arena, S->nslots * NSTREAMS + (unsigned)s) };
 	S->in = arena_ring(S->arena, nrings - 1);
 	S->inlog = inputlog_new(o->input_log);

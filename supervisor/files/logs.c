@@ -472,7 +472,7 @@ static enum relines_verdict reorder(struct logs *L, struct lstream *s, unsigned 
  * back at most, not before the stream's start): false when further. */
 static bool line_start_real(const struct lstream *s, int real, uint64_t at, uint64_t *ls)
 {
-	unsigned char buf[4096];
+	unsigned char buf[OUTORDER_PRE];
 	size_t back = at < sizeof buf ? (size_t)at : sizeof buf;
 	if (back == 0) {
 		*ls = at;
