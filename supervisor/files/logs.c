@@ -751,10 +751,10 @@ static bool views_differ(const struct voter_view *v, unsigned n)
 }
 
 /* A serving run's log where the live views differ (outorder.c): each view
- * that differs from the reference (the lowest of agree, or the lowest live
- * view with bytes) only in the order of whole lines takes the reference's
- * order (reorder). True when one did (vote again); *waiting: the views
- * whose lines may still prove the same. */
+ * that differs from the reference (the lowest of agree, or with no quorum
+ * the view the most others match) only in the order of whole lines takes
+ * the reference's order (reorder), block after block. True when one did
+ * (vote again); *waiting: the views whose lines may still prove the same. */
 static bool reorder_views(struct logs *L, struct lstream *s, const struct voter_view *v, unsigned n, uint64_t agree,
 			  uint64_t *waiting)
 {
