@@ -91,9 +91,7 @@ enum relines_verdict outorder_lines(const unsigned char *pre, size_t npre, const
 	static unsigned char *a, *b; /* the sides with the line's committed start in front */
 	/* The block starts at the line where the sides part: whole lines
 	 * before it are the same in both, and need no committed start. */
-	size_t s0 = d;
-	while (s0 > 0 && ref[s0 - 1] != '\n')
-		s0--;
+	size_t s0 = relines_line_start(ref, d);
 	if (s0 > 0)
 		npre = 0;
 	if (npre > OUTORDER_PRE)
@@ -143,10 +141,8 @@ enum relines_verdict outorder_check(const struct stream *st, size_t at, const un
 				    bool ref_more, const unsigned char *mine, size_t nmine, bool mine_more, size_t d,
 				    size_t *end)
 {
-	size_t ls = at, s0 = d;
-	while (s0 > 0 && ref[s0 - 1] != '\n')
-		s0--;
-	if (s0 == 0 && !line_start(st, at, &ls))
+	size_t ls = at;
+	if (relines_line_start(ref, d) == 0 && !line_start(st, at, &ls))
 		return RELINES_NO; /* the line began too far back */
 	return outorder_lines(ring_at(st->hist, ls), at - ls, ref, nref, ref_more, mine, nmine, mine_more, d, end);
 }

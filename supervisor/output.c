@@ -753,17 +753,7 @@ static bool reorder(struct sup *S, struct stream *st, const struct voter_view *v
 {
 	int s = (int)(st - S->s);
 	*waiting = 0;
-	int first = -1;
-	bool differ = false;
-	for (unsigned i = 0; i < S->nslots && !differ; i++) {
-		if (!v[i].live || v[i].data == NULL)
-			continue;
-		if (first < 0)
-			first = (int)i;
-		else
-			differ = view_diff(&v[first], &v[i]) < (v[i].len < v[first].len ? v[i].len : v[first].len);
-	}
-	if (!differ || !outorder_free(S, st))
+	if (!voter_views_differ(v, S->nslots) || !outorder_free(S, st))
 		return false; /* cheap first: called whenever nothing is committed */
 	int w = agree != 0 ? __builtin_ctzll(agree) : reference_view(S, st, v, mode);
 	if (w < 0)

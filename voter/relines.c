@@ -76,6 +76,13 @@ static bool same_lines(const unsigned char *a, const struct line *la, const unsi
 	return true;
 }
 
+size_t relines_line_start(const unsigned char *p, size_t at)
+{
+	while (at > 0 && p[at - 1] != '\n')
+		at--;
+	return at;
+}
+
 enum relines_verdict relines_match(const unsigned char *a, size_t alen, bool a_more, const unsigned char *b,
 				   size_t blen, bool b_more, size_t from, size_t *end)
 {
@@ -85,9 +92,7 @@ enum relines_verdict relines_match(const unsigned char *a, size_t alen, bool a_m
 	int uneven = 0; /* hashes whose balance is not zero */
 	/* Whole lines before the one where they part are the same in both:
 	 * the block starts there. */
-	size_t s0 = from < alen && from < blen ? from : (alen < blen ? alen : blen);
-	while (s0 > 0 && a[s0 - 1] != '\n')
-		s0--;
+	size_t s0 = relines_line_start(a, from < alen && from < blen ? from : (alen < blen ? alen : blen));
 	size_t ea = s0, eb = s0;
 	while (n < RELINES_MAX_LINES) {
 		bool got_a = next_line(a, alen, ea, &la[n]), got_b = got_a && next_line(b, blen, eb, &lb[n]);

@@ -42,6 +42,10 @@
 
 enum relines_verdict { RELINES_NO, RELINES_WAIT, RELINES_SAME };
 
+/* Where the line holding offset at of p starts: just past the last '\n'
+ * before at, or 0 (p[0, at) whole lines: at itself). */
+size_t relines_line_start(const unsigned char *p, size_t at);
+
 enum relines_verdict relines_match(const unsigned char *a, size_t alen, bool a_more, const unsigned char *b,
 				   size_t blen, bool b_more, size_t from, size_t *end);
 

@@ -399,3 +399,20 @@ void voter_decide(const struct voter_view *views, unsigned n, unsigned quorum, s
 	else
 		decide_chunks(proposals, n, live, quorum, out);
 }
+
+bool voter_views_differ(const struct voter_view *v, unsigned n)
+{
+	int first = -1;
+	for (unsigned i = 0; i < n && i < VOTER_MAX; i++) {
+		if (!v[i].live || v[i].data == NULL || v[i].len == 0)
+			continue;
+		if (first < 0) {
+			first = (int)i;
+			continue;
+		}
+		size_t m = v[i].len < v[first].len ? v[i].len : v[first].len;
+		if (memcmp(v[i].data, v[first].data, m) != 0)
+			return true;
+	}
+	return false;
+}

@@ -103,6 +103,10 @@ struct voter_result {
  * live ones, never fewer than two when k >= 2; one when k == 1. */
 unsigned voter_quorum(unsigned live, unsigned k);
 
+/* Whether two live views with bytes differ as far as both go (a view with
+ * no data or none of it aside). */
+bool voter_views_differ(const struct voter_view *views, unsigned n);
+
 /* Decides for n (<= VOTER_MAX) views; chunk > 0. */
 void voter_decide(const struct voter_view *views, unsigned n, unsigned quorum, size_t chunk,
 		  enum voter_mode mode, struct voter_result *out);

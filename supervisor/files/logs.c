@@ -696,9 +696,7 @@ static bool append(struct logs *L, struct lstream *s, uint64_t agree, const unsi
  * past them what a sync it holds waits for. */
 static size_t shown(const struct lstream *s, unsigned slot, const struct member *m)
 {
-	size_t n = m->len;
-	while (n > 0 && m->buf[n - 1] != '\n')
-		n--;
+	size_t n = relines_line_start(m->buf, m->len);
 	for (const struct held *h = s->held; h != NULL; h = h->next)
 		if (h->slot == slot && h->rid == m->rid && h->size > s->base + (off_t)s->committed) {
 			uint64_t want = (uint64_t)(h->size - s->base) - s->committed;
@@ -730,24 +728,6 @@ static bool line_hopeless(const struct voter_view *v, unsigned n, unsigned quoru
 			best = same;
 	}
 	return best + pending < quorum;
-}
-
-/* Whether two live views with bytes differ as far as both go. */
-static bool views_differ(const struct voter_view *v, unsigned n)
-{
-	int first = -1;
-	for (unsigned i = 0; i < n; i++) {
-		if (!v[i].live || v[i].len == 0)
-			continue;
-		if (first < 0) {
-			first = (int)i;
-			continue;
-		}
-		size_t m = v[i].len < v[first].len ? v[i].len : v[first].len;
-		if (memcmp(v[i].data, v[first].data, m) != 0)
-			return true;
-	}
-	return false;
 }
 
 /* A serving run's log where the live views differ (outorder.c): each view
@@ -876,7 +856,7 @@ static void stream_round(struct logs *L, struct lstream *s)
 		/* Looked at whenever two live views differ: a commit of a
 		 * part of a line is no commit (whole lines go), and two
 		 * replicas may share one before parting. */
-		bool disputed = res.diverged != 0 || res.no_quorum || views_differ(views, n);
+		bool disputed = res.diverged != 0 || res.no_quorum || voter_views_differ(views, n);
 		if (!disputed || round == RELINES_MAX_LINES || !reorder_views(L, s, views, n, res.agree, &ordering))
 			break;
 	}
@@ -905,9 +885,7 @@ static void stream_round(struct logs *L, struct lstream *s)
 	/* Whole lines reach the real file, so that no reader sees a torn
 	 * one; past the last newline only what a quorum of the agreeing
 	 * replicas' held syncs ask for (a binary record). */
-	size_t lines = c;
-	while (lines > 0 && from->buf[lines - 1] != '\n')
-		lines--;
+	size_t lines = c > 0 ? relines_line_start(from->buf, c) : 0;
 	if (lines < c) {
 		size_t need[VOTER_MAX], k = 0;
 		for (unsigned i = 0; i < n; i++) {
@@ -1197,9 +1175,7 @@ static bool tail_as(struct logs *L, struct lstream *s, unsigned slot, const stru
 		size_t d = 0;
 		while (d < (size_t)na && a[d] == b[d])
 			d++;
-		size_t ls = d;
-		while (ls > 0 && a[ls - 1] != '\n')
-			ls--;
+		size_t ls = relines_line_start(a, d);
 		if (d == (size_t)na && na < (ssize_t)STEP)
 			return true;
 		if (ls > 0) {

@@ -425,8 +425,10 @@ static void on_turn(evutil_socket_t fd, short what, void *arg)
 /* Whether c's new bytes wait for the turn (its timer armed). */
 static bool hold_for_turn(struct conn *c)
 {
-	if (c->l == NULL || (c->turn != NULL && evtimer_pending(c->turn, NULL)))
-		return c->turn != NULL && evtimer_pending(c->turn, NULL);
+	if (c->turn != NULL && evtimer_pending(c->turn, NULL))
+		return true;
+	if (c->l == NULL)
+		return false; /* outbound: the replicas' bytes, not a client's request */
 	bool fresh = false;
 	for (unsigned j = 0; j < c->np && !fresh; j++)
 		fresh = c->p[j].alive && !c->p[j].in_shut && c->p[j].in_off < c->in_tail;

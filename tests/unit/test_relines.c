@@ -233,6 +233,11 @@ int main(void)
 		      RELINES_WAIT,
 	      "the side that ran out writes on: wait");
 
+	const unsigned char *ls = (const unsigned char *)"ab\ncd\nef";
+	CHECK(relines_line_start(ls, 8) == 6 && relines_line_start(ls, 6) == 6 && relines_line_start(ls, 5) == 3 &&
+		      relines_line_start(ls, 2) == 0 && relines_line_start(NULL, 0) == 0,
+	      "relines_line_start: just past the last newline before the offset, or 0");
+
 	randomized();
 	return tap_done();
 }

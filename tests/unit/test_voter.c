@@ -977,5 +977,11 @@ int main(void)
 	test_many();
 	test_odd_arguments();
 	test_random();
+	{
+		struct voter_view dv[4] = { running(S("a\nb")), dead(), running(S("a\nbc")), running(S("")) };
+		CHECK(!voter_views_differ(dv, 4), "views_differ: one going further, a dead one and an empty one: no");
+		dv[3] = running(S("a\nc"));
+		CHECK(voter_views_differ(dv, 4), "views_differ: a byte differs where both have one: yes");
+	}
 	return tap_done();
 }
