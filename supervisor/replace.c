@@ -31,6 +31,15 @@
  * log or the output digests lost their start. Then the run goes on with
  * fewer replicas and says so, once (a -v line and the report).
  *
+ * A run that serves has no end to bound: killed now and then for days, a
+ * daemon would spend any fixed number. There --respawns bounds the
+ * replacements that did not last: one gives its respawn back once it has
+ * been in the vote for PROVEN_SECONDS, or when a SIGKILL from outside ends
+ * it (the OOM killer, a person: no fault of the program). A replacement
+ * that diverges, crashes or hangs before that keeps it spent, so a program
+ * whose replacements never agree still runs out; --respawn-rate bounds the
+ * pace either way. A filter's run keeps the plain count: it ends.
+ *
  * A replacement runs on a spawn pass (respawn_ev), never inside a vote: a
  * kill only asks for one (replace_request). */
 #include <errno.h>
@@ -47,6 +56,10 @@
 #include "log.h"
 #include "net.h"
 #include "sup.h"
+
+/* How long a serving run's replacement is in the vote before its respawn is
+ * given back. */
+#define PROVEN_SECONDS 10.0
 
 static void on_respawn(evutil_socket_t fd, short what, void *arg)
 {
@@ -101,8 +114,14 @@ bool replace_replayable(struct sup *S, char *why, size_t size)
 		snprintf(why, size, "replacement is off (--respawns 0)");
 		return false;
 	}
-	if (S->respawns >= S->o->respawns) {
-		snprintf(why, size, "the respawn bound (--respawns %u) is reached", S->o->respawns);
+	if (S->respawns - S->respawns_back >= S->o->respawns) {
+		if (S->respawns_back > 0 || sup_serves(S))
+			snprintf(why, size,
+				 "the respawn bound (--respawns %u) is reached: %u replacements did not last %.0f s in "
+				 "the vote",
+				 S->o->respawns, S->respawns - S->respawns_back, PROVEN_SECONDS);
+		else
+			snprintf(why, size, "the respawn bound (--respawns %u) is reached", S->o->respawns);
 		return false;
 	}
 	if (!inputlog_complete(S->inlog) && S->in->head != 0) {
@@ -140,6 +159,7 @@ static void refuse(struct sup *S, const char *why)
 	if (S->refused[0] != '\0')
 		return;
 	snprintf(S->refused, sizeof S->refused, "%s", why);
+	S->refused_bound = S->o->respawns > 0 && S->respawns - S->respawns_back >= S->o->respawns;
 	log_event("cannot replace replicas: %s; going on with %u in the vote", why, count_sound(S));
 	report_respawn_refused(S->report, why);
 }
@@ -267,6 +287,7 @@ void replace_maintain(struct sup *S)
 		S->respawns++;
 		replica_start(S, (unsigned)slot, old != NULL ? (int)old->id : -1,
 			      old != NULL ? old->seed : NULL, cause);
+		S->r[slot].spent = true;
 	}
 }
 
@@ -361,6 +382,7 @@ void replace_check_joined(struct sup *S, struct replica *r)
 	r->joining = false;
 	r->live = true;
 	r->behind_since = 0;
+	replace_joined(S, r);
 	double t = sup_now() - S->t_start;
 	size_t checked = S->s[0].committed + S->s[1].committed;
 	log_event("replica %u caught up after %.3f s (%zu input bytes replayed, %zu output bytes checked): it votes",
@@ -421,4 +443,34 @@ bool replace_reap_zombie(struct sup *S, pid_t pid, int wstatus)
 			return true;
 		}
 	return false;
+}
+
+/* r, a replacement, votes from now on (caught up, or joined as a fresh
+ * server). */
+void replace_joined(struct sup *S, struct replica *r)
+{
+	(void)S;
+	r->joined_at = sup_now();
+}
+
+/* A serving run's replacement that lasted gives its respawn back: in the
+ * vote for PROVEN_SECONDS, or ended by a SIGKILL from outside (the reaper
+ * calls this before the slot can be reused; the tick, for the live). A
+ * bound reached is lifted: replacements resume, said once. */
+void replace_give_back(struct sup *S, struct replica *r)
+{
+	if (!r->spent || !sup_serves(S))
+		return;
+	bool lasted = r->live && r->joined_at > 0 && sup_now() - r->joined_at >= PROVEN_SECONDS;
+	if (!lasted && !r->sigkilled)
+		return;
+	r->spent = false;
+	S->respawns_back++;
+	if (S->refused_bound && S->respawns - S->respawns_back < S->o->respawns) {
+		log_event("replica %u %s: its respawn is given back, and replicas are replaced again (--respawns %u)",
+			  r->id, lasted ? "lasted in the vote" : "was killed from outside", S->o->respawns);
+		S->refused[0] = '\0';
+		S->refused_bound = false;
+		replace_request(S);
+	}
 }

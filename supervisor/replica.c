@@ -447,6 +447,7 @@ void replicas_reap(struct sup *S)
 			 * (the OOM killer, a person): output.c does not let its
 			 * end of output count while other voters still run. */
 			r->sigkilled = WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL && !r->killed;
+			replace_give_back(S, r);
 			if (S->notify != NULL && !r->killed)
 				notify_replica_gone(S->notify, i);
 			net_replica_gone(S->net, i);

@@ -175,12 +175,13 @@ void report_log_memory(struct report *rp, uint64_t entries, size_t bytes, bool c
 					    "skipped_sleeps", (json_int_t)skipped_sleeps));
 }
 
-void report_end(struct report *rp, unsigned live, unsigned respawns, unsigned left_in_ties)
+void report_end(struct report *rp, unsigned live, unsigned respawns, unsigned given_back, unsigned left_in_ties)
 {
 	set(rp->root, "live_at_end", json_integer(live));
 	json_t *r = json_object_get(rp->root, "respawns");
 	if (r != NULL) {
 		set(r, "used", json_integer(respawns));
+		set(r, "given_back", json_integer(given_back));
 		set(r, "left_in_ties", json_integer(left_in_ties));
 	}
 }

@@ -27,7 +27,7 @@ void report_log_memory(struct report *rp, uint64_t entries, size_t bytes, bool c
 		       uint64_t skipped_sleeps);
 /* left_in_ties: voters that left the vote in a tie to make room for the
  * next tie-breaker (replace.c). */
-void report_end(struct report *rp, unsigned live, unsigned respawns, unsigned left_in_ties);
+void report_end(struct report *rp, unsigned live, unsigned respawns, unsigned given_back, unsigned left_in_ties);
 /* Votes with fewer voters than a majority of k (sup.h's states): the
  * --min-voters in force at the end, the degraded and refusing periods and
  * their seconds, and the votes and bytes committed degraded. */

@@ -107,6 +107,8 @@ struct replica {
 	pid_t found_stopped_pid;
 	bool sigkilled;            /* died of a SIGKILL we did not send */
 	bool replaced;             /* a replacement was started for it */
+	bool spent;                /* a replacement whose respawn is not given back (replace_give_back) */
+	double joined_at;          /* a replacement: when it joined the vote (sup_now()); 0: not yet */
 	char why[192];
 	double behind_since;       /* since when it trails the committed output without writing */
 	double exit_wait_since;    /* since when it runs, silent, after the majority exited */
@@ -197,6 +199,8 @@ struct sup {
 	struct digest_key dkey; /* the run's digest key */
 	struct event *respawn_ev;  /* a deferred replacement pass */
 	unsigned respawns;         /* replacements started */
+	unsigned respawns_back;    /* of them, given back: they lasted (replace_give_back) */
+	bool refused_bound;        /* refused is the respawn bound: a give-back lifts it */
 	double tokens;             /* the rate bound's bucket */
 	double tokens_at;
 	bool deferred;             /* the rate bound holds a replacement back: the tick retries */
@@ -332,6 +336,8 @@ uint64_t replace_loners(uint64_t voters, unsigned n, bool (*agree)(const void *c
 			const void *ctx);
 bool replace_replayable(struct sup *S, char *why, size_t size);
 void replace_check_joined(struct sup *S, struct replica *r);
+void replace_joined(struct sup *S, struct replica *r);
+void replace_give_back(struct sup *S, struct replica *r);
 bool replace_replaying(const struct sup *S, const struct replica *r);
 void replace_zombie(struct sup *S, pid_t pid, unsigned id, int status_fd, double killed_at);
 bool replace_reap_zombie(struct sup *S, pid_t pid, int wstatus);

@@ -478,6 +478,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	unsigned quorum = sup_quorum(S);
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
+		replace_give_back(S, r);
 		if (!r->live && !r->joining)
 			continue;
 		/* A fresh server waiting for a quiet point to join is behind
@@ -808,7 +809,7 @@ int supervisor_run(const struct options *o)
 	}
 	if (S->notify != NULL)
 		notify_finish(S->notify);
-	report_end(S->report, sup_live_count(S), S->respawns, S->tie_evictions);
+	report_end(S->report, sup_live_count(S), S->respawns, S->respawns_back, S->tie_evictions);
 	report_quorum(S->report, sup_min_voters(S), S->state_periods[SUP_DEGRADED],
 		      sup_state_seconds(S, SUP_DEGRADED), S->state_periods[SUP_REFUSING],
 		      sup_state_seconds(S, SUP_REFUSING), S->degraded_commits, S->degraded_bytes);

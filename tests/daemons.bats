@@ -196,6 +196,56 @@ stop() {
 		fail "the report's quorum:" "$(jq -c .quorum "$T/ref.json")"
 }
 
+# kill_running NAME FILTER: SIGKILL from outside to the running replica
+# FILTER picks (a jq expression over the running ones, e.g. max_by(.id));
+# returns once diehard has seen it end.
+kill_running() {
+	local p id
+	read -r p id < <(status_json "$1" | jq -r "[.replicas[] | select(.state == \"running\")] | $2 | \"\(.pid) \(.id)\"")
+	[[ $p =~ ^[0-9]+$ ]] || fail "no running replica to kill" "$(status_json "$1")"
+	kill -KILL "$p"
+	wait_until 30 bash -c "[[ \$('$DIEHARD' status --control '$T/$1.ctl' --json | jq -r '.replicas[] | select(.id == $id) | .state') != running ]]" ||
+		fail "diehard did not see replica $id (pid $p) end"
+}
+
+@test "--respawns 2 on a daemon killed 6 times: replacements that last give their respawn back (ended by a SIGKILL from outside, or 10 s in the vote), so three replicas vote again after every kill" {
+	local port i
+	port=$(free_port)
+	dh_server rb "$port" -k 3 --respawns 2 -- python3 -m http.server "$port" --bind 127.0.0.1 --directory "$T/www"
+	[[ $(fetch "$port") == "hello from a daemon" ]] || fail "plain fetch failed"
+	# The newest replica each time: after the first, a replacement, whose
+	# end by a SIGKILL from outside gives its respawn back.
+	for i in 1 2 3 4; do
+		kill_running rb 'max_by(.id)'
+		wait_until 60 voting_again rb 3 || fail "kill $i (newest): three do not vote again" "$(status_json rb)" \
+			"$(grep '^diehard:' "$T/rb.err" | tail -n 20)"
+		[[ $(fetch "$port") == "hello from a daemon" ]] || fail "fetch after kill $i failed"
+	done
+	status_json rb | jq -e '.replacements == 4 and .replacements_given_back == 3 and (has("replace_refused") | not)' >/dev/null ||
+		fail "after 4 kills of the newest:" "$(status_json rb)"
+	# The oldest (an original): its replacement's respawn stays spent, and
+	# with the last kill's, the bound of 2 is reached ...
+	kill_running rb 'min_by(.id)'
+	wait_until 60 voting_again rb 3 || fail "kill 5 (oldest): three do not vote again" "$(status_json rb)"
+	status_json rb | jq -e '.replacements == 5 and .replacements_given_back == 3' >/dev/null ||
+		fail "after the fifth kill:" "$(status_json rb)"
+	# ... until one of the two has been in the vote for 10 s.
+	wait_until 60 bash -c "[[ \$('$DIEHARD' status --control '$T/rb.ctl' --json | jq -r .replacements_given_back) -ge 4 ]]" ||
+		fail "no replacement in the vote gave its respawn back" "$(status_json rb)"
+	kill_running rb 'min_by(.id)'
+	wait_until 60 voting_again rb 3 || fail "kill 6: three do not vote again" "$(status_json rb)" \
+		"$(grep '^diehard:' "$T/rb.err" | tail -n 20)"
+	[[ $(fetch "$port") == "hello from a daemon" ]] || fail "fetch after kill 6 failed"
+	"$DIEHARD" status --control "$T/rb.ctl" | grep -q 'replacements started (.* lasted: their respawns given back)' ||
+		fail "the text status does not say so" "$("$DIEHARD" status --control "$T/rb.ctl")"
+	stop rb
+	# python3 -m http.server dies of the SIGTERM: its own status, 128 + 15.
+	[[ $BG_RC == 143 ]] || fail "exit $BG_RC" "$(tail -n 5 "$T/rb.err")"
+	jq -e '.respawns.used == 6 and .respawns.given_back >= 4 and (.respawns | has("refused") | not)' "$T/rb.json" >/dev/null ||
+		fail "report:" "$(jq -c .respawns "$T/rb.json")"
+	validate_report "$T/rb.json"
+}
+
 @test "memcached -t 4 (stateful: its connection log replayed) has all three replicas SIGKILLed at once: a client that connects while none takes clients waits, is answered once a replacement joins, and finds every key" {
 	require_cmd memcached
 	local port n=300

@@ -142,6 +142,7 @@ static void fresh_join(struct net *N, unsigned i)
 	r->joining = false;
 	r->live = true;
 	r->behind_since = 0;
+	replace_joined(S, r);
 	virt_calls_now(S->virt, i);
 	double t = sup_now() - S->t_start;
 	log_event("replica %u joins as a fresh server %.3f s after its start%s (stdout at byte %zu, stderr at byte "

@@ -242,6 +242,8 @@ static void status_json(const Diehard__RunStatus *st)
 	json_object_set_new(o, "k", must(json_integer(st->k)));
 	json_object_set_new(o, "live", must(json_integer(st->live)));
 	json_object_set_new(o, "replacements", must(json_integer(st->replacements)));
+	if (st->has_replacements_given_back)
+		json_object_set_new(o, "replacements_given_back", must(json_integer(st->replacements_given_back)));
 	if (st->has_vote)
 		json_object_set_new(o, "vote", must(json_string(vote_name(st->vote))));
 	if (st->has_min_voters)
@@ -285,7 +287,10 @@ static void status_text(const Diehard__RunStatus *st)
 	printf("replicas: k %u, %u in the vote, ", (unsigned)st->k, (unsigned)st->live);
 	if (st->has_joining && st->joining > 0)
 		printf("%u replaying, ", (unsigned)st->joining);
-	printf("%u replacements started\n", (unsigned)st->replacements);
+	printf("%u replacements started", (unsigned)st->replacements);
+	if (st->has_replacements_given_back && st->replacements_given_back > 0)
+		printf(" (%u lasted: their respawns given back)", (unsigned)st->replacements_given_back);
+	printf("\n");
 	if (st->has_vote) {
 		printf("vote: %s", vote_name(st->vote));
 		if (st->vote == DIEHARD__RUN_STATUS__VOTE__DEGRADED)

@@ -73,6 +73,8 @@ Diehard__RunStatus *status_build(struct sup *S)
 	st->k = S->k;
 	st->live = sup_live_count(S);
 	st->replacements = S->respawns;
+	st->has_replacements_given_back = true;
+	st->replacements_given_back = S->respawns_back;
 	st->output_divergences = report_divergence_count(S->report, false);
 	st->status_divergences = report_divergence_count(S->report, true);
 	if (S->virt != NULL) {
