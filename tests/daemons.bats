@@ -1068,3 +1068,48 @@ stops() {
 	}
 	stops python 10 "$port" python3 -m http.server "$port" --bind 127.0.0.1 --directory "$T/www"
 }
+
+@test "nginx (two workers) under 4 clients from its first second on: every reply's Date agrees in every replica (an event loop's clock follows the front once clients come, not its iteration count): 3 runs, no divergence, every reply whole" {
+	require_cmd nginx
+	head -c 4096 /dev/zero | tr '\0' x >"$T/www/f.bin"
+	cat >"$T/load.py" <<'PY'
+import socket, sys, threading, time
+# 4 clients, each a connection a request (GET /f.bin), for argv[2] seconds:
+# prints how many replies were whole and how many were not.
+port, secs = int(sys.argv[1]), float(sys.argv[2])
+res = {"ok": 0, "bad": 0}
+end = time.time() + secs
+def client():
+    while time.time() < end:
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=20)
+            s.sendall(b"GET /f.bin HTTP/1.0\r\n\r\n")
+            b = b""
+            while True:
+                c = s.recv(65536)
+                if not c:
+                    break
+                b += c
+            s.close()
+            res["ok" if b.startswith(b"HTTP/1.1 200") and b.endswith(b"x" * 4096) else "bad"] += 1
+        except OSError:
+            res["bad"] += 1
+ts = [threading.Thread(target=client) for _ in range(4)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print(res["ok"], res["bad"])
+PY
+	local run port ok bad
+	for run in 1 2 3; do
+		port=$(free_port)
+		nginx_conf "$T/ng$run" "$port" "$T/www" 2 "$T/ng$run/logs/error.log" '$remote_addr $request $status'
+		dh_server "ng$run" "$port" -k 3 -- nginx -c "$T/ng$run/nginx.conf"
+		read -r ok bad < <(python3 "$T/load.py" "$port" 3)
+		stop "ng$run"
+		[[ $BG_RC == 0 && $ok -gt 0 && $bad == 0 ]] ||
+			fail "run $run: exit $BG_RC, $ok replies whole, $bad not" "$(grep '^diehard:' "$T/ng$run.err" | tail -n 20)"
+		jq -e '[.divergences[]? | select(.kind != "ends early" and .kind != "output ended early")] | length == 0' \
+			"$T/ng$run.json" >/dev/null || fail "run $run: divergences" "$(jq -c .divergences "$T/ng$run.json")" \
+			"$(grep '^diehard:' "$T/ng$run.err" | tail -n 20)"
+	done
+}

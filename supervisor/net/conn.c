@@ -108,6 +108,7 @@ struct conn {
 	double eof_grace_at;     /* when a no-quorum with an ended reply was first seen (eof_grace) */
 	struct event *retry;     /* votes again while a dying peer is reaped (NULL: none yet) */
 	struct event *turn;      /* the client's bytes held past a second's turn (NULL: none yet) */
+	double first_reply;      /* when a peer first gave reply bytes (0: none yet): turn_lag */
 	double opened;
 };
 
@@ -406,11 +407,40 @@ static void client_update_read(struct conn *c);
  * second is answered with that second by some and the next by others: a
  * replica reads the time for it a moment after its sibling, and a second
  * printed in the reply (HTTP Date) or its log line differs. So a client's
- * bytes that come within TURN_GUARD of a turn are held until just past
- * it (TURN_PAST), when every replica reads the new second. A client's
- * request waits that long at most, about one in 50. */
+ * bytes that come within the guard of a turn are held until just past
+ * it (TURN_PAST), when every replica reads the new second. The guard is
+ * TURN_GUARD, or more while the replicas answer further apart than that
+ * (a loaded machine: one replica handles a request 40 ms after another):
+ * 1.5 times the widest spread between a connection's first and last
+ * replies seen in the last TURN_LAG_WINDOW to 2 x TURN_LAG_WINDOW seconds,
+ * plus TURN_GUARD / 4, up to TURN_GUARD_MAX. A client's request waits that
+ * long at most: about one in 50 on a quiet machine. */
 #define TURN_GUARD_NS 20000000L
+#define TURN_GUARD_MAX_NS 250000000L
 #define TURN_PAST_NS 1000000L
+#define TURN_LAG_WINDOW 5.0
+
+/* A connection's replies came `spread` seconds apart (its first and this
+ * peer's first bytes). */
+static void turn_lag(struct net *N, double t, double spread)
+{
+	if (t - N->lag_since >= TURN_LAG_WINDOW) {
+		N->lag[1] = t - N->lag_since >= 2 * TURN_LAG_WINDOW ? 0 : N->lag[0];
+		N->lag[0] = 0;
+		N->lag_since = t;
+	}
+	if (spread > N->lag[0])
+		N->lag[0] = spread;
+}
+
+static long turn_guard(const struct net *N)
+{
+	double lag = N->lag[0] > N->lag[1] ? N->lag[0] : N->lag[1];
+	if (now() - N->lag_since >= 2 * TURN_LAG_WINDOW)
+		lag = 0; /* no reply for that long: nothing seen is recent */
+	double g = 1.5 * lag * 1e9 + TURN_GUARD_NS / 4;
+	return g < TURN_GUARD_NS ? TURN_GUARD_NS : g > TURN_GUARD_MAX_NS ? TURN_GUARD_MAX_NS : (long)g;
+}
 
 static void on_turn(evutil_socket_t fd, short what, void *arg)
 {
@@ -433,7 +463,7 @@ static bool hold_for_turn(struct conn *c)
 	for (unsigned j = 0; j < c->np && !fresh; j++)
 		fresh = c->p[j].alive && !c->p[j].in_shut && c->p[j].in_off < c->in_tail;
 	struct timespec ts;
-	if (!fresh || clock_gettime(CLOCK_REALTIME, &ts) != 0 || ts.tv_nsec < 1000000000L - TURN_GUARD_NS)
+	if (!fresh || clock_gettime(CLOCK_REALTIME, &ts) != 0 || ts.tv_nsec < 1000000000L - turn_guard(c->N))
 		return false;
 	if (c->turn == NULL && (c->turn = evtimer_new(c->N->S->base, on_turn, c)) == NULL)
 		fatal(EXIT_INTERNAL, "cannot create a connection timer");
@@ -569,8 +599,16 @@ static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
 	if (n > 0) {
+		double t = now();
+		if (p->end == 0 && c->l != NULL) {
+			c->N->slot[p->slot].answered = true;
+			if (c->first_reply == 0)
+				c->first_reply = t;
+			else
+				turn_lag(c->N, t, t - c->first_reply);
+		}
 		p->end += (size_t)n;
-		p->last_read = now();
+		p->last_read = t;
 		if (c->in_tail == 0 && !c->in_eof && c->l != NULL)
 			defer_server_first(c->N, c->l); /* a reply before any request */
 	} else {

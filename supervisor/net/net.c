@@ -1000,6 +1000,11 @@ bool net_serves(const struct net *N)
 	return dgram_serving(N);
 }
 
+bool net_answered(const struct net *N, unsigned i)
+{
+	return N != NULL && N->slot[i].answered;
+}
+
 bool net_listening(const struct net *N, unsigned i)
 {
 	return N != NULL && N->slot[i].listens != 0;

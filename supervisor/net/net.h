@@ -62,6 +62,10 @@ bool net_serving(const struct net *N);
  * serves clients (sup_serves). */
 bool net_serves(const struct net *N);
 
+/* Whether slot i's program has answered a client (take.c: it serves, no
+ * longer starting). */
+bool net_answered(const struct net *N, unsigned i);
+
 /* Whether slot i's program listens on some address (take.c: a server's
  * wall clocks go per thread from then on). */
 bool net_listening(const struct net *N, unsigned i);

@@ -77,6 +77,7 @@ struct nslot {
 	double rp_done;          /* when its replay reached the log's end (0: not yet) */
 	double streams_since;    /* a fresh server: since when only the voters' file
 				    streams keep it from joining (fresh.c; 0: not) */
+	bool answered;           /* it has answered a client (net_answered) */
 	double conns_since;      /* a fresh server: since when it listens where it should
 				    while connections are open (fresh.c; 0: not) */
 	struct replay_conn *rp_conns;
@@ -100,6 +101,8 @@ struct net {
 	struct outbound *out;        /* the replicas' outbound connections (outbound.c) */
 	struct dgram *dgram;         /* their outbound datagrams (dgram.c) */
 	uint64_t reply_total;        /* reply bytes committed over all connections */
+	double lag[2], lag_since;    /* conn.c's turn guard: the widest spread of a connection's
+					replies in this window (since lag_since) and the last */
 	bool stopping;
 	bool said_full;
 	bool said_client;            /* a replica could not see its client's address */

@@ -1,6 +1,7 @@
 /* remote.c — see remote.h. */
 #include "remote.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -148,6 +149,97 @@ pid_t remote_thread_group(pid_t tid)
 		return -1;
 	}
 	return (pid_t)v;
+}
+
+#define TCP_LISTENERS 64    /* listening sockets looked at, at most */
+#define TCP_ACCEPTED 1024    /* connections on their ports, at most */
+
+struct tcp_socks {
+	unsigned long listen_ino[TCP_LISTENERS];
+	unsigned listen_port[TCP_LISTENERS];
+	size_t nl;
+	unsigned long conn_ino[TCP_ACCEPTED];
+	unsigned conn_port[TCP_ACCEPTED];
+	size_t nc;
+};
+
+/* One of pid's /proc/PID/net tables ("sl local rem st ... inode"; local
+ * "ADDR:PORT" in hex; st 0A is LISTEN): its listening sockets, and the
+ * others with their local ports. */
+static void tcp_table(pid_t pid, const char *table, struct tcp_socks *t)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/net/%s", (int)pid, table);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return;
+	char line[512];
+	if (fgets(line, sizeof line, f) == NULL) { /* the header */
+		fclose(f);
+		return;
+	}
+	while (fgets(line, sizeof line, f) != NULL) {
+		char local[80], st[8];
+		unsigned long inode;
+		if (sscanf(line, "%*s %79s %*s %7s %*s %*s %*s %*s %*s %lu", local, st, &inode) != 3 || inode == 0)
+			continue;
+		const char *colon = strrchr(local, ':');
+		if (colon == NULL)
+			continue;
+		unsigned port = (unsigned)strtoul(colon + 1, NULL, 16);
+		if (strcmp(st, "0A") == 0 && t->nl < TCP_LISTENERS) {
+			t->listen_ino[t->nl] = inode;
+			t->listen_port[t->nl++] = port;
+		} else if (strcmp(st, "0A") != 0 && t->nc < TCP_ACCEPTED) {
+			t->conn_ino[t->nc] = inode;
+			t->conn_port[t->nc++] = port;
+		}
+	}
+	fclose(f);
+}
+
+static bool listen_port(const struct tcp_socks *t, unsigned port)
+{
+	for (size_t i = 0; i < t->nl; i++)
+		if (t->listen_port[i] == port)
+			return true;
+	return false;
+}
+
+unsigned remote_tcp_roles(pid_t pid)
+{
+	struct tcp_socks *t = calloc(1, sizeof *t);
+	if (t == NULL)
+		return 0;
+	tcp_table(pid, "tcp", t);
+	tcp_table(pid, "tcp6", t);
+	unsigned roles = 0;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+	DIR *d = t->nl > 0 ? opendir(path) : NULL;
+	struct dirent *e;
+	while (d != NULL && roles != (REMOTE_LISTENS | REMOTE_ACCEPTED) && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		char to[64];
+		ssize_t len = readlinkat(dirfd(d), e->d_name, to, sizeof to - 1);
+		if (len <= 0)
+			continue;
+		to[len] = '\0';
+		unsigned long inode;
+		if (sscanf(to, "socket:[%lu]", &inode) != 1)
+			continue;
+		for (size_t i = 0; i < t->nl; i++)
+			if (t->listen_ino[i] == inode)
+				roles |= REMOTE_LISTENS;
+		for (size_t i = 0; i < t->nc; i++)
+			if (t->conn_ino[i] == inode && listen_port(t, t->conn_port[i]))
+				roles |= REMOTE_ACCEPTED;
+	}
+	if (d != NULL)
+		closedir(d);
+	free(t);
+	return roles;
 }
 
 bool remote_family(pid_t tid, pid_t *tgid, pid_t *ppid)

@@ -263,9 +263,35 @@ void take_no_real(const struct seccomp_notif *req, struct nd_value *v)
 /* A thread's wall clock (KEY_WALL_THREAD) drifts that way only once it
  * has read many times (a loop); before, a follower lags its sibling
  * thread by no more than scheduling, tens of milliseconds under load, and
- * is stale only past a second. */
+ * is stale only past a second. But an event loop's thread (loop_thread)
+ * pairs its reads with the iterations of its loop, not with requests, from
+ * its first client on: nginx's worker, whose n-th iteration in one replica
+ * is not the n-th in another. Handed the value of an iteration before a
+ * second's turn, it would stamp a request that came after the turn (conn.c
+ * holds the bytes that come just before one) with the old second while its
+ * siblings stamp it with the new one (an HTTP Date), so its reads follow
+ * the front as a loop's do, once the replica has answered a client (before,
+ * a server still starting, such as redis loading its data and printing
+ * times as it goes, keeps its reads paired). */
 #define STALE_FAR_NS 1000000000LL
 #define LOOP_READS 256
+
+/* Whether thread tid is an event loop's: its process's main thread, in a
+ * process that holds a listening TCP socket (nginx's workers, redis, a
+ * single-threaded server), serving many connections in turn; not a thread
+ * started for a request (python's http.server) nor a process forked for a
+ * connection (sshd, PostgreSQL: they close their listeners), whose reads
+ * pair request by request. Cached per tid. */
+static bool loop_thread(struct vreplica *vr, pid_t tid)
+{
+	unsigned h = (unsigned)tid % LOOP_CACHE;
+	if (vr->loops[h].tid == tid)
+		return vr->loops[h].loop;
+	bool loop = remote_thread_group(tid) == tid && (remote_tcp_roles(tid) & REMOTE_LISTENS);
+	vr->loops[h].tid = tid;
+	vr->loops[h].loop = loop;
+	return loop;
+}
 
 bool take_wall_or_monotonic(uint32_t key)
 {
@@ -278,17 +304,18 @@ static bool stale(struct vreplica *vr, const struct seccomp_notif *req, uint32_t
 {
 	uint32_t kind = key & 0xff000000u;
 	int64_t limit = STALE_NS;
-	if (kind == KEY_WALL_THREAD) {
+	struct sup *S = vr->V->S;
+	bool thread = kind == KEY_WALL_THREAD;
+	if (thread) {
 		unsigned which = (key >> 22) & 3;
 		kind = which == WALL_GETTIMEOFDAY ? KEY_GETTIMEOFDAY : which == WALL_TIME ? KEY_TIME : KEY_CLOCK;
-		if (index < LOOP_READS)
-			limit = STALE_FAR_NS;
 	}
-	struct sup *S = vr->V->S;
 	if ((kind != KEY_CLOCK && kind != KEY_GETTIMEOFDAY && kind != KEY_TIME) || v->err != 0 ||
 	    !net_listening(S->net, vr->index) || replace_replaying(S, &S->r[vr->index]) ||
 	    !net_joined(S->net, vr->index))
 		return false;
+	if (thread && index < LOOP_READS && !(net_answered(S->net, vr->index) && loop_thread(vr, (pid_t)req->pid)))
+		limit = STALE_FAR_NS;
 	struct nd_value now;
 	if (kind == KEY_CLOCK)
 		take_real_clock(req, &now);

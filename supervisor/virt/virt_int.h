@@ -55,6 +55,8 @@ struct traced {
 	struct traced *next;
 };
 
+#define LOOP_CACHE 64
+
 struct vreplica {
 	struct virt *V;
 	unsigned index;       /* the slot */
@@ -75,6 +77,10 @@ struct vreplica {
 				 of the fast path's keys: its page counts them) */
 	bool uncounted;       /* a fresh server joined at the front (virt_calls_now):
 				 its counts skip the past, not compared at the end */
+	struct {              /* take.c's loop_thread, by tid (direct-mapped) */
+		pid_t tid;    /* 0: empty */
+		bool loop;
+	} loops[LOOP_CACHE];
 };
 
 struct virt {
