@@ -35,7 +35,8 @@
  * daemon would spend any fixed number. There --respawns bounds the
  * replacements that did not last: one gives its respawn back once it has
  * been in the vote for PROVEN_SECONDS, or when a SIGKILL from outside ends
- * it (the OOM killer, a person: no fault of the program). A replacement
+ * it once it is in the vote (the OOM killer, a person: no fault of the
+ * program; before, as it starts, it may be its own). A replacement
  * that diverges, crashes or hangs before that keeps it spent, so a program
  * whose replacements never agree still runs out; --respawn-rate bounds the
  * pace either way. A filter's run keeps the plain count: it ends.
@@ -454,15 +455,18 @@ void replace_joined(struct sup *S, struct replica *r)
 }
 
 /* A serving run's replacement that lasted gives its respawn back: in the
- * vote for PROVEN_SECONDS, or ended by a SIGKILL from outside (the reaper
- * calls this before the slot can be reused; the tick, for the live). A
+ * vote for PROVEN_SECONDS, or ended by a SIGKILL from outside once it had
+ * joined the vote (the reaper calls this before the slot can be reused;
+ * the tick, for the live). Not one killed so while it caught up: a
+ * program that SIGKILLs itself as it starts, or is OOM-killed there,
+ * keeps spending (one that does so later loops at --respawn-rate). A
  * bound reached is lifted: replacements resume, said once. */
 void replace_give_back(struct sup *S, struct replica *r)
 {
 	if (!r->spent || !sup_serves(S))
 		return;
 	bool lasted = r->live && r->joined_at > 0 && sup_now() - r->joined_at >= PROVEN_SECONDS;
-	if (!lasted && !r->sigkilled)
+	if (!lasted && !(r->sigkilled && r->joined_at > 0))
 		return;
 	r->spent = false;
 	S->respawns_back++;
