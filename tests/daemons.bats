@@ -882,6 +882,59 @@ PY
 	stop rpipe
 }
 
+@test "redis with 4 clients on connections they keep open: each replica in turn (the three it started with, then a replacement) SIGKILLed; the replacements join those connections as they replay them, so no client loses its connection and every INCR counts once" {
+	require_cmd redis-server redis-cli
+	local port round
+	port=$(free_port)
+	mkdir -p "$T/redis"
+	dh_server keep "$port" -k 3 -- redis-server --port "$port" --bind 127.0.0.1 --dir "$T/redis" --save ""
+	cat >"$T/keep.py" <<'PY'
+import os, socket, sys, time
+# 4 connections opened once; round r: 50 INCR on each (counter cN must
+# answer 50 * (r - 1) + i); then it says "round r" and waits for the file
+# argv[2].r before the next. Any error: the line, and exit 1.
+port, base, rounds = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+socks = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(4)]
+files = [s.makefile("rb") for s in socks]
+for r in range(1, rounds + 1):
+    if r > 1:
+        while not os.path.exists("%s.%d" % (base, r - 1)):
+            time.sleep(0.05)
+    for i in range(1, 51):
+        for n, (s, f) in enumerate(zip(socks, files)):
+            try:
+                s.sendall(b"INCR c%d\r\n" % n)
+                line = f.readline()
+            except OSError as e:
+                print("round %d, INCR %d on connection %d: %s" % (r, i, n, e), flush=True); sys.exit(1)
+            if line != b":%d\r\n" % (50 * (r - 1) + i):
+                print("round %d, INCR %d on connection %d: %r" % (r, i, n, line), flush=True); sys.exit(1)
+    print("round %d" % r, flush=True)
+PY
+	python3 "$T/keep.py" "$port" "$T/go" 6 >"$T/keep.out" 2>&1 &
+	local client=$!
+	BG+=("$client")
+	for round in 1 2 3 4 5; do
+		wait_until 60 grep -q "^round $round\$" "$T/keep.out" ||
+			fail "round $round did not end" "$(cat "$T/keep.out")" "$(grep '^diehard:' "$T/keep.err" | tail -n 12)"
+		kill_running keep 'min_by(.id)'
+		wait_until 60 voting_again keep 3 ||
+			fail "kill $round: three do not vote again" "$(status_json keep)"
+		# The replacement has joined each of the 4 connections.
+		wait_until 60 bash -c "[[ \$(grep -c 'joins it (its replay fed it' '$T/keep.err') -ge $((4 * round)) ]]" ||
+			fail "kill $round: the replacement did not join the open connections" \
+				"$(grep '^diehard:' "$T/keep.err" | grep -v 'listens on' | tail -n 12)"
+		touch "$T/go.$round"
+	done
+	await_exit "$client" 60 || fail "the client did not end"
+	[[ $BG_RC == 0 ]] || fail "the client failed" "$(cat "$T/keep.out")" "$(grep '^diehard:' "$T/keep.err" | tail -n 12)"
+	local n
+	for n in 0 1 2 3; do
+		[[ $(redis-cli -p "$port" get "c$n") == 300 ]] || fail "c$n is $(redis-cli -p "$port" get "c$n"), not 300"
+	done
+	stop keep
+}
+
 @test "a server's log in another order under 4 clients at once: every line committed while it runs (none held for a quiet moment); a replacement that replays those 2000 lines catches up" {
 	local port c i
 	port=$(free_port)

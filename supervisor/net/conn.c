@@ -78,6 +78,7 @@ struct peer {
 	double last_read;        /* when it last gave reply bytes (or connected) */
 	size_t in_seen;          /* in_off at the last tick */
 	double in_since;         /* since when it holds input back (0: it does not) */
+	double eof_at;           /* when its reply ended (now()), for ended_early */
 	struct conn *c;
 };
 
@@ -585,6 +586,16 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
 	conn_vote(arg);
 }
 
+/* Votes c again in a moment. */
+static void retry_soon(struct conn *c)
+{
+	struct timeval soon = { 0, 20000 };
+	if (c->retry == NULL && (c->retry = evtimer_new(c->N->S->base, on_retry, c)) == NULL)
+		fatal(EXIT_INTERNAL, "cannot create a connection timer");
+	if (evtimer_add(c->retry, &soon) != 0)
+		fatal(EXIT_INTERNAL, "cannot arm a connection timer");
+}
+
 static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
@@ -614,6 +625,7 @@ static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 	} else {
 		/* A close, or a reset: the reply ends here (voted). */
 		p->eof = true;
+		p->eof_at = now();
 		if (event_del(p->rev) != 0)
 			fatal(EXIT_INTERNAL, "cannot remove a connection event");
 	}
@@ -728,6 +740,28 @@ static void describe(struct conn *c, char *buf, size_t size, const char *what, s
 		 (unsigned long long)c->id, c->name, what, off);
 }
 
+/* A replica SIGKILLed from outside closes its sockets a moment before its
+ * death can be seen (replica_dying): a reply that ended short is called
+ * so only EOF_GRACE after its end while its replica still looks alive
+ * (asked again then: c->retry), so that such a death is taken for what it
+ * is (conn_replica_gone, a SIGKILL from outside) rather than a divergence
+ * that would also keep the connection from going on with one replica
+ * (conn_quorum). */
+#define EOF_GRACE 0.2
+
+static void retry_soon(struct conn *c);
+
+static bool ended_early(struct conn *c, const struct peer *p)
+{
+	if (replica_dying(&c->N->S->r[p->slot]))
+		return false; /* the reap takes it out */
+	if (p->eof_at != 0 && now() - p->eof_at < EOF_GRACE) {
+		retry_soon(c);
+		return false;
+	}
+	return true;
+}
+
 /* Laggers (pos < committed): their new bytes against the committed ones;
  * after the agreed end, the others must end there too. Returns the mask of
  * peers proved wrong (offsets in off[]). */
@@ -756,7 +790,7 @@ static uint64_t check_laggers(struct conn *c, size_t *off, const char **what)
 			p->pos = upto;
 			/* Cut short by its death (not reaped yet): its end
 			 * says nothing; the reap takes it out. */
-			if (p->eof && p->end < c->committed && !replica_dying(&c->N->S->r[p->slot])) {
+			if (p->eof && p->end < c->committed && ended_early(c, p)) {
 				bad |= 1ull << j;
 				off[j] = p->end;
 				what[j] = "ends early";
@@ -842,11 +876,7 @@ static bool vote_once(struct conn *c, uint64_t *bad, size_t *off, const char **w
 		 * end, once reaped, takes it out of this connection (and a
 		 * SIGKILL from outside leaves the others to decide:
 		 * conn_quorum). Asked again in a moment. */
-		struct timeval soon = { 0, 20000 };
-		if (c->retry == NULL && (c->retry = evtimer_new(c->N->S->base, on_retry, c)) == NULL)
-			fatal(EXIT_INTERNAL, "cannot create a connection timer");
-		if (evtimer_add(c->retry, &soon) != 0)
-			fatal(EXIT_INTERNAL, "cannot arm a connection timer");
+		retry_soon(c);
 		return false;
 	}
 	if (res.no_quorum) {
@@ -858,6 +888,9 @@ static bool vote_once(struct conn *c, uint64_t *bad, size_t *off, const char **w
 	}
 	for (unsigned j = 0; j < n; j++)
 		if (res.diverged & (1ull << j)) {
+			/* Ended where the others go on: its death's, maybe. */
+			if (views[j].eof && views[j].len <= res.diff_offset && !ended_early(c, &c->p[j]))
+				continue;
 			*bad |= 1ull << j;
 			off[j] = c->committed + res.diff_offset;
 			what[j] = "differs";
@@ -1158,6 +1191,45 @@ struct conn *conn_open_out(struct net *N, int cfd, const char *dest, uint64_t vo
 	log_event("outbound connection %llu to %s: %u replicas", (unsigned long long)c->id, dest, c->np);
 	client_update_read(c);
 	return c;
+}
+
+uint64_t conn_id(const struct conn *c)
+{
+	return c->id;
+}
+
+bool conn_adopt(struct conn *c, unsigned slot, int fd, uint64_t fed, uint64_t received)
+{
+	const struct replica *r = &c->N->S->r[slot];
+	if (c->l == NULL || c->ended || c->aborted || c->client_gone || c->out_shut || !r->live || r->joining ||
+	    fed != c->in_tail || received != c->committed || c->emitted != c->committed)
+		return false;
+	struct peer *free_p = NULL;
+	for (unsigned j = 0; j < c->np; j++) {
+		struct peer *p = &c->p[j];
+		if (!p->alive) {
+			if (free_p == NULL)
+				free_p = p;
+			continue;
+		}
+		if (p->slot == slot || p->connecting || p->eof || p->end != c->committed || p->in_off != c->in_tail)
+			return false;
+	}
+	if (free_p == NULL) {
+		if (c->np == c->N->S->nslots)
+			return false;
+		free_p = &c->p[c->np++];
+	}
+	struct peer *p = free_p;
+	*p = (struct peer){ .slot = slot, .alive = true, .fd = -1, .c = c, .last_read = now(), .in_off = c->in_tail,
+			    .in_shut = c->in_eof, .base = c->committed, .end = c->committed, .pos = c->committed };
+	peer_events(c, p, fd);
+	if (event_add(p->rev, NULL) != 0)
+		fatal(EXIT_INTERNAL, "cannot add a connection event");
+	log_event("connection %llu %s: replica %u joins it (its replay fed it the client's %llu bytes and read the "
+		  "%zu reply bytes committed): it votes",
+		  (unsigned long long)c->id, c->name, r->id, (unsigned long long)fed, c->committed);
+	return true;
 }
 
 bool conn_join(struct conn *c, unsigned slot, int fd)

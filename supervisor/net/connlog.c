@@ -60,6 +60,8 @@ struct replay_conn {
 	bool connected;
 	bool eof;
 	bool closing; /* its client closed (CLOSE): its replies still read, to its end */
+	uint64_t fed;      /* the client's bytes sent to it */
+	uint64_t received; /* reply bytes read from it */
 };
 
 #define CHUNK_MAX ((size_t)64 << 10)
@@ -71,7 +73,7 @@ static void append(struct net *N, uint32_t kind, uint64_t id, uint32_t listener,
 {
 	if (N->log == NULL)
 		return;
-	struct rec r = { .id = id, .kind = kind, .listener = listener, .len = n, .reply_total = N->reply_total };
+	struct rec r = { .id = id, .kind = kind, .listener = listener, .len = n, .reply_total = N->reply_total};
 	inputlog_append(N->log, &r, sizeof r);
 	if (n > 0)
 		inputlog_append(N->log, p, n);
@@ -152,6 +154,7 @@ static void on_rc_readable(evutil_socket_t fd, short what, void *arg)
 	struct net *N = rc->N;
 	if (n > 0) {
 		ns->answered = true;
+		rc->received += (uint64_t)n;
 		ns->rp_received += (uint64_t)n;
 		ns->rp_progress = sup_now();
 	} else {
@@ -210,6 +213,7 @@ static bool rc_send(struct net *N, struct nslot *ns, struct replay_conn *rc, siz
 		ssize_t w = write(rc->fd, buf, n);
 		if (w > 0) {
 			*sent += (size_t)w;
+			rc->fed += (uint64_t)w;
 			ns->rp_progress = sup_now();
 			continue;
 		}
@@ -366,8 +370,40 @@ void connlog_replay_stop(struct net *N, unsigned i)
 
 /* A replacement that cannot move for --timeout is let go on (a wait for
  * replies it will not give) or, not listening, killed: replay_slot. */
+/* Slot i has replayed the whole log and votes: each connection it was
+ * replayed that its client keeps open joins the live one (conn_adopt)
+ * once that one is quiet, so that a client that never reconnects (HTTP
+ * keep-alive, redis-benchmark, a database's pool) gets voters back as
+ * replicas are replaced, rather than losing its connection with the last
+ * of the replicas that took it. */
+static void adopt(struct net *N, unsigned i)
+{
+	struct nslot *ns = &N->slot[i];
+	if (ns->replaying || !ns->ready || ns->rp_sent != 0 || ns->rp_off < inputlog_bytes(N->log))
+		return;
+	for (struct replay_conn *rc = ns->rp_conns, *next; rc != NULL; rc = next) {
+		next = rc->next;
+		if (rc->closing || rc->eof || !rc->connected)
+			continue;
+		for (struct conn *c = N->conns; c != NULL; c = conn_next(c)) {
+			if (conn_id(c) != rc->id)
+				continue;
+			if (conn_adopt(c, i, rc->fd, rc->fed, rc->received)) {
+				rc->fd = -1; /* c's now */
+				rc_remove(ns, rc);
+			}
+			break;
+		}
+	}
+}
+
 void connlog_tick(struct net *N, double now)
 {
 	(void)now;
 	connlog_replay_step(N);
+	if (N->log == NULL)
+		return;
+	for (unsigned i = 0; i < N->S->nslots; i++)
+		if (N->slot[i].present && N->slot[i].rp_conns != NULL)
+			adopt(N, i);
 }

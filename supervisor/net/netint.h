@@ -183,6 +183,15 @@ struct conn *conn_open_out(struct net *N, int cfd, const char *dest, uint64_t vo
 /* slot's socket fd (taken over) joins c: false (fd not taken) when c
  * expects none of slot. */
 bool conn_join(struct conn *c, unsigned slot, int fd);
+/* A replacement's socket fd to slot, on which the connection log's replay
+ * fed `fed` client bytes of c and read `received` reply bytes, joins c as
+ * a voting peer (taken over: true) when that is all c's client sent and
+ * all it committed, at a quiet point (every peer has written what was
+ * committed and been given every byte; nothing agreed waits for the
+ * client). connlog.c: clients that keep their connection open get voters
+ * back as replicas are replaced. */
+bool conn_adopt(struct conn *c, unsigned slot, int fd, uint64_t fed, uint64_t received);
+uint64_t conn_id(const struct conn *c);
 void conn_replica_gone(struct conn *c, unsigned i);
 void conn_tick(struct conn *c, double now);
 /* diehard did not run for gap seconds: c's straggler clocks skip them. */
