@@ -34,7 +34,8 @@
  * A run that serves has no end to bound: killed now and then for days, a
  * daemon would spend any fixed number. There --respawns bounds the
  * replacements that did not last: one gives its respawn back once it has
- * been in the vote for PROVEN_SECONDS, or when a SIGKILL from outside ends
+ * been in the vote for PROVEN_SECONDS (twice --timeout at least) without
+ * exiting, or when a SIGKILL from outside ends
  * it once it is in the vote (the OOM killer, a person: no fault of the
  * program; before, as it starts, it may be its own). A replacement
  * that diverges, crashes or hangs before that keeps it spent, so a program
@@ -59,8 +60,16 @@
 #include "sup.h"
 
 /* How long a serving run's replacement is in the vote before its respawn is
- * given back. */
+ * given back: PROVEN_SECONDS, and twice --timeout at least (a replacement
+ * that hangs as it joins is killed as a straggler --timeout later: it must
+ * not have lasted by then). */
 #define PROVEN_SECONDS 10.0
+
+static double proven_seconds(const struct sup *S)
+{
+	double t = 2.0 * S->o->straggler_ms / 1000.0;
+	return t > PROVEN_SECONDS ? t : PROVEN_SECONDS;
+}
 
 static void on_respawn(evutil_socket_t fd, short what, void *arg)
 {
@@ -118,9 +127,9 @@ bool replace_replayable(struct sup *S, char *why, size_t size)
 	if (S->respawns - S->respawns_back >= S->o->respawns) {
 		if (S->respawns_back > 0 || sup_serves(S))
 			snprintf(why, size,
-				 "the respawn bound (--respawns %u) is reached: %u replacements did not last %.0f s in "
-				 "the vote",
-				 S->o->respawns, S->respawns - S->respawns_back, PROVEN_SECONDS);
+				 "the respawn bound (--respawns %u) is reached: %u replacements have not given theirs "
+				 "back (not yet %.0f s in the vote, or never)",
+				 S->o->respawns, S->respawns - S->respawns_back, proven_seconds(S));
 		else
 			snprintf(why, size, "the respawn bound (--respawns %u) is reached", S->o->respawns);
 		return false;
@@ -157,10 +166,10 @@ static unsigned count_sound(const struct sup *S);
 /* Says once why replicas can no longer be replaced. */
 static void refuse(struct sup *S, const char *why)
 {
-	if (S->refused[0] != '\0')
-		return;
-	snprintf(S->refused, sizeof S->refused, "%s", why);
 	S->refused_bound = S->o->respawns > 0 && S->respawns - S->respawns_back >= S->o->respawns;
+	if (strcmp(S->refused, why) == 0)
+		return; /* said */
+	snprintf(S->refused, sizeof S->refused, "%s", why);
 	log_event("cannot replace replicas: %s; going on with %u in the vote", why, count_sound(S));
 	report_respawn_refused(S->report, why);
 }
@@ -465,16 +474,21 @@ void replace_give_back(struct sup *S, struct replica *r)
 {
 	if (!r->spent || !sup_serves(S))
 		return;
-	bool lasted = r->live && r->joined_at > 0 && sup_now() - r->joined_at >= PROVEN_SECONDS;
+	bool lasted = r->live && !r->exited && r->joined_at > 0 && sup_now() - r->joined_at >= proven_seconds(S);
 	if (!lasted && !(r->sigkilled && r->joined_at > 0))
 		return;
 	r->spent = false;
 	S->respawns_back++;
 	if (S->refused_bound && S->respawns - S->respawns_back < S->o->respawns) {
-		log_event("replica %u %s: its respawn is given back, and replicas are replaced again (--respawns %u)",
-			  r->id, lasted ? "lasted in the vote" : "was killed from outside", S->o->respawns);
 		S->refused[0] = '\0';
 		S->refused_bound = false;
+		char why[160];
+		if (!replace_replayable(S, why, sizeof why)) {
+			refuse(S, why);
+			return;
+		}
+		log_event("replica %u %s: its respawn is given back, and replicas are replaced again (--respawns %u)",
+			  r->id, lasted ? "lasted in the vote" : "was killed from outside", S->o->respawns);
 		replace_request(S);
 	}
 }

@@ -476,6 +476,21 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		finished += r->live && r->exited && WIFEXITED(r->wstatus);
 	}
 	unsigned quorum = sup_quorum(S);
+	/* A daemon's replica that ended by itself while a quorum of the others
+	 * serve on: after --timeout it is the odd one (killed and replaced),
+	 * not they stragglers. A daemon that ends of itself ends in every
+	 * replica within that time. */
+	bool serving_on = sup_serves(S) && !S->stopping && S->stop_ev == NULL && exited_live < quorum;
+	if (serving_on)
+		for (unsigned i = 0; i < S->nslots; i++) {
+			struct replica *r = &S->r[i];
+			if (r->live && r->exited && !r->sigkilled && t - S->t_start - r->end_time > limit) {
+				char why[128];
+				snprintf(why, sizeof why, "ended by itself (status %d) while the others serve on",
+					 replica_status(r->wstatus));
+				replica_kill(S, r, why);
+			}
+		}
 	for (unsigned i = 0; i < S->nslots; i++) {
 		struct replica *r = &S->r[i];
 		replace_give_back(S, r);
@@ -491,8 +506,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 			snprintf(why, sizeof why, "straggler: behind the committed output and silent for more than %.1f s",
 				 limit);
 			replica_kill(S, r, why);
-		} else if (overdue(&r->exit_wait_since, r->live && !r->exited && (exited_live >= quorum || finished > 0),
-				   t, limit)) {
+		} else if (overdue(&r->exit_wait_since,
+				   r->live && !r->exited && (exited_live >= quorum || (finished > 0 && !serving_on)), t,
+				   limit)) {
 			snprintf(why, sizeof why, "straggler: still running, silent, %.1f s after %s", limit,
 				 exited_live >= quorum ? "the majority exited" : "another replica finished");
 			replica_kill(S, r, why);

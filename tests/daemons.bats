@@ -236,7 +236,7 @@ kill_running() {
 	wait_until 60 voting_again rb 3 || fail "kill 6: three do not vote again" "$(status_json rb)" \
 		"$(grep '^diehard:' "$T/rb.err" | tail -n 20)"
 	[[ $(fetch "$port") == "hello from a daemon" ]] || fail "fetch after kill 6 failed"
-	"$DIEHARD" status --control "$T/rb.ctl" | grep -q 'replacements started (.* lasted: their respawns given back)' ||
+	"$DIEHARD" status --control "$T/rb.ctl" | grep -q 'replacements started (.* gave their respawn back: they lasted, or a SIGKILL from outside ended them)' ||
 		fail "the text status does not say so" "$("$DIEHARD" status --control "$T/rb.ctl")"
 	stop rb
 	# python3 -m http.server dies of the SIGTERM: its own status, 128 + 15.
@@ -244,6 +244,38 @@ kill_running() {
 	jq -e '.respawns.used == 6 and .respawns.given_back >= 4 and (.respawns | has("refused") | not)' "$T/rb.json" >/dev/null ||
 		fail "report:" "$(jq -c .respawns "$T/rb.json")"
 	validate_report "$T/rb.json"
+}
+
+@test "a daemon's replica that ends by itself (exit 3) while the others serve on is the odd one: killed and replaced after --timeout, the others keep serving, and SIGTERM ends the run with the daemon's own status" {
+	local port i
+	port=$(free_port)
+	mkdir -p "$T/shared"
+	cat >"$T/oddexit.py" <<'PY'
+import http.server, os, sys, threading
+# The one replica that makes the directory first ends by itself 1 s later.
+try:
+    os.mkdir(os.path.join(sys.argv[2], "odd"))
+    threading.Timer(1, lambda: os._exit(3)).start()
+except FileExistsError:
+    pass
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "3"); self.end_headers(); self.wfile.write(b"ok\n")
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+	dh_server odd "$port" -k 3 --timeout 2 --share "$T/shared" -- python3 "$T/oddexit.py" "$port" "$T/shared"
+	wait_until 60 grep -q 'ended by itself (status 3) while the others serve on' "$T/odd.err" ||
+		fail "the replica that ended was not taken out" "$(grep '^diehard:' "$T/odd.err" | tail -n 12)"
+	wait_until 60 voting_again odd 3 || fail "three do not vote again" "$(status_json odd)"
+	for i in $(seq 10); do
+		[[ $(curl -sS -m 20 "http://127.0.0.1:$port/") == ok ]] || fail "request $i failed" \
+			"$(grep '^diehard:' "$T/odd.err" | tail -n 12)"
+	done
+	! grep -q 'straggler: still running' "$T/odd.err" || fail "the replicas serving on were killed as stragglers" \
+		"$(grep '^diehard:' "$T/odd.err" | tail -n 12)"
+	stop odd
+	[[ $BG_RC == 143 ]] || fail "exit $BG_RC, expected the daemon's own (143)" "$(tail -n 5 "$T/odd.err")"
 }
 
 @test "memcached -t 4 (stateful: its connection log replayed) has all three replicas SIGKILLed at once: a client that connects while none takes clients waits, is answered once a replacement joins, and finds every key" {

@@ -110,6 +110,7 @@ struct conn {
 	struct event *retry;     /* votes again while a dying peer is reaped (NULL: none yet) */
 	struct event *turn;      /* the client's bytes held past a second's turn (NULL: none yet) */
 	double first_reply;      /* when a peer first gave reply bytes (0: none yet): turn_lag */
+	double first_fed;        /* when a peer was first given the client's bytes (0: not yet) */
 	double opened;
 };
 
@@ -379,6 +380,8 @@ static void peer_send(struct conn *c, struct peer *p)
 		ssize_t w = write(p->fd, c->in + (p->in_off - c->in_base), c->in_tail - p->in_off);
 		if (w > 0) {
 			p->in_off += (size_t)w;
+			if (c->first_fed == 0)
+				c->first_fed = now();
 			continue;
 		}
 		if (w < 0 && errno == EINTR)
@@ -413,8 +416,9 @@ static void client_update_read(struct conn *c);
  * TURN_GUARD, or more while the replicas answer further apart than that
  * (a loaded machine: one replica handles a request 40 ms after another):
  * 1.5 times the widest spread between a connection's first and last
- * replies seen in the last TURN_LAG_WINDOW to 2 x TURN_LAG_WINDOW seconds,
- * plus TURN_GUARD / 4, up to TURN_GUARD_MAX. A client's request waits that
+ * replies seen lately (a window of TURN_LAG_WINDOW seconds and the one
+ * before it: up to 4 x TURN_LAG_WINDOW old), plus TURN_GUARD / 4, up to
+ * TURN_GUARD_MAX. A client's request waits that
  * long at most: about one in 50 on a quiet machine. */
 #define TURN_GUARD_NS 20000000L
 #define TURN_GUARD_MAX_NS 250000000L
@@ -422,7 +426,12 @@ static void client_update_read(struct conn *c);
 #define TURN_LAG_WINDOW 5.0
 
 /* A connection's replies came `spread` seconds apart (its first and this
- * peer's first bytes). */
+ * peer's first bytes). Only a light request's (its first reply within
+ * TURN_LIGHT of its bytes): a heavy one's spread grows with its work, while
+ * its time was read as it came in; one client's heavy requests must not
+ * hold every client's. */
+#define TURN_LIGHT 0.05
+
 static void turn_lag(struct net *N, double t, double spread)
 {
 	if (t - N->lag_since >= TURN_LAG_WINDOW) {
@@ -615,7 +624,7 @@ static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 			c->N->slot[p->slot].answered = true;
 			if (c->first_reply == 0)
 				c->first_reply = t;
-			else
+			else if (c->first_fed != 0 && c->first_reply - c->first_fed < TURN_LIGHT)
 				turn_lag(c->N, t, t - c->first_reply);
 		}
 		p->end += (size_t)n;

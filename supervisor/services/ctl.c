@@ -289,7 +289,8 @@ static void status_text(const Diehard__RunStatus *st)
 		printf("%u replaying, ", (unsigned)st->joining);
 	printf("%u replacements started", (unsigned)st->replacements);
 	if (st->has_replacements_given_back && st->replacements_given_back > 0)
-		printf(" (%u lasted: their respawns given back)", (unsigned)st->replacements_given_back);
+		printf(" (%u gave their respawn back: they lasted, or a SIGKILL from outside ended them)",
+		       (unsigned)st->replacements_given_back);
 	printf("\n");
 	if (st->has_vote) {
 		printf("vote: %s", vote_name(st->vote));

@@ -151,74 +151,49 @@ pid_t remote_thread_group(pid_t tid)
 	return (pid_t)v;
 }
 
-#define TCP_LISTENERS 64    /* listening sockets looked at, at most */
-#define TCP_ACCEPTED 1024    /* connections on their ports, at most */
-
-struct tcp_socks {
-	unsigned long listen_ino[TCP_LISTENERS];
-	unsigned listen_port[TCP_LISTENERS];
-	size_t nl;
-	unsigned long conn_ino[TCP_ACCEPTED];
-	unsigned conn_port[TCP_ACCEPTED];
-	size_t nc;
+/* A growable array of unsigned longs. */
+struct ulongs {
+	unsigned long *v;
+	size_t n, cap;
 };
 
-/* One of pid's /proc/PID/net tables ("sl local rem st ... inode"; local
- * "ADDR:PORT" in hex; st 0A is LISTEN): its listening sockets, and the
- * others with their local ports. */
-static void tcp_table(pid_t pid, const char *table, struct tcp_socks *t)
+static bool ulongs_add(struct ulongs *a, unsigned long x)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/net/%s", (int)pid, table);
-	FILE *f = fopen(path, "re");
-	if (f == NULL)
-		return;
-	char line[512];
-	if (fgets(line, sizeof line, f) == NULL) { /* the header */
-		fclose(f);
-		return;
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 64;
+		unsigned long *v = realloc(a->v, cap * sizeof *v);
+		if (v == NULL)
+			return false;
+		a->v = v;
+		a->cap = cap;
 	}
-	while (fgets(line, sizeof line, f) != NULL) {
-		char local[80], st[8];
-		unsigned long inode;
-		if (sscanf(line, "%*s %79s %*s %7s %*s %*s %*s %*s %*s %lu", local, st, &inode) != 3 || inode == 0)
-			continue;
-		const char *colon = strrchr(local, ':');
-		if (colon == NULL)
-			continue;
-		unsigned port = (unsigned)strtoul(colon + 1, NULL, 16);
-		if (strcmp(st, "0A") == 0 && t->nl < TCP_LISTENERS) {
-			t->listen_ino[t->nl] = inode;
-			t->listen_port[t->nl++] = port;
-		} else if (strcmp(st, "0A") != 0 && t->nc < TCP_ACCEPTED) {
-			t->conn_ino[t->nc] = inode;
-			t->conn_port[t->nc++] = port;
-		}
-	}
-	fclose(f);
+	a->v[a->n++] = x;
+	return true;
 }
 
-static bool listen_port(const struct tcp_socks *t, unsigned port)
+static int ulong_cmp(const void *x, const void *y)
 {
-	for (size_t i = 0; i < t->nl; i++)
-		if (t->listen_port[i] == port)
-			return true;
-	return false;
+	unsigned long a = *(const unsigned long *)x, b = *(const unsigned long *)y;
+	return a < b ? -1 : a > b;
 }
 
-unsigned remote_tcp_roles(pid_t pid)
+static bool ulongs_has(const struct ulongs *a, unsigned long x)
 {
-	struct tcp_socks *t = calloc(1, sizeof *t);
-	if (t == NULL)
-		return 0;
-	tcp_table(pid, "tcp", t);
-	tcp_table(pid, "tcp6", t);
-	unsigned roles = 0;
+	return a->n > 0 && bsearch(&x, a->v, a->n, sizeof x, ulong_cmp) != NULL;
+}
+
+/* pid's socket inodes, from /proc/PID/fd, sorted: false when the
+ * directory cannot be read. */
+static bool socket_inodes(pid_t pid, struct ulongs *ino)
+{
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-	DIR *d = t->nl > 0 ? opendir(path) : NULL;
+	DIR *d = opendir(path);
+	if (d == NULL)
+		return false;
+	bool ok = true;
 	struct dirent *e;
-	while (d != NULL && roles != (REMOTE_LISTENS | REMOTE_ACCEPTED) && (e = readdir(d)) != NULL) {
+	while (ok && (e = readdir(d)) != NULL) {
 		if (e->d_name[0] == '.')
 			continue;
 		char to[64];
@@ -227,18 +202,70 @@ unsigned remote_tcp_roles(pid_t pid)
 			continue;
 		to[len] = '\0';
 		unsigned long inode;
-		if (sscanf(to, "socket:[%lu]", &inode) != 1)
-			continue;
-		for (size_t i = 0; i < t->nl; i++)
-			if (t->listen_ino[i] == inode)
-				roles |= REMOTE_LISTENS;
-		for (size_t i = 0; i < t->nc; i++)
-			if (t->conn_ino[i] == inode && listen_port(t, t->conn_port[i]))
-				roles |= REMOTE_ACCEPTED;
+		if (sscanf(to, "socket:[%lu]", &inode) == 1)
+			ok = ulongs_add(ino, inode);
 	}
-	if (d != NULL)
-		closedir(d);
-	free(t);
+	closedir(d);
+	if (ok && ino->n > 1)
+		qsort(ino->v, ino->n, sizeof *ino->v, ulong_cmp);
+	return ok;
+}
+
+/* pid's sockets in one of its /proc/PID/net tables ("sl local rem st ...
+ * inode"; local "ADDR:PORT" in hex; st 0A is LISTEN): the ports it listens
+ * on, and its other sockets as (port, inode) pairs. False when the table
+ * cannot be read (tcp6 without IPv6 is no table: true). */
+static bool tcp_table(pid_t pid, const char *table, const struct ulongs *mine, struct ulongs *ports,
+		      struct ulongs *conns)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/net/%s", (int)pid, table);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return errno == ENOENT;
+	char line[512];
+	bool ok = fgets(line, sizeof line, f) != NULL; /* the header */
+	while (ok && fgets(line, sizeof line, f) != NULL) {
+		char local[80], st[8];
+		unsigned long inode;
+		if (sscanf(line, "%*s %79s %*s %7s %*s %*s %*s %*s %*s %lu", local, st, &inode) != 3 || inode == 0 ||
+		    !ulongs_has(mine, inode))
+			continue;
+		const char *colon = strrchr(local, ':');
+		if (colon == NULL)
+			continue;
+		unsigned long port = strtoul(colon + 1, NULL, 16);
+		if (strcmp(st, "0A") == 0)
+			ok = ulongs_add(ports, port);
+		else
+			ok = ulongs_add(conns, port) && ulongs_add(conns, inode);
+	}
+	fclose(f);
+	return ok;
+}
+
+unsigned remote_tcp_roles(pid_t pid, unsigned long *accepted)
+{
+	struct ulongs mine = { 0 }, ports = { 0 }, conns = { 0 };
+	unsigned roles = 0;
+	*accepted = 0;
+	if (!socket_inodes(pid, &mine) || !tcp_table(pid, "tcp", &mine, &ports, &conns) ||
+	    !tcp_table(pid, "tcp6", &mine, &ports, &conns)) {
+		roles = REMOTE_UNREADABLE;
+	} else if (ports.n > 0) {
+		roles = REMOTE_LISTENS;
+		if (ports.n > 1)
+			qsort(ports.v, ports.n, sizeof *ports.v, ulong_cmp);
+		for (size_t i = 0; i + 1 < conns.n; i += 2)
+			if (ulongs_has(&ports, conns.v[i])) {
+				roles |= REMOTE_ACCEPTED;
+				*accepted = conns.v[i + 1];
+				break;
+			}
+	}
+	free(mine.v);
+	free(ports.v);
+	free(conns.v);
 	return roles;
 }
 

@@ -277,20 +277,40 @@ void take_no_real(const struct seccomp_notif *req, struct nd_value *v)
 #define LOOP_READS 256
 
 /* Whether thread tid is an event loop's: its process's main thread, in a
- * process that holds a listening TCP socket (nginx's workers, redis, a
- * single-threaded server), serving many connections in turn; not a thread
- * started for a request (python's http.server) nor a process forked for a
- * connection (sshd, PostgreSQL: they close their listeners), whose reads
- * pair request by request. Cached per tid. */
+ * process that holds a listening TCP socket and has been seen holding two
+ * connections it accepted there, one after the other (nginx's workers,
+ * redis, a single-threaded server): it serves many connections in turn.
+ * Not a thread started for a request (python's http.server), nor a process
+ * forked for a connection, whether it closed its listeners (sshd,
+ * PostgreSQL) or not (python's ForkingMixIn: it only ever holds the one
+ * connection its parent accepted), whose reads pair request by request.
+ * Cached per tid once known (a tid reused by a new thread before its
+ * entry is overwritten inherits it: a thread's first 256 reads at most
+ * are matched the other way). */
 static bool loop_thread(struct vreplica *vr, pid_t tid)
 {
 	unsigned h = (unsigned)tid % LOOP_CACHE;
-	if (vr->loops[h].tid == tid)
-		return vr->loops[h].loop;
-	bool loop = remote_thread_group(tid) == tid && (remote_tcp_roles(tid) & REMOTE_LISTENS);
+	bool seen = vr->loops[h].tid == tid;
+	if (seen && vr->loops[h].state != LOOP_UNSURE)
+		return vr->loops[h].state == LOOP_YES;
+	uint8_t state = LOOP_UNSURE;
+	unsigned long accepted = 0;
+	if (remote_thread_group(tid) != tid) {
+		state = LOOP_NO;
+	} else {
+		unsigned roles = remote_tcp_roles(tid, &accepted);
+		if (roles & REMOTE_UNREADABLE)
+			return false; /* asked again at the next read */
+		if (!(roles & REMOTE_LISTENS))
+			state = LOOP_NO;
+		else if (accepted != 0 && seen && vr->loops[h].accepted != 0 && vr->loops[h].accepted != accepted)
+			state = LOOP_YES;
+	}
 	vr->loops[h].tid = tid;
-	vr->loops[h].loop = loop;
-	return loop;
+	vr->loops[h].state = state;
+	if (accepted != 0 || !seen)
+		vr->loops[h].accepted = accepted;
+	return state == LOOP_YES;
 }
 
 bool take_wall_or_monotonic(uint32_t key)
@@ -612,6 +632,11 @@ int take_value(struct vreplica *vr, const struct seccomp_notif *req, uint32_t ke
 			return ND_LOST;
 		}
 	}
+	/* Every early read of a serving thread looks at what it holds, leader's
+	 * and follower's alike: an event loop is known the sooner. */
+	if (take_thread_key(key) && net_answered(V->S->net, vr->index) &&
+	    ndlog_count(V->log, vr->index, key) < LOOP_READS)
+		(void)loop_thread(vr, (pid_t)req->pid);
 	int outcome = ndlog_take(V->log, vr->index, key, arg, index, v, &expected);
 	if (outcome < 0)
 		fatal(EXIT_INTERNAL, "out of memory in the nondeterminism log");

@@ -56,6 +56,7 @@ struct traced {
 };
 
 #define LOOP_CACHE 64
+enum { LOOP_UNSURE, LOOP_NO, LOOP_YES };
 
 struct vreplica {
 	struct virt *V;
@@ -79,7 +80,8 @@ struct vreplica {
 				 its counts skip the past, not compared at the end */
 	struct {              /* take.c's loop_thread, by tid (direct-mapped) */
 		pid_t tid;    /* 0: empty */
-		bool loop;
+		uint8_t state; /* LOOP_UNSURE (accepted: the connection seen), LOOP_NO, LOOP_YES */
+		unsigned long accepted;
 	} loops[LOOP_CACHE];
 };
 

@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +35,20 @@ static unsigned long long start_by_hand(void)
 	return strtoull(p, NULL, 10);
 }
 
+static unsigned long last_accepted;
+
+static unsigned roles(pid_t pid)
+{
+	return remote_tcp_roles(pid, &last_accepted);
+}
+
+/* The inode of socket fd. */
+static unsigned long inode_of(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
 int main(void)
 {
 	const char *const names[] = { "plain", "a) b c", ") ) )", "x (y) z" };
@@ -51,28 +66,41 @@ int main(void)
 	}
 	pid_t tgid, ppid;
 	CHECK(remote_family(getpid(), &tgid, &ppid) && tgid == getpid() && ppid == getppid(), "thread group and parent");
-	CHECK(remote_tcp_roles(getpid()) == 0, "no socket: no role");
+	CHECK(roles(getpid()) == 0, "no socket: no role");
 	int v4 = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	CHECK(v4 >= 0 && bind(v4, (struct sockaddr *)&a, sizeof a) == 0, "an IPv4 socket bound");
-	CHECK(remote_tcp_roles(getpid()) == 0, "a socket bound but not listening: no role");
-	CHECK(listen(v4, 4) == 0 && remote_tcp_roles(getpid()) == REMOTE_LISTENS, "an IPv4 socket that listens: listens");
+	CHECK(roles(getpid()) == 0, "a socket bound but not listening: no role");
+	CHECK(listen(v4, 4) == 0 && roles(getpid()) == REMOTE_LISTENS, "an IPv4 socket that listens: listens");
 	socklen_t al = sizeof a;
 	int out = socket(AF_INET, SOCK_STREAM, 0);
 	CHECK(getsockname(v4, (struct sockaddr *)&a, &al) == 0 && out >= 0 &&
 	      connect(out, (struct sockaddr *)&a, sizeof a) == 0, "a connection to it");
-	CHECK(remote_tcp_roles(getpid()) == REMOTE_LISTENS, "a connection made, not accepted: listens only");
+	CHECK(roles(getpid()) == REMOTE_LISTENS, "a connection made, not accepted: listens only");
 	int in = accept(v4, NULL, NULL);
-	CHECK(in >= 0 && remote_tcp_roles(getpid()) == (REMOTE_LISTENS | REMOTE_ACCEPTED), "accepted: both roles");
+	CHECK(in >= 0 && roles(getpid()) == (REMOTE_LISTENS | REMOTE_ACCEPTED) && last_accepted == inode_of(in),
+	      "accepted: both roles, and the accepted connection's inode");
 	close(in);
-	CHECK(remote_tcp_roles(getpid()) == REMOTE_LISTENS, "the accepted one closed: listens only");
+	CHECK(roles(getpid()) == REMOTE_LISTENS, "the accepted one closed: listens only");
 	close(v4);
-	CHECK(remote_tcp_roles(getpid()) == 0, "its listener closed, a connection left: no role");
+	CHECK(roles(getpid()) == 0, "its listener closed, a connection left: no role");
 	close(out);
+	int many[80];
+	for (int i = 0; i < 80; i++) {
+		many[i] = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in any = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		if (many[i] < 0 || bind(many[i], (struct sockaddr *)&any, sizeof any) != 0 || listen(many[i], 1) != 0)
+			many[i] = -1;
+	}
+	CHECK(roles(getpid()) == REMOTE_LISTENS, "80 listeners: listens");
+	for (int i = 0; i < 80; i++)
+		if (many[i] >= 0)
+			close(many[i]);
+	CHECK(roles(getpid()) == 0, "all 80 closed: no role");
 	int v6 = socket(AF_INET6, SOCK_STREAM, 0);
 	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
 	if (v6 >= 0 && bind(v6, (struct sockaddr *)&a6, sizeof a6) == 0 && listen(v6, 4) == 0)
-		CHECK(remote_tcp_roles(getpid()) == REMOTE_LISTENS, "an IPv6 socket that listens: listens");
+		CHECK(roles(getpid()) == REMOTE_LISTENS, "an IPv6 socket that listens: listens");
 	if (v6 >= 0)
 		close(v6);
 	pid_t c = fork();
@@ -81,7 +109,7 @@ int main(void)
 	waitpid(c, NULL, 0);
 	char s;
 	CHECK(remote_start_time(c, &s) == 0 && !remote_stat(c, &s, &ppid) && !remote_family(c, &tgid, &ppid) &&
-	      remote_tcp_roles(c) == 0,
+	      roles(c) == REMOTE_UNREADABLE,
 	      "a process gone reads as gone");
 	return tap_done();
 }
