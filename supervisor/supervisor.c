@@ -476,11 +476,21 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		finished += r->live && r->exited && WIFEXITED(r->wstatus);
 	}
 	unsigned quorum = sup_quorum(S);
-	/* A daemon's replica that ended by itself while a quorum of the others
-	 * serve on: after --timeout it is the odd one (killed and replaced),
-	 * not they stragglers. A daemon that ends of itself ends in every
-	 * replica within that time. */
-	bool serving_on = sup_serves(S) && !S->stopping && S->stop_ev == NULL && exited_live < quorum;
+	/* A daemon's replica that ended by itself while the others serve on
+	 * (a quorum runs, and clients were answered after it ended): after
+	 * --timeout it is the odd one (killed and replaced), not they
+	 * stragglers. A daemon that ends of itself ends in every replica
+	 * within that time; a program that listens but has answered no one
+	 * since (a test suite's server) keeps the usual rule. Not under --ci. */
+	double first_end = 0;
+	for (unsigned i = 0; i < S->nslots; i++) {
+		const struct replica *r = &S->r[i];
+		double end = S->t_start + r->end_time;
+		if (r->live && r->exited && !r->sigkilled && (first_end == 0 || end < first_end))
+			first_end = end;
+	}
+	bool serving_on = sup_serves(S) && !S->o->ci && !S->stopping && S->stop_ev == NULL && exited_live < quorum &&
+			  first_end != 0 && net_last_answer(S->net) > first_end;
 	if (serving_on)
 		for (unsigned i = 0; i < S->nslots; i++) {
 			struct replica *r = &S->r[i];

@@ -265,7 +265,14 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 PY
 	dh_server odd "$port" -k 3 --timeout 2 --share "$T/shared" -- python3 "$T/oddexit.py" "$port" "$T/shared"
-	wait_until 60 grep -q 'ended by itself (status 3) while the others serve on' "$T/odd.err" ||
+	# Clients are answered meanwhile: the others serve on.
+	for i in $(seq 120); do
+		[[ $(curl -sS -m 20 "http://127.0.0.1:$port/") == ok ]] || fail "request $i failed" \
+			"$(grep '^diehard:' "$T/odd.err" | tail -n 12)"
+		! grep -q 'ended by itself (status 3) while the others serve on' "$T/odd.err" || break
+		sleep 0.25
+	done
+	grep -q 'ended by itself (status 3) while the others serve on' "$T/odd.err" ||
 		fail "the replica that ended was not taken out" "$(grep '^diehard:' "$T/odd.err" | tail -n 12)"
 	wait_until 60 voting_again odd 3 || fail "three do not vote again" "$(status_json odd)"
 	for i in $(seq 10); do
@@ -276,6 +283,29 @@ PY
 		"$(grep '^diehard:' "$T/odd.err" | tail -n 12)"
 	stop odd
 	[[ $BG_RC == 143 ]] || fail "exit $BG_RC, expected the daemon's own (143)" "$(tail -n 5 "$T/odd.err")"
+}
+
+@test "a program that listens but answers no one, its replicas ending at their own pace (one fast): none is killed for ending first, the run ends with their status" {
+	local port
+	port=$(free_port)
+	mkdir -p "$T/shared"
+	cat >"$T/fastslow.py" <<'PY'
+import os, socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen()
+try:
+    os.mkdir(os.path.join(sys.argv[2], "fast")); pause = 0.05
+except FileExistsError:
+    pause = 0.5
+for i in range(6):
+    print("tick", i, flush=True)
+    time.sleep(pause)
+PY
+	capture "$T/fs" timeout 60 "$DIEHARD" -v -k 3 --timeout 2 --share "$T/shared" -- python3 "$T/fastslow.py" "$port" "$T/shared"
+	[[ $(<"$T/fs.rc") == 0 ]] || fail "exit $(<"$T/fs.rc")" "$(tail -n 8 "$T/fs.err")"
+	[[ $(grep -c '^tick' "$T/fs.out") == 6 ]] || fail "output:" "$(cat "$T/fs.out")"
+	! grep -q 'ended by itself\|spawn replica 3' "$T/fs.err" || fail "a replica was killed for ending first" \
+		"$(grep '^diehard:' "$T/fs.err" | tail -n 8)"
 }
 
 @test "memcached -t 4 (stateful: its connection log replayed) has all three replicas SIGKILLed at once: a client that connects while none takes clients waits, is answered once a replacement joins, and finds every key" {
@@ -1154,19 +1184,38 @@ stops() {
 	stops python 10 "$port" python3 -m http.server "$port" --bind 127.0.0.1 --directory "$T/www"
 }
 
-@test "nginx (two workers) under 4 clients from its first second on: every reply's Date agrees in every replica (an event loop's clock follows the front once clients come, not its iteration count): 3 runs, no divergence, every reply whole" {
+@test "nginx under 4 clients from its first second on: every reply's Date agrees in every replica (an event loop's clock follows the front once clients come, not its iteration count): 3 runs of a connection a request (two workers), 2 of connections kept open from the first moment (one), no divergence, every reply whole" {
 	require_cmd nginx
 	head -c 4096 /dev/zero | tr '\0' x >"$T/www/f.bin"
 	cat >"$T/load.py" <<'PY'
 import socket, sys, threading, time
-# 4 clients, each a connection a request (GET /f.bin), for argv[2] seconds:
-# prints how many replies were whole and how many were not.
+# 4 clients for argv[2] seconds, each a connection a request (GET /f.bin),
+# or with argv[3] "keep" one HTTP/1.1 connection each, kept open (made as
+# soon as the port takes them): prints how many replies were whole and how
+# many were not.
+import http.client
 port, secs = int(sys.argv[1]), float(sys.argv[2])
+keep = len(sys.argv) > 3 and sys.argv[3] == "keep"
 res = {"ok": 0, "bad": 0}
 end = time.time() + secs
 def client():
+    if keep:
+        while True:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+                c.connect()
+                break
+            except OSError:
+                time.sleep(0.01)
     while time.time() < end:
         try:
+            if keep:
+                c.request("GET", "/f.bin")
+                r = c.getresponse()
+                b = r.read()
+                res["ok" if r.status == 200 and b == b"x" * 4096 else "bad"] += 1
+                time.sleep(0.01)
+                continue
             s = socket.create_connection(("127.0.0.1", port), timeout=20)
             s.sendall(b"GET /f.bin HTTP/1.0\r\n\r\n")
             b = b""
@@ -1177,8 +1226,10 @@ def client():
                 b += c
             s.close()
             res["ok" if b.startswith(b"HTTP/1.1 200") and b.endswith(b"x" * 4096) else "bad"] += 1
-        except OSError:
+        except Exception:
             res["bad"] += 1
+            if keep:
+                return
 ts = [threading.Thread(target=client) for _ in range(4)]
 [t.start() for t in ts]
 [t.join() for t in ts]
@@ -1196,5 +1247,22 @@ PY
 		jq -e '[.divergences[]? | select(.kind != "ends early" and .kind != "output ended early")] | length == 0' \
 			"$T/ng$run.json" >/dev/null || fail "run $run: divergences" "$(jq -c .divergences "$T/ng$run.json")" \
 			"$(grep '^diehard:' "$T/ng$run.err" | tail -n 20)"
+	done
+	# Clients that keep their connections open from the first moment (no
+	# connection made and closed before: a worker that only ever held the
+	# same four is known as a loop by holding them at once). One worker.
+	for run in 4 5; do
+		port=$(free_port)
+		nginx_conf "$T/ng$run" "$port" "$T/www" 1 "$T/ng$run/logs/error.log" '$remote_addr $request $status'
+		"$DIEHARD" -v --report "$T/ng$run.json" -k 3 -- nginx -c "$T/ng$run/nginx.conf" >"$T/ng$run.out" 2>"$T/ng$run.err" &
+		DH=$!
+		BG+=("$DH")
+		wait_until 60 grep -q 'listening on' "$T/ng$run.err" || fail "run $run: diehard did not listen"
+		read -r ok bad < <(python3 "$T/load.py" "$port" 3 keep)
+		stop "ng$run"
+		[[ $BG_RC == 0 && $ok -gt 0 && $bad == 0 ]] ||
+			fail "run $run (kept open): exit $BG_RC, $ok replies whole, $bad not" "$(grep '^diehard:' "$T/ng$run.err" | tail -n 20)"
+		jq -e '[.divergences[]? | select(.kind != "ends early" and .kind != "output ended early")] | length == 0' \
+			"$T/ng$run.json" >/dev/null || fail "run $run (kept open): divergences" "$(jq -c .divergences "$T/ng$run.json")"
 	done
 }

@@ -241,7 +241,8 @@ static bool eof_grace(struct conn *c)
  * except that a peer a SIGKILL from outside took (a person, the OOM
  * killer: sup.h's sigkilled) says nothing of those left. Down to one that
  * way, or opened with one while the run was degraded (voters that joined
- * since are not its peers), the connection goes on as a run down to its
+ * since are its peers only once a replay adopts it: conn_adopt), the
+ * connection goes on as a run down to its
  * last voter would: that one decides, degraded (unless --min-voters asks
  * for more), rather than its client losing a request. A peer lost any other way
  * (a divergence, a crash, a straggler) leaves the rule as it is: one
@@ -430,7 +431,7 @@ static void client_update_read(struct conn *c);
  * TURN_LIGHT of its bytes): a heavy one's spread grows with its work, while
  * its time was read as it came in; one client's heavy requests must not
  * hold every client's. */
-#define TURN_LIGHT 0.05
+#define TURN_LIGHT 0.25
 
 static void turn_lag(struct net *N, double t, double spread)
 {
@@ -621,7 +622,7 @@ static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 	if (n > 0) {
 		double t = now();
 		if (p->end == 0 && c->l != NULL) {
-			c->N->slot[p->slot].answered = true;
+			net_slot_answers(c->N, p->slot);
 			if (c->first_reply == 0)
 				c->first_reply = t;
 			else if (c->first_fed != 0 && c->first_reply - c->first_fed < TURN_LIGHT)
@@ -908,6 +909,8 @@ static bool vote_once(struct conn *c, uint64_t *bad, size_t *off, const char **w
 		return false;
 	c->committed += res.commit;
 	c->N->reply_total += res.commit;
+	if (c->l != NULL && res.commit > 0)
+		c->N->last_answer = sup_now();
 	sup_committed_by(c->N->S, (unsigned)__builtin_popcountll(res.agree), res.commit);
 	for (unsigned j = 0; j < n; j++)
 		if (res.agree & (1ull << j))

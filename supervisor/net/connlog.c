@@ -153,7 +153,7 @@ static void on_rc_readable(evutil_socket_t fd, short what, void *arg)
 		return;
 	struct net *N = rc->N;
 	if (n > 0) {
-		ns->answered = true;
+		net_slot_answers(N, rc->slot);
 		rc->received += (uint64_t)n;
 		ns->rp_received += (uint64_t)n;
 		ns->rp_progress = sup_now();

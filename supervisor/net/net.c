@@ -1000,6 +1000,28 @@ bool net_serves(const struct net *N)
 	return dgram_serving(N);
 }
 
+void net_slot_answers(struct net *N, unsigned i)
+{
+	struct nslot *ns = &N->slot[i];
+	if (ns->answered)
+		return;
+	ns->answered = true;
+	struct timespec ts;
+	long hz = sysconf(_SC_CLK_TCK);
+	if (clock_gettime(CLOCK_BOOTTIME, &ts) == 0 && hz > 0)
+		ns->answered_ticks = (uint64_t)ts.tv_sec * (uint64_t)hz + (uint64_t)ts.tv_nsec * (uint64_t)hz / 1000000000u;
+}
+
+uint64_t net_answered_ticks(const struct net *N, unsigned i)
+{
+	return N != NULL && N->slot[i].answered ? N->slot[i].answered_ticks : 0;
+}
+
+double net_last_answer(const struct net *N)
+{
+	return N != NULL ? N->last_answer : 0;
+}
+
 bool net_answered(const struct net *N, unsigned i)
 {
 	return N != NULL && N->slot[i].answered;

@@ -20,6 +20,7 @@
 #define DIEHARD_NET_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -61,6 +62,14 @@ bool net_serving(const struct net *N);
  * listened there, or systemd handed the socket over), TCP or UDP: the run
  * serves clients (sup_serves). */
 bool net_serves(const struct net *N);
+
+/* When slot i's program first answered a client, in clock ticks since boot
+ * (as /proc/PID/stat's start times: take.c tells a process started before
+ * from one forked since); 0: not yet. */
+uint64_t net_answered_ticks(const struct net *N, unsigned i);
+
+/* When a client's reply bytes were last committed (sup_now()); 0: never. */
+double net_last_answer(const struct net *N);
 
 /* Whether slot i's program has answered a client (take.c: it serves, no
  * longer starting). */

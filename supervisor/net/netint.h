@@ -78,6 +78,7 @@ struct nslot {
 	double streams_since;    /* a fresh server: since when only the voters' file
 				    streams keep it from joining (fresh.c; 0: not) */
 	bool answered;           /* it has answered a client (net_answered) */
+	uint64_t answered_ticks; /* when first: clock ticks since boot, as /proc's start times */
 	double conns_since;      /* a fresh server: since when it listens where it should
 				    while connections are open (fresh.c; 0: not) */
 	struct replay_conn *rp_conns;
@@ -101,6 +102,7 @@ struct net {
 	struct outbound *out;        /* the replicas' outbound connections (outbound.c) */
 	struct dgram *dgram;         /* their outbound datagrams (dgram.c) */
 	uint64_t reply_total;        /* reply bytes committed over all connections */
+	double last_answer;          /* when a client's reply bytes were last committed (sup_now()) */
 	double lag[2], lag_since;    /* conn.c's turn guard: the widest spread of a connection's
 					replies in this window (since lag_since) and the last */
 	bool stopping;
@@ -191,6 +193,8 @@ bool conn_join(struct conn *c, unsigned slot, int fd);
  * client). connlog.c: clients that keep their connection open get voters
  * back as replicas are replaced. */
 bool conn_adopt(struct conn *c, unsigned slot, int fd, uint64_t fed, uint64_t received);
+/* Slot i's program answered a client (now): net_answered, net_answered_ticks. */
+void net_slot_answers(struct net *N, unsigned i);
 uint64_t conn_id(const struct conn *c);
 void conn_replica_gone(struct conn *c, unsigned i);
 void conn_tick(struct conn *c, double now);

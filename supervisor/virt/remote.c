@@ -211,61 +211,40 @@ static bool socket_inodes(pid_t pid, struct ulongs *ino)
 	return ok;
 }
 
-/* pid's sockets in one of its /proc/PID/net tables ("sl local rem st ...
- * inode"; local "ADDR:PORT" in hex; st 0A is LISTEN): the ports it listens
- * on, and its other sockets as (port, inode) pairs. False when the table
- * cannot be read (tcp6 without IPv6 is no table: true). */
-static bool tcp_table(pid_t pid, const char *table, const struct ulongs *mine, struct ulongs *ports,
-		      struct ulongs *conns)
+/* Whether one of pid's sockets (mine) listens in one of its /proc/PID/net
+ * tables ("sl local rem st ... inode"; st 0A is LISTEN): 1, 0, or -1 when
+ * the table cannot be read (tcp6 without IPv6 is no table: 0). */
+static int tcp_listens(pid_t pid, const char *table, const struct ulongs *mine)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/net/%s", (int)pid, table);
 	FILE *f = fopen(path, "re");
 	if (f == NULL)
-		return errno == ENOENT;
+		return errno == ENOENT ? 0 : -1;
 	char line[512];
-	bool ok = fgets(line, sizeof line, f) != NULL; /* the header */
-	while (ok && fgets(line, sizeof line, f) != NULL) {
-		char local[80], st[8];
+	int found = fgets(line, sizeof line, f) != NULL ? 0 : -1; /* the header */
+	while (found == 0 && fgets(line, sizeof line, f) != NULL) {
+		char st[8];
 		unsigned long inode;
-		if (sscanf(line, "%*s %79s %*s %7s %*s %*s %*s %*s %*s %lu", local, st, &inode) != 3 || inode == 0 ||
-		    !ulongs_has(mine, inode))
-			continue;
-		const char *colon = strrchr(local, ':');
-		if (colon == NULL)
-			continue;
-		unsigned long port = strtoul(colon + 1, NULL, 16);
-		if (strcmp(st, "0A") == 0)
-			ok = ulongs_add(ports, port);
-		else
-			ok = ulongs_add(conns, port) && ulongs_add(conns, inode);
+		if (sscanf(line, "%*s %*s %*s %7s %*s %*s %*s %*s %*s %lu", st, &inode) == 2 && strcmp(st, "0A") == 0 &&
+		    ulongs_has(mine, inode))
+			found = 1;
 	}
 	fclose(f);
-	return ok;
+	return found;
 }
 
-unsigned remote_tcp_roles(pid_t pid, unsigned long *accepted)
+unsigned remote_tcp_roles(pid_t pid)
 {
-	struct ulongs mine = { 0 }, ports = { 0 }, conns = { 0 };
+	struct ulongs mine = { 0 };
 	unsigned roles = 0;
-	*accepted = 0;
-	if (!socket_inodes(pid, &mine) || !tcp_table(pid, "tcp", &mine, &ports, &conns) ||
-	    !tcp_table(pid, "tcp6", &mine, &ports, &conns)) {
+	if (!socket_inodes(pid, &mine)) {
 		roles = REMOTE_UNREADABLE;
-	} else if (ports.n > 0) {
-		roles = REMOTE_LISTENS;
-		if (ports.n > 1)
-			qsort(ports.v, ports.n, sizeof *ports.v, ulong_cmp);
-		for (size_t i = 0; i + 1 < conns.n; i += 2)
-			if (ulongs_has(&ports, conns.v[i])) {
-				roles |= REMOTE_ACCEPTED;
-				*accepted = conns.v[i + 1];
-				break;
-			}
+	} else if (mine.n > 0) {
+		int v4 = tcp_listens(pid, "tcp", &mine), v6 = v4 == 1 ? 0 : tcp_listens(pid, "tcp6", &mine);
+		roles = v4 < 0 || v6 < 0 ? REMOTE_UNREADABLE : v4 + v6 > 0 ? REMOTE_LISTENS : 0;
 	}
 	free(mine.v);
-	free(ports.v);
-	free(conns.v);
 	return roles;
 }
 

@@ -37,15 +37,13 @@ int remote_status(pid_t tid, char *buf, size_t size);
  * with errno. */
 pid_t remote_thread_group(pid_t tid);
 
-/* What process pid holds of TCP (IPv4 and IPv6): its descriptors' socket
- * inodes (/proc/PID/fd) looked up in its network namespace's tables
- * (/proc/PID/net/tcp, tcp6). REMOTE_LISTENS: a socket that listens;
- * REMOTE_ACCEPTED: also a connection on the port of one of its listeners
- * (one accepted there: its local port is the listener's), its inode in
- * *accepted (the first found; 0 when none). REMOTE_UNREADABLE: /proc could
- * not tell (gone, not ours, out of memory); 0: it holds neither. */
-enum { REMOTE_LISTENS = 1, REMOTE_ACCEPTED = 2, REMOTE_UNREADABLE = 4 };
-unsigned remote_tcp_roles(pid_t pid, unsigned long *accepted);
+/* Whether process pid listens on TCP (IPv4 or IPv6): its descriptors'
+ * socket inodes (/proc/PID/fd) looked up among its network namespace's
+ * listening sockets (/proc/PID/net/tcp, tcp6), however many. REMOTE_LISTENS:
+ * it holds one; REMOTE_UNREADABLE: /proc could not tell (gone, not ours,
+ * out of memory); 0: it holds none. */
+enum { REMOTE_LISTENS = 1, REMOTE_UNREADABLE = 2 };
+unsigned remote_tcp_roles(pid_t pid);
 
 /* Thread tid's process and that process's parent, from
  * /proc/TID/status: false when it cannot be read (gone). */

@@ -277,40 +277,34 @@ void take_no_real(const struct seccomp_notif *req, struct nd_value *v)
 #define LOOP_READS 256
 
 /* Whether thread tid is an event loop's: its process's main thread, in a
- * process that holds a listening TCP socket and has been seen holding two
- * connections it accepted there, one after the other (nginx's workers,
- * redis, a single-threaded server): it serves many connections in turn.
- * Not a thread started for a request (python's http.server), nor a process
- * forked for a connection, whether it closed its listeners (sshd,
- * PostgreSQL) or not (python's ForkingMixIn: it only ever holds the one
- * connection its parent accepted), whose reads pair request by request.
- * Cached per tid once known (a tid reused by a new thread before its
- * entry is overwritten inherits it: a thread's first 256 reads at most
- * are matched the other way). */
+ * process that holds a listening TCP socket and was started before its
+ * replica first answered a client, or in the same clock tick (nginx's
+ * master and workers, redis, a
+ * prefork server's children, a single-threaded server): one that serves
+ * many connections in turn. Not a thread started for a request (python's
+ * http.server), nor a process forked for a connection once the replica
+ * served, whether it closed its listeners (sshd, PostgreSQL) or not
+ * (python's ForkingMixIn), whose reads pair request by request. Asked once
+ * the replica has answered; cached per tid (a tid reused by a new thread
+ * before its entry is overwritten inherits it: a thread's first 256 reads
+ * at most are matched the other way). /proc unreadable: asked again. */
 static bool loop_thread(struct vreplica *vr, pid_t tid)
 {
 	unsigned h = (unsigned)tid % LOOP_CACHE;
-	bool seen = vr->loops[h].tid == tid;
-	if (seen && vr->loops[h].state != LOOP_UNSURE)
-		return vr->loops[h].state == LOOP_YES;
-	uint8_t state = LOOP_UNSURE;
-	unsigned long accepted = 0;
-	if (remote_thread_group(tid) != tid) {
-		state = LOOP_NO;
-	} else {
-		unsigned roles = remote_tcp_roles(tid, &accepted);
-		if (roles & REMOTE_UNREADABLE)
-			return false; /* asked again at the next read */
-		if (!(roles & REMOTE_LISTENS))
-			state = LOOP_NO;
-		else if (accepted != 0 && seen && vr->loops[h].accepted != 0 && vr->loops[h].accepted != accepted)
-			state = LOOP_YES;
+	if (vr->loops[h].tid == tid)
+		return vr->loops[h].loop;
+	uint64_t answered = net_answered_ticks(vr->V->S->net, vr->index);
+	bool loop = false;
+	if (remote_thread_group(tid) == tid) {
+		unsigned roles = remote_tcp_roles(tid);
+		uint64_t started = remote_start_time(tid, NULL);
+		if ((roles & REMOTE_UNREADABLE) || started == 0)
+			return false;
+		loop = (roles & REMOTE_LISTENS) && answered != 0 && started <= answered;
 	}
 	vr->loops[h].tid = tid;
-	vr->loops[h].state = state;
-	if (accepted != 0 || !seen)
-		vr->loops[h].accepted = accepted;
-	return state == LOOP_YES;
+	vr->loops[h].loop = loop;
+	return loop;
 }
 
 bool take_wall_or_monotonic(uint32_t key)
@@ -632,11 +626,6 @@ int take_value(struct vreplica *vr, const struct seccomp_notif *req, uint32_t ke
 			return ND_LOST;
 		}
 	}
-	/* Every early read of a serving thread looks at what it holds, leader's
-	 * and follower's alike: an event loop is known the sooner. */
-	if (take_thread_key(key) && net_answered(V->S->net, vr->index) &&
-	    ndlog_count(V->log, vr->index, key) < LOOP_READS)
-		(void)loop_thread(vr, (pid_t)req->pid);
 	int outcome = ndlog_take(V->log, vr->index, key, arg, index, v, &expected);
 	if (outcome < 0)
 		fatal(EXIT_INTERNAL, "out of memory in the nondeterminism log");

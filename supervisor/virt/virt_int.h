@@ -56,7 +56,6 @@ struct traced {
 };
 
 #define LOOP_CACHE 64
-enum { LOOP_UNSURE, LOOP_NO, LOOP_YES };
 
 struct vreplica {
 	struct virt *V;
@@ -80,8 +79,7 @@ struct vreplica {
 				 its counts skip the past, not compared at the end */
 	struct {              /* take.c's loop_thread, by tid (direct-mapped) */
 		pid_t tid;    /* 0: empty */
-		uint8_t state; /* LOOP_UNSURE (accepted: the connection seen), LOOP_NO, LOOP_YES */
-		unsigned long accepted;
+		bool loop;
 	} loops[LOOP_CACHE];
 };
 
