@@ -163,7 +163,9 @@ bool replace_replayable(struct sup *S, char *why, size_t size)
 
 static unsigned count_sound(const struct sup *S);
 
-/* Says once why replicas can no longer be replaced. */
+/* Says why replicas can no longer be replaced, each new reason once (the
+ * report keeps the first); notes whether it is the respawn bound, which a
+ * give-back lifts. */
 static void refuse(struct sup *S, const char *why)
 {
 	S->refused_bound = S->o->respawns > 0 && S->respawns - S->respawns_back >= S->o->respawns;
