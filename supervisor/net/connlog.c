@@ -73,7 +73,7 @@ static void append(struct net *N, uint32_t kind, uint64_t id, uint32_t listener,
 {
 	if (N->log == NULL)
 		return;
-	struct rec r = { .id = id, .kind = kind, .listener = listener, .len = n, .reply_total = N->reply_total};
+	struct rec r = { .id = id, .kind = kind, .listener = listener, .len = n, .reply_total = N->reply_total };
 	inputlog_append(N->log, &r, sizeof r);
 	if (n > 0)
 		inputlog_append(N->log, p, n);

@@ -279,9 +279,8 @@ void take_no_real(const struct seccomp_notif *req, struct nd_value *v)
 /* Whether thread tid is an event loop's: its process's main thread, in a
  * process that holds a listening TCP socket and was started before its
  * replica first answered a client, or in the same clock tick (nginx's
- * master and workers, redis, a
- * prefork server's children, a single-threaded server): one that serves
- * many connections in turn. Not a thread started for a request (python's
+ * master and workers, redis, a prefork server's children, a
+ * single-threaded server): one that serves many connections in turn. Not a thread started for a request (python's
  * http.server), nor a process forked for a connection once the replica
  * served, whether it closed its listeners (sshd, PostgreSQL) or not
  * (python's ForkingMixIn), whose reads pair request by request. Asked once
