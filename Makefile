@@ -61,8 +61,8 @@ SUP_LIBS   = $(shell $(PKG_CONFIG) --libs $(SUP_PKGS) 2>/dev/null)
 # the run recording).
 PROTO_SRC  := $(patsubst proto/%.proto,$(B)/proto/%.pb-c.c,$(wildcard proto/*.proto))
 PROTO_HDR  := $(PROTO_SRC:.c=.h)
-SUP_SRC    := $(sort $(filter-out supervisor/sandbox/init.c supervisor/ci/symbolize_tool.c,$(wildcard supervisor/*.c supervisor/*/*.c))) voter/voter.c voter/relines.c allocator/clockpage.c allocator/envkeep.c $(PROTO_SRC)
-SUP_HDR    := $(wildcard supervisor/*.h supervisor/*/*.h) voter/voter.h voter/relines.h allocator/clockpage.h allocator/clockpath.h allocator/blob/clockblob.h allocator/envkeep.h $(PROTO_HDR)
+SUP_SRC    := $(sort $(filter-out supervisor/sandbox/init.c supervisor/ci/symbolize_tool.c,$(wildcard supervisor/*.c supervisor/*/*.c))) voter/voter.c voter/relines.c voter/pastdigits.c allocator/clockpage.c allocator/envkeep.c $(PROTO_SRC)
+SUP_HDR    := $(wildcard supervisor/*.h supervisor/*/*.h) voter/voter.h voter/relines.h voter/pastdigits.h allocator/clockpage.h allocator/clockpath.h allocator/blob/clockblob.h allocator/envkeep.h $(PROTO_HDR)
 # Each concern's folder is on the include path: modules include by name.
 SUP_INC    := -Isupervisor -Isupervisor/files -Isupervisor/virt -Isupervisor/sandbox -Isupervisor/ci -Isupervisor/services -Isupervisor/net -Ivoter -I$(B)/proto -idirafter allocator
 
@@ -214,6 +214,9 @@ $(B)/tests/unit/test_voter: tests/unit/test_voter.c tests/unit/tap.h voter/voter
 
 $(B)/tests/unit/test_relines: tests/unit/test_relines.c tests/unit/tap.h voter/relines.c voter/relines.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Ivoter -o $@ $< voter/relines.c
+
+$(B)/tests/unit/test_pastdigits: tests/unit/test_pastdigits.c tests/unit/tap.h voter/pastdigits.c voter/pastdigits.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Ivoter -o $@ $< voter/pastdigits.c
 
 # The supervisor's pure modules (nondeterminism log, ChaCha20, process
 # trees, digests, disputes, UTF-8 escaping, socket addresses, file

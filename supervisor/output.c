@@ -24,6 +24,8 @@
 
 #include "exitcode.h"
 #include "log.h"
+#include "net.h"
+#include "pastdigits.h"
 #include "spawn.h"
 #include "sup.h"
 
@@ -221,9 +223,30 @@ static void stop_no_quorum(struct sup *S, struct stream *st, const struct voter_
 }
 
 
+/* Feeds n bytes at p into digest d with every digit '0' (pastdigits.h). */
+static void masked_update(struct digest *d, const unsigned char *p, size_t n)
+{
+	static unsigned char buf[16384];
+	for (size_t c; n > 0; p += c, n -= c) {
+		c = n < sizeof buf ? n : sizeof buf;
+		pastdigits_mask(buf, p, c);
+		digest_update(d, buf, c);
+	}
+}
+
+static void rdig_init(struct sup *S, struct replica *r, int s)
+{
+	digest_init(&r->dg[s], &S->dkey);
+	digest_init(&r->pdg[s], &S->dkey);
+}
+
+static size_t past_limit(const struct sup *S, const struct replica *r, int s);
+
 /* Feeds what replica r wrote on stream s in [from, to) into its digest, a
  * block at a time: at each block's end, compares with the committed block's
- * digest. False (and r killed) on a mismatch. */
+ * digest (a block of its replayed past also with the committed block's
+ * masked digest: its times may differ, pastdigits.h). False (and r killed)
+ * on a mismatch. */
 static bool absorb(struct sup *S, struct stream *st, struct replica *r, size_t from, size_t to)
 {
 	int s = (int)(st - S->s);
@@ -234,13 +257,23 @@ static bool absorb(struct sup *S, struct stream *st, struct replica *r, size_t f
 		size_t block = from / DIGEST_BLOCK, end = (block + 1) * DIGEST_BLOCK;
 		size_t n = (to < end ? to : end) - from;
 		digest_update(&r->dg[s], ring_at(rr, from), n);
+		masked_update(&r->pdg[s], ring_at(rr, from), n);
 		from += n;
 		if (from != end)
 			break;
-		uint8_t d[DIGEST_BYTES];
+		uint8_t d[DIGEST_BYTES], pd[DIGEST_BYTES];
 		digest_final(&r->dg[s], d);
-		digest_init(&r->dg[s], &S->dkey);
-		if (block < st->ndig && memcmp(d, st->dig[block], sizeof d) != 0) {
+		digest_final(&r->pdg[s], pd);
+		rdig_init(S, r, s);
+		bool past = end <= past_limit(S, r, s) && st->pdig_from != SIZE_MAX && block >= st->pdig_from &&
+			    block < st->ndig && memcmp(pd, st->pdig[block], sizeof pd) == 0;
+		if (past && memcmp(d, st->dig[block], sizeof d) != 0 && !r->past_said[s]) {
+			r->past_said[s] = true;
+			log_event("replica %u's replayed %s differs from the committed in digits within bytes %zu-%zu "
+				  "(times its replay read otherwise): taken as committed",
+				  r->id, st->name, block * DIGEST_BLOCK, end - 1);
+		}
+		if (block < st->ndig && !past && memcmp(d, st->dig[block], sizeof d) != 0) {
 			record_divergence(S, st, block * DIGEST_BLOCK, 0, r->index, "late output differs (by digest)");
 			char why[160];
 			snprintf(why, sizeof why, "its output differs from the committed %s within bytes %zu-%zu", st->name,
@@ -310,6 +343,52 @@ static enum relines_verdict behind_reorder(struct sup *S, struct stream *st, str
 			      rr->tail - rr->head - from, !r->eof[s], d - from);
 }
 
+/* The offset of r's output on stream s below which it re-lived the past
+ * (net_past: a replacement that replays the connection log, until its
+ * clocks reach now; SIZE_MAX while it still does), 0: none. */
+static size_t past_limit(const struct sup *S, const struct replica *r, int s)
+{
+	if (!r->replacement || r->fresh)
+		return 0;
+	return net_past(S->net, r->index) ? SIZE_MAX : r->past_end[s];
+}
+
+void output_past_ended(struct sup *S, struct replica *r)
+{
+	for (int s = 0; s < NSTREAMS; s++) {
+		int waiting = 0;
+		/* What it wrote and we did not read yet is as old. */
+		if (r->out_fd[s] >= 0 && ioctl(r->out_fd[s], FIONREAD, &waiting) != 0)
+			waiting = 0;
+		r->past_end[s] = r->ring[s]->tail + (size_t)(waiting > 0 ? waiting : 0);
+	}
+	(void)S;
+}
+
+/* r's bytes at mine differ from the committed ones at ours from d on (n
+ * bytes from its ring's head): while they re-live the past, digits that
+ * differ are the committed ones (pastdigits.h), in place. true: some were. */
+static bool past_digits(struct sup *S, struct stream *st, struct replica *r, unsigned char *mine,
+			const unsigned char *ours, size_t d, size_t n)
+{
+	int s = (int)(st - S->s);
+	size_t past = past_limit(S, r, s), head = r->ring[s]->head;
+	if (head + d >= past)
+		return false;
+	size_t lim = past - head < n ? past - head : n;
+	size_t a = d + pastdigits_alike(mine + d, ours + d, lim - d);
+	if (a == d)
+		return false;
+	memcpy(mine + d, ours + d, a - d);
+	if (!r->past_said[s]) {
+		r->past_said[s] = true;
+		log_event("replica %u's replayed %s differs from the committed in digits from byte %zu (times its "
+			  "replay read otherwise): taken as committed",
+			  r->id, st->name, head + d);
+	}
+	return true;
+}
+
 /* A replica that has not reached the committed offset (a slow one, or a
  * replacement catching up): check what it wrote since against the committed
  * output. Bytes the history ring still holds are compared byte for byte;
@@ -348,7 +427,7 @@ static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 		}
 		ring_consume_to(rr, end);
 		if (end == DIGEST_BLOCK)
-			digest_init(&r->dg[s], &S->dkey); /* the next block is checked whole */
+			rdig_init(S, r, s); /* the next block is checked whole */
 	}
 	if (st->hist->head > rr->head) {
 		if (r->live || S->o->respawns == 0) {
@@ -376,6 +455,8 @@ static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 		size_t d = 0;
 		while (mine[d] == ours[d])
 			d++;
+		if (past_digits(S, st, r, mine, ours, d, n))
+			continue;
 		if (outorder_free(S, st)) {
 			/* The committed lines in another order, perhaps (a
 			 * server's threads): taken in their order. */
@@ -411,17 +492,34 @@ static void catch_up(struct sup *S, struct stream *st, struct replica *r)
 /* Digests committed bytes block by block, for replacements that will need
  * to check output older than the history ring. Past the cap, digests stop
  * and replacement becomes impossible (replace_replayable says so). */
-#define MAX_DIGESTS ((size_t)4 << 20) /* 256 GiB of output a stream, 64 MiB of digests */
+#define MAX_DIGESTS ((size_t)4 << 20) /* 256 GiB of output a stream, 64 MiB of digests (and as many masked) */
 
 void output_digest_commit(struct sup *S, struct stream *st, const unsigned char *p, size_t n)
 {
 	if (S->o->respawns == 0 || st->dig_full)
 		return;
 	size_t at = st->committed;
+	if (st->pdig_from == SIZE_MAX && sup_serves(S)) {
+		/* Masked digests from this block on (a serving run's
+		 * replacements replay: output_past_ended); its start is still
+		 * in the history ring (at least a block long), else the next. */
+		size_t start = at / DIGEST_BLOCK * DIGEST_BLOCK;
+		if (st->hist->head <= start || at % DIGEST_BLOCK == 0) {
+			digest_init(&st->pcur, &S->dkey);
+			masked_update(&st->pcur, ring_at(st->hist, start), at - start);
+			st->pdig_from = at / DIGEST_BLOCK;
+		}
+	}
 	while (n > 0) {
 		size_t end = (at / DIGEST_BLOCK + 1) * DIGEST_BLOCK;
 		size_t m = end - at < n ? end - at : n;
+		if (at % DIGEST_BLOCK == 0 && st->pdig_from == SIZE_MAX && sup_serves(S)) {
+			st->pdig_from = at / DIGEST_BLOCK;
+			digest_init(&st->pcur, &S->dkey);
+		}
 		digest_update(&st->cur, p, m);
+		if (st->pdig_from != SIZE_MAX)
+			masked_update(&st->pcur, p, m);
 		p += m;
 		n -= m;
 		at += m;
@@ -430,13 +528,20 @@ void output_digest_commit(struct sup *S, struct stream *st, const unsigned char 
 		if (st->ndig == st->dig_size) {
 			size_t size = st->dig_size ? 2 * st->dig_size : 1024;
 			void *grown = size <= MAX_DIGESTS ? realloc(st->dig, size * sizeof *st->dig) : NULL;
-			if (grown == NULL) {
+			void *pgrown = grown != NULL ? realloc(st->pdig, size * sizeof *st->pdig) : NULL;
+			if (grown != NULL)
+				st->dig = grown;
+			if (pgrown == NULL) {
 				st->dig_full = true;
 				log_event("%s: no more room for output digests after %zu bytes", st->name, at);
 				return;
 			}
-			st->dig = grown;
+			st->pdig = pgrown;
 			st->dig_size = size;
+		}
+		if (st->pdig_from != SIZE_MAX) {
+			digest_final(&st->pcur, st->pdig[st->ndig]);
+			digest_init(&st->pcur, &S->dkey);
 		}
 		digest_final(&st->cur, st->dig[st->ndig++]);
 		digest_init(&st->cur, &S->dkey);
@@ -1037,7 +1142,7 @@ void output_rebase(struct sup *S, struct replica *r, const size_t at[NSTREAMS])
 			rr->head = rr->tail = at[s];
 		else
 			rr->head = at[s]; /* the rest waits for the voters there */
-		digest_init(&r->dg[s], &S->dkey);
+		rdig_init(S, r, s);
 	}
 }
 

@@ -94,6 +94,7 @@ void replace_init(struct sup *S)
 	S->tokens_at = sup_now();
 	for (int s = 0; s < NSTREAMS; s++) {
 		digest_init(&S->s[s].cur, &S->dkey);
+		S->s[s].pdig_from = SIZE_MAX;
 		if ((S->s[s].front = malloc(DIGEST_BLOCK)) == NULL)
 			fatal(EXIT_INTERNAL, "out of memory");
 	}

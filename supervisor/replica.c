@@ -502,6 +502,7 @@ static void slot_reset(struct sup *S, struct replica *r)
 		r->ring[s] = arena_ring(S->arena, i * NSTREAMS + (unsigned)s);
 		r->ring[s]->head = r->ring[s]->tail = 0;
 		digest_init(&r->dg[s], &S->dkey);
+		digest_init(&r->pdg[s], &S->dkey);
 	}
 }
 

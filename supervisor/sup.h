@@ -93,6 +93,7 @@ struct replica {
 				      its exit status tells its replay, not the run */
 	char fill[80];             /* its DIEHARD_FILL (ci.h) */
 	struct digest dg[NSTREAMS]; /* catching up: digest of its current block */
+	struct digest pdg[NSTREAMS]; /* the same over its bytes with digits '0' (stream.pdig) */
 	double spawn_time;         /* seconds after the start */
 	int replaces;              /* id of the replica it replaced; -1: none */
 	struct input_arg in_arg;
@@ -109,6 +110,9 @@ struct replica {
 	bool replaced;             /* a replacement was started for it */
 	bool spent;                /* a replacement whose respawn is not given back (replace_give_back) */
 	double joined_at;          /* a replacement: when it joined the vote (sup_now()); 0: not yet */
+	size_t past_end[NSTREAMS]; /* a replacement that replayed the connection log: its output
+				      before this offset re-lived the past (output_past_ended) */
+	bool past_said[NSTREAMS];  /* its past's digits taken as committed: said once */
 	char why[192];
 	double behind_since;       /* since when it trails the committed output without writing */
 	double exit_wait_since;    /* since when it runs, silent, after the majority exited */
@@ -134,6 +138,12 @@ struct stream {
 	size_t ndig, dig_size;
 	struct digest cur; /* the block being committed */
 	bool dig_full;     /* past the cap: older output can no longer be checked */
+	/* Once the run serves, the same per block over the bytes with every
+	 * digit '0' (pastdigits.h): a replacement's replayed past whose times
+	 * differ is checked against them. pdig[n] is kept for n >= pdig_from. */
+	uint8_t (*pdig)[DIGEST_BYTES];
+	size_t pdig_from;  /* SIZE_MAX: none kept yet */
+	struct digest pcur;
 	bool said_order;   /* lines taken in another order (outorder.c): said once */
 	signed char client_reads; /* outorder.c: a client reads it (1), not (0), not known yet (-1) */
 	/* The first DIGEST_BLOCK committed bytes, kept: a fresh server's
@@ -383,6 +393,10 @@ bool output_quiet_point(struct sup *S, struct replica *r, size_t at[NSTREAMS]);
  * dropped, checked; anything past it (start-up output the voters have not
  * written yet) waits to be voted there with theirs. */
 void output_rebase(struct sup *S, struct replica *r, const size_t at[NSTREAMS]);
+/* r, a replacement that replayed the connection log, reached the time of
+ * now (net.c): what it wrote up to here, in its ring or still in its pipe,
+ * re-lived the past (r->past_end; pastdigits.h). */
+void output_past_ended(struct sup *S, struct replica *r);
 
 /* outorder.c: whether a log's lines may be taken in another order (a
  * serving run, no --strict-order); outorder_free: st's, st not a client's

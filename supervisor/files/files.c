@@ -216,6 +216,12 @@ void files_streams_rebase(struct sup *S, unsigned slot, bool force)
 	}
 }
 
+void files_past_ended(struct sup *S, unsigned slot)
+{
+	if (S->files != NULL)
+		logs_past_ended(S->files->logs, slot);
+}
+
 void files_appending(struct sup *S, unsigned slot, pid_t tid)
 {
 	if (S->files != NULL)

@@ -70,6 +70,10 @@ void files_started(struct sup *S, struct replica *r, int fd);
  * commit points numbered from the voters' (points.h). */
 bool files_streams_quiet(struct sup *S);
 void files_streams_rebase(struct sup *S, unsigned slot, bool force);
+/* Slot's replica, a replacement that replayed the connection log, reached
+ * the time of now (net.c): its versions of the streamed files up to their
+ * sizes now re-lived the past (logs_past_ended). */
+void files_past_ended(struct sup *S, unsigned slot);
 /* Thread tid of slot's replica opens a file to append to (logs.h). */
 void files_appending(struct sup *S, unsigned slot, pid_t tid);
 /* Thread tid of slot's replica makes path anew (O_CREAT, O_TRUNC; relative

@@ -32,6 +32,8 @@
 #include "changes.h"
 #include "exitcode.h"
 #include "log.h"
+#include "net.h"
+#include "pastdigits.h"
 #include "pre.h"
 #include "sup.h"
 #include "virt.h"
@@ -63,6 +65,9 @@ struct member {
 	size_t len;
 	double grew;         /* when its version last grew (sup_now(); 0: never seen) */
 	off_t size;          /* its version's size then */
+	off_t past;          /* a replacement that replayed the connection log: its bytes
+				before this file offset re-lived the past (member_past) */
+	bool past_said;      /* digits taken from the real file: said once */
 };
 
 /* A sync of a streamed file, held until the stream appended what the
@@ -427,6 +432,69 @@ static bool member_more(struct member *m)
 	return now - m->grew < ORDER_QUIET;
 }
 
+/* Writes n bytes over member m's version at file offset off, in place:
+ * the file the member reads, wherever it is now (not what the path names:
+ * a log rotated or written anew is another file), and only where the
+ * replica already wrote (it only appends, so it sees its file keep its
+ * length). false: not done. */
+static bool overwrite(const struct member *m, off_t off, const unsigned char *bytes, size_t n)
+{
+	char proc[64];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", m->fd);
+	int fd = open(proc, O_WRONLY | O_CLOEXEC); /* the magic link followed: m->fd's file */
+	struct stat st;
+	bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == m->dev && st.st_ino == m->ino &&
+		  st.st_size >= off + (off_t)n;
+	for (size_t done = 0; ok && done < n;) {
+		ssize_t w = pwrite(fd, bytes + done, n - done, off + (off_t)done);
+		if (w > 0)
+			done += (size_t)w;
+		else
+			ok = w < 0 && errno == EINTR;
+	}
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* The file offset below which slot's member re-lived the past (net_past:
+ * its replica replays the connection log and its clocks have not reached
+ * now; the end of that, logs_past_ended): 0 for any other. */
+static off_t member_past(const struct logs *L, const struct member *m, unsigned slot)
+{
+	const struct replica *r = &L->S->r[slot];
+	if (!r->replacement || r->fresh || m->rid != r->id)
+		return 0;
+	return net_past(L->S->net, slot) ? (off_t)INT64_MAX : m->past;
+}
+
+/* A member's bytes mine, at stream offset at, differ from the real file's
+ * (ref) at d, both n long: where they re-live the past, the whole lines
+ * alike but for digits (pastdigits.h) are made the real file's, in its
+ * version and in mine. The length done (0: none). */
+static size_t past_digits(struct logs *L, struct lstream *s, unsigned slot, uint64_t at, unsigned char *mine,
+			  const unsigned char *ref, size_t d, size_t n)
+{
+	struct member *m = &s->m[slot];
+	off_t past = member_past(L, m, slot), off = s->base + (off_t)at;
+	if (off + (off_t)d >= past)
+		return 0;
+	size_t lim = past - off < (off_t)n ? (size_t)(past - off) : n;
+	size_t e = d + pastdigits_alike(mine + d, ref + d, lim - d);
+	while (e > d && ref[e - 1] != '\n')
+		e--;
+	if (e == d || !overwrite(m, off + (off_t)d, ref + d, e - d))
+		return 0;
+	memcpy(mine + d, ref + d, e - d);
+	if (!m->past_said) {
+		m->past_said = true;
+		log_event("replica %u's replayed appends to %s differ from the bytes appended in digits at byte %lld "
+			  "(times its replay read otherwise): taken as appended",
+			  m->rid, s->path, (long long)(off + (off_t)d));
+	}
+	return e;
+}
+
 /* A serving run's log (outorder.c): m's version from the stream's offset
  * `at` (mine, n bytes) differs from ref (nref bytes from at) at d, perhaps
  * only in the order of whole lines. SAME: m's version there, and mine,
@@ -442,25 +510,7 @@ static enum relines_verdict reorder(struct logs *L, struct lstream *s, unsigned 
 	enum relines_verdict v = outorder_lines(NULL, 0, ref, nref, ref_more, mine, n, mine_more, d, &end);
 	if (v != RELINES_SAME)
 		return v;
-	const struct member *m = &s->m[slot];
-	/* The file the member reads, wherever it is now (not what the path
-	 * names: a log rotated or written anew is another file). */
-	char proc[64];
-	snprintf(proc, sizeof proc, "/proc/self/fd/%d", m->fd);
-	int fd = open(proc, O_WRONLY | O_CLOEXEC); /* the magic link followed: m->fd's file */
-	struct stat st;
-	bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == m->dev && st.st_ino == m->ino &&
-		  st.st_size >= s->base + (off_t)(at + end);
-	for (size_t done = 0; ok && done < end;) {
-		ssize_t w = pwrite(fd, ref + done, end - done, s->base + (off_t)(at + done));
-		if (w > 0)
-			done += (size_t)w;
-		else
-			ok = w < 0 && errno == EINTR;
-	}
-	if (fd >= 0)
-		close(fd);
-	if (!ok)
+	if (!overwrite(&s->m[slot], s->base + (off_t)at, ref, end))
 		return RELINES_NO; /* its version keeps its order: outvoted */
 	memcpy(mine, ref, end);
 	outorder_said(L->S, s->path, &s->said_order, (size_t)(s->base + (off_t)(at + d)),
@@ -518,6 +568,11 @@ static bool catch_up(struct logs *L, struct lstream *s, unsigned slot, int real)
 			size_t d = 0;
 			while (a[d] == b[d])
 				d++;
+			size_t e = past_digits(L, s, slot, m->pos, a, b, d, (size_t)got);
+			if (e > 0) {
+				m->pos += e; /* the rest compared from the next line */
+				continue;
+			}
 			uint64_t ls;
 			if (!line_start_real(s, real, m->pos + d, &ls))
 				return false;
@@ -795,6 +850,7 @@ static void stream_round(struct logs *L, struct lstream *s)
 	unsigned n = S->nslots < VOTER_MAX ? S->nslots : VOTER_MAX;
 	struct voter_view views[VOTER_MAX];
 	int real = -1;
+	uint64_t past = 0; /* members whose bytes past the appended ones re-live the past */
 	for (unsigned i = 0; i < n && !s->off; i++) {
 		struct member *m = &s->m[i];
 		const struct replica *r = &S->r[i];
@@ -844,6 +900,12 @@ static void stream_round(struct logs *L, struct lstream *s)
 		}
 		views[i].data = m->buf;
 		views[i].len = shown(s, i, m);
+		if (member_past(L, m, i) > s->base + (off_t)s->committed) {
+			/* Compared once appended (catch_up), where the past's
+			 * digits may differ: meanwhile it contradicts nothing. */
+			views[i].len = 0;
+			past |= 1ull << i;
+		}
 	}
 	if (real >= 0)
 		close(real);
@@ -944,7 +1006,7 @@ static void stream_round(struct logs *L, struct lstream *s)
 			if (!m->in || m->out || m->fd < 0 || m->pos != before)
 				continue;
 			size_t k = m->len < c ? m->len : c;
-			if (ordering & (1ull << i)) {
+			if ((ordering | past) & (1ull << i)) {
 				/* Behind now: its lines are compared with the
 				 * real file's as they come (catch_up). */
 				m->len = 0;
@@ -1005,7 +1067,7 @@ static bool stream_quiet(struct logs *L, struct lstream *s, const struct member 
 		struct member *m = &s->m[i];
 		const struct replica *r = &L->S->r[i];
 		if (!m->in || m->out || m->rid != r->id || !r->live || r->fresh || !replica_in_run(r) || m->fd < 0 ||
-		    m->pos < s->committed)
+		    m->pos < s->committed || member_past(L, m, i) > s->base + (off_t)s->committed)
 			continue;
 		struct stat st;
 		if (!read_on(m, s) || m->len == BUF_MAX || fstat(m->fd, &st) != 0 ||
@@ -1204,6 +1266,32 @@ void logs_ended(struct logs *L, unsigned slot)
 			    !r->changes_bad && tail_as(L, s, slot, o))
 				break;
 		}
+	}
+}
+
+void logs_past_ended(struct logs *L, unsigned slot)
+{
+	if (L == NULL || slot >= L->S->nslots)
+		return;
+	const struct replica *r = &L->S->r[slot];
+	if (r->changes == NULL)
+		return;
+	/* Its descriptors looked at now: a stream it appended to in the past
+	 * but was not seen to yet. */
+	pid_t pid = r->program_pid > 0 ? r->program_pid : r->pid;
+	look(L, &(struct scan){ .slot = slot, .rid = r->id, .tid = pid });
+	for (unsigned i = 0; i < L->nscan; i++)
+		if (L->scan[i].slot == slot)
+			look(L, &L->scan[i]);
+	for (struct lstream *s = L->streams; s != NULL; s = s->next) {
+		struct member *m = &s->m[slot];
+		if (s->off || !m->in || m->out || m->rid != r->id)
+			continue;
+		struct stat st;
+		int fd = m->fd >= 0 ? m->fd : changes_open_version(r->changes, s->path);
+		m->past = fd >= 0 && fstat(fd, &st) == 0 ? st.st_size : (off_t)INT64_MAX;
+		if (fd >= 0 && fd != m->fd)
+			close(fd);
 	}
 }
 

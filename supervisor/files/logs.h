@@ -81,5 +81,11 @@ bool logs_quiet(struct logs *L);
  * committed point on. force: the voters stood at no one point within
  * --timeout; it leaves the streams where they do not. */
 void logs_rebase(struct logs *L, unsigned slot, bool force);
+/* Slot's replica, a replacement that replayed the connection log, reached
+ * the time of now (net_past): what its versions of the streams hold now
+ * re-lived the past, where digits that differ from the real file's (its
+ * replay read other times) are made the real file's (pastdigits.h); past
+ * that, its bytes are compared as any voter's. */
+void logs_past_ended(struct logs *L, unsigned slot);
 
 #endif

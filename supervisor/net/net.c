@@ -799,6 +799,22 @@ bool net_clocks_aside(const struct net *N, unsigned i)
 	return N != NULL && N->slot[i].clocks_behind && N->slot[i].clock_moved != 0;
 }
 
+bool net_past(const struct net *N, unsigned i)
+{
+	return N != NULL && N->slot[i].present && N->slot[i].clocks_behind && !N->slot[i].fresh;
+}
+
+/* Slot i's clocks reached now: its replayed past ends here (net_past). */
+static void past_ended(struct net *N, unsigned i)
+{
+	struct nslot *ns = &N->slot[i];
+	ns->clocks_behind = false;
+	if (ns->fresh)
+		return;
+	output_past_ended(N->S, &N->S->r[i]);
+	files_past_ended(N->S, i);
+}
+
 bool net_clocks_settled(struct net *N, unsigned i)
 {
 	struct nslot *ns = &N->slot[i];
@@ -811,7 +827,7 @@ bool net_clocks_settled(struct net *N, unsigned i)
 	clock_seconds(sec);
 	if (ns->clock_moved == 0) {
 		if (reads == 0) {
-			ns->clocks_behind = false; /* it keeps no time to correct */
+			past_ended(N, i); /* it keeps no time to correct */
 			return true;
 		}
 		ns->clock_moved = t; /* its reads are its own from here: net_clocks_aside */
@@ -831,7 +847,7 @@ bool net_clocks_settled(struct net *N, unsigned i)
 	}
 	if (reads == ns->clock_reads && t - ns->clock_turned < (ns->fresh ? CLOCK_SETTLE_FRESH : CLOCK_SETTLE))
 		return false;
-	ns->clocks_behind = false;
+	past_ended(N, i);
 	virt_clocks_now(S->virt, i);
 	log_event("replica %u read the time of now %.3f s after its clocks left the past: it serves", S->r[i].id,
 		  t - ns->clock_moved);

@@ -49,6 +49,12 @@ void net_replica_gone(struct net *N, unsigned i);
  * of now (net.c): its wall and monotonic reads are real and not logged. */
 bool net_clocks_aside(const struct net *N, unsigned i);
 
+/* output.c, files/logs.c: slot i is a replacement that replays the
+ * connection log and has not reached the time of now yet: what it writes
+ * re-lives the past, whose times it may read otherwise (pastdigits.h). At
+ * its end net.c calls output_past_ended and files_past_ended. */
+bool net_past(const struct net *N, unsigned i);
+
 /* virt/netcalls.c: slot i's program now listens on addr (a TCP socket of
  * AF_INET or AF_INET6; v6only its IPV6_V6ONLY); fd: diehard's descriptor of
  * that socket, for the time of the call (-1: none). */

@@ -3,7 +3,7 @@
  * diehard's TCP proxy (tests/tcp.bats); tests/progs/buggy_server.c is the
  * same server with a planted heap bug.
  *
- *   line_server [--addr ADDR] [--odd DIR] [--clock N] [--log FILE] PORT
+ *   line_server [--addr ADDR] [--odd DIR] [--clock N] [--log FILE] [--loop-clock MS] PORT
  *
  * One process, one thread, epoll and non-blocking sockets: hundreds of
  * clients at once. It listens on ADDR:PORT (ADDR 127.0.0.1 by default; one
@@ -20,6 +20,10 @@
  *                   in an order the heap picks: as threads serving two
  *                   requests at once write one log, each replica in an order
  *                   of its own (tests/daemons.bats)
+ *   STAMP text      OK; and a line "SECONDS text" on stdout (with --log, FILE),
+ *                   SECONDS the wall clock's second as the event loop last
+ *                   read it (with --loop-clock: at its last wake-up, as
+ *                   nginx stamps its access log; else read for the command)
  *   BIG n           n bytes (1 <= n <= 2^31): 64-byte lines, byte i of line j
  *                   'a' + (i + j) % 26, byte 63 a \n, and the last byte a \n
  *                   (tests/tools/lineclient.py pattern N prints the same)
@@ -36,7 +40,11 @@
  *
  * With --clock N every command reads the wall clock N times first (a server
  * that stamps its requests: bench/replace_server's history fills the call
- * log); replies are the same.
+ * log); replies are the same. With --loop-clock MS the loop wakes at least
+ * every MS milliseconds (1 to 10000) and reads the wall clock at every
+ * wake-up: how many reads a request comes after depends on how long the
+ * server waited before it, in each replica and in a replay of the run
+ * another count (tests/daemons.bats).
  *
  * Closing after QUIT or a line too long, the server shuts its write side and
  * reads and drops what the client still sends until the client's EOF, so
@@ -297,6 +305,16 @@ static void cmd_connect(struct conn *c, char *arg)
 
 static long clock_reads; /* --clock */
 static int log_fd = STDOUT_FILENO; /* --log */
+static int loop_ms = -1; /* --loop-clock: epoll_wait's timeout (-1: none) */
+static time_t loop_now;  /* the wall clock's second at the loop's last wake-up */
+
+static time_t wall_second(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+		die("clock_gettime");
+	return ts.tv_sec;
+}
 
 /* Runs one command line (no \n; may hold any bytes). */
 static void execute(struct conn *c, char *line, size_t n)
@@ -320,6 +338,11 @@ static void execute(struct conn *c, char *line, size_t n)
 	if (IS("ECHO")) {
 		buf_add(&c->out, arg, (size_t)(line + n - arg));
 		buf_str(&c->out, "\n");
+	} else if (IS("STAMP")) {
+		time_t t = loop_ms >= 0 ? loop_now : wall_second();
+		if (dprintf(log_fd, "%lld %s\n", (long long)t, arg) < 0)
+			die("write stdout");
+		buf_str(&c->out, "OK\n");
 	} else if (IS("LOG")) {
 		void *mark = xmalloc(48);
 		unsigned first = (unsigned)(((uint64_t)(uintptr_t)mark * 0x9e3779b97f4a7c15ull) >> 63);
@@ -656,7 +679,7 @@ static int listen_on(const char *addr, long port)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: %s [--addr ADDR] [--odd DIR] [--clock N] [--log FILE] PORT\n", prog);
+	fprintf(stderr, "usage: %s [--addr ADDR] [--odd DIR] [--clock N] [--log FILE] [--loop-clock MS] PORT\n", prog);
 	exit(2);
 }
 
@@ -681,6 +704,13 @@ int main(int argc, char **argv)
 			clock_reads = strtol(argv[i + 1], &e, 10);
 			if (*argv[i + 1] == '\0' || *e != '\0' || errno != 0 || clock_reads < 0 || clock_reads > 1000)
 				usage();
+		} else if (strcmp(argv[i], "--loop-clock") == 0) {
+			char *e;
+			errno = 0;
+			long ms = strtol(argv[i + 1], &e, 10);
+			if (*argv[i + 1] == '\0' || *e != '\0' || errno != 0 || ms < 1 || ms > 10000)
+				usage();
+			loop_ms = (int)ms;
 		} else
 			usage();
 	}
@@ -716,12 +746,14 @@ int main(int argc, char **argv)
 
 	struct epoll_event evs[128];
 	for (;;) {
-		int n = epoll_wait(epfd, evs, 128, -1);
+		int n = epoll_wait(epfd, evs, 128, loop_ms);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			die("epoll_wait");
 		}
+		if (loop_ms >= 0)
+			loop_now = wall_second();
 		for (int k = 0; k < n; k++) {
 			if (evs[k].data.ptr == NULL)
 				accept_all(lfd);
