@@ -112,3 +112,33 @@ run_unit() {
 @test "unit: an exec's environment judged for libdiehard and the run's DIEHARD_CLOCKS (zero-stop images)" {
 	run_unit test_envkeep
 }
+
+@test "unit: fence-mode reports parsed from a replica's fence log (ci/fenceparse.c: records, truncation, garbage)" {
+	run_unit test_fencelog
+}
+
+@test "unit: tasks named by their place in a replica's process tree (lineage.c against a simulated kernel: shared pid space, wrapping ids, reparenting)" {
+	run_unit test_lineage
+}
+
+@test "unit: lines alike but for the order of whole lines (voter/relines.c; randomized against a reference)" {
+	run_unit test_relines
+}
+
+@test "unit: a replacement's replayed past alike but for digits (voter/pastdigits.c; every byte pair, randomized against the mask)" {
+	run_unit test_pastdigits
+}
+
+@test "unit: /proc readers of a replica's tasks (remote.c: start time, state, parent, listening TCP sockets, 80 listeners, a process gone)" {
+	run_unit test_remote
+}
+
+@test "every C unit test (tests/unit/test_*.c) is run here" {
+	local f missing=()
+	for f in "$ROOT"/tests/unit/test_*.c; do
+		f=$(basename "$f" .c)
+		grep -q "run_unit $f\$" "$BATS_TEST_FILENAME" || missing+=("$f")
+	done
+	echo "not run by tests/unit.bats: ${missing[*]}"
+	((${#missing[@]} == 0))
+}
