@@ -357,12 +357,16 @@ void output_past_ended(struct sup *S, struct replica *r)
 {
 	for (int s = 0; s < NSTREAMS; s++) {
 		int waiting = 0;
-		/* What it wrote and we did not read yet is as old. */
+		/* What it wrote and we did not read yet is as old; so is what
+		 * it still buffers of the committed bytes (stdio's buffer in
+		 * the program, a reply it has not finished): the past is the
+		 * committed bytes at least. */
 		if (r->out_fd[s] >= 0 && ioctl(r->out_fd[s], FIONREAD, &waiting) != 0)
 			waiting = 0;
-		r->past_end[s] = r->ring[s]->tail + (size_t)(waiting > 0 ? waiting : 0);
+		size_t end = r->ring[s]->tail + (size_t)(waiting > 0 ? waiting : 0);
+		r->past_end[s] = end > S->s[s].committed ? end : S->s[s].committed;
 	}
-	(void)S;
+	r->past_at = sup_now();
 }
 
 /* r's bytes at mine differ from the committed ones at ours from d on (n
@@ -504,7 +508,10 @@ void output_digest_commit(struct sup *S, struct stream *st, const unsigned char 
 		 * replacements replay: output_past_ended); its start is still
 		 * in the history ring (at least a block long), else the next. */
 		size_t start = at / DIGEST_BLOCK * DIGEST_BLOCK;
-		if (st->hist->head <= start || at % DIGEST_BLOCK == 0) {
+		void *room = st->dig_size > 0 ? realloc(st->pdig, st->dig_size * sizeof *st->pdig) : st->pdig;
+		if (room != NULL)
+			st->pdig = room;
+		if ((room != NULL || st->dig_size == 0) && (st->hist->head <= start || at % DIGEST_BLOCK == 0)) {
 			digest_init(&st->pcur, &S->dkey);
 			masked_update(&st->pcur, ring_at(st->hist, start), at - start);
 			st->pdig_from = at / DIGEST_BLOCK;
@@ -513,10 +520,6 @@ void output_digest_commit(struct sup *S, struct stream *st, const unsigned char 
 	while (n > 0) {
 		size_t end = (at / DIGEST_BLOCK + 1) * DIGEST_BLOCK;
 		size_t m = end - at < n ? end - at : n;
-		if (at % DIGEST_BLOCK == 0 && st->pdig_from == SIZE_MAX && sup_serves(S)) {
-			st->pdig_from = at / DIGEST_BLOCK;
-			digest_init(&st->pcur, &S->dkey);
-		}
 		digest_update(&st->cur, p, m);
 		if (st->pdig_from != SIZE_MAX)
 			masked_update(&st->pcur, p, m);
@@ -528,10 +531,13 @@ void output_digest_commit(struct sup *S, struct stream *st, const unsigned char 
 		if (st->ndig == st->dig_size) {
 			size_t size = st->dig_size ? 2 * st->dig_size : 1024;
 			void *grown = size <= MAX_DIGESTS ? realloc(st->dig, size * sizeof *st->dig) : NULL;
-			void *pgrown = grown != NULL ? realloc(st->pdig, size * sizeof *st->pdig) : NULL;
+			/* Masked ones only once the run serves. */
+			void *pgrown = grown == NULL		      ? NULL
+				       : st->pdig_from == SIZE_MAX ? st->pdig
+								   : realloc(st->pdig, size * sizeof *st->pdig);
 			if (grown != NULL)
 				st->dig = grown;
-			if (pgrown == NULL) {
+			if (grown == NULL || (pgrown == NULL && st->pdig_from != SIZE_MAX)) {
 				st->dig_full = true;
 				log_event("%s: no more room for output digests after %zu bytes", st->name, at);
 				return;

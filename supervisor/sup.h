@@ -113,6 +113,7 @@ struct replica {
 	size_t past_end[NSTREAMS]; /* a replacement that replayed the connection log: its output
 				      before this offset re-lived the past (output_past_ended) */
 	bool past_said[NSTREAMS];  /* its past's digits taken as committed: said once */
+	double past_at;            /* when that past ended (sup_now()); 0: not yet, or none */
 	char why[192];
 	double behind_since;       /* since when it trails the committed output without writing */
 	double exit_wait_since;    /* since when it runs, silent, after the majority exited */

@@ -50,6 +50,9 @@
 #define STREAMS_MAX 256
 /* Descriptors looked at in one look. */
 #define FDS_MAX 4096
+/* A replica's stream found this long after its replayed past ended
+ * (seconds) still holds the past's lines up to the appended bytes. */
+#define PAST_LATE 2.0
 /* Bytes a late member is compared with in one tick. */
 #define CATCH_MAX (4u << 20)
 
@@ -282,6 +285,10 @@ static void member_join(struct logs *L, struct lstream *s, unsigned slot)
 		return;
 	member_drop(m);
 	*m = (struct member){ .in = true, .rid = r->id, .fd = -1 };
+	/* Found just after its replayed past ended (a file it opens for each
+	 * line): what was appended before re-lived the past. */
+	if (r->replacement && !r->fresh && r->past_at > 0 && sup_now() - r->past_at < PAST_LATE)
+		m->past = s->base + (off_t)s->committed;
 	log_event("replica %u appends to %s", r->id, s->path);
 }
 
@@ -471,7 +478,10 @@ static off_t member_past(const struct logs *L, const struct member *m, unsigned 
 /* A member's bytes mine, at stream offset at, differ from the real file's
  * (ref) at d, both n long: where they re-live the past, the whole lines
  * alike but for digits (pastdigits.h) are made the real file's, in its
- * version and in mine. The length done (0: none). */
+ * version and in mine. The length done (0: none): past it, the rest is
+ * compared; a line alike to the end of what was read but not whole yet
+ * has the length up to its start done (compared again from there), or,
+ * starting at `at`, SIZE_MAX: wait for the rest of it. */
 static size_t past_digits(struct logs *L, struct lstream *s, unsigned slot, uint64_t at, unsigned char *mine,
 			  const unsigned char *ref, size_t d, size_t n)
 {
@@ -480,10 +490,20 @@ static size_t past_digits(struct logs *L, struct lstream *s, unsigned slot, uint
 	if (off + (off_t)d >= past)
 		return 0;
 	size_t lim = past - off < (off_t)n ? (size_t)(past - off) : n;
-	size_t e = d + pastdigits_alike(mine + d, ref + d, lim - d);
+	size_t a = d + pastdigits_alike(mine + d, ref + d, lim - d), e = a;
 	while (e > d && ref[e - 1] != '\n')
 		e--;
-	if (e == d || !overwrite(m, off + (off_t)d, ref + d, e - d))
+	if (e == d) {
+		/* The line is cut where the bytes read end: compared again
+		 * from its start (the bytes before it are alike). */
+		size_t ls = d;
+		while (ls > 0 && ref[ls - 1] != '\n')
+			ls--;
+		if (a < n || n >= (size_t)(past - off))
+			return 0;
+		return ls > 0 ? ls : SIZE_MAX; /* from its start already: more to read */
+	}
+	if (!overwrite(m, off + (off_t)d, ref + d, e - d))
 		return 0;
 	memcpy(mine + d, ref + d, e - d);
 	if (!m->past_said) {
@@ -569,6 +589,8 @@ static bool catch_up(struct logs *L, struct lstream *s, unsigned slot, int real)
 			while (a[d] == b[d])
 				d++;
 			size_t e = past_digits(L, s, slot, m->pos, a, b, d, (size_t)got);
+			if (e == SIZE_MAX)
+				return true; /* compared again as more comes */
 			if (e > 0) {
 				m->pos += e; /* the rest compared from the next line */
 				continue;
@@ -1287,9 +1309,12 @@ void logs_past_ended(struct logs *L, unsigned slot)
 		struct member *m = &s->m[slot];
 		if (s->off || !m->in || m->out || m->rid != r->id)
 			continue;
+		/* Its bytes so far, and at least the appended ones (lines it
+		 * still buffers, a request it has not finished). */
 		struct stat st;
 		int fd = m->fd >= 0 ? m->fd : changes_open_version(r->changes, s->path);
-		m->past = fd >= 0 && fstat(fd, &st) == 0 ? st.st_size : (off_t)INT64_MAX;
+		off_t size = fd >= 0 && fstat(fd, &st) == 0 ? st.st_size : 0, appended = s->base + (off_t)s->committed;
+		m->past = size > appended ? size : appended;
 		if (fd >= 0 && fd != m->fd)
 			close(fd);
 	}

@@ -801,7 +801,10 @@ bool net_clocks_aside(const struct net *N, unsigned i)
 
 bool net_past(const struct net *N, unsigned i)
 {
-	return N != NULL && N->slot[i].present && N->slot[i].clocks_behind && !N->slot[i].fresh;
+	/* A run that logs connections and listens (diehard does): a filter's
+	 * replacement, or one before any listener, has no replayed past. */
+	return N != NULL && N->log != NULL && N->nl > 0 && N->slot[i].present && N->slot[i].clocks_behind &&
+	       !N->slot[i].fresh;
 }
 
 /* Slot i's clocks reached now: its replayed past ends here (net_past). */
