@@ -42,6 +42,9 @@ static const int notified[] = {
 	/* Every new task, so that it is named by its place in the process
 	 * tree (lineage.h): a notification per thread or process started. */
 	SCMP_SYS(clone), SCMP_SYS(clone3), SCMP_SYS(fork), SCMP_SYS(vfork),
+	/* A wait that reaps a child anchors the clock reads after it
+	 * (anchor.c). */
+	SCMP_SYS(wait4), SCMP_SYS(waitid),
 };
 
 /* Opens are answered only when they may be a read-only open of a random

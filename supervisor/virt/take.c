@@ -306,6 +306,16 @@ static bool loop_thread(struct vreplica *vr, pid_t tid)
 	return loop;
 }
 
+/* Whether a wall-clock read of key may be matched through an anchor of its
+ * thread (anchor.c): an event loop's, in a replica that serves (joined,
+ * not replaying the past), as for the staleness rule. */
+static bool anchorable(struct vreplica *vr, const struct seccomp_notif *req, uint32_t key)
+{
+	struct sup *S = vr->V->S;
+	return take_thread_key(key) && net_listening(S->net, vr->index) && !replace_replaying(S, &S->r[vr->index]) &&
+	       net_joined(S->net, vr->index) && net_answered(S->net, vr->index) && loop_thread(vr, (pid_t)req->pid);
+}
+
 bool take_wall_or_monotonic(uint32_t key)
 {
 	uint32_t kind = key & 0xff000000u;
@@ -606,6 +616,12 @@ int take_value(struct vreplica *vr, const struct seccomp_notif *req, uint32_t ke
 	uint64_t expected;
 	if (take_frozen(V, req, key, real, v)) {
 		/* Outside the log: a stop's lines carry one time. */
+		*index = 0;
+		return ND_LOST;
+	}
+	if (anchorable(vr, req, key) && anchor_read(vr, req, real, v)) {
+		/* Outside the log too: matched through a step of the
+		 * thread's own (anchor.c). */
 		*index = 0;
 		return ND_LOST;
 	}

@@ -129,5 +129,7 @@ enum answer tasks_clone(struct vreplica *vr, const struct seccomp_notif *req)
 				  : flags & CLONE_PARENT ? LINEAGE_ADOPTED
 							 : LINEAGE_FORK;
 	lineage_clone(vr->V->lineage, vr->index, (pid_t)req->pid, kind);
+	if (kind == LINEAGE_FORK)
+		anchor_fork(vr, (pid_t)req->pid);
 	return CONTINUE;
 }

@@ -118,12 +118,16 @@ static enum answer dispatch(struct vreplica *vr, const struct seccomp_notif *req
 	case SYS_connect:
 	case SYS_bind:
 	case SYS_sendto: return on_net(vr, req, resp);
+	case SYS_wait4:
+	case SYS_waitid: return anchor_wait(vr, req);
 	case SYS_fsync:
 	case SYS_fdatasync:
 	case SYS_msync:
 	case SYS_rename:
 	case SYS_renameat:
 	case SYS_renameat2:
+		anchor_sync(vr, (pid_t)req->pid);
+		return files_point(vr->V->S, vr->index, vr->gen, req) ? DROP : CONTINUE;
 	case SYS_unlink:
 	case SYS_unlinkat: return files_point(vr->V->S, vr->index, vr->gen, req) ? DROP : CONTINUE;
 	default: return CONTINUE;
@@ -217,6 +221,7 @@ struct virt *virt_new(struct sup *S)
 	V->entropy = entropy_new(S->base, V->key);
 	V->net = netcalls_new(S);
 	V->lineage = tasks_lineage(S->nslots);
+	V->anchors = anchors_new();
 	V->r = calloc(S->nslots, sizeof *V->r);
 	V->random_open = calloc(S->nslots, sizeof *V->random_open);
 	/* Our fd limit (raised to the hard one), less what the run needs for

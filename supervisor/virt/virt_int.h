@@ -56,6 +56,28 @@ struct traced {
 };
 
 #define LOOP_CACHE 64
+#define ANCHOR_THREADS 64
+
+#define WAIT_CHILDREN 8
+
+/* anchor.c: a child noted as a wait began. */
+struct anchor_child {
+	pid_t pid;
+	uint64_t start;
+	uint32_t place;
+};
+
+/* anchor.c: a thread's anchors (its counts, the last one's reads). */
+struct anchor_thread {
+	pid_t tid;         /* 0: free */
+	uint64_t start;    /* its start time: a reused tid is another thread */
+	uint64_t used;     /* vreplica.anchor_clock when last anchored */
+	uint32_t count[2]; /* forks; syncs and renames */
+	uint64_t id;       /* the last anchor */
+	unsigned left, n;  /* reads still matched through it; reads made after it */
+	struct anchor_child wait[WAIT_CHILDREN]; /* its process's children as its last wait began */
+	unsigned nwait;
+};
 
 struct vreplica {
 	struct virt *V;
@@ -81,6 +103,8 @@ struct vreplica {
 		pid_t tid;    /* 0: empty */
 		bool loop;
 	} loops[LOOP_CACHE];
+	struct anchor_thread anchored[ANCHOR_THREADS];
+	uint64_t anchor_clock;
 };
 
 struct virt {
@@ -108,6 +132,8 @@ struct virt {
 	struct lineage *lineage;  /* the replicas' process trees (lineage.h), or NULL */
 	struct event *harvest_ev; /* brings its entries into the log */
 	uint64_t fast_damaged;    /* slots turned to notify: damaged counts */
+	struct anchors *anchors;  /* anchor.c's entries */
+	uint64_t anchor_follows;  /* reads that took a sibling's anchored value */
 };
 
 /* What a handler decided. */
@@ -169,6 +195,18 @@ enum answer logcalls_open(struct vreplica *vr, const struct seccomp_notif *req, 
  * read), and a clone, fork or vfork noted in it (it goes on). */
 struct lineage *tasks_lineage(unsigned nslots);
 enum answer tasks_clone(struct vreplica *vr, const struct seccomp_notif *req);
+
+/* anchor.c: a loop thread's first reads after a step of its own (a fork,
+ * a sync or rename, reaping a child) matched through that step. */
+struct anchors *anchors_new(void);
+void anchor_fork(struct vreplica *vr, pid_t tid);
+void anchor_sync(struct vreplica *vr, pid_t tid);
+/* wait4, waitid: the caller's children noted (a child it reaps is an
+ * anchor, seen at its next read); it goes on. */
+enum answer anchor_wait(struct vreplica *vr, const struct seccomp_notif *req);
+/* An anchored read of tid (req->pid): true with *v its value (the
+ * sibling's that led it, or real()'s); false: not anchored. */
+bool anchor_read(struct vreplica *vr, const struct seccomp_notif *req, real_fn *real, struct nd_value *v);
 
 /* images.c (and virt.h's virt_traced) */
 enum answer images_arch_prctl(struct vreplica *vr, const struct seccomp_notif *req);

@@ -1,0 +1,280 @@
+/* anchor.c — an event loop's clock reads anchored to what its thread does
+ * (virt_int.h).
+ *
+ * An event loop's wall-clock reads (take.c's loop_thread) follow the
+ * front: its n-th read is not its siblings' n-th (their loops iterate
+ * otherwise). So the time it reads right after a slow step of its own is
+ * each replica's own, and a log line that prints it to the millisecond
+ * differs in every replica: redis's "Background saving started" after a
+ * fork, "Background saving terminated" after reaping the child, "DB saved
+ * on disk" after a SAVE's fsync and rename. Those steps are calls diehard
+ * sees, made at one point of the program in every replica: anchors. The
+ * first ANCHOR_READS wall-clock reads a loop thread makes after one are
+ * matched by (the thread's place in the process tree, the anchor, the
+ * read's number after it) instead: the first replica there reads the real
+ * time, the others get that value, unless their own clock is ANCHOR_STALE
+ * or more away from it (a replica that far behind keeps its own time).
+ *
+ * Anchors, each a thread's own: its n-th process fork, its n-th fsync,
+ * fdatasync, msync or rename (counted per thread from the replica's listen
+ * on: a replica that does not listen has no event loop), and a wait4 or
+ * waitid that reaped a child: its process's children are noted as the
+ * wait begins (WAIT_CHILDREN at most), and at the thread's next read the
+ * one that is gone (exactly one; two: none) is the one it reaped, the
+ * anchor named by the child's place in the process tree (seen after the
+ * fact, so a child that exits while the wait is on its way is no race).
+ * Counts are kept per tid
+ * for ANCHOR_THREADS threads of a replica (the least recently anchored
+ * goes); a tid reused by a new thread is told by its start time.
+ *
+ * Entries: (anchor, read) with the leader's value and when it was led;
+ * gone ANCHOR_KEEP seconds after, or when the table is full, the oldest.
+ * A replica's reads are anchored only while it is joined and not
+ * replaying (as take.c's staleness rule): a replacement's replayed past
+ * reads the log. What a hostile replica can do: lead an entry with its own
+ * real time, which a sibling takes only within ANCHOR_STALE of its own. */
+#include "virt_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "exitcode.h"
+#include "lineage.h"
+#include "log.h"
+#include "net.h"
+#include "remote.h"
+
+/* Reads after an anchor that are matched through it. */
+#define ANCHOR_READS 2
+/* A leader's value older than this (against the follower's own real
+ * time) is not taken. */
+#define ANCHOR_STALE_NS 1000000000LL
+/* Entries live this long (seconds). */
+#define ANCHOR_KEEP 10.0
+#define ANCHOR_ENTRIES 256
+
+enum { ANCHOR_FORK = 1, ANCHOR_SYNC = 2, ANCHOR_REAP = 3 };
+
+struct anchor_entry {
+	uint64_t id;     /* 0: free */
+	unsigned n;      /* the read's number after the anchor */
+	int unit;        /* the read's kind: values of another kind are not taken */
+	struct nd_value v;
+	double at;       /* when it was led (sup_now()) */
+};
+
+struct anchors {
+	struct anchor_entry e[ANCHOR_ENTRIES];
+};
+
+struct anchors *anchors_new(void)
+{
+	struct anchors *A = calloc(1, sizeof *A);
+	if (A == NULL)
+		fatal(EXIT_INTERNAL, "out of memory");
+	return A;
+}
+
+static uint64_t mix(uint64_t h, uint64_t x)
+{
+	h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	h *= 0xbf58476d1ce4e5b9ull;
+	return h ^ (h >> 31);
+}
+
+/* tid's entry in vr, made (or taken over: a reused tid, the least recently
+ * used slot) when make. NULL: none. */
+static struct anchor_thread *thread_of(struct vreplica *vr, pid_t tid, bool make)
+{
+	struct anchor_thread *oldest = NULL;
+	for (unsigned i = 0; i < ANCHOR_THREADS; i++) {
+		struct anchor_thread *t = &vr->anchored[i];
+		if (t->tid == tid && tid != 0)
+			return t;
+		if (oldest == NULL || t->used < oldest->used)
+			oldest = t;
+	}
+	if (!make)
+		return NULL;
+	*oldest = (struct anchor_thread){ .tid = tid, .start = remote_start_time(tid, NULL) };
+	return oldest;
+}
+
+/* tid's entry, when it is still the thread that made it. */
+static struct anchor_thread *live_thread(struct vreplica *vr, pid_t tid, bool make)
+{
+	struct anchor_thread *t = thread_of(vr, tid, false);
+	if (t != NULL && t->start != remote_start_time(tid, NULL)) {
+		*t = (struct anchor_thread){ 0 }; /* a new thread with an old tid */
+		t = NULL;
+	}
+	return t != NULL || !make ? t : thread_of(vr, tid, true);
+}
+
+/* Thread tid of vr passed an anchor: kind, and detail (a reaped child's
+ * place) or, with detail 0, the thread's count of such anchors. */
+static void anchored(struct vreplica *vr, pid_t tid, unsigned kind, uint64_t detail)
+{
+	struct virt *V = vr->V;
+	if (!net_listening(V->S->net, vr->index))
+		return;
+	uint32_t place = lineage_thread(V->lineage, vr->index, tid);
+	if (place == 0)
+		return; /* not placed: nothing to match it by */
+	struct anchor_thread *t = live_thread(vr, tid, true);
+	if (detail == 0)
+		detail = ++t->count[kind == ANCHOR_FORK ? 0 : 1];
+	t->id = mix(mix(mix(0x616e63686f72ull, place), kind), detail);
+	if (t->id == 0)
+		t->id = 1;
+	t->left = ANCHOR_READS;
+	t->n = 0;
+	t->used = ++vr->anchor_clock;
+}
+
+void anchor_fork(struct vreplica *vr, pid_t tid)
+{
+	anchored(vr, tid, ANCHOR_FORK, 0);
+}
+
+void anchor_sync(struct vreplica *vr, pid_t tid)
+{
+	anchored(vr, tid, ANCHOR_SYNC, 0);
+}
+
+/* Notes thread t's process's children (all of them, up to WAIT_CHILDREN:
+ * more, and none is noted) as a wait of t begins: at t's next read, the
+ * one that is gone is the one the wait reaped. */
+static void note_children(struct vreplica *vr, struct anchor_thread *t, pid_t tgid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)tgid);
+	DIR *d = opendir(path);
+	t->nwait = 0;
+	if (d == NULL)
+		return;
+	bool many = false;
+	for (struct dirent *e; (e = readdir(d)) != NULL && !many;) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		char cpath[320], buf[1024];
+		snprintf(cpath, sizeof cpath, "/proc/%d/task/%s/children", (int)tgid, e->d_name);
+		FILE *f = fopen(cpath, "re");
+		if (f == NULL)
+			continue;
+		size_t got = fread(buf, 1, sizeof buf - 1, f);
+		fclose(f);
+		buf[got] = '\0';
+		for (char *p = buf, *end; !many; p = end) {
+			long c = strtol(p, &end, 10);
+			if (end == p)
+				break;
+			if (t->nwait == WAIT_CHILDREN) {
+				many = true;
+				break;
+			}
+			uint64_t start = remote_start_time((pid_t)c, NULL);
+			uint32_t place = start != 0 ? lineage_process(vr->V->lineage, vr->index, (pid_t)c) : 0;
+			if (place != 0)
+				t->wait[t->nwait++] = (struct anchor_child){ .pid = (pid_t)c, .start = start, .place = place };
+		}
+	}
+	closedir(d);
+	if (many)
+		t->nwait = 0;
+}
+
+enum answer anchor_wait(struct vreplica *vr, const struct seccomp_notif *req)
+{
+	struct virt *V = vr->V;
+	pid_t tid = (pid_t)req->pid;
+	if (!net_listening(V->S->net, vr->index) || V->lineage == NULL)
+		return CONTINUE;
+	if (req->data.nr == SYS_waitid && ((int)req->data.args[3] & WNOWAIT))
+		return CONTINUE; /* reaps nothing */
+	pid_t tgid = remote_thread_group(tid);
+	if (tgid <= 0)
+		return CONTINUE;
+	struct anchor_thread *t = live_thread(vr, tid, true);
+	note_children(vr, t, tgid);
+	return CONTINUE;
+}
+
+/* At t's first read after a wait: the child noted then that is gone now
+ * (exactly one) was reaped by it, an anchor named by its place. */
+static void reaped(struct vreplica *vr, struct anchor_thread *t)
+{
+	uint32_t place = 0;
+	unsigned gone = 0;
+	for (unsigned i = 0; i < t->nwait; i++)
+		if (remote_start_time(t->wait[i].pid, NULL) != t->wait[i].start) {
+			place = t->wait[i].place;
+			gone++;
+		}
+	t->nwait = 0;
+	if (gone == 1)
+		anchored(vr, t->tid, ANCHOR_REAP, place);
+}
+
+/* The read's kind, so that a gettimeofday never takes a time()'s value. */
+static int read_unit(const struct seccomp_notif *req)
+{
+	switch (req->data.nr) {
+	case SYS_gettimeofday: return 1;
+	case SYS_time: return 2;
+	default: return 3 + (int)req->data.args[0];
+	}
+}
+
+static int64_t ns_between(const struct nd_value *a, const struct nd_value *b, int unit)
+{
+	int64_t scale = unit == 1 ? 1000 : unit == 2 ? 0 : 1;
+	int64_t d = (a->a - b->a) * 1000000000LL + (a->b - b->b) * scale;
+	return d < 0 ? -d : d;
+}
+
+bool anchor_read(struct vreplica *vr, const struct seccomp_notif *req, real_fn *real, struct nd_value *v)
+{
+	struct virt *V = vr->V;
+	struct anchor_thread *t = live_thread(vr, (pid_t)req->pid, false);
+	if (t != NULL && t->nwait > 0)
+		reaped(vr, t);
+	if (t == NULL || t->left == 0)
+		return false;
+	t->left--;
+	unsigned n = t->n++;
+	int unit = read_unit(req);
+	real(req, v);
+	if (v->err != 0)
+		return true;
+	struct anchors *A = V->anchors;
+	double now = sup_now();
+	struct anchor_entry *free_e = NULL, *oldest = NULL;
+	for (unsigned i = 0; i < ANCHOR_ENTRIES; i++) {
+		struct anchor_entry *e = &A->e[i];
+		if (e->id != 0 && now - e->at > ANCHOR_KEEP)
+			e->id = 0;
+		if (e->id == t->id && e->n == n) {
+			if (e->unit == unit && ns_between(v, &e->v, unit) < ANCHOR_STALE_NS) {
+				/* The leader's time, with the kernel's rest (a
+				 * timezone) as this read got it. */
+				v->a = e->v.a;
+				v->b = e->v.b;
+				V->anchor_follows++;
+			}
+			return true;
+		}
+		if (e->id == 0 && free_e == NULL)
+			free_e = e;
+		if (oldest == NULL || e->at < oldest->at)
+			oldest = e;
+	}
+	struct anchor_entry *e = free_e != NULL ? free_e : oldest;
+	*e = (struct anchor_entry){ .id = t->id, .n = n, .unit = unit, .v = *v, .at = now };
+	return true;
+}
