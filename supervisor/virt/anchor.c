@@ -241,10 +241,17 @@ static int64_t ns_between(const struct nd_value *a, const struct nd_value *b, in
 bool anchor_read(struct vreplica *vr, const struct seccomp_notif *req, real_fn *real, struct nd_value *v)
 {
 	struct virt *V = vr->V;
-	struct anchor_thread *t = live_thread(vr, (pid_t)req->pid, false);
-	if (t != NULL && t->nwait > 0)
+	/* The common case (a loop's read with no anchor before it) costs a
+	 * look at the table only: the tid's start time is read when there is
+	 * something to match. */
+	struct anchor_thread *t = thread_of(vr, (pid_t)req->pid, false);
+	if (t == NULL || (t->left == 0 && t->nwait == 0))
+		return false;
+	if ((t = live_thread(vr, (pid_t)req->pid, false)) == NULL)
+		return false;
+	if (t->nwait > 0)
 		reaped(vr, t);
-	if (t == NULL || t->left == 0)
+	if (t->left == 0)
 		return false;
 	t->left--;
 	unsigned n = t->n++;
