@@ -817,6 +817,9 @@ static bool others_held(struct points *P, const struct ppath *pp, uint64_t m)
 	return true;
 }
 
+/* --timeouts a point waits for a voter that runs on (points_tick). */
+#define RUNS_ON 6
+
 void points_tick(struct points *P)
 {
 	if (P == NULL)
@@ -861,18 +864,22 @@ void points_tick(struct points *P)
 			}
 			pp->quorum_since = 0;
 			points_decide(P, pp);
-		} else if (now - old->since > limit) {
-			/* No quorum within --timeout. Every voter not there waits
-			 * at another point: none can come (syncs in another order
-			 * in each replica). Or one runs on: slow, or the program
-			 * took another way there (redis answers a SAVE with an
-			 * error while its BGSAVE's child is not reaped yet, a
-			 * matter of time): the calls held go on, the end (or a
-			 * later point) commits what they wrote; a client is
-			 * never held for good. */
+		} else if (now - old->since > limit && (others_held(P, pp, m) || now - old->since > RUNS_ON * limit)) {
+			/* No quorum within --timeout, and every voter not there
+			 * waits at another point: none can come (syncs in
+			 * another order in each replica). A voter that runs on is
+			 * waited for: a slow one comes, and one that never does
+			 * is a straggler of the output; but not for good: the
+			 * program may have taken another way in it (redis
+			 * answers a SAVE with an error in a replica whose
+			 * BGSAVE's child is not reaped yet), and the calls held
+			 * would hold their clients for good. After RUNS_ON times
+			 * --timeout they go on, unsettled (the end, or a later
+			 * point, commits what they wrote). */
+			bool held = others_held(P, pp, m);
 			char why[160];
-			snprintf(why, sizeof why, "no quorum within %.1f s (every other replica %s)", limit,
-				 others_held(P, pp, m) ? "waits at another point" : "runs on without it");
+			snprintf(why, sizeof why, "no quorum within %.1f s (every other replica %s)",
+				 held ? limit : RUNS_ON * limit, held ? "waits at another point" : "runs on without it");
 			points_unsettle(P, pp, m, why);
 			points_decide(P, pp);
 		}

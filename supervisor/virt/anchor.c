@@ -13,7 +13,11 @@
  * matched by (the thread's place in the process tree, the anchor, the
  * read's number after it) instead: the first replica there reads the real
  * time, the others get that value, unless their own clock is ANCHOR_STALE
- * or more away from it (a replica that far behind keeps its own time).
+ * or more away from it (a replica that far behind keeps its own time), or
+ * it is more than ANCHOR_BACK_NS before the latest time the follower's
+ * thread was given (its reads follow the front: its own time, later than
+ * the leader's when it lags; a step back of at most that much, as an NTP
+ * step may make, is the price of agreeing).
  *
  * Anchors, each a thread's own: its n-th process fork, its n-th fsync,
  * fdatasync, msync or rename (counted per thread from the replica's listen
@@ -35,7 +39,6 @@
  * real time, which a sibling takes only within ANCHOR_STALE of its own. */
 #include "virt_int.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +57,12 @@
 /* A leader's value older than this (against the follower's own real
  * time) is not taken. */
 #define ANCHOR_STALE_NS 1000000000LL
+/* A follower's wall clock may step back this much (from the latest time
+ * its thread was given) to take the leader's value: a second, as its
+ * reads may have gone that far ahead at the front (redis reaps its child
+ * at its timer, 100 ms apart between replicas, and more under load: 100 ms
+ * split a line once in 15 runs beside a test suite). */
+#define ANCHOR_BACK_NS 1000000000LL
 /* Entries live this long (seconds). */
 #define ANCHOR_KEEP 10.0
 #define ANCHOR_ENTRIES 256
@@ -147,46 +156,34 @@ void anchor_sync(struct vreplica *vr, pid_t tid)
 	anchored(vr, tid, ANCHOR_SYNC, 0);
 }
 
-/* Notes thread t's process's children (all of them, up to WAIT_CHILDREN:
+/* Notes thread t's own children (those it forked; up to WAIT_CHILDREN:
  * more, and none is noted) as a wait of t begins: at t's next read, the
- * one that is gone is the one the wait reaped. */
+ * one that is gone is the one the wait reaped. Another thread's children
+ * are not looked at: one file a wait, whatever the threads. */
 static void note_children(struct vreplica *vr, struct anchor_thread *t, pid_t tgid)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/task", (int)tgid);
-	DIR *d = opendir(path);
+	char path[96], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)tgid, (int)t->tid);
 	t->nwait = 0;
-	if (d == NULL)
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
 		return;
-	bool many = false;
-	for (struct dirent *e; (e = readdir(d)) != NULL && !many;) {
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
-			continue;
-		char cpath[320], buf[1024];
-		snprintf(cpath, sizeof cpath, "/proc/%d/task/%s/children", (int)tgid, e->d_name);
-		FILE *f = fopen(cpath, "re");
-		if (f == NULL)
-			continue;
-		size_t got = fread(buf, 1, sizeof buf - 1, f);
-		fclose(f);
-		buf[got] = '\0';
-		for (char *p = buf, *end; !many; p = end) {
-			long c = strtol(p, &end, 10);
-			if (end == p)
-				break;
-			if (t->nwait == WAIT_CHILDREN) {
-				many = true;
-				break;
-			}
-			uint64_t start = remote_start_time((pid_t)c, NULL);
-			uint32_t place = start != 0 ? lineage_process(vr->V->lineage, vr->index, (pid_t)c) : 0;
-			if (place != 0)
-				t->wait[t->nwait++] = (struct anchor_child){ .pid = (pid_t)c, .start = start, .place = place };
+	size_t got = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[got] = '\0';
+	for (char *p = buf, *end;; p = end) {
+		long c = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		if (t->nwait == WAIT_CHILDREN) {
+			t->nwait = 0; /* too many to tell */
+			return;
 		}
+		uint64_t start = remote_start_time((pid_t)c, NULL);
+		uint32_t place = start != 0 ? lineage_process(vr->V->lineage, vr->index, (pid_t)c) : 0;
+		if (place != 0)
+			t->wait[t->nwait++] = (struct anchor_child){ .pid = (pid_t)c, .start = start, .place = place };
 	}
-	closedir(d);
-	if (many)
-		t->nwait = 0;
 }
 
 enum answer anchor_wait(struct vreplica *vr, const struct seccomp_notif *req)
@@ -231,11 +228,25 @@ static int read_unit(const struct seccomp_notif *req)
 	}
 }
 
-static int64_t ns_between(const struct nd_value *a, const struct nd_value *b, int unit)
+/* A wall read's value in nanoseconds. */
+static int64_t ns_of(const struct nd_value *v, int unit)
 {
 	int64_t scale = unit == 1 ? 1000 : unit == 2 ? 0 : 1;
-	int64_t d = (a->a - b->a) * 1000000000LL + (a->b - b->b) * scale;
-	return d < 0 ? -d : d;
+	return v->a * 1000000000LL + v->b * scale;
+}
+
+void anchor_returned(struct vreplica *vr, const struct seccomp_notif *req, const struct nd_value *v, bool loop)
+{
+	struct anchor_thread *t = thread_of(vr, (pid_t)req->pid, false);
+	if (t == NULL && loop) {
+		t = live_thread(vr, (pid_t)req->pid, true);
+		t->used = ++vr->anchor_clock;
+	}
+	if (t == NULL || v->err != 0)
+		return;
+	int64_t ns = ns_of(v, read_unit(req));
+	if (ns > t->last_ns)
+		t->last_ns = ns;
 }
 
 bool anchor_read(struct vreplica *vr, const struct seccomp_notif *req, real_fn *real, struct nd_value *v)
@@ -267,13 +278,21 @@ bool anchor_read(struct vreplica *vr, const struct seccomp_notif *req, real_fn *
 		if (e->id != 0 && now - e->at > ANCHOR_KEEP)
 			e->id = 0;
 		if (e->id == t->id && e->n == n) {
-			if (e->unit == unit && ns_between(v, &e->v, unit) < ANCHOR_STALE_NS) {
+			/* Not a second away from its own time, and not more than
+			 * ANCHOR_BACK_NS before a time this thread was given
+			 * already (a follower whose reads went to the front
+			 * since the leader's: its wall clock steps back that
+			 * much at most, as an NTP step may). */
+			int64_t led = ns_of(&e->v, unit), own = ns_of(v, unit);
+			if (e->unit == unit && llabs(own - led) < ANCHOR_STALE_NS && led + ANCHOR_BACK_NS >= t->last_ns) {
 				/* The leader's time, with the kernel's rest (a
 				 * timezone) as this read got it. */
 				v->a = e->v.a;
 				v->b = e->v.b;
 				V->anchor_follows++;
 			}
+			if (ns_of(v, unit) > t->last_ns)
+				t->last_ns = ns_of(v, unit);
 			return true;
 		}
 		if (e->id == 0 && free_e == NULL)
@@ -283,5 +302,7 @@ bool anchor_read(struct vreplica *vr, const struct seccomp_notif *req, real_fn *
 	}
 	struct anchor_entry *e = free_e != NULL ? free_e : oldest;
 	*e = (struct anchor_entry){ .id = t->id, .n = n, .unit = unit, .v = *v, .at = now };
+	if (ns_of(v, unit) > t->last_ns)
+		t->last_ns = ns_of(v, unit);
 	return true;
 }

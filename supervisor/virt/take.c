@@ -678,5 +678,7 @@ int take_value(struct vreplica *vr, const struct seccomp_notif *req, uint32_t ke
 	}
 	if (disputes_pending(V->disputes))
 		disputes_settle(V->disputes, take_still_calling(V->S), false);
+	if (take_thread_key(key))
+		anchor_returned(vr, req, v, anchorable(vr, req, key)); /* a later anchored read never goes back */
 	return outcome;
 }

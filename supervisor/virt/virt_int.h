@@ -77,6 +77,7 @@ struct anchor_thread {
 	unsigned left, n;  /* reads still matched through it; reads made after it */
 	struct anchor_child wait[WAIT_CHILDREN]; /* its process's children as its last wait began */
 	unsigned nwait;
+	int64_t last_ns;   /* the latest wall time a read of it returned (ns; 0: none seen) */
 };
 
 struct vreplica {
@@ -207,6 +208,10 @@ enum answer anchor_wait(struct vreplica *vr, const struct seccomp_notif *req);
 /* An anchored read of tid (req->pid): true with *v its value (the
  * sibling's that led it, or real()'s); false: not anchored. */
 bool anchor_read(struct vreplica *vr, const struct seccomp_notif *req, real_fn *real, struct nd_value *v);
+/* A wall read of tid returned v (take_value): an anchored read after it
+ * never takes an earlier time. loop: tid is an event loop's thread (its
+ * entry made if it has none). */
+void anchor_returned(struct vreplica *vr, const struct seccomp_notif *req, const struct nd_value *v, bool loop);
 
 /* images.c (and virt.h's virt_traced) */
 enum answer images_arch_prctl(struct vreplica *vr, const struct seccomp_notif *req);
