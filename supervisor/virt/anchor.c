@@ -22,14 +22,14 @@
  * Anchors, each a thread's own: its n-th process fork, its n-th fsync,
  * fdatasync, msync or rename (counted per thread from the replica's listen
  * on: a replica that does not listen has no event loop), and a wait4 or
- * waitid that reaped a child: its process's children are noted as the
+ * waitid that reaped a child: the thread's own children are noted as the
  * wait begins (WAIT_CHILDREN at most), and at the thread's next read the
  * one that is gone (exactly one; two: none) is the one it reaped, the
  * anchor named by the child's place in the process tree (seen after the
  * fact, so a child that exits while the wait is on its way is no race).
- * Counts are kept per tid
- * for ANCHOR_THREADS threads of a replica (the least recently anchored
- * goes); a tid reused by a new thread is told by its start time.
+ * Counts are kept per tid for ANCHOR_THREADS threads of a replica (the
+ * least recently anchored goes); a tid reused by a new thread is told by
+ * its start time.
  *
  * Entries: (anchor, read) with the leader's value and when it was led;
  * gone ANCHOR_KEEP seconds after, or when the table is full, the oldest.

@@ -75,7 +75,7 @@ struct anchor_thread {
 	uint32_t count[2]; /* forks; syncs and renames */
 	uint64_t id;       /* the last anchor */
 	unsigned left, n;  /* reads still matched through it; reads made after it */
-	struct anchor_child wait[WAIT_CHILDREN]; /* its process's children as its last wait began */
+	struct anchor_child wait[WAIT_CHILDREN]; /* its own children as its last wait began */
 	unsigned nwait;
 	int64_t last_ns;   /* the latest wall time a read of it returned (ns; 0: none seen) */
 };
