@@ -1191,20 +1191,29 @@ static bool version_as_real(struct lstream *s, const struct changes *ch, const u
 	return ok;
 }
 
-void logs_rebase(struct logs *L, unsigned slot, bool force)
+/* Slot's replica, its descriptors looked at now (a stream it appends to
+ * but was not seen to yet is one of its streams from here); NULL when it
+ * has no views. */
+static const struct replica *looked_at(struct logs *L, unsigned slot)
 {
 	if (L == NULL || slot >= L->S->nslots)
-		return;
+		return NULL;
 	const struct replica *r = &L->S->r[slot];
 	if (r->changes == NULL)
-		return;
-	/* Its descriptors looked at now: a stream it appends to but was not
-	 * seen to yet would take it on from the stream's start. */
+		return NULL;
 	pid_t pid = r->program_pid > 0 ? r->program_pid : r->pid;
 	look(L, &(struct scan){ .slot = slot, .rid = r->id, .tid = pid });
 	for (unsigned i = 0; i < L->nscan; i++)
 		if (L->scan[i].slot == slot)
 			look(L, &L->scan[i]);
+	return r;
+}
+
+void logs_rebase(struct logs *L, unsigned slot, bool force)
+{
+	const struct replica *r = looked_at(L, slot);
+	if (r == NULL)
+		return;
 	for (struct lstream *s = L->streams; s != NULL; s = s->next) {
 		struct member *m = &s->m[slot];
 		const struct member *pending;
@@ -1293,18 +1302,9 @@ void logs_ended(struct logs *L, unsigned slot)
 
 void logs_past_ended(struct logs *L, unsigned slot)
 {
-	if (L == NULL || slot >= L->S->nslots)
+	const struct replica *r = looked_at(L, slot);
+	if (r == NULL)
 		return;
-	const struct replica *r = &L->S->r[slot];
-	if (r->changes == NULL)
-		return;
-	/* Its descriptors looked at now: a stream it appended to in the past
-	 * but was not seen to yet. */
-	pid_t pid = r->program_pid > 0 ? r->program_pid : r->pid;
-	look(L, &(struct scan){ .slot = slot, .rid = r->id, .tid = pid });
-	for (unsigned i = 0; i < L->nscan; i++)
-		if (L->scan[i].slot == slot)
-			look(L, &L->scan[i]);
 	for (struct lstream *s = L->streams; s != NULL; s = s->next) {
 		struct member *m = &s->m[slot];
 		if (s->off || !m->in || m->out || m->rid != r->id)

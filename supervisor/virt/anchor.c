@@ -114,14 +114,22 @@ static struct anchor_thread *thread_of(struct vreplica *vr, pid_t tid, bool make
 	return oldest;
 }
 
+/* Whether entry t is still its thread's; if not (a new thread with an old
+ * tid), it is cleared. */
+static bool same_thread(struct anchor_thread *t)
+{
+	if (t->start == remote_start_time(t->tid, NULL))
+		return true;
+	*t = (struct anchor_thread){ 0 };
+	return false;
+}
+
 /* tid's entry, when it is still the thread that made it. */
 static struct anchor_thread *live_thread(struct vreplica *vr, pid_t tid, bool make)
 {
 	struct anchor_thread *t = thread_of(vr, tid, false);
-	if (t != NULL && t->start != remote_start_time(tid, NULL)) {
-		*t = (struct anchor_thread){ 0 }; /* a new thread with an old tid */
+	if (t != NULL && !same_thread(t))
 		t = NULL;
-	}
 	return t != NULL || !make ? t : thread_of(vr, tid, true);
 }
 
@@ -256,9 +264,7 @@ bool anchor_read(struct vreplica *vr, const struct seccomp_notif *req, real_fn *
 	 * look at the table only: the tid's start time is read when there is
 	 * something to match. */
 	struct anchor_thread *t = thread_of(vr, (pid_t)req->pid, false);
-	if (t == NULL || (t->left == 0 && t->nwait == 0))
-		return false;
-	if ((t = live_thread(vr, (pid_t)req->pid, false)) == NULL)
+	if (t == NULL || (t->left == 0 && t->nwait == 0) || !same_thread(t))
 		return false;
 	if (t->nwait > 0)
 		reaped(vr, t);

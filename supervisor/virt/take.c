@@ -280,13 +280,14 @@ void take_no_real(const struct seccomp_notif *req, struct nd_value *v)
  * process that holds a listening TCP socket and was started before its
  * replica first answered a client, or in the same clock tick (nginx's
  * master and workers, redis, a prefork server's children, a
- * single-threaded server): one that serves many connections in turn. Not a thread started for a request (python's
- * http.server), nor a process forked for a connection once the replica
- * served, whether it closed its listeners (sshd, PostgreSQL) or not
- * (python's ForkingMixIn), whose reads pair request by request. Asked once
- * the replica has answered; cached per tid (a tid reused by a new thread
- * before its entry is overwritten inherits it: a thread's first 256 reads
- * at most are matched the other way). /proc unreadable: asked again. */
+ * single-threaded server): one that serves many connections in turn. Not
+ * a thread started for a request (python's http.server), nor a process
+ * forked for a connection once the replica served, whether it closed its
+ * listeners (sshd, PostgreSQL) or not (python's ForkingMixIn), whose reads
+ * pair request by request. Asked once the replica has answered; cached
+ * per tid (a tid reused by a new thread before its entry is overwritten
+ * inherits it: a thread's first 256 reads at most are matched the other
+ * way). /proc unreadable: asked again. */
 static bool loop_thread(struct vreplica *vr, pid_t tid)
 {
 	unsigned h = (unsigned)tid % LOOP_CACHE;
@@ -619,7 +620,8 @@ int take_value(struct vreplica *vr, const struct seccomp_notif *req, uint32_t ke
 		*index = 0;
 		return ND_LOST;
 	}
-	if (anchorable(vr, req, key) && anchor_read(vr, req, real, v)) {
+	bool loop = anchorable(vr, req, key);
+	if (loop && anchor_read(vr, req, real, v)) {
 		/* Outside the log too: matched through a step of the
 		 * thread's own (anchor.c). */
 		*index = 0;
@@ -679,6 +681,6 @@ int take_value(struct vreplica *vr, const struct seccomp_notif *req, uint32_t ke
 	if (disputes_pending(V->disputes))
 		disputes_settle(V->disputes, take_still_calling(V->S), false);
 	if (take_thread_key(key))
-		anchor_returned(vr, req, v, anchorable(vr, req, key)); /* a later anchored read never goes back */
+		anchor_returned(vr, req, v, loop); /* a later anchored read never goes back */
 	return outcome;
 }
