@@ -39,6 +39,7 @@ struct node {
 	pid_t tid; /* 0: a free entry */
 	pid_t tgid;
 	uint64_t start;
+	uint64_t checked; /* when start was last read (ops.now), 0: never */
 	uint64_t place;
 	uint32_t clones[2]; /* a process's: made so far, per kind */
 	struct recs recs[2];
@@ -290,14 +291,19 @@ static struct node *resolve(struct lineage *L, struct slot *s, pid_t tid, unsign
 	if (tid <= 0 || depth > 64)
 		return NULL;
 	struct node *n = find(s, tid);
-	if (n != NULL && L->ops.started(L->ops.ctx, tid) == n->start && n->start != 0)
+	uint64_t now = L->ops.now != NULL ? L->ops.now(L->ops.ctx) : 0;
+	if (n != NULL && n->start != 0 && n->checked != 0 && now - n->checked < LINEAGE_RECHECK_NS)
 		return n;
+	if (n != NULL && n->start != 0 && L->ops.started(L->ops.ctx, tid) == n->start) {
+		n->checked = now;
+		return n;
+	}
 	struct lineage_task ti;
 	if (!L->ops.task(L->ops.ctx, tid, &ti))
 		return NULL;
 	uint64_t place = find_place(L, s, tid, &ti, depth);
 	n = find(s, tid); /* the search may have rebuilt the table */
-	struct node fresh = { .tid = tid, .tgid = ti.tgid, .start = ti.start, .place = place };
+	struct node fresh = { .tid = tid, .tgid = ti.tgid, .start = ti.start, .checked = now, .place = place };
 	if (n != NULL) { /* its id's earlier task ended: replaced */
 		recs_free(n);
 		*n = fresh;

@@ -37,7 +37,13 @@
  *
  * Tasks are known by their host id and start time (ids are reused); a
  * task's place is found when it is first seen: at its first clone or its
- * first keyed call. Known tasks that ended are swept as their number
+ * first keyed call. A known task's start time is read again at a lookup
+ * only if it was last read LINEAGE_RECHECK_NS before or more: an id is
+ * given again only once the namespace's ids went round pid_max (at least
+ * 32768 tasks made), which no machine does in that time, so within it an
+ * id names the task it named (reading /proc at every keyed call was a
+ * fifth of diehard's time under a server that reads the clock per
+ * request). Known tasks that ended are swept as their number
  * doubles.
  *
  * Single-threaded, like the loop that owns it. What it reads of /proc
@@ -50,6 +56,7 @@
 #include <sys/types.h>
 
 #define LINEAGE_ROOT 0x6469656861726431ull /* the program's place */
+#define LINEAGE_RECHECK_NS 10000000ull   /* 10 ms */
 
 struct lineage_task {
 	pid_t tgid;     /* its process */
@@ -67,6 +74,9 @@ struct lineage_ops {
 	bool (*running)(void *ctx, pid_t pid, uint64_t start);
 	/* The last pid given in diehard's pid namespace. */
 	pid_t (*last_pid)(void *ctx);
+	/* A monotonic time in nanoseconds, or NULL: then a known task is
+	 * checked against /proc (started) at every lookup. */
+	uint64_t (*now)(void *ctx);
 	pid_t pid_max; /* where ids wrap */
 	void *ctx;
 };

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "exitcode.h"
@@ -53,6 +54,15 @@ static pid_t last_pid(void *ctx)
 	return (pid_t)strtol(buf, NULL, 10);
 }
 
+static uint64_t now_ns(void *ctx)
+{
+	(void)ctx;
+	struct timespec t;
+	if (clock_gettime(CLOCK_MONOTONIC, &t) != 0)
+		return 0; /* every lookup then reads /proc */
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 /* A number from a /proc/sys file, or fallback. */
 static long sysctl_number(const char *path, long fallback)
 {
@@ -77,7 +87,7 @@ struct lineage *tasks_lineage(unsigned nslots)
 			  "/proc/sys/kernel/ns_last_pid (%s)", strerror(errno));
 		return NULL;
 	}
-	struct lineage_ops ops = { .task = task_of, .started = started, .running = running, .last_pid = last_pid,
+	struct lineage_ops ops = { .task = task_of, .started = started, .running = running, .last_pid = last_pid, .now = now_ns,
 				   .pid_max = (pid_t)sysctl_number("/proc/sys/kernel/pid_max", 1 << 22) };
 	struct lineage *L = lineage_new(nslots, &ops);
 	if (L == NULL)

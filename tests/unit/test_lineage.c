@@ -65,6 +65,28 @@ static const struct lineage_ops ops = {
 	.task = op_task, .started = op_started, .running = op_running, .last_pid = op_last, .pid_max = PID_MAX,
 };
 
+/* A monotonic clock for the recheck window, and how often /proc's start
+ * time was asked. */
+static uint64_t now_ns;
+static unsigned started_asked;
+
+static uint64_t op_now(void *ctx)
+{
+	(void)ctx;
+	return now_ns;
+}
+
+static uint64_t op_started_counted(void *ctx, pid_t tid)
+{
+	started_asked++;
+	return op_started(ctx, tid);
+}
+
+static const struct lineage_ops timed_ops = {
+	.task = op_task, .started = op_started_counted, .running = op_running, .last_pid = op_last,
+	.now = op_now, .pid_max = PID_MAX,
+};
+
 /* The kernel's next free id. */
 static pid_t alloc_pid(void)
 {
@@ -267,6 +289,37 @@ static void test_wrap_and_reuse(void)
 	lineage_free(L);
 }
 
+/* A known task's start time is read again only LINEAGE_RECHECK_NS after
+ * it was last read; then an id reused by a new task names the new one. */
+static void test_recheck_window(void)
+{
+	reset();
+	now_ns = 1000;
+	struct lineage *L = lineage_new(1, &timed_ops);
+	pid_t a = spawn_root();
+	lineage_start(L, 0, a);
+	pid_t c = do_clone(L, 0, a, false);
+	uint64_t first = lineage_place(L, 0, c);
+	unsigned asked = started_asked;
+	for (int i = 0; i < 100; i++) {
+		now_ns += LINEAGE_RECHECK_NS / 200;
+		(void)lineage_place(L, 0, c);
+	}
+	CHECK(first != 0 && started_asked == asked, "lookups within the window read no start time");
+	now_ns += LINEAGE_RECHECK_NS;
+	CHECK(lineage_place(L, 0, c) == first && started_asked == asked + 1,
+	      "past the window the start time is read again, once");
+	reap(c);
+	last = c - 1;
+	lineage_clone(L, 0, a, LINEAGE_FORK);
+	pid_t n = alloc_pid();
+	tasks[n] = (struct task){ RUNNING, n, a, ++clock_tick };
+	now_ns += LINEAGE_RECHECK_NS;
+	uint64_t again = lineage_place(L, 0, n);
+	CHECK(n == c && again != first && again != 0, "the id reused past the window is the new task");
+	lineage_free(L);
+}
+
 static void test_align(void)
 {
 	reset();
@@ -380,6 +433,7 @@ int main(void)
 {
 	test_interleavings();
 	test_wrap_and_reuse();
+	test_recheck_window();
 	test_align();
 	test_adopted();
 	test_bounded();
