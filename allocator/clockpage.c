@@ -64,11 +64,18 @@ size_t cp_page_size(void)
 	return (sizeof(struct cp_page) + 4095) & ~(size_t)4095;
 }
 
+static uint64_t publish(const struct cp_view *v, struct cp_page *p, unsigned key, uint64_t n, const struct cp_value *val);
+
 bool cp_served(unsigned key)
 {
 	/* Not the CPU-time clocks (2, 3: a task's own, matched per task) nor
 	 * id 10 (no clock). */
 	return key < CP_KEYS && key != 2 && key != 3 && key != 10;
+}
+
+void cp_seed(struct cp_view *v, unsigned key, uint64_t n, const struct cp_value *val)
+{
+	publish(v, v->pages[v->nslots], key, n, val);
 }
 
 bool cp_monotonic(unsigned key)
@@ -693,6 +700,26 @@ static enum step may_propose(struct cp_view *v, unsigned key, uint64_t n, unsign
 	return STEP_DONE;
 }
 
+/* Whether a server's follower must not take *val for key: its second has
+ * turned against the follower's own clock, or it is more than CP_STALE_NS
+ * old (diehard's rule, take.c's stale: an event loop's reads drift apart in
+ * count, and a follower would grow ever older; one that asks instead is
+ * moved to the front). A wall key's own clock is read as REALTIME (through
+ * the vDSO, not a gettimeofday system call); a clock that cannot be read
+ * says nothing. */
+static bool stale(unsigned key, const struct cp_value *val, cp_real_fn *real, void *arg)
+{
+	unsigned base = cp_key_base(key);
+	bool wall = cp_wall_of(base) >= 0;
+	struct cp_value now;
+	if (real(wall ? 0 : base, &now, arg) != 0)
+		return false;
+	if (now.a != val->a)
+		return true;
+	int64_t unit = base == CP_KEY_GETTIMEOFDAY ? 1000 : 1;
+	return base != CP_KEY_TIME && now.b - val->b * unit > CP_STALE_NS;
+}
+
 enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void *arg, struct cp_value *out,
 			uint64_t *index)
 {
@@ -700,6 +727,12 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 	struct cp_page *own = v->pages[v->self];
 	uint64_t off = atomic_load_explicit(&dh->off, memory_order_acquire);
 	if (off & (ALL_OFF | 1ull << v->self))
+		return CP_OFF;
+	/* A server's base wall keys are per thread: read in a lane (the
+	 * caller's key then) or by diehard. What it follows must be fresh,
+	 * as diehard's rule for a server's clocks says (stale). */
+	bool fresh = cp_serving(v);
+	if (fresh && cp_wall_of(key) >= 0)
 		return CP_OFF;
 	uint64_t n = atomic_fetch_add_explicit(&own->count[key], 1, memory_order_relaxed);
 	*index = n;
@@ -717,6 +750,8 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 		if (s != 0) {
 			if (s == 2 && !await_dh(v, key, n, out))
 				break;
+			if (fresh && stale(key, out, real, arg))
+				break;
 			term = checksum(v->secret, key, n, out);
 			if (!witness(own, key, n, out, term))
 				break;
@@ -727,7 +762,7 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 		if (seen == SEEN_DAMAGED && !look_copies(v, key, n, out, &term, &src))
 			break; /* led, and gone: diehard finds who took it */
 		if (seen == SEEN_PUBLISHED || seen == SEEN_DAMAGED) {
-			if (follow(v, own, key, n, src, out, &term) > 0)
+			if (!(fresh && stale(key, out, real, arg)) && follow(v, own, key, n, src, out, &term) > 0)
 				outcome = CP_FOLLOWED;
 			break;
 		}
@@ -765,7 +800,7 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 		}
 		if (seen == SEEN_PUBLISHED) {
 			atomic_store_explicit(tag, was, memory_order_seq_cst);
-			if (follow(v, own, key, n, src, out, &term) > 0)
+			if (!(fresh && stale(key, out, real, arg)) && follow(v, own, key, n, src, out, &term) > 0)
 				outcome = CP_FOLLOWED;
 			break;
 		}
@@ -1004,7 +1039,7 @@ static void put_last(struct cp_view *v, unsigned key, uint64_t n, const struct c
 		     cp_put_fn *put, void *arg)
 {
 	v->last[key] = *x;
-	v->have_last |= 1u << key;
+	v->have_last |= 1ull << key;
 	put(key, n, x, by, arg);
 }
 

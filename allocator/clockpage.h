@@ -82,9 +82,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CP_KEYS 14u          /* clock ids 0..11, then gettimeofday, time */
+#define CP_BASE_KEYS 14u     /* clock ids 0..11, then gettimeofday, time */
 #define CP_KEY_GETTIMEOFDAY 12u
 #define CP_KEY_TIME 13u
+/* Lanes: a server's event-loop threads each read the wall clocks in keys of
+ * their own (a lane, CP_LANE_WALLS keys: REALTIME, REALTIME_COARSE,
+ * gettimeofday, time), the n-th read of a lane being that thread's n-th
+ * in every replica, as diehard's notify path matches a server's wall
+ * clocks per thread (supervisor/virt/take.c). Diehard gives a lane to a
+ * loop thread and names it in its page (lane_tid); a thread with none
+ * makes its wall reads the notified way. */
+#define CP_LANES 8u
+#define CP_LANE_WALLS 4u
+#define CP_KEYS (CP_BASE_KEYS + CP_LANES * CP_LANE_WALLS)
+/* A server's follower does not take a value older than this against its
+ * own clock, nor one whose second has turned (take.c's staleness rule):
+ * it asks diehard, which moves it to the front. */
+#define CP_STALE_NS 10000000LL
 #define CP_RING 8192u        /* entries a page keeps per key: a reader a ring
 				ahead of diehard's harvest asks diehard, so a
 				round trip per CP_RING reads of a busy clock */
@@ -96,7 +110,7 @@
  * (low byte), so that a library and a diehard built with other layouts
  * (ring size, fields, what a word means) do not take each other's pages
  * (the library then leaves clocks to the notify path). */
-#define CP_LAYOUT 4 /* changed with any change of what the words mean */
+#define CP_LAYOUT 5 /* changed with any change of what the words mean */
 #define CP_MAGIC ((0x6368646c6f636b00ULL ^ (uint64_t)sizeof(struct cp_page) << 8) | CP_LAYOUT)
 
 /* A clock's value: seconds and nanoseconds (gettimeofday: microseconds in b,
@@ -136,6 +150,16 @@ struct cp_page {
 	/* The slot's program images started so far: the n-th takes the n-th
 	 * AT_RANDOM bytes of the run (early.c, or diehard when it stops it). */
 	_Atomic uint64_t images;
+	/* Written by diehard in its own page only: bit s of serve: slot s is a
+	 * server (it listens): its base wall keys are read per thread (a lane,
+	 * else the notify path), and a value it follows must be fresh
+	 * (CP_STALE_NS). lane_tid[s][j]: the thread (its id in the replica's
+	 * pid namespace) that reads lane j in slot s, 0 none (looked up by
+	 * allocator/clocks.c); divert[s][j] nonzero: that thread's wall reads go to diehard
+	 * for now (an anchor of its: supervisor/virt/anchor.c). */
+	_Atomic uint64_t serve;
+	_Atomic uint32_t lane_tid[CP_MAX_SLOTS][CP_LANES];
+	_Atomic uint32_t divert[CP_MAX_SLOTS][CP_LANES];
 	/* The slot's own: */
 	_Atomic uint64_t count[CP_KEYS];
 	/* Entries it led (tag n + 1), or proposes to lead (PENDING | n + 1),
@@ -192,7 +216,7 @@ struct cp_view {
 	 * (harvested[key] - 1; bit k of have_last: there is one), the floor
 	 * of a monotonic key's next entry. */
 	struct cp_value last[CP_KEYS];
-	uint32_t have_last;
+	uint64_t have_last;
 };
 
 /* Bytes of one page (whole pages). */
@@ -212,10 +236,46 @@ static inline void cp_page_name(unsigned i, unsigned nslots, char name[4])
 	}
 }
 
-/* Whether key k (a clock id, or CP_KEY_*) is one the fast path serves, and
- * whether its values must not go backwards. */
+/* Whether key k (a clock id, or CP_KEY_*, or a lane's) is one the fast
+ * path serves, and whether its values must not go backwards. */
 bool cp_served(unsigned key);
 bool cp_monotonic(unsigned key);
+
+/* A lane's keys: lane j's w-th wall key (w: 0 REALTIME, 1 REALTIME_COARSE,
+ * 2 gettimeofday, 3 time); the base key a key reads (itself but for a
+ * lane's); the w of a base wall key (-1: none); the lane of a key (-1:
+ * a base key). Pure, no libc (the blob uses them). */
+static inline unsigned cp_lane_key(unsigned lane, unsigned w)
+{
+	return CP_BASE_KEYS + lane * CP_LANE_WALLS + w;
+}
+
+static inline unsigned cp_key_base(unsigned key)
+{
+	static const unsigned char base[CP_LANE_WALLS] = { 0, 5, CP_KEY_GETTIMEOFDAY, CP_KEY_TIME };
+	return key < CP_BASE_KEYS ? key : base[(key - CP_BASE_KEYS) % CP_LANE_WALLS];
+}
+
+static inline int cp_wall_of(unsigned key)
+{
+	return key == 0 ? 0 : key == 5 ? 1 : key == CP_KEY_GETTIMEOFDAY ? 2 : key == CP_KEY_TIME ? 3 : -1;
+}
+
+static inline int cp_lane_of(unsigned key)
+{
+	return key >= CP_BASE_KEYS && key < CP_KEYS ? (int)((key - CP_BASE_KEYS) / CP_LANE_WALLS) : -1;
+}
+
+/* Whether slot self is a server (diehard's page's serve). */
+static inline bool cp_serving(const struct cp_view *v)
+{
+	return (atomic_load_explicit(&v->pages[v->nslots]->serve, memory_order_acquire) >> v->self & 1) != 0;
+}
+
+/* Diehard: entry n of key becomes published in its own page with value
+ * *val (the last entry its log holds of a key that begins in the shared
+ * pages there: a lane given to a thread after its first reads). */
+void cp_seed(struct cp_view *v, unsigned key, uint64_t n, const struct cp_value *val);
 
 /* Sets up a fresh (zeroed) page of slot. */
 void cp_page_init(struct cp_page *p, unsigned slot, unsigned nslots);

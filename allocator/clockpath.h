@@ -71,6 +71,7 @@ static int clockpath_real_read(unsigned key, struct cp_value *out, void *arg)
 {
 	struct clock_path *P = arg;
 	struct timespec ts;
+	key = cp_key_base(key);
 	if (key == CP_KEY_GETTIMEOFDAY) {
 		struct timeval tv;
 		struct timezone tz;
@@ -86,13 +87,42 @@ static int clockpath_real_read(unsigned key, struct cp_value *out, void *arg)
 	return 0;
 }
 
+/* Lanes (clockpage.h): an includer that can tell its threads apart
+ * defines CLOCKPATH_LANES and these two: the lane of the calling thread
+ * (-1: none), and what to do after a server's wall read went to diehard
+ * (diehard may have given the thread a lane meanwhile). The blob does not:
+ * a static server's wall reads go to diehard. */
+#ifdef CLOCKPATH_LANES
+static int clockpath_lane(struct clock_path *P);
+static void clockpath_after_wall(struct clock_path *P);
+#else
+static inline int clockpath_lane(struct clock_path *P)
+{
+	(void)P;
+	return -1;
+}
+
+static inline void clockpath_after_wall(struct clock_path *P)
+{
+	(void)P;
+}
+#endif
+
 /* The fast path's read of key: 1 and *v, or 0 with *ask set when the
- * system call must carry the fallback marker and *n. */
+ * system call must carry the fallback marker and *n. A server's base wall
+ * key is read in the calling thread's lane, if it has one. */
 static inline int clockpath_fast(struct clock_path *P, unsigned key, struct cp_value *v, uint64_t *n, bool *ask)
 {
 	*ask = false;
 	if (!P->ready || !cp_served(key))
 		return 0;
+	int w = cp_wall_of(key);
+	if (w >= 0 && cp_serving(&P->view)) {
+		int lane = clockpath_lane(P);
+		if (lane < 0)
+			return 0;
+		key = cp_lane_key((unsigned)lane, (unsigned)w);
+	}
 	switch (cp_read(&P->view, key, clockpath_real_read, P, v, n)) {
 	case CP_LED:
 	case CP_FOLLOWED:
@@ -116,8 +146,11 @@ static inline long clockpath_clock_gettime(struct clock_path *P, clockid_t id, s
 		ts->tv_nsec = v.b;
 		return 0;
 	}
-	return os_raw_syscall(SYS_clock_gettime, id, (long)ts, ask ? (long)P->mark_fallback : 0, ask ? (long)n : 0, 0,
-			      0);
+	long r = os_raw_syscall(SYS_clock_gettime, id, (long)ts, ask ? (long)P->mark_fallback : 0, ask ? (long)n : 0, 0,
+				0);
+	if (!ask && P->ready && id >= 0 && cp_wall_of((unsigned)id) >= 0)
+		clockpath_after_wall(P);
+	return r;
 }
 
 static inline long clockpath_gettimeofday(struct clock_path *P, struct timeval *tv, struct timezone *tz)
@@ -136,8 +169,11 @@ static inline long clockpath_gettimeofday(struct clock_path *P, struct timeval *
 		}
 		return 0;
 	}
-	return os_raw_syscall(SYS_gettimeofday, (long)tv, (long)tz, ask ? (long)P->mark_fallback : 0,
-			      ask ? (long)n : 0, 0, 0);
+	long r = os_raw_syscall(SYS_gettimeofday, (long)tv, (long)tz, ask ? (long)P->mark_fallback : 0,
+				ask ? (long)n : 0, 0, 0);
+	if (!ask && P->ready)
+		clockpath_after_wall(P);
+	return r;
 }
 
 static inline long clockpath_time(struct clock_path *P, time_t *t)
@@ -150,7 +186,10 @@ static inline long clockpath_time(struct clock_path *P, time_t *t)
 			*t = v.a;
 		return v.a;
 	}
-	return os_raw_syscall(SYS_time, (long)t, ask ? (long)P->mark_fallback : 0, ask ? (long)n : 0, 0, 0, 0);
+	long r = os_raw_syscall(SYS_time, (long)t, ask ? (long)P->mark_fallback : 0, ask ? (long)n : 0, 0, 0, 0);
+	if (!ask && P->ready)
+		clockpath_after_wall(P);
+	return r;
 }
 
 #endif /* CLOCKPATH_LAYOUT_ONLY */

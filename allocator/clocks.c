@@ -25,6 +25,7 @@
  * docs/NONDETERMINISM.md, "The fast path". */
 #include "clocks.h"
 #include "clockpage.h"
+#define CLOCKPATH_LANES
 #include "clockpath.h"
 
 #include <errno.h>
@@ -158,6 +159,48 @@ void clocks_start(void)
 		return;
 	}
 	path.ready = true;
+}
+
+/* The calling thread's lane (clockpage.h): its id and lane + 1 (0: none)
+ * as diehard named them in its page. Taken only right after a wall read
+ * this thread made through diehard (clockpath_after_wall): a thread that
+ * comes later with a dead one's id starts with none, and a forked child
+ * forgets its parent's (clocks_fork_child). */
+static __thread struct {
+	uint32_t tid, lane;
+} my_lane;
+
+static int clockpath_lane(struct clock_path *P)
+{
+	if (my_lane.lane == 0)
+		return -1;
+	const struct cp_page *dh = P->view.pages[P->view.nslots];
+	unsigned j = my_lane.lane - 1, self = P->view.self;
+	if (atomic_load_explicit(&dh->lane_tid[self][j], memory_order_acquire) != my_lane.tid) {
+		my_lane.lane = 0; /* taken back */
+		return -1;
+	}
+	return atomic_load_explicit(&dh->divert[self][j], memory_order_acquire) != 0 ? -1 : (int)j;
+}
+
+static void clockpath_after_wall(struct clock_path *P)
+{
+	if (my_lane.lane != 0 || !cp_serving(&P->view) || P->view.self >= CP_MAX_SLOTS)
+		return;
+	uint32_t tid = (uint32_t)os_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+	const struct cp_page *dh = P->view.pages[P->view.nslots];
+	for (unsigned j = 0; j < CP_LANES; j++)
+		if (atomic_load_explicit(&dh->lane_tid[P->view.self][j], memory_order_acquire) == tid) {
+			my_lane.tid = tid;
+			my_lane.lane = j + 1;
+			return;
+		}
+}
+
+void clocks_fork_child(void)
+{
+	my_lane.tid = 0;
+	my_lane.lane = 0;
 }
 
 uint64_t clocks_mark(void)

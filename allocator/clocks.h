@@ -23,4 +23,8 @@ uint64_t clocks_ask_mark(void);
  * or 0: none in DIEHARD_CLOCKS (not under diehard's zero-stop images). */
 uint64_t clocks_exec_mark(void);
 
+/* In a forked child (lifecycle.c's fork handler): the forking thread's
+ * clock lane is not the child's. */
+void clocks_fork_child(void);
+
 #endif

@@ -104,6 +104,7 @@ static void fork_child(void)
 		arch_reset_lock();
 	stream_fork_child();
 	keyed_fork_child();
+	clocks_fork_child();
 }
 
 static void say_cannot_start(void)

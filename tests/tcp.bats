@@ -592,6 +592,37 @@ stopped_before_listen() {
 	clean_report ls
 }
 
+@test "an event loop's wall-clock reads stay in the replicas (lanes): line_server --clock 2 through diehard -k 3, 4 x 200 requests, nearly every read in the replicas, every reply right" {
+	require_prog line_server
+	# Its one thread reads CLOCK_REALTIME twice a command. Once the replica
+	# listens and has answered a client, that thread is an event loop's:
+	# its first wall read through diehard gives it a lane, and its reads
+	# stay in the replica from then on (docs/NONDETERMINISM.md, "Servers:
+	# lanes"). Before lanes, every read of a server's after its listen was
+	# a round trip to diehard.
+	local port
+	port=$(free_port)
+	dh lane -k 3 -- "$PROGS/line_server" --clock 2 "$port"
+	LEFT+=("line_server .*$port\$")
+	wait_port "$port" "$DH"
+	[[ $(lc send "$port" "ECHO first") == first ]] || fail "ECHO" "$(tail "$T/lane.err")"
+	local pids=() i
+	for ((i = 0; i < 4; i++)); do
+		lc load "$port" 200 >"$T/lane.load.$i" 2>&1 3>&- &
+		pids+=($!)
+	done
+	for ((i = 0; i < 4; i++)); do
+		wait "${pids[$i]}" || fail "load client $i failed:" "$(cat "$T/lane.load.$i")" "$(tail "$T/lane.err")"
+	done
+	stop_dh "$DH" lane 143
+	clean_report lane
+	# 4 x 200 requests, 2 reads each: 1600 reads and more.
+	jq -e '[.replicas[] | (.calls["clock_gettime(CLOCK_REALTIME)"] // 0) as $all
+		| $all >= 1600 and .clock_reads_in_replica >= $all * 0.9] | length == 3 and all' "$T/lane.json" >/dev/null ||
+		fail "not nearly every read in the replicas:" \
+			"$(jq -c '[.replicas[] | {index, clock_reads_in_replica, calls}]' "$T/lane.json")"
+}
+
 @test "buggy_server: a heap overflow that empties a value on some heaps is masked: every reply right, the wrong replica replaced, the server serves on" {
 	require_prog buggy_server
 	# The bug is real: with the allocator alone, some seeds answer wrong

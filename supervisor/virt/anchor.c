@@ -152,6 +152,13 @@ static void anchored(struct vreplica *vr, pid_t tid, unsigned kind, uint64_t det
 	t->left = ANCHOR_READS;
 	t->n = 0;
 	t->used = ++vr->anchor_clock;
+	take_lane_divert(vr, tid, true); /* its next reads come here */
+}
+
+bool anchor_pending(struct vreplica *vr, pid_t tid)
+{
+	struct anchor_thread *t = thread_of(vr, tid, false);
+	return t != NULL && (t->left > 0 || t->nwait > 0);
 }
 
 void anchor_fork(struct vreplica *vr, pid_t tid)
@@ -207,6 +214,8 @@ enum answer anchor_wait(struct vreplica *vr, const struct seccomp_notif *req)
 		return CONTINUE;
 	struct anchor_thread *t = live_thread(vr, tid, true);
 	note_children(vr, t, tgid);
+	if (t->nwait > 0)
+		take_lane_divert(vr, tid, true); /* its next read names what it reaped */
 	return CONTINUE;
 }
 

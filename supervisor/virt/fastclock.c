@@ -82,7 +82,7 @@ struct fastclock {
 	uint64_t forged_n[CP_MAX_SLOTS]; /* the first such entry of each */
 	uint64_t floor[CP_MAX_SLOTS][CP_KEYS]; /* each slot's first read not done (cp_floor) */
 	uint64_t sum[CP_MAX_SLOTS][CP_KEYS];   /* the terms of its marks below the floor */
-	uint32_t unsure[CP_MAX_SLOTS];         /* a bit per key: its sum is not to be compared */
+	uint64_t unsure[CP_MAX_SLOTS];         /* a bit per key: its sum is not to be compared */
 	uint64_t paced_total;                  /* the log's length at the last harvest delay */
 	double paced_at;                       /* and sup_now() then (0: none yet) */
 	uint64_t delay_us;                     /* the delay it gave */
@@ -98,6 +98,7 @@ struct fastclock {
  * diehard leads (a cp_real_fn). */
 static int real_now(unsigned key, struct cp_value *out)
 {
+	key = cp_key_base(key);
 	if (key == CP_KEY_GETTIMEOFDAY) {
 		struct timeval tv;
 		struct timezone tz;
@@ -116,6 +117,7 @@ static int real_now(unsigned key, struct cp_value *out)
 /* A value in nanoseconds (saturating: garbage may be anything). */
 static int64_t ns_of(unsigned key, const struct cp_value *v)
 {
+	key = cp_key_base(key);
 	int64_t unit = key == CP_KEY_GETTIMEOFDAY ? 1000 : key == CP_KEY_TIME ? 0 : 1;
 	if (v->a > INT64_MAX / 1000000000LL - 1 || v->a < -(INT64_MAX / 1000000000LL - 1) || v->b < 0 ||
 	    v->b >= 1000000000LL)
@@ -127,13 +129,15 @@ static int64_t ns_of(unsigned key, const struct cp_value *v)
  * being the clock's value read after the entry was published. */
 static bool sound_at(const struct fastclock *F, unsigned key, const struct cp_value *v, struct cp_value now)
 {
+	const struct cp_value *start = &F->start[key];
+	key = cp_key_base(key);
 	if (key == CP_KEY_GETTIMEOFDAY && (v->c != now.c || v->d != now.d || v->b >= 1000000))
 		return false;
 	if (key == CP_KEY_TIME && (v->b != 0 || v->c != 0 || v->d != 0))
 		return false;
 	if (key < CP_KEY_GETTIMEOFDAY && (v->c != 0 || v->d != 0))
 		return false;
-	int64_t x = ns_of(key, v), lo = ns_of(key, &F->start[key]), hi = ns_of(key, &now);
+	int64_t x = ns_of(key, v), lo = ns_of(key, start), hi = ns_of(key, &now);
 	bool wall = !cp_monotonic(key);
 	if (wall)
 		lo = lo > INT64_MIN + SLACK_NS ? lo - SLACK_NS : INT64_MIN, hi = hi + SLACK_NS;
@@ -347,7 +351,7 @@ struct put_ctx {
 	struct fastclock *F;
 	fastclock_put_fn *put;
 	void *arg;
-	uint32_t have_now;            /* a bit per key: now[key] read */
+	uint64_t have_now;            /* a bit per key: now[key] read */
 	struct cp_value now[CP_KEYS]; /* the clock, read during this put's batch */
 };
 
@@ -361,7 +365,7 @@ static bool sound(struct put_ctx *c, unsigned key, const struct cp_value *v)
 		return true;
 	if (real_now(key, &c->now[key]) != 0)
 		return true; /* nothing to check against */
-	c->have_now |= 1u << key;
+	c->have_now |= 1ull << key;
 	return sound_at(c->F, key, v, c->now[key]);
 }
 
@@ -477,6 +481,11 @@ void fastclock_reset(struct fastclock *F, unsigned i)
 	atomic_fetch_and(&dh_page(F)->off, ~(1ull << i));
 	atomic_fetch_and(&dh_page(F)->ignore, ~(1ull << i));
 	atomic_fetch_and(&dh_page(F)->pace, ~(1ull << i));
+	atomic_fetch_and(&dh_page(F)->serve, ~(1ull << i));
+	for (unsigned j = 0; j < CP_LANES; j++) {
+		atomic_store(&dh_page(F)->lane_tid[i][j], 0);
+		atomic_store(&dh_page(F)->divert[i][j], 0);
+	}
 	for (unsigned k = 0; k < CP_KEYS; k++)
 		F->moved_at[i][k] = 0;
 	F->joining |= 1ull << i;
@@ -511,7 +520,7 @@ void fastclock_to_front(struct fastclock *F, unsigned i, unsigned key)
 
 void fastclock_unsummed(struct fastclock *F, unsigned i, unsigned key)
 {
-	F->unsure[i] |= 1u << key;
+	F->unsure[i] |= 1ull << key;
 }
 
 void fastclock_done(struct fastclock *F, unsigned i, unsigned key, uint64_t n, const struct cp_value *v)
@@ -529,7 +538,7 @@ uint64_t fastclock_floor(struct fastclock *F, unsigned i, unsigned key, uint64_t
 	bool unsure = false;
 	F->floor[i][key] = cp_floor(F->view.pages[i], key, F->floor[i][key], count, &F->sum[i][key], &unsure);
 	if (unsure)
-		F->unsure[i] |= 1u << key;
+		F->unsure[i] |= 1ull << key;
 	return F->floor[i][key];
 }
 
@@ -573,6 +582,50 @@ void fastclock_pace(struct fastclock *F, uint64_t live, double now)
 void fastclock_off(struct fastclock *F, unsigned i)
 {
 	atomic_fetch_or(&dh_page(F)->off, 1ull << i);
+}
+
+void fastclock_serve(struct fastclock *F, unsigned i)
+{
+	atomic_fetch_or(&dh_page(F)->serve, 1ull << i);
+}
+
+bool fastclock_serving(const struct fastclock *F, unsigned i)
+{
+	return (atomic_load(&dh_page(F)->serve) >> i & 1) && !fastclock_is_off(F, i);
+}
+
+void fastclock_lane_count(struct fastclock *F, unsigned i, unsigned key, uint64_t n)
+{
+	atomic_store(&F->view.pages[i]->count[key], n);
+	F->floor[i][key] = n;
+	F->moved_at[i][key] = 0;
+	/* Its reads before n were not in this key: its sum covers only
+	 * some of them, not to be compared. */
+	fastclock_unsummed(F, i, key);
+}
+
+void fastclock_lane_seed(struct fastclock *F, unsigned key, uint64_t front, const struct cp_value *last)
+{
+	if (front == 0 || fastclock_harvested(F, key) != 0)
+		return;
+	if (last != NULL)
+		cp_seed(&F->view, key, front - 1, last);
+	atomic_store(&dh_page(F)->harvested[key], front);
+}
+
+void fastclock_lane_name(struct fastclock *F, unsigned i, unsigned lane, uint32_t tid)
+{
+	atomic_store(&dh_page(F)->lane_tid[i][lane], tid);
+}
+
+void fastclock_divert(struct fastclock *F, unsigned i, unsigned lane, bool on)
+{
+	atomic_store(&dh_page(F)->divert[i][lane], on ? 1u : 0u);
+}
+
+bool fastclock_diverted(const struct fastclock *F, unsigned i, unsigned lane)
+{
+	return atomic_load(&dh_page(F)->divert[i][lane]) != 0;
 }
 
 void fastclock_ignore(struct fastclock *F, unsigned i)

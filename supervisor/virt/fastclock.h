@@ -180,4 +180,27 @@ uint64_t fastclock_exec_mark(const struct fastclock *F);
 /* The program images slot has started (its page's count). */
 uint64_t fastclock_images(const struct fastclock *F, unsigned slot);
 
+/* Slot i is a server (it listens): its base wall keys are read per
+ * thread, in the lanes diehard names, or through diehard; what it follows
+ * of a monotonic key or a lane must be fresh (clockpage.h). Ended by
+ * fastclock_off (the notify path for everything) or the slot's reset. */
+void fastclock_serve(struct fastclock *F, unsigned i);
+bool fastclock_serving(const struct fastclock *F, unsigned i);
+
+/* Lanes (clockpage.h). A lane's key starts in slot i at read n (the
+ * thread's reads of it so far, through diehard): its count and floor;
+ * its sum is not compared. */
+void fastclock_lane_count(struct fastclock *F, unsigned i, unsigned key, uint64_t n);
+/* A lane's key, given while the log already holds front entries of the
+ * thread's reads: entries below front are in the log, and entry front - 1
+ * (last, NULL: none kept) is published in diehard's page, where a leader
+ * of front looks for the entry before its own. Once, before any slot
+ * reads the key. */
+void fastclock_lane_seed(struct fastclock *F, unsigned key, uint64_t front, const struct cp_value *last);
+/* Names thread tid (its id in slot i's pid namespace; 0: none) lane's. */
+void fastclock_lane_name(struct fastclock *F, unsigned i, unsigned lane, uint32_t tid);
+/* While on, lane's thread in slot i makes its wall reads through diehard. */
+void fastclock_divert(struct fastclock *F, unsigned i, unsigned lane, bool on);
+bool fastclock_diverted(const struct fastclock *F, unsigned i, unsigned lane);
+
 #endif

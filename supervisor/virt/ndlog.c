@@ -493,6 +493,12 @@ const struct nd_value *ndlog_last(const struct ndlog *log, uint32_t key)
 	return kl != NULL && kl->has_last ? &kl->last : NULL;
 }
 
+uint64_t ndlog_front(const struct ndlog *log, uint32_t key)
+{
+	const struct keylog *kl = find(log, key);
+	return kl ? kl->base + kl->len : 0;
+}
+
 uint64_t ndlog_count(const struct ndlog *log, unsigned r, uint32_t key)
 {
 	const struct keylog *kl = find(log, key);

@@ -118,6 +118,9 @@ size_t ndlog_memory(const struct ndlog *log);
 /* The value put last for key, or NULL if none was. */
 const struct nd_value *ndlog_last(const struct ndlog *log, uint32_t key);
 
+/* How many entries of key were ever put (the next one's number). */
+uint64_t ndlog_front(const struct ndlog *log, uint32_t key);
+
 /* How many calls of key replica r has made. */
 uint64_t ndlog_count(const struct ndlog *log, unsigned r, uint32_t key);
 

@@ -361,11 +361,39 @@ static bool stale(struct vreplica *vr, const struct seccomp_notif *req, uint32_t
 
 /* ---- the fast clock path's keys (fastclock.h) ---- */
 
-/* The fast path's key of a log key, or -1 when it serves none. */
+/* The thread numbers lanes were given to, for take_reclaimable (the log's
+ * predicate has no context; one virt a process). */
+static uint32_t given[CP_LANES];
+
+bool take_reclaimable(uint32_t key)
+{
+	if (!take_thread_key(key))
+		return false;
+	for (unsigned j = 0; j < CP_LANES; j++)
+		if (given[j] == (key & 0x3fffff) && given[j] != 0)
+			return false; /* numbered on in the pages: never forgotten */
+	return true;
+}
+
+/* The lane given to thread number t (take_wall_key's), or -1. */
+static int lane_of(const struct virt *V, uint32_t t)
+{
+	for (unsigned j = 0; j < CP_LANES; j++)
+		if (V->lane_thread[j] == t && t != 0)
+			return (int)j;
+	return -1;
+}
+
+/* The fast path's key of a log key, or -1 when it serves none. A server's
+ * thread's wall clock is its lane's (clockpage.h), once it has one. */
 int take_fast_key(const struct virt *V, uint32_t key)
 {
 	if (V->fast == NULL)
 		return -1;
+	if (take_thread_key(key)) {
+		int j = lane_of(V, key & 0x3fffff);
+		return j < 0 ? -1 : (int)cp_lane_key((unsigned)j, (key >> 22) & 3);
+	}
 	if (key == KEY_GETTIMEOFDAY)
 		return CP_KEY_GETTIMEOFDAY;
 	if (key == KEY_TIME)
@@ -376,8 +404,11 @@ int take_fast_key(const struct virt *V, uint32_t key)
 	return -1;
 }
 
-uint32_t take_log_key(unsigned fk)
+uint32_t take_log_key(const struct virt *V, unsigned fk)
 {
+	int lane = cp_lane_of(fk);
+	if (lane >= 0)
+		return KEY_WALL_THREAD | (fk - CP_BASE_KEYS) % CP_LANE_WALLS << 22 | V->lane_thread[lane];
 	return fk == CP_KEY_GETTIMEOFDAY ? (uint32_t)KEY_GETTIMEOFDAY : fk == CP_KEY_TIME ? (uint32_t)KEY_TIME : KEY_CLOCK | fk;
 }
 
@@ -388,7 +419,7 @@ void take_fast_put(unsigned fk, uint64_t n, const struct cp_value *cv, unsigned 
 	(void)by;
 	struct virt *V = arg;
 	struct nd_value v = { .a = cv->a, .b = cv->b, .c = cv->c, .d = cv->d };
-	if (ndlog_preload(V->log, take_log_key(fk), 0, &v) != 0)
+	if (ndlog_preload(V->log, take_log_key(V, fk), 0, &v) != 0)
 		fatal(EXIT_INTERNAL, "out of memory in the nondeterminism log");
 }
 
@@ -407,7 +438,7 @@ void take_kill_forged(struct virt *V)
 			fastclock_forged_entry(V->fast, i, &fk, &n);
 			log_warn("replica %u published a clock value its clock cannot have had: killed",
 				 V->S->r[i].id);
-			take_divergence(&V->r[i], take_log_key(fk), n, "a value within the clock's bounds",
+			take_divergence(&V->r[i], take_log_key(V, fk), n, "a value within the clock's bounds",
 					"a value outside them (forged)");
 			replica_kill(V->S, &V->S->r[i], "forged a clock value in the shared clock log");
 		} else if ((stalled >> i & 1) && !V->S->r[i].killed) {
@@ -425,11 +456,11 @@ void take_harvest(struct virt *V)
 	fastclock_harvest(V->fast, take_fast_put, V);
 	fastclock_pace(V->fast, take_still_calling(V->S), sup_now());
 	for (unsigned fk = 0; fk < CP_KEYS; fk++)
-		if (cp_served(fk))
+		if (cp_served(fk) && (cp_lane_of(fk) < 0 || V->lane_thread[cp_lane_of(fk)] != 0))
 			for (unsigned i = 0; i < V->S->nslots; i++) {
 				uint64_t c = fastclock_count(V->fast, i, fk);
 				if (V->r[i].used)
-					ndlog_seek(V->log, i, take_log_key(fk), fastclock_floor(V->fast, i, fk, c));
+					ndlog_seek(V->log, i, take_log_key(V, fk), fastclock_floor(V->fast, i, fk, c));
 			}
 }
 
@@ -450,6 +481,78 @@ void take_on_harvest(evutil_socket_t fd, short what, void *arg)
 	struct timeval next = { .tv_sec = (time_t)(us / 1000000), .tv_usec = (suseconds_t)(us % 1000000) };
 	if (event_add(V->harvest_ev, &next) != 0)
 		fatal(EXIT_INTERNAL, "cannot create timers");
+}
+
+/* ---- lanes: a server's loop threads read their wall clocks in the
+ * replica (clockpage.h) ---- */
+
+/* A notified wall read of thread tid (thread key key) of vr, a server:
+ * - a lane named for tid but another thread's: that thread is gone (its id
+ *   reused), the lane is no longer named in this slot;
+ * - an event loop's thread (loop) of an original replica that serves with
+ *   the fast path gets a lane (the first such read of its thread number
+ *   in any replica gives one, while there are free lanes), and is named
+ *   for it in its slot's page: once it sees that (clockpath_after_wall),
+ *   its reads stay in the replica, numbered on from where its reads
+ *   through diehard got (every slot's count of the lane's keys starts at
+ *   its position in the log's key of the thread, and the log's entries
+ *   so far stay its first);
+ * - one whose anchored reads are done (anchor.c) reads in its lane again. */
+static void lane_for(struct vreplica *vr, const struct seccomp_notif *req, uint32_t key, bool loop)
+{
+	struct virt *V = vr->V;
+	struct fastclock *F = V->fast;
+	unsigned i = vr->index;
+	pid_t tid = (pid_t)req->pid;
+	uint32_t t = key & 0x3fffff;
+	for (unsigned j = 0; j < CP_LANES; j++)
+		if (vr->lane_host[j] == tid && V->lane_thread[j] != t) {
+			fastclock_lane_name(F, i, j, 0);
+			fastclock_divert(F, i, j, false);
+			vr->lane_host[j] = 0;
+		}
+	bool mine = loop && fastclock_serving(F, i) && !V->S->r[i].replacement;
+	int j = lane_of(V, t);
+	if (j < 0) {
+		if (!mine)
+			return;
+		for (unsigned l = 0; l < CP_LANES && j < 0; l++)
+			if (V->lane_thread[l] == 0)
+				j = (int)l;
+		if (j < 0)
+			return; /* all given: its reads stay notified */
+		V->lane_thread[j] = t;
+		given[j] = t;
+		V->lanes_given++;
+		for (unsigned w = 0; w < CP_LANE_WALLS; w++) {
+			uint32_t kw = KEY_WALL_THREAD | w << 22 | t;
+			unsigned fk = cp_lane_key((unsigned)j, w);
+			const struct nd_value *last = ndlog_last(V->log, kw);
+			struct cp_value cv = { 0 };
+			if (last != NULL)
+				cv = (struct cp_value){ .a = last->a, .b = last->b, .c = last->c, .d = last->d };
+			fastclock_lane_seed(F, fk, ndlog_front(V->log, kw), last != NULL && last->err == 0 ? &cv : NULL);
+			for (unsigned s = 0; s < V->S->nslots; s++)
+				if (V->r[s].used)
+					fastclock_lane_count(F, s, fk, ndlog_count(V->log, s, kw));
+		}
+	}
+	if (mine && vr->lane_host[j] != tid) {
+		uint32_t ns = own_id(tid, "\nNSpid:");
+		fastclock_lane_name(F, i, (unsigned)j, ns != 0 ? ns : (uint32_t)tid);
+		vr->lane_host[j] = tid;
+	}
+	if (vr->lane_host[j] == tid && fastclock_diverted(F, i, (unsigned)j) && (!loop || !anchor_pending(vr, tid)))
+		fastclock_divert(F, i, (unsigned)j, false);
+}
+
+void take_lane_divert(struct vreplica *vr, pid_t tid, bool on)
+{
+	if (vr->V->fast == NULL || tid <= 0)
+		return;
+	for (unsigned j = 0; j < CP_LANES; j++)
+		if (vr->lane_host[j] == tid)
+			fastclock_divert(vr->V->fast, vr->index, j, on);
 }
 
 /* Slot i's next index of fk once its count is moved to the front. The
@@ -498,7 +601,7 @@ static int fast_take(struct vreplica *vr, const struct seccomp_notif *req, uint3
 		if (first) {
 			/* A memory error of the replica's, however little of
 			 * what it read the damage changed: a divergence. */
-			take_divergence(vr, take_log_key(fk), n, "a count within the log",
+			take_divergence(vr, take_log_key(V, fk), n, "a count within the log",
 					"a count far past it (its page of the clock log written over)");
 			log_warn("replica %u: its clock log page is damaged: its clock reads are notified from now on",
 				 V->S->r[vr->index].id);
@@ -532,7 +635,7 @@ static int fast_take(struct vreplica *vr, const struct seccomp_notif *req, uint3
 			 * the replica reads real values of that clock from now
 			 * on, every read asked here (the rings' entries, older
 			 * than what it just read, would take it back). */
-			vr->fast_lost |= 1u << fk;
+			vr->fast_lost |= 1ull << fk;
 			fastclock_off(F, vr->index);
 			real(req, v);
 			*index = n;
@@ -551,7 +654,7 @@ static int fast_take(struct vreplica *vr, const struct seccomp_notif *req, uint3
 		fastclock_done(F, vr->index, fk, n, NULL);
 		return ND_LOST;
 	}
-	if (n >= fastclock_harvested(F, fk)) {
+	for (int again = 0; n >= fastclock_harvested(F, fk); again++) {
 		outcome = ND_LEAD;
 		if (fastclock_settle(F, fk, n, take_fast_put, V) != 0 || !ndlog_value(V->log, key, n, v)) {
 			real(req, v); /* the clock cannot be read: its error */
@@ -559,6 +662,13 @@ static int fast_take(struct vreplica *vr, const struct seccomp_notif *req, uint3
 			fastclock_done(F, vr->index, fk, n, NULL);
 			return ND_LOST;
 		}
+		/* Settled from what another replica led (a server's follower
+		 * that found it stale and asked: clockpage.h's rule, as for
+		 * the log's entries above): to the front, once. */
+		if (again > 0 || !stale(vr, req, key, n, v))
+			break;
+		V->clock_resyncs++;
+		n = fast_from_front(F, vr->index, fk);
 	}
 	/* The slot's sum covers every value it consumed, whichever path. */
 	struct cp_value cv = { .a = v->a, .b = v->b, .c = v->c, .d = v->d };
@@ -621,7 +731,10 @@ int take_value(struct vreplica *vr, const struct seccomp_notif *req, uint32_t ke
 		return ND_LOST;
 	}
 	bool loop = anchorable(vr, req, key);
-	if (loop && anchor_read(vr, req, real, v)) {
+	bool anchored = loop && anchor_read(vr, req, real, v);
+	if (V->fast != NULL && take_thread_key(key))
+		lane_for(vr, req, key, loop);
+	if (anchored) {
 		/* Outside the log too: matched through a step of the
 		 * thread's own (anchor.c). */
 		*index = 0;

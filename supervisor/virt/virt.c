@@ -84,10 +84,16 @@ static enum answer on_net(struct vreplica *vr, const struct seccomp_notif *req, 
 {
 	enum netcall o = netcalls_handle(vr->V->net, vr->fd, vr->index, vr->gen, req, resp);
 	/* A replica that listens is a server: its wall clocks are matched
-	 * per thread and its clocks resynchronised (take.c), which the fast
-	 * path cannot do in the replica. */
-	if (vr->V->fast != NULL && net_listening(vr->V->S->net, vr->index))
-		fastclock_off(vr->V->fast, vr->index);
+	 * per thread and its stale values moved to the front (take.c). An
+	 * original replica does both in the replica (clockpage.h's serve:
+	 * its event loops' threads get lanes); a replacement, whose clocks
+	 * replay the past and then join the present (net.c), asks diehard. */
+	if (vr->V->fast != NULL && net_listening(vr->V->S->net, vr->index)) {
+		if (vr->V->S->r[vr->index].replacement)
+			fastclock_off(vr->V->fast, vr->index);
+		else
+			fastclock_serve(vr->V->fast, vr->index);
+	}
 	switch (o) {
 	case NETCALL_ANSWER: return ANSWER;
 	case NETCALL_DROP: return DROP;
@@ -203,7 +209,7 @@ struct virt *virt_new(struct sup *S)
 	bool keep = S->o->respawns > 0 || S->o->record || rp != NULL;
 	V->log = ndlog_new(S->nslots, rp != NULL ? SIZE_MAX : S->o->call_log, keep);
 	if (V->log != NULL)
-		ndlog_reclaim(V->log, take_thread_key); /* threads end: their keys go */
+		ndlog_reclaim(V->log, take_reclaimable); /* threads end: their keys go */
 	/* A fresh server replays the run's start-up and then joins at the
 	 * front: past the cap the log still keeps each kind's first half. */
 	if (V->log != NULL && sup_fresh_servers(S) && rp == NULL)
@@ -387,7 +393,7 @@ static size_t call_keys(const struct virt *V, uint32_t **keys)
 		for (unsigned i = 0; i < V->S->nslots && !any; i++)
 			any = fastclock_count(V->fast, i, fk) != 0;
 		if (any)
-			(*keys)[n++] = take_log_key(fk);
+			(*keys)[n++] = take_log_key(V, fk);
 	}
 	return n;
 }
@@ -537,7 +543,7 @@ static void fast_compare_sums(struct virt *V)
 				if (fastclock_count(V->fast, idx[c], fk) == fastclock_count(V->fast, idx[b], fk))
 					same[ns++] = sums[c];
 			if (dispute_majority(same, ns, &m) && sums[b] != m)
-				take_divergence(&V->r[idx[b]], take_log_key(fk), fastclock_count(V->fast, idx[b], fk),
+				take_divergence(&V->r[idx[b]], take_log_key(V, fk), fastclock_count(V->fast, idx[b], fk),
 						"the values the others read", "other values");
 		}
 	}

@@ -95,7 +95,8 @@ struct vreplica {
 	pid_t cpu_task[CPU_TASKS]; /* tids, numbered by first CPU-clock read */
 	unsigned ncpu_tasks;
 	uint64_t fast_notified; /* reads of the fast path's keys that reached us */
-	uint32_t fast_lost;   /* a bit per fast key: behind the log's cap (real values) */
+	uint64_t fast_lost;   /* a bit per fast key: behind the log's cap (real values) */
+	pid_t lane_host[CP_LANES]; /* the thread named for each lane in its page (host tid; 0 none) */
 	uint64_t clock_reads; /* wall and monotonic reads answered (but those
 				 of the fast path's keys: its page counts them) */
 	bool uncounted;       /* a fresh server joined at the front (virt_calls_now):
@@ -135,6 +136,8 @@ struct virt {
 	uint64_t fast_damaged;    /* slots turned to notify: damaged counts */
 	struct anchors *anchors;  /* anchor.c's entries */
 	uint64_t anchor_follows;  /* reads that took a sibling's anchored value */
+	uint32_t lane_thread[CP_LANES]; /* each lane's thread number (take.c's thread_number; 0: free) */
+	uint64_t lanes_given;     /* lanes given to loop threads */
 };
 
 /* What a handler decided. */
@@ -176,7 +179,13 @@ real_fn take_real_clock, take_real_gettimeofday, take_real_time, take_no_real;
 bool take_wall_or_monotonic(uint32_t key);
 void take_fast_put(unsigned fk, uint64_t n, const struct cp_value *cv, unsigned by, void *arg);
 int take_fast_key(const struct virt *V, uint32_t key);
-uint32_t take_log_key(unsigned fk);
+uint32_t take_log_key(const struct virt *V, unsigned fk);
+/* A wall read of thread tid of vr passed an anchor (anchor.c): while on, its
+ * lane (if any) sends its reads to diehard. */
+void take_lane_divert(struct vreplica *vr, pid_t tid, bool on);
+/* The keys the log may forget once idle: a thread's wall clock, but for a
+ * thread given a lane (its entries are numbered on in the shared pages). */
+bool take_reclaimable(uint32_t key);
 void take_harvest(struct virt *V);
 void take_kill_forged(struct virt *V);
 void take_on_harvest(evutil_socket_t fd, short what, void *arg);
@@ -208,6 +217,9 @@ enum answer anchor_wait(struct vreplica *vr, const struct seccomp_notif *req);
 /* An anchored read of tid (req->pid): true with *v its value (the
  * sibling's that led it, or real()'s); false: not anchored. */
 bool anchor_read(struct vreplica *vr, const struct seccomp_notif *req, real_fn *real, struct nd_value *v);
+/* Whether thread tid's next wall read would be anchored (a count of
+ * anchored reads left, or children noted by a wait). */
+bool anchor_pending(struct vreplica *vr, pid_t tid);
 /* A wall read of tid returned v (take_value): an anchored read after it
  * never takes an earlier time. loop: tid is an event loop's thread (its
  * entry made if it has none). */

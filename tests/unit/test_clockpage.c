@@ -386,6 +386,66 @@ static int stale_leader(void)
 	return differ;
 }
 
+/* A clock at a set time (ns since 0), for the server rules. */
+static int64_t set_ns;
+static int set_real(unsigned key, struct cp_value *out, void *arg)
+{
+	(void)arg;
+	key = cp_key_base(key);
+	*out = (struct cp_value){ .a = set_ns / 1000000000, .b = set_ns % 1000000000 };
+	if (key == CP_KEY_GETTIMEOFDAY)
+		out->b /= 1000;
+	if (key == CP_KEY_TIME)
+		out->b = 0;
+	return 0;
+}
+
+/* A server (clockpage.h's serve): its base wall keys go elsewhere (a lane,
+ * or diehard); a lane's key is read as any key, replica by replica; a
+ * follower does not take a value whose second turned or that is more than
+ * CP_STALE_NS old against its own clock, of a lane's or a monotonic key,
+ * but does before it serves; a lane given after its thread's first reads
+ * starts from diehard's seeded entry. Returns the checks that failed. */
+static int server_rules(void)
+{
+	int bad = 0;
+	setup();
+	struct cp_value v, w;
+	uint64_t n, m;
+	unsigned lane = cp_lane_key(2, 2); /* lane 2's gettimeofday */
+	set_ns = 5000000000LL + 100000000;
+	bad += cp_read(&views[0], CP_KEY_GETTIMEOFDAY, set_real, NULL, &v, &n) != CP_LED; /* not yet a server */
+	atomic_store(&pages[K]->serve, (1ull << K) - 1);
+	bad += cp_read(&views[0], CP_KEY_GETTIMEOFDAY, set_real, NULL, &v, &n) != CP_OFF;
+	bad += cp_read(&views[1], 0, set_real, NULL, &v, &n) != CP_OFF;
+	bad += cp_key_base(lane) != CP_KEY_GETTIMEOFDAY || cp_lane_of(lane) != 2 || cp_wall_of(lane) != -1 ||
+	       cp_monotonic(lane) || !cp_served(lane) || cp_wall_of(CP_KEY_TIME) != 3;
+	/* Led at 5.1 s; followed 1 ms later: fresh. */
+	bad += cp_read(&views[0], lane, set_real, NULL, &v, &n) != CP_LED || n != 0 || v.a != 5 || v.b != 100000;
+	set_ns += 1000000;
+	bad += cp_read(&views[1], lane, set_real, NULL, &w, &m) != CP_FOLLOWED || m != 0 || w.a != 5 || w.b != 100000;
+	/* Led again; followed 11 ms later: stale, asks diehard for it. */
+	bad += cp_read(&views[0], lane, set_real, NULL, &v, &n) != CP_LED || n != 1;
+	set_ns += 11000000;
+	bad += cp_read(&views[1], lane, set_real, NULL, &w, &m) != CP_FALLBACK || m != 1;
+	/* A monotonic key: 2 ms old is fresh, but not once its second turned. */
+	set_ns = 7999000000LL;
+	bad += cp_read(&views[0], 1, set_real, NULL, &v, &n) != CP_LED;
+	set_ns += 2000000;
+	bad += cp_read(&views[2], 1, set_real, NULL, &w, &m) != CP_FALLBACK || m != n;
+	/* A key the log holds entries 0..9 of: seeded, a read at 10 leads
+	 * with no wait for entry 9. */
+	unsigned seeded = cp_lane_key(5, 0);
+	struct cp_value nine = { .a = 8, .b = 5 };
+	cp_seed(&views[K], seeded, 9, &nine);
+	atomic_store(&pages[K]->harvested[seeded], 10);
+	atomic_store(&pages[0]->count[seeded], 10);
+	set_ns = 8000000100LL;
+	bad += cp_read(&views[0], seeded, set_real, NULL, &v, &n) != CP_LED || n != 10 || v.a != 8 || v.b != 100;
+	teardown();
+	return bad;
+}
+
 int main(void)
 {
 	seen = calloc(K, sizeof *seen);
@@ -410,6 +470,10 @@ int main(void)
 		CHECK(memcmp(a, want, sizeof want) == 0, "AT_RANDOM's bytes: SipHash-2-4's reference vector");
 		CHECK(memcmp(b, c, 16) != 0 && memcmp(b, b + 8, 8) != 0, "AT_RANDOM's bytes: each image's differ");
 	}
+
+	int failed = server_rules();
+	CHECK(failed == 0, "a server's reads: base wall keys elsewhere, lanes read as keys, stale values asked for, "
+			   "a seeded lane leads on (%d checks failed)", failed);
 
 	int backwards;
 	long d = run(-1, DAMAGE_NONE, &backwards);
