@@ -29,9 +29,17 @@ struct clock_path {
 	bool ready;  /* the region is mapped: clock reads take the fast path */
 	bool marked; /* the markers are known */
 	uint64_t mark_real, mark_fallback, mark_exec;
+	uint64_t mark_lane; /* a server's thread asks for its lane (0: none, the blob) */
 	/* Set once the vDSO trampoline said it is not there (-ENOSYS: a clock
 	 * id it is used for cannot fail that way); any thread may set it. */
 	_Atomic bool no_vdso_real;
+};
+
+/* A thread's lane (clockpage.h), where the thread keeps it: its id in the
+ * replica's pid namespace and lane + 1 (0: none), written by diehard alone,
+ * into the thread that made the notified wall read it was named at. */
+struct clockpath_lane {
+	uint32_t tid, lane;
 };
 
 /* The layout alone, for diehard, which writes a blob's (graft.c). */
@@ -87,14 +95,14 @@ static int clockpath_real_read(unsigned key, struct cp_value *out, void *arg)
 	return 0;
 }
 
-/* Lanes (clockpage.h): an includer that can tell its threads apart
- * defines CLOCKPATH_LANES and these two: the lane of the calling thread
- * (-1: none), and what to do after a server's wall read went to diehard
- * (diehard may have given the thread a lane meanwhile). The blob does not:
- * a static server's wall reads go to diehard. */
+/* Lanes: an includer that has thread-local storage defines CLOCKPATH_LANES
+ * and these two: the calling thread's lane (-1: none, or diverted), and
+ * the address of its struct clockpath_lane for a server's wall read made
+ * through diehard (0: none to ask for). The blob does not: a static
+ * server's wall reads go to diehard. */
 #ifdef CLOCKPATH_LANES
 static int clockpath_lane(struct clock_path *P);
-static void clockpath_after_wall(struct clock_path *P);
+static uint64_t clockpath_lane_slot(struct clock_path *P);
 #else
 static inline int clockpath_lane(struct clock_path *P)
 {
@@ -102,11 +110,21 @@ static inline int clockpath_lane(struct clock_path *P)
 	return -1;
 }
 
-static inline void clockpath_after_wall(struct clock_path *P)
+static inline uint64_t clockpath_lane_slot(struct clock_path *P)
 {
 	(void)P;
+	return 0;
 }
 #endif
+
+/* The marker and slot a notified wall read carries (after its own
+ * arguments) so that diehard can give the thread its lane. */
+static inline void clockpath_lane_args(struct clock_path *P, long *mark, long *slot)
+{
+	uint64_t at = P->ready && P->mark_lane != 0 && cp_serving(&P->view) ? clockpath_lane_slot(P) : 0;
+	*mark = at != 0 ? (long)P->mark_lane : 0;
+	*slot = (long)at;
+}
 
 /* The fast path's read of key: 1 and *v, or 0 with *ask set when the
  * system call must carry the fallback marker and *n. A server's base wall
@@ -146,11 +164,14 @@ static inline long clockpath_clock_gettime(struct clock_path *P, clockid_t id, s
 		ts->tv_nsec = v.b;
 		return 0;
 	}
-	long r = os_raw_syscall(SYS_clock_gettime, id, (long)ts, ask ? (long)P->mark_fallback : 0, ask ? (long)n : 0, 0,
-				0);
-	if (!ask && P->ready && id >= 0 && cp_wall_of((unsigned)id) >= 0)
-		clockpath_after_wall(P);
-	return r;
+	long mark = 0, slot = 0;
+	if (ask) {
+		mark = (long)P->mark_fallback;
+		slot = (long)n;
+	} else if (id >= 0 && cp_wall_of((unsigned)id) >= 0) {
+		clockpath_lane_args(P, &mark, &slot);
+	}
+	return os_raw_syscall(SYS_clock_gettime, id, (long)ts, mark, slot, 0, 0);
 }
 
 static inline long clockpath_gettimeofday(struct clock_path *P, struct timeval *tv, struct timezone *tz)
@@ -169,11 +190,14 @@ static inline long clockpath_gettimeofday(struct clock_path *P, struct timeval *
 		}
 		return 0;
 	}
-	long r = os_raw_syscall(SYS_gettimeofday, (long)tv, (long)tz, ask ? (long)P->mark_fallback : 0,
-				ask ? (long)n : 0, 0, 0);
-	if (!ask && P->ready)
-		clockpath_after_wall(P);
-	return r;
+	long mark = 0, slot = 0;
+	if (ask) {
+		mark = (long)P->mark_fallback;
+		slot = (long)n;
+	} else {
+		clockpath_lane_args(P, &mark, &slot);
+	}
+	return os_raw_syscall(SYS_gettimeofday, (long)tv, (long)tz, mark, slot, 0, 0);
 }
 
 static inline long clockpath_time(struct clock_path *P, time_t *t)
@@ -186,10 +210,14 @@ static inline long clockpath_time(struct clock_path *P, time_t *t)
 			*t = v.a;
 		return v.a;
 	}
-	long r = os_raw_syscall(SYS_time, (long)t, ask ? (long)P->mark_fallback : 0, ask ? (long)n : 0, 0, 0, 0);
-	if (!ask && P->ready)
-		clockpath_after_wall(P);
-	return r;
+	long mark = 0, slot = 0;
+	if (ask) {
+		mark = (long)P->mark_fallback;
+		slot = (long)n;
+	} else {
+		clockpath_lane_args(P, &mark, &slot);
+	}
+	return os_raw_syscall(SYS_time, (long)t, mark, slot, 0, 0, 0);
 }
 
 #endif /* CLOCKPATH_LAYOUT_ONLY */

@@ -100,12 +100,14 @@ void clocks_start(void)
 			path.mark_real = hex(it.value, it.end);
 		else if (spec_is(&it, "fallback"))
 			path.mark_fallback = hex(it.value, it.end);
+		else if (spec_is(&it, "lane"))
+			path.mark_lane = hex(it.value, it.end);
 		else if (spec_is(&it, "exec"))
 			path.mark_exec = hex(it.value, it.end);
 		else if (spec_is(&it, "vdso") || spec_is(&it, "images"))
 			continue; /* early.c's */
 		else
-			spec_die(VAR, "unknown key (fd, dir, slots, secret, real, fallback, vdso, images, exec)", spec);
+			spec_die(VAR, "unknown key (fd, dir, slots, secret, real, fallback, lane, vdso, images, exec)", spec);
 	}
 	if (fd > 1 << 20 || dir > 1 << 20 || slots == 0 || slots > CP_MAX_SLOTS)
 		spec_die(VAR, "fd, dir and slots are needed, slots <= 62, in", spec);
@@ -161,18 +163,17 @@ void clocks_start(void)
 	path.ready = true;
 }
 
-/* The calling thread's lane (clockpage.h): its id and lane + 1 (0: none)
- * as diehard named them in its page. Taken only right after a wall read
- * this thread made through diehard (clockpath_after_wall): a thread that
- * comes later with a dead one's id starts with none, and a forked child
- * forgets its parent's (clocks_fork_child). */
-static __thread struct {
-	uint32_t tid, lane;
-} my_lane;
+/* The calling thread's lane (clockpath.h's struct clockpath_lane): diehard
+ * writes it into the thread whose notified wall read it named for a lane
+ * (the read carries this variable's address), so a thread that comes later
+ * with a dead one's id starts with none; a forked child forgets its
+ * parent's (clocks_fork_child). Each read checks diehard's page still
+ * names the thread (a slot's new process, diehard's own change). */
+static __thread struct clockpath_lane my_lane;
 
 static int clockpath_lane(struct clock_path *P)
 {
-	if (my_lane.lane == 0)
+	if (my_lane.lane == 0 || my_lane.lane > CP_LANES || P->view.self >= CP_MAX_SLOTS)
 		return -1;
 	const struct cp_page *dh = P->view.pages[P->view.nslots];
 	unsigned j = my_lane.lane - 1, self = P->view.self;
@@ -183,18 +184,10 @@ static int clockpath_lane(struct clock_path *P)
 	return atomic_load_explicit(&dh->divert[self][j], memory_order_acquire) != 0 ? -1 : (int)j;
 }
 
-static void clockpath_after_wall(struct clock_path *P)
+static uint64_t clockpath_lane_slot(struct clock_path *P)
 {
-	if (my_lane.lane != 0 || !cp_serving(&P->view) || P->view.self >= CP_MAX_SLOTS)
-		return;
-	uint32_t tid = (uint32_t)os_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
-	const struct cp_page *dh = P->view.pages[P->view.nslots];
-	for (unsigned j = 0; j < CP_LANES; j++)
-		if (atomic_load_explicit(&dh->lane_tid[P->view.self][j], memory_order_acquire) == tid) {
-			my_lane.tid = tid;
-			my_lane.lane = j + 1;
-			return;
-		}
+	(void)P;
+	return my_lane.lane == 0 ? (uint64_t)(uintptr_t)&my_lane : 0;
 }
 
 void clocks_fork_child(void)

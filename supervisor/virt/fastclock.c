@@ -73,7 +73,7 @@ struct fastclock {
 	char *base;
 	size_t len;
 	struct cp_view view;
-	uint64_t mark_real, mark_fallback;
+	uint64_t mark_real, mark_fallback, mark_lane;
 	uint64_t images_key[2];         /* AT_RANDOM's (cp_at_random) */
 	uint64_t mark_exec;             /* exec.c's */
 	struct cp_value start[CP_KEYS]; /* each clock when the run began */
@@ -171,6 +171,9 @@ struct fastclock *fastclock_new(unsigned nslots, const uint64_t images_key[2], u
 	F->images_key[0] = images_key[0];
 	F->images_key[1] = images_key[1];
 	F->mark_exec = secrets[4] | 1ull << 63;
+	F->mark_lane = secrets[3] | 1ull << 63;
+	while (F->mark_lane == F->mark_real || F->mark_lane == F->mark_fallback || F->mark_lane == F->mark_exec)
+		F->mark_lane ^= 2;
 	size_t page = cp_page_size();
 	F->len = (size_t)(nslots + 1) * page;
 	const char *why;
@@ -245,8 +248,10 @@ const char *fastclock_env(struct fastclock *F)
 {
 	char recipe[160];
 	int n = snprintf(F->env, sizeof F->env,
-			 "DIEHARD_CLOCKS=fd=%d,dir=%d,slots=%u,secret=%" PRIx64 ",real=%" PRIx64 ",fallback=%" PRIx64,
-			 FASTCLOCK_FD, FASTCLOCK_DIR_FD, F->view.nslots, F->view.secret, F->mark_real, F->mark_fallback);
+			 "DIEHARD_CLOCKS=fd=%d,dir=%d,slots=%u,secret=%" PRIx64 ",real=%" PRIx64 ",fallback=%" PRIx64
+			 ",lane=%" PRIx64,
+			 FASTCLOCK_FD, FASTCLOCK_DIR_FD, F->view.nslots, F->view.secret, F->mark_real, F->mark_fallback,
+			 F->mark_lane);
 	/* Images patch themselves (libdiehard's early.c) from the recipe;
 	 * without it they ask diehard (every image is then stopped). */
 	if (vdso_recipe(recipe, sizeof recipe) == 0)
@@ -267,6 +272,11 @@ void fastclock_marks(const struct fastclock *F, uint64_t *pass, uint64_t *ask)
 bool fastclock_asks(const struct fastclock *F, uint64_t arg)
 {
 	return arg == F->mark_fallback;
+}
+
+bool fastclock_lane_asked(const struct fastclock *F, uint64_t arg)
+{
+	return arg == F->mark_lane;
 }
 
 uint64_t fastclock_harvested(const struct fastclock *F, unsigned key)

@@ -67,6 +67,12 @@ void fastclock_marks(const struct fastclock *F, uint64_t *pass, uint64_t *ask);
  * argument is the entry's index). */
 bool fastclock_asks(const struct fastclock *F, uint64_t arg);
 
+/* Whether a notified wall read's argument is the lane marker: then the
+ * next argument is where the calling thread keeps its lane (clocks.c's
+ * thread-local struct clockpath_lane), which diehard fills in when it
+ * names the thread for a lane. */
+bool fastclock_lane_asked(const struct fastclock *F, uint64_t arg);
+
 /* The index of slot i's notified read of key (cp_served): the entry a
  * fallback asks for, if it is one the slot has reached, else the slot's
  * next. */

@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "clockpage.h"
+#define CLOCKPATH_LAYOUT_ONLY
+#include "clockpath.h"
 #include "dispute.h"
 #include "exitcode.h"
 #include "fastclock.h"
@@ -498,7 +500,7 @@ void take_on_harvest(evutil_socket_t fd, short what, void *arg)
  *   its position in the log's key of the thread, and the log's entries
  *   so far stay its first);
  * - one whose anchored reads are done (anchor.c) reads in its lane again. */
-static void lane_for(struct vreplica *vr, const struct seccomp_notif *req, uint32_t key, bool loop)
+static void lane_for(struct vreplica *vr, const struct seccomp_notif *req, uint32_t key, bool loop, uint64_t keeps)
 {
 	struct virt *V = vr->V;
 	struct fastclock *F = V->fast;
@@ -510,6 +512,7 @@ static void lane_for(struct vreplica *vr, const struct seccomp_notif *req, uint3
 			fastclock_lane_name(F, i, j, 0);
 			fastclock_divert(F, i, j, false);
 			vr->lane_host[j] = 0;
+			vr->lane_ns[j] = 0;
 		}
 	bool mine = loop && fastclock_serving(F, i) && !V->S->r[i].replacement;
 	int j = lane_of(V, t);
@@ -539,8 +542,15 @@ static void lane_for(struct vreplica *vr, const struct seccomp_notif *req, uint3
 	}
 	if (mine && vr->lane_host[j] != tid) {
 		uint32_t ns = own_id(tid, "\nNSpid:");
-		fastclock_lane_name(F, i, (unsigned)j, ns != 0 ? ns : (uint32_t)tid);
+		vr->lane_ns[j] = ns != 0 ? ns : (uint32_t)tid;
+		fastclock_lane_name(F, i, (unsigned)j, vr->lane_ns[j]);
 		vr->lane_host[j] = tid;
+	}
+	if (keeps != 0 && vr->lane_host[j] == tid) {
+		/* Into this thread alone (clockpath.h): it reads in its lane
+		 * from its next read. Memory it made unwritable: it asks again. */
+		struct clockpath_lane l = { .tid = vr->lane_ns[j], .lane = (uint32_t)j + 1 };
+		(void)remote_write_all(tid, keeps, &l, sizeof l);
 	}
 	if (vr->lane_host[j] == tid && fastclock_diverted(F, i, (unsigned)j) && (!loop || !anchor_pending(vr, tid)))
 		fastclock_divert(F, i, (unsigned)j, false);
@@ -732,8 +742,12 @@ int take_value(struct vreplica *vr, const struct seccomp_notif *req, uint32_t ke
 	}
 	bool loop = anchorable(vr, req, key);
 	bool anchored = loop && anchor_read(vr, req, real, v);
-	if (V->fast != NULL && take_thread_key(key))
-		lane_for(vr, req, key, loop);
+	if (V->fast != NULL && take_thread_key(key)) {
+		/* A lane asked for: the marker, then where the thread keeps it. */
+		unsigned at = req->data.nr == SYS_time ? 1 : 2;
+		uint64_t keeps = fastclock_lane_asked(V->fast, req->data.args[at]) ? req->data.args[at + 1] : 0;
+		lane_for(vr, req, key, loop, keeps);
+	}
 	if (anchored) {
 		/* Outside the log too: matched through a step of the
 		 * thread's own (anchor.c). */

@@ -97,6 +97,7 @@ struct vreplica {
 	uint64_t fast_notified; /* reads of the fast path's keys that reached us */
 	uint64_t fast_lost;   /* a bit per fast key: behind the log's cap (real values) */
 	pid_t lane_host[CP_LANES]; /* the thread named for each lane in its page (host tid; 0 none) */
+	uint32_t lane_ns[CP_LANES]; /* and its id in the replica's pid namespace, as named */
 	uint64_t clock_reads; /* wall and monotonic reads answered (but those
 				 of the fast path's keys: its page counts them) */
 	bool uncounted;       /* a fresh server joined at the front (virt_calls_now):
