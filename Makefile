@@ -165,6 +165,11 @@ $(B)/tests/%: tests/progs/%.c | $(B)/tests
 $(B)/tests/nd_fastpath: tests/progs/nd_fastpath.c allocator/clockpage.c allocator/clockpage.h | $(B)/tests
 	$(CC) $(WARN) $(CFLAGS) -pthread -idirafter allocator -o $@ $< allocator/clockpage.c
 
+# lane_server's poison mode leads entries in its own clock page, as a
+# replica that knows the run's secret could.
+$(B)/tests/lane_server: tests/progs/lane_server.c allocator/clockpage.c allocator/clockpage.h | $(B)/tests
+	$(CC) $(WARN) $(CFLAGS) -idirafter allocator -o $@ $< allocator/clockpage.c
+
 # abuse_clock writes over a page's counts: it needs the page's layout.
 $(B)/tests/abuse_clock: tests/progs/abuse_clock.c allocator/clockpage.h | $(B)/tests
 	$(CC) $(WARN) $(CFLAGS) -pthread -idirafter allocator -o $@ $<

@@ -204,6 +204,19 @@ static uint64_t mix(uint64_t h, uint64_t x)
 	return h ^ (h >> 29);
 }
 
+/* The checksum key of key's entries: the run's secret, and for a lane's
+ * the salt diehard drew when it gave the lane (its page): entries a page
+ * held there before (a replica that knows the secret writing ahead into a
+ * lane nobody had) are not sound. */
+static uint64_t key_secret(const struct cp_view *v, unsigned key)
+{
+	int lane = cp_lane_of(key);
+	return lane < 0 ? v->secret
+			: v->secret ^ atomic_load_explicit(&v->pages[v->nslots]->lane_salt[lane], memory_order_acquire);
+}
+
+static uint64_t checksum_of(const struct cp_view *v, unsigned key, uint64_t n, const struct cp_value *val);
+
 static uint64_t checksum(uint64_t secret, unsigned key, uint64_t n, const struct cp_value *v)
 {
 	uint64_t h = mix(secret, (uint64_t)key << 56 ^ n);
@@ -212,9 +225,14 @@ static uint64_t checksum(uint64_t secret, unsigned key, uint64_t n, const struct
 	return mix(h, (uint64_t)(uint32_t)v->c << 32 | (uint32_t)v->d);
 }
 
+static uint64_t checksum_of(const struct cp_view *v, unsigned key, uint64_t n, const struct cp_value *val)
+{
+	return checksum(key_secret(v, key), key, n, val);
+}
+
 uint64_t cp_sum_term(const struct cp_view *v, unsigned key, uint64_t n, const struct cp_value *value)
 {
-	return checksum(v->secret, key, n, value);
+	return checksum_of(v, key, n, value);
 }
 
 static bool less(const struct cp_value *x, const struct cp_value *y)
@@ -252,7 +270,7 @@ static int entry_at(const struct cp_view *v, const struct cp_entry *e, unsigned 
 	atomic_thread_fence(memory_order_acquire);
 	if (atomic_load_explicit(&e->tag, memory_order_relaxed) != n + 1)
 		return -1; /* rewritten meanwhile */
-	if (check != checksum(v->secret, key, n, out))
+	if (check != checksum_of(v, key, n, out))
 		return -1;
 	if (check_out != NULL)
 		*check_out = check;
@@ -286,7 +304,7 @@ static void write_entry(struct cp_entry *e, uint64_t n, const struct cp_value *v
  * term of the sum: cp_sum_term). */
 static uint64_t publish(const struct cp_view *v, struct cp_page *p, unsigned key, uint64_t n, const struct cp_value *val)
 {
-	uint64_t check = checksum(v->secret, key, n, val);
+	uint64_t check = checksum_of(v, key, n, val);
 	write_entry(&p->ring[key][n % CP_RING], n, val, check);
 	return check;
 }
@@ -524,7 +542,7 @@ static int confirm(const struct cp_view *v, struct cp_page *own, unsigned key, u
 	if (s == 2 && !await_dh(v, key, n, &d))
 		return -1;
 	*out = d;
-	*check = checksum(v->secret, key, n, out);
+	*check = checksum_of(v, key, n, out);
 	if (!witness(own, key, n, out, *check))
 		return -1;
 	cp_done(own, key, n, *check);
@@ -752,7 +770,7 @@ enum cp_outcome cp_read(struct cp_view *v, unsigned key, cp_real_fn *real, void 
 				break;
 			if (fresh && stale(key, out, real, arg))
 				break;
-			term = checksum(v->secret, key, n, out);
+			term = checksum_of(v, key, n, out);
 			if (!witness(own, key, n, out, term))
 				break;
 			outcome = CP_FOLLOWED;

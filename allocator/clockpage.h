@@ -160,6 +160,9 @@ struct cp_page {
 	_Atomic uint64_t serve;
 	_Atomic uint32_t lane_tid[CP_MAX_SLOTS][CP_LANES];
 	_Atomic uint32_t divert[CP_MAX_SLOTS][CP_LANES];
+	/* Each lane's salt of its entries' checksums, drawn when it is given
+	 * (before, what a page holds there is nobody's: clockpage.c). */
+	_Atomic uint64_t lane_salt[CP_LANES];
 	/* The slot's own: */
 	_Atomic uint64_t count[CP_KEYS];
 	/* Entries it led (tag n + 1), or proposes to lead (PENDING | n + 1),

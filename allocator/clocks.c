@@ -52,6 +52,13 @@
 
 static struct clock_path path;
 
+/* A word on a page the kernel zeroes in a forked child (MADV_WIPEONFORK),
+ * 1 in the process that set it: a child made without glibc's fork (a raw
+ * fork system call, _Fork, clone without CLONE_VM) runs no fork handler,
+ * and its one thread would go on in its parent's lane. NULL: no such page
+ * (a kernel before 4.14): no lanes. */
+static _Atomic uint32_t *not_forked;
+
 static uint64_t hex(const char *s, const char *end)
 {
 	uint64_t v = 0;
@@ -151,6 +158,14 @@ void clocks_start(void)
 			return;
 		}
 	}
+	/* Lanes' page (not_forked): where it cannot be had, none. */
+	void *wipe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (wipe != MAP_FAILED && madvise(wipe, 4096, MADV_WIPEONFORK) == 0) {
+		not_forked = wipe;
+		atomic_store_explicit(not_forked, 1, memory_order_relaxed);
+	} else if (wipe != MAP_FAILED) {
+		(void)munmap(wipe, 4096);
+	}
 	path.view.nslots = (unsigned)slots;
 	path.view.self = slot;
 	path.view.crowded = slots > cpus_to_run_on();
@@ -171,9 +186,23 @@ void clocks_start(void)
  * names the thread (a slot's new process, diehard's own change). */
 static __thread struct clockpath_lane my_lane;
 
+
+/* Whether this process may use lanes: set up, and not a forked child
+ * (which forgets its thread's lane and may be given its own). */
+static bool lanes_here(void)
+{
+	if (not_forked == NULL)
+		return false;
+	if (atomic_load_explicit(not_forked, memory_order_relaxed) == 0) {
+		my_lane.tid = my_lane.lane = 0; /* a child's one thread */
+		atomic_store_explicit(not_forked, 1, memory_order_relaxed);
+	}
+	return true;
+}
+
 static int clockpath_lane(struct clock_path *P)
 {
-	if (my_lane.lane == 0 || my_lane.lane > CP_LANES || P->view.self >= CP_MAX_SLOTS)
+	if (!lanes_here() || my_lane.lane == 0 || my_lane.lane > CP_LANES || P->view.self >= CP_MAX_SLOTS)
 		return -1;
 	const struct cp_page *dh = P->view.pages[P->view.nslots];
 	unsigned j = my_lane.lane - 1, self = P->view.self;
@@ -187,7 +216,7 @@ static int clockpath_lane(struct clock_path *P)
 static uint64_t clockpath_lane_slot(struct clock_path *P)
 {
 	(void)P;
-	return my_lane.lane == 0 ? (uint64_t)(uintptr_t)&my_lane : 0;
+	return lanes_here() && my_lane.lane == 0 ? (uint64_t)(uintptr_t)&my_lane : 0;
 }
 
 void clocks_fork_child(void)

@@ -623,6 +623,51 @@ stopped_before_listen() {
 			"$(jq -c '[.replicas[] | {index, clock_reads_in_replica, calls}]' "$T/lane.json")"
 }
 
+@test "lanes: a server's loop thread that forks (fork(), _Fork, the fork system call): the child reads apart from its parent's lane, and every replica agrees on both" {
+	require_prog lane_server
+	# The child of a thread with a lane inherits its thread-local lane; one
+	# made without glibc's fork runs no fork handler, and would go on in
+	# its parent's lane (one numbering for two threads, interleaved
+	# otherwise in each replica): its 300 times, printed, would differ.
+	local mode port
+	for mode in libc raw _Fork; do
+		port=$(free_port)
+		dh "fork$mode" -k 3 -- "$PROGS/lane_server" "$port" fork "$mode"
+		LEFT+=("lane_server $port")
+		wait_port "$port" "$DH"
+		# wait_port's connection is its first client.
+		[[ $(lc send "$port" x) == hi ]] || fail "$mode: the client" "$(tail "$T/fork$mode.err")"
+		await_exit "$DH" 60 || fail "$mode: diehard did not end" "$(tail "$T/fork$mode.err")"
+		[[ $BG_RC == 0 ]] || fail "$mode: diehard exited $BG_RC" "$(grep '^diehard:' "$T/fork$mode.err" | grep -v 'connection [0-9]* on' | tail)"
+		[[ $(grep -c '' "$T/fork$mode.out") == 301 && $(tail -n 1 "$T/fork$mode.out") == done ]] ||
+			fail "$mode: the child's 300 times and done expected" "$(head -3 "$T/fork$mode.out")"
+		jq -e '(.divergences | length) == 0 and (.replacements | length) == 0' "$T/fork$mode.json" >/dev/null ||
+			fail "$mode: divergences" "$(jq -c '{divergences, r: [.replacements[].why]}' "$T/fork$mode.json")"
+	done
+}
+
+@test "lanes: a replica that leads entries in its clock page's lanes before any thread has one cannot make its siblings disagree: every reply (the time to the microsecond) right, none replaced" {
+	require_prog lane_server
+	# It knows the run's secret (DIEHARD_CLOCKS): its entries are sound as
+	# it writes them, in lanes nobody has yet. A lane's entries are checked
+	# under a salt diehard draws when it gives the lane, and diehard takes
+	# nothing from a lane before: what it wrote there is garbage then.
+	local port i
+	port=$(free_port)
+	dh poison -k 3 -- "$PROGS/lane_server" "$port" poison "$T/poison.lock"
+	LEFT+=("lane_server $port")
+	wait_port "$port" "$DH"
+	for i in $(seq 30); do
+		lc send "$port" x >>"$T/poison.replies" || fail "request $i" "$(grep '^diehard:' "$T/poison.err" | grep -v 'connection [0-9]* on' | tail)"
+	done
+	[[ $(grep -c '^[0-9]*\.[0-9]\{6\}$' "$T/poison.replies") == 30 ]] || fail "30 times expected" "$(cat "$T/poison.replies")"
+	lc send "$port" q >/dev/null 2>&1 || true
+	await_exit "$DH" 30 || fail "diehard did not end"
+	(($(cat "$T/poison.lock/led" 2>/dev/null || echo 0) > 0)) || fail "no replica wrote its lanes" "$(tail "$T/poison.err")"
+	jq -e '(.replacements | length) == 0 and (.divergences | length) == 0' "$T/poison.json" >/dev/null ||
+		fail "divergences or replacements" "$(jq -c '{divergences, r: [.replacements[].why]}' "$T/poison.json")"
+}
+
 @test "buggy_server: a heap overflow that empties a value on some heaps is masked: every reply right, the wrong replica replaced, the server serves on" {
 	require_prog buggy_server
 	# The bug is real: with the allocator alone, some seeds answer wrong

@@ -91,8 +91,19 @@ struct fastclock {
 	uint64_t joining;                      /* a bit per slot: a new process, not yet paced */
 	uint64_t live;                         /* a bit per slot: its process lives (fastclock_pace) */
 	uint64_t margin;                       /* how far a count may pass the others' (too_far) */
+	uint32_t lanes;                        /* a bit per lane given (fastclock_lane_seed) */
 	char env[512];
 };
+
+/* Whether diehard takes key's entries from the pages: a base key, or a
+ * given lane's. A lane nobody was given is nobody's: what a page holds
+ * there (a replica writing its own page) is not looked at, so it cannot
+ * move the lane's front before its thread's entries are seeded. */
+static bool live_key(const struct fastclock *F, unsigned k)
+{
+	int lane = cp_lane_of(k);
+	return cp_served(k) && (lane < 0 || (F->lanes >> lane & 1));
+}
 
 /* Diehard's own real read of key (no filter here): the bounds' and what
  * diehard leads (a cp_real_fn). */
@@ -427,7 +438,7 @@ void fastclock_harvest(struct fastclock *F, fastclock_put_fn *put, void *arg)
 {
 	struct put_ctx c = { .F = F, .put = put, .arg = arg };
 	for (unsigned k = 0; k < CP_KEYS; k++)
-		if (cp_served(k))
+		if (live_key(F, k))
 			(void)cp_harvest(&F->view, k, harvest_limit(F, k), put_checked, &c);
 }
 
@@ -566,7 +577,7 @@ void fastclock_pace(struct fastclock *F, uint64_t live, double now)
 			 * in the log. */
 			bool within = true, up = was >> i & 1;
 			for (unsigned k = 0; k < CP_KEYS; k++) {
-				if (!cp_served(k))
+				if (!live_key(F, k))
 					continue;
 				uint64_t c = fastclock_count(F, i, k);
 				if (c != F->moved[i][k] || F->moved_at[i][k] == 0) {
@@ -616,7 +627,17 @@ void fastclock_lane_count(struct fastclock *F, unsigned i, unsigned key, uint64_
 
 void fastclock_lane_seed(struct fastclock *F, unsigned key, uint64_t front, const struct cp_value *last)
 {
-	if (front == 0 || fastclock_harvested(F, key) != 0)
+	int lane = cp_lane_of(key);
+	if (lane < 0 || (F->lanes >> lane & 1 && fastclock_harvested(F, key) != 0))
+		return;
+	if (!(F->lanes >> lane & 1)) {
+		uint64_t salt;
+		if (getrandom(&salt, sizeof salt, 0) != (ssize_t)sizeof salt)
+			fatal(EXIT_INTERNAL, "cannot read a clock lane's salt: %s", strerror(errno));
+		atomic_store(&dh_page(F)->lane_salt[lane], salt | 1);
+	}
+	F->lanes |= 1u << lane;
+	if (front == 0)
 		return;
 	if (last != NULL)
 		cp_seed(&F->view, key, front - 1, last);
@@ -662,7 +683,7 @@ bool fastclock_is_off(const struct fastclock *F, unsigned i)
 void fastclock_settle_all(struct fastclock *F, fastclock_put_fn *put, void *arg)
 {
 	for (unsigned k = 0; k < CP_KEYS; k++) {
-		if (!cp_served(k))
+		if (!live_key(F, k))
 			continue;
 		uint64_t top = 0;
 		for (unsigned j = 0; j < F->view.nslots; j++) {

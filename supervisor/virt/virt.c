@@ -387,7 +387,7 @@ static size_t call_keys(const struct virt *V, uint32_t **keys)
 		if (take_fast_key(V, (*keys)[j]) < 0)
 			(*keys)[n++] = (*keys)[j];
 	for (unsigned fk = 0; V->fast != NULL && fk < CP_KEYS; fk++) {
-		if (!cp_served(fk))
+		if (!cp_served(fk) || (cp_lane_of(fk) >= 0 && V->lane_thread[cp_lane_of(fk)] == 0))
 			continue;
 		bool any = false;
 		for (unsigned i = 0; i < V->S->nslots && !any; i++)
