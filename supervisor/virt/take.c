@@ -494,8 +494,9 @@ void take_on_harvest(evutil_socket_t fd, short what, void *arg)
  * - an event loop's thread (loop) of an original replica that serves with
  *   the fast path gets a lane (the first such read of its thread number
  *   in any replica gives one, while there are free lanes), and is named
- *   for it in its slot's page: once it sees that (clockpath_after_wall),
- *   its reads stay in the replica, numbered on from where its reads
+ *   for it in its slot's page and in its own lane word (keeps, the
+ *   address its read carried: allocator/clockpath.h): from its next read
+ *   on, its reads stay in the replica, numbered on from where its reads
  *   through diehard got (every slot's count of the lane's keys starts at
  *   its position in the log's key of the thread, and the log's entries
  *   so far stay its first);
@@ -527,6 +528,9 @@ static void lane_for(struct vreplica *vr, const struct seccomp_notif *req, uint3
 		V->lane_thread[j] = t;
 		given[j] = t;
 		V->lanes_given++;
+		log_event("replica %u: its event loop's thread %u reads its wall clocks in lane %d (the first of its "
+			  "number: every replica's takes it)",
+			  V->S->r[i].id, (unsigned)t, j);
 		for (unsigned w = 0; w < CP_LANE_WALLS; w++) {
 			uint32_t kw = KEY_WALL_THREAD | w << 22 | t;
 			unsigned fk = cp_lane_key((unsigned)j, w);
