@@ -180,34 +180,43 @@ void clocks_start(void)
 
 /* The calling thread's lane (clockpath.h's struct clockpath_lane): diehard
  * writes it into the thread whose notified wall read it named for a lane
- * (the read carries this variable's address), so a thread that comes later
- * with a dead one's id starts with none; a forked child forgets its
- * parent's (clocks_fork_child). Each read checks diehard's page still
- * names the thread (a slot's new process, diehard's own change). */
-static __thread struct clockpath_lane my_lane;
+ * (the read carries its address), so a thread that comes later with a
+ * dead one's id starts with none. gen: the process's generation when the
+ * thread asked (lanes_here): a lane of another generation is its parent's,
+ * copied by a fork. Each read checks diehard's page still names the thread
+ * (a slot's new process, diehard's own change). */
+static __thread struct {
+	struct clockpath_lane l;
+	uint64_t gen;
+} my_lane;
 
+/* The process's generation: one more in a forked child than its parent's
+ * (not_forked found zeroed), so that no thread of the child, however many
+ * it starts before its first read, goes on in a lane of its parent's. */
+static _Atomic uint64_t generation = 1;
 
-/* Whether this process may use lanes: set up, and not a forked child
- * (which forgets its thread's lane and may be given its own). */
+/* Whether this process may use lanes (the page that tells a forked child
+ * is there), its generation moved on first in a forked child. */
 static bool lanes_here(void)
 {
 	if (not_forked == NULL)
 		return false;
-	if (atomic_load_explicit(not_forked, memory_order_relaxed) == 0) {
-		my_lane.tid = my_lane.lane = 0; /* a child's one thread */
-		atomic_store_explicit(not_forked, 1, memory_order_relaxed);
+	if (atomic_load_explicit(not_forked, memory_order_acquire) == 0) {
+		atomic_fetch_add_explicit(&generation, 1, memory_order_acq_rel);
+		atomic_store_explicit(not_forked, 1, memory_order_release);
 	}
 	return true;
 }
 
 static int clockpath_lane(struct clock_path *P)
 {
-	if (!lanes_here() || my_lane.lane == 0 || my_lane.lane > CP_LANES || P->view.self >= CP_MAX_SLOTS)
+	if (!lanes_here() || my_lane.l.lane == 0 || my_lane.l.lane > CP_LANES || P->view.self >= CP_MAX_SLOTS ||
+	    my_lane.gen != atomic_load_explicit(&generation, memory_order_acquire))
 		return -1;
 	const struct cp_page *dh = P->view.pages[P->view.nslots];
-	unsigned j = my_lane.lane - 1, self = P->view.self;
-	if (atomic_load_explicit(&dh->lane_tid[self][j], memory_order_acquire) != my_lane.tid) {
-		my_lane.lane = 0; /* taken back */
+	unsigned j = my_lane.l.lane - 1, self = P->view.self;
+	if (atomic_load_explicit(&dh->lane_tid[self][j], memory_order_acquire) != my_lane.l.tid) {
+		my_lane.l.lane = 0; /* taken back */
 		return -1;
 	}
 	return atomic_load_explicit(&dh->divert[self][j], memory_order_acquire) != 0 ? -1 : (int)j;
@@ -216,13 +225,20 @@ static int clockpath_lane(struct clock_path *P)
 static uint64_t clockpath_lane_slot(struct clock_path *P)
 {
 	(void)P;
-	return lanes_here() && my_lane.lane == 0 ? (uint64_t)(uintptr_t)&my_lane : 0;
+	if (!lanes_here())
+		return 0;
+	uint64_t gen = atomic_load_explicit(&generation, memory_order_acquire);
+	if (my_lane.l.lane != 0 && my_lane.gen == gen)
+		return 0; /* it has one (diverted now and then) */
+	my_lane.l.lane = 0;
+	my_lane.gen = gen;
+	return (uint64_t)(uintptr_t)&my_lane.l;
 }
 
 void clocks_fork_child(void)
 {
-	my_lane.tid = 0;
-	my_lane.lane = 0;
+	my_lane.l.tid = 0;
+	my_lane.l.lane = 0;
 }
 
 uint64_t clocks_mark(void)

@@ -592,7 +592,7 @@ stopped_before_listen() {
 	clean_report ls
 }
 
-@test "an event loop's wall-clock reads stay in the replicas (lanes): line_server --clock 2 through diehard -k 3, 4 x 200 requests, nearly every read in the replicas, every reply right" {
+@test "an event loop's wall-clock reads stay in the replicas (--lanes): line_server --clock 2 through diehard -k 3 --lanes, 4 x 200 requests, nearly every read in the replicas, every reply right" {
 	require_prog line_server
 	# Its one thread reads CLOCK_REALTIME twice a command. Once the replica
 	# listens and has answered a client, that thread is an event loop's:
@@ -602,7 +602,7 @@ stopped_before_listen() {
 	# a round trip to diehard.
 	local port
 	port=$(free_port)
-	dh lane -k 3 -- "$PROGS/line_server" --clock 2 "$port"
+	dh lane -k 3 --lanes -- "$PROGS/line_server" --clock 2 "$port"
 	LEFT+=("line_server .*$port\$")
 	wait_port "$port" "$DH"
 	[[ $(lc send "$port" "ECHO first") == first ]] || fail "ECHO" "$(tail "$T/lane.err")"
@@ -632,7 +632,7 @@ stopped_before_listen() {
 	local mode port
 	for mode in libc raw _Fork; do
 		port=$(free_port)
-		dh "fork$mode" -k 3 -- "$PROGS/lane_server" "$port" fork "$mode"
+		dh "fork$mode" -k 3 --lanes -- "$PROGS/lane_server" "$port" fork "$mode"
 		LEFT+=("lane_server $port")
 		wait_port "$port" "$DH"
 		# wait_port's connection is its first client.
@@ -654,7 +654,7 @@ stopped_before_listen() {
 	# nothing from a lane before: what it wrote there is garbage then.
 	local port i
 	port=$(free_port)
-	dh poison -k 3 -- "$PROGS/lane_server" "$port" poison "$T/poison.lock"
+	dh poison -k 3 --lanes -- "$PROGS/lane_server" "$port" poison "$T/poison.lock"
 	LEFT+=("lane_server $port")
 	wait_port "$port" "$DH"
 	for i in $(seq 30); do

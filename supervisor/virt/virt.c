@@ -89,7 +89,7 @@ static enum answer on_net(struct vreplica *vr, const struct seccomp_notif *req, 
 	 * its event loops' threads get lanes); a replacement, whose clocks
 	 * replay the past and then join the present (net.c), asks diehard. */
 	if (vr->V->fast != NULL && net_listening(vr->V->S->net, vr->index)) {
-		if (vr->V->S->r[vr->index].replacement)
+		if (vr->V->S->r[vr->index].replacement || !vr->V->S->o->lanes)
 			fastclock_off(vr->V->fast, vr->index);
 		else
 			fastclock_serve(vr->V->fast, vr->index);
