@@ -315,9 +315,21 @@ static void ended_early(struct sup *S, struct stream *st, struct replica *r)
 static enum relines_verdict behind_reorder(struct sup *S, struct stream *st, struct replica *r, size_t d)
 {
 	static unsigned char *ref; /* the reference's bytes around d */
-	const size_t pre = OUTORDER_PRE, window = OUTORDER_WINDOW;
+	static size_t ref_size;
 	int s = (int)(st - S->s);
 	struct ring *rr = r->ring[s];
+	/* A replacement's replayed past (past_limit): its replay feeds each
+	 * logged connection as fast as it takes it, so a line may come far
+	 * later than the committed one, which the reference then holds from
+	 * r's head on. */
+	const size_t pre = past_limit(S, r, s) > rr->head + d ? d : OUTORDER_PRE, window = OUTORDER_WINDOW;
+	if (ref_size < pre + window) {
+		unsigned char *bigger = realloc(ref, pre + window);
+		if (bigger == NULL)
+			return RELINES_NO;
+		ref = bigger;
+		ref_size = pre + window;
+	}
 	const struct replica *lead = NULL;
 	for (unsigned i = 0; i < S->nslots && lead == NULL; i++) {
 		const struct replica *o = &S->r[i];
@@ -326,8 +338,6 @@ static enum relines_verdict behind_reorder(struct sup *S, struct stream *st, str
 	}
 	size_t done = st->committed - rr->head, ahead = lead != NULL ? lead->ring[s]->tail - st->committed : 0;
 	size_t from = d > pre ? d - pre : 0, to = done + ahead < d + window ? done + ahead : d + window;
-	if (ref == NULL && (ref = malloc(pre + window)) == NULL)
-		return RELINES_NO;
 	size_t n = to - from, c = done - from < n ? done - from : n;
 	memcpy(ref, ring_at(st->hist, rr->head + from), c);
 	if (n > c)
