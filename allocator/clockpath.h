@@ -117,13 +117,15 @@ static inline uint64_t clockpath_lane_slot(struct clock_path *P)
 }
 #endif
 
-/* The marker and slot a notified wall read carries (after its own
- * arguments) so that diehard can give the thread its lane. */
-static inline void clockpath_lane_args(struct clock_path *P, long *mark, long *slot)
+/* The marker and its argument a read made as a system call carries after
+ * its own arguments: a fallback's (ask: the entry n it asks diehard for),
+ * or a wall read's asking for the thread's lane (where the thread keeps
+ * it: diehard writes it there), else none. */
+static inline void clockpath_call_args(struct clock_path *P, bool ask, uint64_t n, bool wall, long *mark, long *arg)
 {
-	uint64_t at = P->ready && P->mark_lane != 0 && cp_serving(&P->view) ? clockpath_lane_slot(P) : 0;
-	*mark = at != 0 ? (long)P->mark_lane : 0;
-	*slot = (long)at;
+	uint64_t at = !ask && wall && P->ready && P->mark_lane != 0 && cp_serving(&P->view) ? clockpath_lane_slot(P) : 0;
+	*mark = ask ? (long)P->mark_fallback : at != 0 ? (long)P->mark_lane : 0;
+	*arg = ask ? (long)n : (long)at;
 }
 
 /* The fast path's read of key: 1 and *v, or 0 with *ask set when the
@@ -164,14 +166,9 @@ static inline long clockpath_clock_gettime(struct clock_path *P, clockid_t id, s
 		ts->tv_nsec = v.b;
 		return 0;
 	}
-	long mark = 0, slot = 0;
-	if (ask) {
-		mark = (long)P->mark_fallback;
-		slot = (long)n;
-	} else if (id >= 0 && cp_wall_of((unsigned)id) >= 0) {
-		clockpath_lane_args(P, &mark, &slot);
-	}
-	return os_raw_syscall(SYS_clock_gettime, id, (long)ts, mark, slot, 0, 0);
+	long mark, arg;
+	clockpath_call_args(P, ask, n, id >= 0 && cp_wall_of((unsigned)id) >= 0, &mark, &arg);
+	return os_raw_syscall(SYS_clock_gettime, id, (long)ts, mark, arg, 0, 0);
 }
 
 static inline long clockpath_gettimeofday(struct clock_path *P, struct timeval *tv, struct timezone *tz)
@@ -190,14 +187,9 @@ static inline long clockpath_gettimeofday(struct clock_path *P, struct timeval *
 		}
 		return 0;
 	}
-	long mark = 0, slot = 0;
-	if (ask) {
-		mark = (long)P->mark_fallback;
-		slot = (long)n;
-	} else {
-		clockpath_lane_args(P, &mark, &slot);
-	}
-	return os_raw_syscall(SYS_gettimeofday, (long)tv, (long)tz, mark, slot, 0, 0);
+	long mark, arg;
+	clockpath_call_args(P, ask, n, true, &mark, &arg);
+	return os_raw_syscall(SYS_gettimeofday, (long)tv, (long)tz, mark, arg, 0, 0);
 }
 
 static inline long clockpath_time(struct clock_path *P, time_t *t)
@@ -210,14 +202,9 @@ static inline long clockpath_time(struct clock_path *P, time_t *t)
 			*t = v.a;
 		return v.a;
 	}
-	long mark = 0, slot = 0;
-	if (ask) {
-		mark = (long)P->mark_fallback;
-		slot = (long)n;
-	} else {
-		clockpath_lane_args(P, &mark, &slot);
-	}
-	return os_raw_syscall(SYS_time, (long)t, mark, slot, 0, 0, 0);
+	long mark, arg;
+	clockpath_call_args(P, ask, n, true, &mark, &arg);
+	return os_raw_syscall(SYS_time, (long)t, mark, arg, 0, 0, 0);
 }
 
 #endif /* CLOCKPATH_LAYOUT_ONLY */

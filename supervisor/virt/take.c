@@ -527,7 +527,6 @@ static void lane_for(struct vreplica *vr, const struct seccomp_notif *req, uint3
 			return; /* all given: its reads stay notified */
 		V->lane_thread[j] = t;
 		given[j] = t;
-		V->lanes_given++;
 		log_event("replica %u: its event loop's thread %u reads its wall clocks in lane %d (the first of its "
 			  "number: every replica's takes it)",
 			  V->S->r[i].id, (unsigned)t, j);

@@ -138,7 +138,6 @@ struct virt {
 	struct anchors *anchors;  /* anchor.c's entries */
 	uint64_t anchor_follows;  /* reads that took a sibling's anchored value */
 	uint32_t lane_thread[CP_LANES]; /* each lane's thread number (take.c's thread_number; 0: free) */
-	uint64_t lanes_given;     /* lanes given to loop threads */
 };
 
 /* What a handler decided. */
