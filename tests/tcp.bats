@@ -628,7 +628,7 @@ stopped_before_listen() {
 	# The child of a thread with a lane inherits its thread-local lane; one
 	# made without glibc's fork runs no fork handler, and would go on in
 	# its parent's lane (one numbering for two threads, interleaved
-	# otherwise in each replica): its 300 times, printed, would differ.
+	# otherwise in each replica): its 200 times, printed, would differ.
 	local mode port
 	for mode in libc raw _Fork; do
 		port=$(free_port)
@@ -639,8 +639,8 @@ stopped_before_listen() {
 		[[ $(lc send "$port" x) == hi ]] || fail "$mode: the client" "$(tail "$T/fork$mode.err")"
 		await_exit "$DH" 60 || fail "$mode: diehard did not end" "$(tail "$T/fork$mode.err")"
 		[[ $BG_RC == 0 ]] || fail "$mode: diehard exited $BG_RC" "$(grep '^diehard:' "$T/fork$mode.err" | grep -v 'connection [0-9]* on' | tail)"
-		[[ $(grep -c '' "$T/fork$mode.out") == 301 && $(tail -n 1 "$T/fork$mode.out") == done ]] ||
-			fail "$mode: the child's 300 times and done expected" "$(head -3 "$T/fork$mode.out")"
+		[[ $(grep -c '' "$T/fork$mode.out") == 201 && $(tail -n 1 "$T/fork$mode.out") == done ]] ||
+			fail "$mode: the child's 200 times and done expected" "$(head -3 "$T/fork$mode.out")"
 		jq -e '(.divergences | length) == 0 and (.replacements | length) == 0' "$T/fork$mode.json" >/dev/null ||
 			fail "$mode: divergences" "$(jq -c '{divergences, r: [.replacements[].why]}' "$T/fork$mode.json")"
 	done
