@@ -242,6 +242,10 @@ $(B)/tests/unit/test_digest: tests/unit/test_digest.c tests/unit/tap.h superviso
 $(B)/tests/unit/test_extents: tests/unit/test_extents.c tests/unit/tap.h supervisor/files/extents.c supervisor/files/extents.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/files -o $@ $< supervisor/files/extents.c
 
+# The input and connection logs' memfd with its tail (log.c for its warning).
+$(B)/tests/unit/test_inputlog: tests/unit/test_inputlog.c tests/unit/tap.h supervisor/inputlog.c supervisor/inputlog.h supervisor/log.c | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -o $@ $< supervisor/inputlog.c supervisor/log.c
+
 $(B)/tests/unit/test_utf8: tests/unit/test_utf8.c tests/unit/tap.h supervisor/utf8.c supervisor/utf8.h | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -o $@ $< supervisor/utf8.c
 

@@ -1,4 +1,11 @@
-/* inputlog.c — see inputlog.h. */
+/* inputlog.c — see inputlog.h.
+ *
+ * Appends land in a tail buffer first and reach the memfd a tail at a time
+ * (a server's connection log appends two records a request: one pwrite each
+ * was a third of the proxy's system calls). Invariant: the log's bytes are
+ * the memfd's [0, bytes - tail_n) followed by tail[0, tail_n); every reader
+ * (send, read, complete) flushes first, so it sees them all in the memfd.
+ * The memfd is memory too: nothing is less durable for waiting here. */
 #include "inputlog.h"
 
 #include <errno.h>
@@ -10,12 +17,16 @@
 
 #include "log.h"
 
+#define TAIL_CAP ((size_t)64 << 10)
+
 struct inputlog {
 	int fd;
 	size_t cap;
-	size_t bytes;
+	size_t bytes;    /* appended so far, the tail's included */
 	size_t released; /* bytes at the front given back */
 	bool broken;     /* a write failed: the log is incomplete from here */
+	size_t tail_n;
+	unsigned char tail[TAIL_CAP];
 };
 
 /* Released in steps, not byte by byte: fallocate is a system call. */
@@ -38,30 +49,66 @@ struct inputlog *inputlog_new(size_t cap)
 	return l;
 }
 
-void inputlog_append(struct inputlog *l, const void *p, size_t n)
+/* Writes n bytes at the memfd's offset at; false (the log broken, said
+ * once) when it cannot. */
+static bool put(struct inputlog *l, const void *p, size_t n, size_t at)
 {
-	if (l == NULL || l->broken)
-		return;
 	const char *c = p;
 	size_t done = 0;
 	while (done < n) {
-		ssize_t w = pwrite(l->fd, c + done, n - done, (off_t)(l->bytes + done));
+		ssize_t w = pwrite(l->fd, c + done, n - done, (off_t)(at + done));
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
 			log_warn("input log: %s; replicas cannot be replaced from here on", strerror(errno));
 			l->broken = true;
-			return;
+			return false;
 		}
 		done += (size_t)w;
 	}
-	l->bytes += n;
-	if (l->bytes - l->released > l->cap + RELEASE_STEP) {
-		size_t upto = (l->bytes - l->cap) & ~(RELEASE_STEP - 1);
+	return true;
+}
+
+/* Gives back the front past cap, in steps (fallocate is a system call),
+ * of what the memfd holds. */
+static void release(struct inputlog *l)
+{
+	size_t held = l->bytes - l->tail_n;
+	if (held - l->released > l->cap + RELEASE_STEP) {
+		size_t upto = (held - l->cap) & ~(RELEASE_STEP - 1);
 		if (fallocate(l->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)l->released,
 			      (off_t)(upto - l->released)) == 0)
 			l->released = upto;
 	}
+}
+
+/* The tail into the memfd. */
+static void flush(struct inputlog *l)
+{
+	if (l->tail_n == 0)
+		return;
+	size_t n = l->tail_n;
+	l->tail_n = 0;
+	if (!l->broken && put(l, l->tail, n, l->bytes - n))
+		release(l);
+}
+
+void inputlog_append(struct inputlog *l, const void *p, size_t n)
+{
+	if (l == NULL || l->broken || n == 0)
+		return;
+	if (n > TAIL_CAP - l->tail_n)
+		flush(l);
+	if (n >= TAIL_CAP) {
+		/* Too big for the tail: straight in (the tail is empty). */
+		l->bytes += n;
+		if (put(l, p, n, l->bytes - n))
+			release(l);
+		return;
+	}
+	memcpy(l->tail + l->tail_n, p, n);
+	l->tail_n += n;
+	l->bytes += n;
 }
 
 size_t inputlog_bytes(const struct inputlog *l)
@@ -74,13 +121,17 @@ size_t inputlog_retained_from(const struct inputlog *l)
 	return l ? l->released : 0;
 }
 
-bool inputlog_complete(const struct inputlog *l)
+bool inputlog_complete(struct inputlog *l)
 {
+	if (l != NULL)
+		flush(l);
 	return l != NULL && !l->broken && l->released == 0;
 }
 
 ssize_t inputlog_send(struct inputlog *l, size_t off, int fd, size_t max)
 {
+	if (l != NULL)
+		flush(l);
 	if (l == NULL || off < l->released || l->broken) {
 		errno = ENODATA;
 		return -1;
@@ -113,10 +164,12 @@ void inputlog_free(struct inputlog *l)
 	free(l);
 }
 
-bool inputlog_read(const struct inputlog *l, size_t off, void *buf, size_t n)
+bool inputlog_read(struct inputlog *l, size_t off, void *buf, size_t n)
 {
 	if (n == 0)
 		return true;
+	if (l != NULL)
+		flush(l);
 	if (l == NULL || l->broken || off < l->released || off + n > l->bytes)
 		return false;
 	size_t done = 0;

@@ -18,7 +18,7 @@ struct inputlog *inputlog_new(size_t cap);
 void inputlog_append(struct inputlog *l, const void *p, size_t n);
 size_t inputlog_bytes(const struct inputlog *l);      /* appended so far */
 size_t inputlog_retained_from(const struct inputlog *l); /* first byte still held */
-bool inputlog_complete(const struct inputlog *l);
+bool inputlog_complete(struct inputlog *l);
 /* Writes logged bytes from offset off on (at most max) into fd, a
  * non-blocking pipe, without copying them through us where the kernel can
  * (splice). Returns the bytes written, or -1 with errno (EAGAIN: the pipe is
@@ -26,7 +26,7 @@ bool inputlog_complete(const struct inputlog *l);
 ssize_t inputlog_send(struct inputlog *l, size_t off, int fd, size_t max);
 /* Copies n logged bytes from offset off into buf (a recording); false
  * when they are not all held. */
-bool inputlog_read(const struct inputlog *l, size_t off, void *buf, size_t n);
+bool inputlog_read(struct inputlog *l, size_t off, void *buf, size_t n);
 void inputlog_free(struct inputlog *l);
 
 #endif

@@ -57,6 +57,10 @@ run_unit() {
 	run_unit test_digest
 }
 
+@test "unit: the input and connection logs (appends of every size through the tail, read and sent back byte-exact between appends, the front released past the cap)" {
+	run_unit test_inputlog
+}
+
 @test "unit: UTF-8 escaping for the report (valid sequences kept, each invalid byte as \\xNN: cut, overlong, surrogates, past U+10FFFF)" {
 	run_unit test_utf8
 }
