@@ -85,21 +85,27 @@ static inline uint64_t rng_below(struct rng *r, uint64_t n)
 	return (uint64_t)(((u128)rng_next(r) * n) >> 64);
 }
 
-/* Fills len bytes at p with fresh random bytes (not a repeated word). */
+/* Fills len bytes at p with fresh random bytes (not a repeated word): the
+ * words rng_next would give, in order. The state is worked on in a local
+ * copy: stores through p (bytes, which may alias anything) would otherwise
+ * make the compiler reload and store the four words at every step, which
+ * made the fill (every new object's, in fill mode) a third as fast. */
 static inline void rng_fill(struct rng *r, void *p, size_t len)
 {
 	unsigned char *b = p;
+	struct rng l = *r;
 	while (len >= 8) {
-		uint64_t v = rng_next(r);
+		uint64_t v = rng_next(&l);
 		__builtin_memcpy(b, &v, 8);
 		b += 8;
 		len -= 8;
 	}
 	if (len > 0) {
-		uint64_t v = rng_next(r);
+		uint64_t v = rng_next(&l);
 		for (size_t i = 0; i < len; i++)
 			b[i] = (unsigned char)(v >> (8 * i));
 	}
+	*r = l;
 }
 
 #endif
