@@ -187,10 +187,21 @@ bool replica_in_run(const struct replica *r)
 	return r->used && (r->live || r->joining) && !r->killed && !r->exited;
 }
 
-bool replica_dying(const struct replica *r)
+bool replica_dying(struct sup *S, struct replica *r)
 {
 	if (!r->used || r->exited || r->pid <= 0)
 		return false;
+	/* Asked for every peer of every connection whose reply ended, at
+	 * each vote: two system calls each. The answer holds for the loop
+	 * turn (libevent's cached time, no system call), as if asked at its
+	 * start; a death stays one. */
+	struct timeval turn;
+	if (event_base_gettimeofday_cached(S->base, &turn) != 0)
+		turn = (struct timeval){ 0, 0 };
+	if (r->dying_pid == r->pid &&
+	    (r->dying || (turn.tv_sec != 0 && turn.tv_sec == r->dying_turn.tv_sec && turn.tv_usec == r->dying_turn.tv_usec)))
+		return r->dying;
+	bool dying = false;
 	/* Sandboxed, its program: its pidfd reads as soon as the whole
 	 * process has ended (not while a thread of it runs on after its
 	 * main thread ended); then diehard's own child (the init, or the
@@ -198,10 +209,16 @@ bool replica_dying(const struct replica *r)
 	if (r->program_pidfd >= 0) {
 		struct pollfd pfd = { .fd = r->program_pidfd, .events = POLLIN };
 		if (poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN))
-			return true;
+			dying = true;
 	}
-	siginfo_t si = { 0 };
-	return waitid(P_PID, (id_t)r->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == r->pid;
+	if (!dying) {
+		siginfo_t si = { 0 };
+		dying = waitid(P_PID, (id_t)r->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == r->pid;
+	}
+	r->dying_pid = r->pid;
+	r->dying = dying;
+	r->dying_turn = turn;
+	return dying;
 }
 
 /* Takes r out of the vote (or out of catching up) for good, kills it, and

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/types.h>
 
 #include "arena.h"
@@ -69,6 +70,9 @@ struct replica {
 				      at its start; -1 otherwise */
 	pid_t program_pid;         /* sandboxed: its program (the init's child) */
 	int program_pidfd;         /* sandboxed: a pidfd of it (replica_dying), or -1 */
+	pid_t dying_pid;           /* replica_dying's last answer was for this pid, */
+	bool dying;                /* this answer (true stays true for that pid), */
+	struct timeval dying_turn; /* given in the loop turn of this cached time */
 	struct caps_replica *caps; /* its cgroups (caps.h), until it ends; NULL */
 	int out_fd[NSTREAMS];      /* our ends of its stdout, stderr; -1 at EOF */
 	struct event *in_ev;
@@ -313,7 +317,7 @@ bool replica_in_run(const struct replica *r);
 bool replica_joining(const struct sup *S, const struct replica *r);
 /* It (its init, sandboxed) has ended, and diehard has not reaped it yet:
  * its sockets closed as it died, before its end is known. */
-bool replica_dying(const struct replica *r);
+bool replica_dying(struct sup *S, struct replica *r);
 /* SIGKILL to every process not reaped yet, stopped or not: the replicas
  * still running and those killed before (sandboxed: their inits). */
 void replicas_kill_all(struct sup *S);

@@ -210,7 +210,7 @@ static bool peer_dying(struct conn *c)
 	double t = now();
 	bool any = false;
 	for (unsigned j = 0; j < c->np; j++)
-		if (c->p[j].alive && replica_dying(&c->N->S->r[c->p[j].slot]))
+		if (c->p[j].alive && replica_dying(c->N->S, &c->N->S->r[c->p[j].slot]))
 			any = true;
 	if (!any) {
 		c->dying_since = 0;
@@ -371,8 +371,27 @@ static void peer_want_write(struct peer *p, bool want)
 		ev_set(p->wev, &p->wev_on, want);
 }
 
+/* Whether c is done but for the client's end, which has come: every
+ * replica still in it ended its reply where it was agreed, and that was
+ * written and shut. It is closed at the kick that follows (finished), and
+ * a replica's close then carries the end of the client's input as its
+ * shutdown would have (its reply was read to its end: nothing unread
+ * turns the close into a reset). */
+static bool closing_now(const struct conn *c)
+{
+	if (c->aborted || !c->out_shut)
+		return false;
+	for (unsigned j = 0; j < c->np; j++) {
+		const struct peer *p = &c->p[j];
+		if (p->alive && !(p->eof && p->pos == c->committed))
+			return false;
+	}
+	return true;
+}
+
 /* Writes what p has not had of the client's bytes; shuts its write side
- * after the last one once the client's input ended. */
+ * after the last one once the client's input ended (left to the close
+ * when the connection closes now: a system call a replica). */
 static void peer_send(struct conn *c, struct peer *p)
 {
 	if (!p->alive || p->connecting || p->in_shut)
@@ -400,7 +419,7 @@ static void peer_send(struct conn *c, struct peer *p)
 	}
 	peer_want_write(p, false);
 	if (c->in_eof) {
-		if (shutdown(p->fd, SHUT_WR) != 0 && errno != ENOTCONN)
+		if (!closing_now(c) && shutdown(p->fd, SHUT_WR) != 0 && errno != ENOTCONN)
 			log_event("connection %llu: shutdown: %s", (unsigned long long)c->id, strerror(errno));
 		p->in_shut = true;
 	}
@@ -672,6 +691,23 @@ static void on_peer_writable(evutil_socket_t fd, short what, void *arg)
 	client_update_read(c);
 }
 
+/* A loopback connect is established by the time connect returns (the
+ * listener's answer is taken in as the socket is released), though a
+ * non-blocking one says EINPROGRESS: p connected at once when its peer's
+ * address is there, without waiting for writability (two epoll_ctl and a
+ * loop turn a replica). Else, or when it was refused, on_peer_writable
+ * finds out. */
+static void peer_connected_now(struct peer *p)
+{
+	struct sockaddr_storage a;
+	socklen_t len = sizeof a;
+	if (getpeername(p->fd, (struct sockaddr *)&a, &len) != 0)
+		return;
+	p->connecting = false;
+	if (event_add(p->rev, NULL) != 0)
+		fatal(EXIT_INTERNAL, "cannot add a connection event");
+}
+
 static void client_want_write(struct conn *c, bool want)
 {
 	ev_set(c->cwev, &c->cwev_on, want);
@@ -763,7 +799,7 @@ static void retry_soon(struct conn *c);
 
 static bool ended_early(struct conn *c, const struct peer *p)
 {
-	if (replica_dying(&c->N->S->r[p->slot]))
+	if (replica_dying(c->N->S, &c->N->S->r[p->slot]))
 		return false; /* the reap takes it out */
 	if (p->eof_at != 0 && now() - p->eof_at < EOF_GRACE) {
 		retry_soon(c);
@@ -785,12 +821,11 @@ static uint64_t check_laggers(struct conn *c, size_t *off, const char **what)
 			continue;
 		if (p->pos < c->committed && ref != NULL) {
 			size_t upto = p->end < c->committed ? p->end : c->committed;
-			size_t n = upto - p->pos, i = 0;
-			if (n > 0) {
-				const unsigned char *a = p->buf + (p->pos - p->base), *b = ref->buf + (p->pos - ref->base);
-				while (i < n && a[i] == b[i])
-					i++;
-			}
+			size_t n = upto - p->pos, i = n;
+			const unsigned char *a = p->buf + (p->pos - p->base), *b = ref->buf + (p->pos - ref->base);
+			if (n > 0 && memcmp(a, b, n) != 0)
+				for (i = 0; a[i] == b[i]; i++)
+					;
 			if (i < n) {
 				bad |= 1ull << j;
 				off[j] = p->pos + i;
@@ -859,7 +894,7 @@ static bool vote_once(struct conn *c, uint64_t *bad, size_t *off, const char **w
 		views[j].data = views[j].len > 0 ? p->buf + (c->committed - p->base) : NULL;
 		/* The end of a reply whose replica has died, not reaped yet,
 		 * is its death's, not its answer: not voted (its bytes are). */
-		views[j].eof = p->eof && !replica_dying(&c->N->S->r[p->slot]);
+		views[j].eof = p->eof && !replica_dying(c->N->S, &c->N->S->r[p->slot]);
 		any_eof |= views[j].eof;
 	}
 	unsigned quorum = conn_quorum(c, alive);
@@ -1153,7 +1188,7 @@ void conn_open(struct net *N, struct listener *l, int cfd, const struct sockaddr
 			continue;
 		int fd = net_connect_replica(N, i, l, client);
 		if (fd < 0) {
-			dying += replica_dying(&S->r[i]);
+			dying += replica_dying(S, &S->r[i]);
 			continue;
 		}
 		struct peer *p = &c->p[c->np++];
@@ -1161,8 +1196,10 @@ void conn_open(struct net *N, struct listener *l, int cfd, const struct sockaddr
 		 * while (an init slow to answer, factory.c). */
 		*p = (struct peer){ .slot = i, .alive = true, .connecting = true, .c = c, .last_read = now() };
 		peer_events(c, p, fd);
-		/* Connected when writable (at once, mostly, on a loopback). */
-		peer_want_write(p, true);
+		/* Nothing to send yet: the client's first bytes come later. */
+		peer_connected_now(p);
+		if (p->connecting)
+			peer_want_write(p, true); /* connected when writable */
 	}
 	c->nstart = c->np;
 	unsigned q = net_client_quorum(N);

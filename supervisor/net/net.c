@@ -262,14 +262,21 @@ int net_bind_at(int fd, int family, const struct sockaddr_storage *a)
 		memcpy(&b6->sin6_addr.s6_addr[12], &s4.sin_addr, 4);
 		blen = sizeof *b6;
 	}
-	/* A new IPv6 address is tentative for a moment: bound freely. */
+	/* A new IPv6 address is tentative for a moment: bound freely. An
+	 * IPv4 one is not, and is put on the loopback before (outbound.c):
+	 * freely only if it must (a system call a connection and replica). */
 	int one = 1;
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-	    (b.ss_family == AF_INET ? setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof one)
-				    : setsockopt(fd, SOL_IPV6, IPV6_FREEBIND, &one, sizeof one)) != 0)
+	    (b.ss_family == AF_INET6 && setsockopt(fd, SOL_IPV6, IPV6_FREEBIND, &one, sizeof one) != 0))
 		return errno;
 	if (bind(fd, (const struct sockaddr *)&b, blen) == 0)
 		return 0;
+	if (errno == EADDRNOTAVAIL && b.ss_family == AF_INET) {
+		if (setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof one) != 0)
+			return errno;
+		if (bind(fd, (const struct sockaddr *)&b, blen) == 0)
+			return 0;
+	}
 	if (errno != EADDRINUSE)
 		return errno;
 	/* Its port in use in the namespace (the replica's own): the
