@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "pastdigits.h"
 #include "sup.h"
 
 bool outorder_serving(const struct sup *S)
@@ -86,7 +87,7 @@ static bool line_start(const struct stream *st, size_t at, size_t *ls)
 
 enum relines_verdict outorder_lines(const unsigned char *pre, size_t npre, const unsigned char *ref, size_t nref,
 				    bool ref_more, const unsigned char *mine, size_t nmine, bool mine_more, size_t d,
-				    size_t *end)
+				    bool digits, size_t *end)
 {
 	static unsigned char *a, *b; /* the sides with the line's committed start in front */
 	/* The block starts at the line where the sides part: whole lines
@@ -120,6 +121,10 @@ enum relines_verdict outorder_lines(const unsigned char *pre, size_t npre, const
 	}
 	memcpy(a + npre, ref, nref);
 	memcpy(b + npre, mine, nmine);
+	if (digits) {
+		pastdigits_mask(a, a, npre + nref);
+		pastdigits_mask(b, b, npre + nmine);
+	}
 	size_t e;
 	enum relines_verdict v = relines_match(a, npre + nref, ref_more, b, npre + nmine, mine_more, npre + d - s0, &e);
 	if (v == RELINES_SAME)
@@ -139,20 +144,21 @@ void outorder_said(struct sup *S, const char *what, bool *said, size_t from, siz
 
 enum relines_verdict outorder_check(const struct stream *st, size_t at, const unsigned char *ref, size_t nref,
 				    bool ref_more, const unsigned char *mine, size_t nmine, bool mine_more, size_t d,
-				    size_t *end)
+				    bool digits, size_t *end)
 {
 	size_t ls = at;
 	if (relines_line_start(ref, d) == 0 && !line_start(st, at, &ls))
 		return RELINES_NO; /* the line began too far back */
-	return outorder_lines(ring_at(st->hist, ls), at - ls, ref, nref, ref_more, mine, nmine, mine_more, d, end);
+	return outorder_lines(ring_at(st->hist, ls), at - ls, ref, nref, ref_more, mine, nmine, mine_more, d, digits,
+			      end);
 }
 
 enum relines_verdict outorder_match(struct sup *S, struct stream *st, size_t at, const unsigned char *ref,
 				    size_t nref, bool ref_more, unsigned char *mine, size_t nmine, bool mine_more,
-				    size_t d)
+				    size_t d, bool digits)
 {
 	size_t end;
-	enum relines_verdict v = outorder_check(st, at, ref, nref, ref_more, mine, nmine, mine_more, d, &end);
+	enum relines_verdict v = outorder_check(st, at, ref, nref, ref_more, mine, nmine, mine_more, d, digits, &end);
 	if (v != RELINES_SAME)
 		return v;
 	memcpy(mine, ref, end);

@@ -321,8 +321,10 @@ static enum relines_verdict behind_reorder(struct sup *S, struct stream *st, str
 	/* A replacement's replayed past (past_limit): its replay feeds each
 	 * logged connection as fast as it takes it, so a line may come far
 	 * later than the committed one, which the reference then holds from
-	 * r's head on. */
-	const size_t pre = past_limit(S, r, s) > rr->head + d ? d : OUTORDER_PRE, window = OUTORDER_WINDOW;
+	 * r's head on; and its digits are its own (past_digits): lines alike
+	 * but for them are the same line. */
+	const bool past = past_limit(S, r, s) > rr->head + d;
+	const size_t pre = past ? d : OUTORDER_PRE, window = OUTORDER_WINDOW;
 	if (ref_size < pre + window) {
 		unsigned char *bigger = realloc(ref, pre + window);
 		if (bigger == NULL)
@@ -350,7 +352,7 @@ static enum relines_verdict behind_reorder(struct sup *S, struct stream *st, str
 		more = o != r && o->live && !o->eof[s] && sup_now() - o->last_output < 1.0 && !st->ended;
 	}
 	return outorder_match(S, st, rr->head + from, ref, n, more, ring_at(rr, rr->head + from),
-			      rr->tail - rr->head - from, !r->eof[s], d - from);
+			      rr->tail - rr->head - from, !r->eof[s], d - from, past);
 }
 
 /* The offset of r's output on stream s below which it re-lived the past
@@ -853,7 +855,7 @@ static int reference_view(struct sup *S, const struct stream *st, const struct v
 			size_t d = view_diff(&v[w], &v[i]), end;
 			n += d == (v[i].len < v[w].len ? v[i].len : v[w].len) ||
 			     outorder_check(st, st->committed, v[w].data, v[w].len, view_more(S, v, w, mode), v[i].data,
-					    v[i].len, view_more(S, v, i, mode), d, &end) == RELINES_SAME;
+					    v[i].len, view_more(S, v, i, mode), d, false, &end) == RELINES_SAME;
 		}
 		if (n > most) {
 			most = n;
@@ -888,7 +890,7 @@ static bool reorder(struct sup *S, struct stream *st, const struct voter_view *v
 			continue; /* no byte differs: one just goes further */
 		enum relines_verdict o =
 			outorder_match(S, st, st->committed, v[w].data, v[w].len, view_more(S, v, (unsigned)w, mode),
-				       ring_at(S->r[i].ring[s], st->committed), v[i].len, view_more(S, v, i, mode), d);
+				       ring_at(S->r[i].ring[s], st->committed), v[i].len, view_more(S, v, i, mode), d, false);
 		if (o == RELINES_SAME)
 			changed = true;
 		else if (o == RELINES_WAIT)

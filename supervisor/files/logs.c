@@ -527,7 +527,9 @@ static enum relines_verdict reorder(struct logs *L, struct lstream *s, unsigned 
 	size_t end;
 	if (!outorder_serving(L->S))
 		return RELINES_NO;
-	enum relines_verdict v = outorder_lines(NULL, 0, ref, nref, ref_more, mine, n, mine_more, d, &end);
+	/* In the past its lines' digits are its own (past_digits). */
+	bool past = s->base + (off_t)(at + d) < member_past(L, &s->m[slot], slot);
+	enum relines_verdict v = outorder_lines(NULL, 0, ref, nref, ref_more, mine, n, mine_more, d, past, &end);
 	if (v != RELINES_SAME)
 		return v;
 	if (!overwrite(&s->m[slot], s->base + (off_t)at, ref, end))
@@ -832,7 +834,7 @@ static bool reorder_views(struct logs *L, struct lstream *s, const struct voter_
 			while (d < m && v[i].data[d] == v[c].data[d])
 				d++;
 			k += d == m || outorder_lines(NULL, 0, v[c].data, v[c].len, member_more(&s->m[c]), v[i].data,
-						      v[i].len, member_more(&s->m[i]), d, &end) == RELINES_SAME;
+						      v[i].len, member_more(&s->m[i]), d, false, &end) == RELINES_SAME;
 		}
 		if (k > most) {
 			most = k;
