@@ -87,7 +87,7 @@ static bool line_start(const struct stream *st, size_t at, size_t *ls)
 
 enum relines_verdict outorder_lines(const unsigned char *pre, size_t npre, const unsigned char *ref, size_t nref,
 				    bool ref_more, const unsigned char *mine, size_t nmine, bool mine_more, size_t d,
-				    bool digits, size_t *end)
+				    size_t digits, size_t *end)
 {
 	static unsigned char *a, *b; /* the sides with the line's committed start in front */
 	/* The block starts at the line where the sides part: whole lines
@@ -121,9 +121,12 @@ enum relines_verdict outorder_lines(const unsigned char *pre, size_t npre, const
 	}
 	memcpy(a + npre, ref, nref);
 	memcpy(b + npre, mine, nmine);
-	if (digits) {
-		pastdigits_mask(a, a, npre + nref);
-		pastdigits_mask(b, b, npre + nmine);
+	if (digits > s0) {
+		/* The committed start in front is the same in both: masked
+		 * alike. */
+		size_t m = npre + (digits - s0);
+		pastdigits_mask(a, a, m < npre + nref ? m : npre + nref);
+		pastdigits_mask(b, b, m < npre + nmine ? m : npre + nmine);
 	}
 	size_t e;
 	enum relines_verdict v = relines_match(a, npre + nref, ref_more, b, npre + nmine, mine_more, npre + d - s0, &e);
@@ -144,7 +147,7 @@ void outorder_said(struct sup *S, const char *what, bool *said, size_t from, siz
 
 enum relines_verdict outorder_check(const struct stream *st, size_t at, const unsigned char *ref, size_t nref,
 				    bool ref_more, const unsigned char *mine, size_t nmine, bool mine_more, size_t d,
-				    bool digits, size_t *end)
+				    size_t digits, size_t *end)
 {
 	size_t ls = at;
 	if (relines_line_start(ref, d) == 0 && !line_start(st, at, &ls))
@@ -155,7 +158,7 @@ enum relines_verdict outorder_check(const struct stream *st, size_t at, const un
 
 enum relines_verdict outorder_match(struct sup *S, struct stream *st, size_t at, const unsigned char *ref,
 				    size_t nref, bool ref_more, unsigned char *mine, size_t nmine, bool mine_more,
-				    size_t d, bool digits)
+				    size_t d, size_t digits)
 {
 	size_t end;
 	enum relines_verdict v = outorder_check(st, at, ref, nref, ref_more, mine, nmine, mine_more, d, digits, &end);

@@ -322,9 +322,10 @@ static enum relines_verdict behind_reorder(struct sup *S, struct stream *st, str
 	 * logged connection as fast as it takes it, so a line may come far
 	 * later than the committed one, which the reference then holds from
 	 * r's head on; and its digits are its own (past_digits): lines alike
-	 * but for them are the same line. */
-	const bool past = past_limit(S, r, s) > rr->head + d;
-	const size_t pre = past ? d : OUTORDER_PRE, window = OUTORDER_WINDOW;
+	 * but for them are the same line, up to the end of its past or of
+	 * what was committed (beyond, the lead's bytes are nobody's past). */
+	const size_t past = past_limit(S, r, s);
+	const size_t pre = past > rr->head + d ? d : OUTORDER_PRE, window = OUTORDER_WINDOW;
 	if (ref_size < pre + window) {
 		unsigned char *bigger = realloc(ref, pre + window);
 		if (bigger == NULL)
@@ -341,6 +342,8 @@ static enum relines_verdict behind_reorder(struct sup *S, struct stream *st, str
 	size_t done = st->committed - rr->head, ahead = lead != NULL ? lead->ring[s]->tail - st->committed : 0;
 	size_t from = d > pre ? d - pre : 0, to = done + ahead < d + window ? done + ahead : d + window;
 	size_t n = to - from, c = done - from < n ? done - from : n;
+	size_t lim = past < st->committed ? past : st->committed;
+	size_t digits = lim > rr->head + from ? lim - (rr->head + from) : 0;
 	memcpy(ref, ring_at(st->hist, rr->head + from), c);
 	if (n > c)
 		memcpy(ref + c, ring_at(lead->ring[s], st->committed), n - c);
@@ -352,7 +355,7 @@ static enum relines_verdict behind_reorder(struct sup *S, struct stream *st, str
 		more = o != r && o->live && !o->eof[s] && sup_now() - o->last_output < 1.0 && !st->ended;
 	}
 	return outorder_match(S, st, rr->head + from, ref, n, more, ring_at(rr, rr->head + from),
-			      rr->tail - rr->head - from, !r->eof[s], d - from, past);
+			      rr->tail - rr->head - from, !r->eof[s], d - from, digits);
 }
 
 /* The offset of r's output on stream s below which it re-lived the past
@@ -855,7 +858,7 @@ static int reference_view(struct sup *S, const struct stream *st, const struct v
 			size_t d = view_diff(&v[w], &v[i]), end;
 			n += d == (v[i].len < v[w].len ? v[i].len : v[w].len) ||
 			     outorder_check(st, st->committed, v[w].data, v[w].len, view_more(S, v, w, mode), v[i].data,
-					    v[i].len, view_more(S, v, i, mode), d, false, &end) == RELINES_SAME;
+					    v[i].len, view_more(S, v, i, mode), d, 0, &end) == RELINES_SAME;
 		}
 		if (n > most) {
 			most = n;
@@ -890,7 +893,7 @@ static bool reorder(struct sup *S, struct stream *st, const struct voter_view *v
 			continue; /* no byte differs: one just goes further */
 		enum relines_verdict o =
 			outorder_match(S, st, st->committed, v[w].data, v[w].len, view_more(S, v, (unsigned)w, mode),
-				       ring_at(S->r[i].ring[s], st->committed), v[i].len, view_more(S, v, i, mode), d, false);
+				       ring_at(S->r[i].ring[s], st->committed), v[i].len, view_more(S, v, i, mode), d, 0);
 		if (o == RELINES_SAME)
 			changed = true;
 		else if (o == RELINES_WAIT)

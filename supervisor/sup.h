@@ -318,6 +318,9 @@ bool replica_joining(const struct sup *S, const struct replica *r);
 /* It (its init, sandboxed) has ended, and diehard has not reaped it yet:
  * its sockets closed as it died, before its end is known. */
 bool replica_dying(struct sup *S, struct replica *r);
+/* The next replica_dying looks again, even in this loop turn (a socket of
+ * r's ended: its death may be what ended it). */
+void replica_dying_forget(struct replica *r);
 /* SIGKILL to every process not reaped yet, stopped or not: the replicas
  * still running and those killed before (sandboxed: their inits). */
 void replicas_kill_all(struct sup *S);
@@ -413,19 +416,20 @@ bool outorder_free(const struct sup *S, struct stream *st);
 /* Whether mine differs from ref (both from a line's start, or from the
  * npre bytes of its start at pre, the same in both) only in the order of
  * whole lines, the first difference at d (relines.h); SAME: *end, the
- * block's end past pre. Nothing is changed. digits: lines alike but for
- * their digits are the same line (a replacement's replayed past, whose
- * times were its own: pastdigits.h). */
+ * block's end past pre. Nothing is changed. digits: in the first digits
+ * bytes of ref and mine, lines alike but for their digits are the same
+ * line (a replacement's replayed past, whose times were its own, against
+ * committed bytes: pastdigits.h); past them, byte for byte. */
 enum relines_verdict outorder_lines(const unsigned char *pre, size_t npre, const unsigned char *ref, size_t nref,
 				    bool ref_more, const unsigned char *mine, size_t nmine, bool mine_more, size_t d,
-				    bool digits, size_t *end);
+				    size_t digits, size_t *end);
 /* A block [from, to) of what (a stream's or a file's name) taken in
  * another order: counted in the report, said once (said). */
 void outorder_said(struct sup *S, const char *what, bool *said, size_t from, size_t to);
 /* outorder_match's verdict, nothing changed (*end: the block's end). */
 enum relines_verdict outorder_check(const struct stream *st, size_t at, const unsigned char *ref, size_t nref,
 				    bool ref_more, const unsigned char *mine, size_t nmine, bool mine_more, size_t d,
-				    bool digits, size_t *end);
+				    size_t digits, size_t *end);
 /* Whether mine (nmine bytes of a replica's st from offset at, in its ring:
  * writable) differs from ref (nref bytes from at: the majority's, or the
  * committed output) only in the order of whole lines, the first difference
@@ -433,6 +437,6 @@ enum relines_verdict outorder_check(const struct stream *st, size_t at, const un
  * now starts with ref's block, in place (counted, said once). */
 enum relines_verdict outorder_match(struct sup *S, struct stream *st, size_t at, const unsigned char *ref,
 				    size_t nref, bool ref_more, unsigned char *mine, size_t nmine, bool mine_more,
-				    size_t d, bool digits);
+				    size_t d, size_t digits);
 
 #endif

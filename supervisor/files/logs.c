@@ -527,9 +527,13 @@ static enum relines_verdict reorder(struct logs *L, struct lstream *s, unsigned 
 	size_t end;
 	if (!outorder_serving(L->S))
 		return RELINES_NO;
-	/* In the past its lines' digits are its own (past_digits). */
-	bool past = s->base + (off_t)(at + d) < member_past(L, &s->m[slot], slot);
-	enum relines_verdict v = outorder_lines(NULL, 0, ref, nref, ref_more, mine, n, mine_more, d, past, &end);
+	/* In its past its lines' digits are its own (past_digits): alike
+	 * but for them up to the end of that past or of what was committed,
+	 * byte for byte beyond. */
+	off_t past = member_past(L, &s->m[slot], slot) - s->base;
+	uint64_t lim = past < 0 ? 0 : (uint64_t)past < s->committed ? (uint64_t)past : s->committed;
+	size_t digits = lim > at ? (size_t)(lim - at) : 0;
+	enum relines_verdict v = outorder_lines(NULL, 0, ref, nref, ref_more, mine, n, mine_more, d, digits, &end);
 	if (v != RELINES_SAME)
 		return v;
 	if (!overwrite(&s->m[slot], s->base + (off_t)at, ref, end))
@@ -834,7 +838,7 @@ static bool reorder_views(struct logs *L, struct lstream *s, const struct voter_
 			while (d < m && v[i].data[d] == v[c].data[d])
 				d++;
 			k += d == m || outorder_lines(NULL, 0, v[c].data, v[c].len, member_more(&s->m[c]), v[i].data,
-						      v[i].len, member_more(&s->m[i]), d, false, &end) == RELINES_SAME;
+						      v[i].len, member_more(&s->m[i]), d, 0, &end) == RELINES_SAME;
 		}
 		if (k > most) {
 			most = k;
