@@ -221,6 +221,11 @@ bool replica_dying(struct sup *S, struct replica *r)
 	return dying;
 }
 
+void replica_dying_forget(struct replica *r)
+{
+	r->dying_turn = (struct timeval){ 0, 0 };
+}
+
 /* Takes r out of the vote (or out of catching up) for good, kills it, and
  * asks for a replacement. */
 void replica_kill(struct sup *S, struct replica *r, const char *why)

@@ -58,6 +58,11 @@
 #include "sup.h"
 #include "voter.h"
 
+/* A side's buffer is held only while it holds live bytes: given back once
+ * every byte in it is dead (client_update_read, peer_update_read: after
+ * each read, send and vote), made again at the next read. So a connection
+ * between requests (keep-alive; 1000 open at once) costs its structures,
+ * not IN_START + k x OUT_START; one in a request's flight, those. */
 #define IN_START ((size_t)16 << 10)
 #define OUT_START ((size_t)16 << 10)
 
@@ -513,12 +518,19 @@ static void send_all(struct conn *c)
 }
 
 /* Room for the client's bytes: the front every peer has had is dropped
- * (moved only when something is still held), the buffer grows to its cap. */
+ * (moved only when something is still held; the buffer given back when
+ * nothing is), the buffer grows to its cap. */
 static size_t in_room(struct conn *c)
 {
 	size_t low = in_low(c);
 	if (low == c->in_tail) {
 		c->in_base = c->in_tail;
+		if (c->in != NULL) {
+			free(c->in); /* every peer had it all */
+			c->in = NULL;
+			c->in_cap = 0;
+		}
+		return IN_START; /* made at the read */
 	} else if (c->in_cap - (c->in_tail - c->in_base) < c->in_cap / 4 && low > c->in_base) {
 		memmove(c->in, c->in + (low - c->in_base), c->in_tail - low);
 		c->in_base = low;
@@ -550,6 +562,11 @@ static void on_client_readable(evutil_socket_t fd, short what, void *arg)
 		client_update_read(c);
 		return;
 	}
+	if (c->in == NULL) {
+		if ((c->in = malloc(IN_START)) == NULL)
+			fatal(EXIT_INTERNAL, "out of memory");
+		c->in_cap = IN_START;
+	}
 	ssize_t n = conn_read(c, fd, c->in + (c->in_tail - c->in_base), room);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
@@ -570,14 +587,22 @@ static void on_client_readable(evutil_socket_t fd, short what, void *arg)
 
 /* --- replicas → client ---------------------------------------------------- */
 
-/* Room in p's buffer: dead bytes dropped first, then grown to the cap. */
+/* Room in p's buffer: dead bytes dropped first (all dead: the buffer
+ * given back), then grown to the cap. */
 static size_t out_room(struct conn *c, struct peer *p)
 {
 	size_t d = drop_point(c);
+	if (d >= p->end) {
+		p->base = p->end = d;
+		if (p->buf != NULL) {
+			free(p->buf); /* every byte in it is dead */
+			p->buf = NULL;
+			p->cap = 0;
+		}
+		return OUT_START; /* made at the read */
+	}
 	if (d > p->base) {
-		if (d >= p->end) {
-			p->base = p->end = d;
-		} else if (p->cap - (p->end - p->base) < p->cap / 4) {
+		if (p->cap - (p->end - p->base) < p->cap / 4) {
 			memmove(p->buf, p->buf + (d - p->base), p->end - d);
 			p->base = d;
 		}
@@ -635,6 +660,11 @@ static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 		peer_update_read(c, p);
 		return;
 	}
+	if (p->buf == NULL) {
+		if ((p->buf = malloc(OUT_START)) == NULL)
+			fatal(EXIT_INTERNAL, "out of memory");
+		p->cap = OUT_START;
+	}
 	ssize_t n = conn_read(c, fd, p->buf + (p->end - p->base), room);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
@@ -652,9 +682,12 @@ static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 		if (c->in_tail == 0 && !c->in_eof && c->l != NULL)
 			defer_server_first(c->N, c->l); /* a reply before any request */
 	} else {
-		/* A close, or a reset: the reply ends here (voted). */
+		/* A close, or a reset: the reply ends here (voted). Its
+		 * replica may have died a moment ago, since replica_dying
+		 * last looked in this loop turn: asked again. */
 		p->eof = true;
 		p->eof_at = now();
+		replica_dying_forget(&c->N->S->r[p->slot]);
 		if (event_del(p->rev) != 0)
 			fatal(EXIT_INTERNAL, "cannot remove a connection event");
 	}
@@ -822,10 +855,12 @@ static uint64_t check_laggers(struct conn *c, size_t *off, const char **what)
 		if (p->pos < c->committed && ref != NULL) {
 			size_t upto = p->end < c->committed ? p->end : c->committed;
 			size_t n = upto - p->pos, i = n;
-			const unsigned char *a = p->buf + (p->pos - p->base), *b = ref->buf + (p->pos - ref->base);
-			if (n > 0 && memcmp(a, b, n) != 0)
-				for (i = 0; a[i] == b[i]; i++)
-					;
+			if (n > 0) {
+				const unsigned char *a = p->buf + (p->pos - p->base), *b = ref->buf + (p->pos - ref->base);
+				if (memcmp(a, b, n) != 0)
+					for (i = 0; a[i] == b[i]; i++)
+						;
+			}
 			if (i < n) {
 				bad |= 1ull << j;
 				off[j] = p->pos + i;
