@@ -4,7 +4,8 @@
  * (a server's connection log appends two records a request: one pwrite each
  * was a third of the proxy's system calls). Invariant: the log's bytes are
  * the memfd's [0, bytes - tail_n) followed by tail[0, tail_n); every reader
- * (send, read, complete) flushes first, so it sees them all in the memfd.
+ * (send, read, complete) flushes first, so it sees them all in the memfd,
+ * but a read of bytes all in the tail, copied from there.
  * The memfd is memory too: nothing is less durable for waiting here. */
 #include "inputlog.h"
 
@@ -97,8 +98,11 @@ void inputlog_append(struct inputlog *l, const void *p, size_t n)
 {
 	if (l == NULL || l->broken || n == 0)
 		return;
-	if (n > TAIL_CAP - l->tail_n)
+	if (n > TAIL_CAP - l->tail_n) {
 		flush(l);
+		if (l->broken)
+			return; /* the log ends where the write failed */
+	}
 	if (n >= TAIL_CAP) {
 		/* Too big for the tail: straight in (the tail is empty). */
 		l->bytes += n;
@@ -168,6 +172,12 @@ bool inputlog_read(struct inputlog *l, size_t off, void *buf, size_t n)
 {
 	if (n == 0)
 		return true;
+	if (l != NULL && !l->broken && off >= l->bytes - l->tail_n && n <= l->bytes - off) {
+		/* All in the tail (a record just appended: the connection log
+		 * walks each one while replacements are fed): no flush. */
+		memcpy(buf, l->tail + (off - (l->bytes - l->tail_n)), n);
+		return true;
+	}
 	if (l != NULL)
 		flush(l);
 	if (l == NULL || l->broken || off < l->released || off + n > l->bytes)

@@ -867,8 +867,10 @@ int supervisor_run(const struct options *o)
 		files_release(&S->r[i]);
 	files_end(S);
 	report_set_exit(S->report, S->exit_code, NULL);
-	report_input_log(S->report, inputlog_bytes(S->inlog), inputlog_retained_from(S->inlog),
-			 inputlog_complete(S->inlog) || (S->inlog != NULL && inputlog_bytes(S->inlog) == 0));
+	/* complete first: it flushes the log's tail, which may release its
+	 * front. */
+	bool in_complete = inputlog_complete(S->inlog) || (S->inlog != NULL && inputlog_bytes(S->inlog) == 0);
+	report_input_log(S->report, inputlog_bytes(S->inlog), inputlog_retained_from(S->inlog), in_complete);
 	report_write(S->report);
 	fencelog_free(S->fencelog);
 	inputlog_free(S->inlog);

@@ -338,9 +338,12 @@ void connlog_replay_step(struct net *N)
 {
 	if (N->log == NULL)
 		return;
+	/* Once a replacement serves, the log is walked only while it still
+	 * has replayed connections open (their clients' later records are
+	 * fed to it; newer ones are skipped): it has none again before it is
+	 * replayed the log anew (connlog_replay_start). */
 	for (unsigned i = 0; i < N->S->nslots; i++)
-		if (N->slot[i].present && N->slot[i].F != NULL && (N->slot[i].replaying || N->slot[i].rp_conns != NULL ||
-								  N->slot[i].rp_join > 0))
+		if (N->slot[i].present && N->slot[i].F != NULL && (N->slot[i].replaying || N->slot[i].rp_conns != NULL))
 			replay_slot(N, i);
 }
 
