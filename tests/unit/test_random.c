@@ -1,5 +1,6 @@
 /* Unit tests of random.h and stream.c: determinism, independence of streams,
  * range and rough uniformity of rng_below, fill. */
+#include <stdbool.h>
 #include <string.h>
 
 #include "random.h"
@@ -70,6 +71,26 @@ static void test_fill(void)
 	CHECK(zeros < 8, "filled bytes are not zero");
 	CHECK(memcmp(buf + 1, buf + 9, 8) != 0 && memcmp(buf + 1, buf + 17, 8) != 0,
 	      "fill is not a repeated word");
+	/* The fill is rng_next's words in order, a partial last word's low
+	 * bytes first, and leaves the state where as many draws would: at
+	 * every length around its 128-byte chunks. */
+	bool same = true, after = true;
+	for (size_t len = 0; len <= 600; len++) {
+		struct rng a, b;
+		rng_derive(&a, seed, len);
+		b = a;
+		unsigned char got[608], want[608];
+		rng_fill(&a, got, len);
+		for (size_t i = 0; i < len; i += 8) {
+			uint64_t v = rng_next(&b);
+			for (size_t j = 0; j < 8 && i + j < len; j++)
+				want[i + j] = (unsigned char)(v >> (8 * j));
+		}
+		same = same && memcmp(got, want, len) == 0;
+		after = after && rng_next(&a) == rng_next(&b);
+	}
+	CHECK(same, "rng_fill gives rng_next's words in order, at every length up to 600");
+	CHECK(after, "and leaves the generator where that many draws would");
 }
 
 static void test_streams(void)
