@@ -172,7 +172,7 @@ bool inputlog_read(struct inputlog *l, size_t off, void *buf, size_t n)
 {
 	if (n == 0)
 		return true;
-	if (l != NULL && !l->broken && off >= l->bytes - l->tail_n && n <= l->bytes - off) {
+	if (l != NULL && !l->broken && off >= l->bytes - l->tail_n && off <= l->bytes && n <= l->bytes - off) {
 		/* All in the tail (a record just appended: the connection log
 		 * walks each one while replacements are fed): no flush. */
 		memcpy(buf, l->tail + (off - (l->bytes - l->tail_n)), n);

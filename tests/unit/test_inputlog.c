@@ -121,7 +121,11 @@ int main(void)
 	CHECK(read_is(l, ref, 0, n), "the whole log reads back byte-exact (%zu bytes)", n);
 	CHECK(send_is(l, ref, 0, n), "the whole log sends byte-exact");
 	unsigned char b;
-	CHECK(!inputlog_read(l, n, &b, 1), "no byte past the end");
+	inputlog_append(l, ref + n, 10); /* something in the tail */
+	n += 10;
+	unsigned char six[6];
+	CHECK(!inputlog_read(l, n, &b, 1) && !inputlog_read(l, n + 5, &b, 1) && !inputlog_read(l, n - 5, six, 6),
+	      "no byte past the end, the tail's included");
 	CHECK(inputlog_send(l, n, 1, 10) == 0, "nothing to send past the end");
 	CHECK(inputlog_complete(l), "a log within its cap is complete");
 	inputlog_free(l);
