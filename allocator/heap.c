@@ -7,6 +7,35 @@
 
 #include "os.h"
 
+/* Fill from the pool. With fill on, every slot reads as random until the
+ * program writes it: never handed out (an overflow reading past an object
+ * sees random bytes, not zeros), and at each hand-out. Writing those bytes
+ * made every page of a class resident, where the program itself touches
+ * the start of a generous buffer only (redis's 16 KiB query and reply
+ * buffers: 5.6 of a replica's 10.3 MiB, against 3.2 for plain redis).
+ * So classes of HEAP_POOL_SLOT (16 KiB) or more map the memory each growth
+ * adds copy-on-write from a small pool of this process's random bytes
+ * (pool.h, 256 KiB, made at start-up from the seed), at the offset the
+ * address gives, so each growth continues the last in the file and the
+ * mappings merge (one per 256 KiB of such memory); a page costs memory
+ * once the program writes it. A bitmap per stripe (dirty) marks the slots handed out
+ * since they were last mapped or purged: the first hand-out of a slot
+ * writes nothing (it reads as the pool's bytes), a later one writes the
+ * random bytes as before. (Resetting a slot with MADV_DONTNEED at every
+ * hand-out instead kept memory lower still, but cost 45-300 us a malloc
+ * here, in the call and the faults after it, against 3-15 us for the
+ * write.) Invariants: every slot of [0, pooled) lies in such a mapping
+ * (purging it there brings back the pool's bytes, not zeros, and clears
+ * its dirty bit); a slot of [0, pooled) whose dirty bit is clear has not
+ * been handed out since, so only an overflow from a neighbour can have
+ * written it. When the pool fails (no memfd, the program took its
+ * descriptor) or pool_budget mappings are made (a share of
+ * vm.max_map_count), growth writes the bytes as before and pooled stops. */
+
+/* The pool's stream: a tag no thread ordinal (stream.c) reaches, top bit
+ * clear as fork tags have it set. */
+#define POOL_TAG (((uint64_t)1 << 62) | 0x706f6f6c)
+
 /* The smallest reservation per class we accept before giving up. */
 #define REGION_SHIFT_MIN 24u
 /* Regions are made accessible in steps of at least this many bytes, so that
@@ -29,13 +58,20 @@ static size_t used_bytes(const struct heap_class *c, size_t slots)
 	return groups_of(c, slots) * sizeof(uint16_t);
 }
 
-/* Reserved metadata of a class: the slots' bitmap and the groups' counts,
- * with an uncommitted page each side as guard. */
-static size_t bitmap_reservation(const struct heap_class *c)
+/* Whether c's slots are filled from the pool (see "Fill from the pool"). */
+static bool pooled_class(const struct heap *h, const struct heap_class *c)
+{
+	return h->fill && (size_t)1 << c->shift >= HEAP_POOL_SLOT;
+}
+
+/* Reserved metadata of a class: the slots' bitmap, the groups' counts and,
+ * filled from the pool, the bitmap of slots written, with an uncommitted
+ * page each side as guard. */
+static size_t bitmap_reservation(const struct heap *h, const struct heap_class *c)
 {
 	size_t page = os_page_size();
-	return os_align_up(bitmap_bytes(c->max_slots), page) + os_align_up(used_bytes(c, c->max_slots), page) +
-	       2 * page;
+	return os_align_up(bitmap_bytes(c->max_slots), page) * (pooled_class(h, c) ? 2 : 1) +
+	       os_align_up(used_bytes(c, c->max_slots), page) + 2 * page;
 }
 
 /* The most bytes a group spans, where M allows (set_group). */
@@ -75,6 +111,7 @@ static void release_regions(struct heap *h)
 	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++) {
 		h->parts[pi].bits = NULL;
 		h->parts[pi].used = NULL;
+		h->parts[pi].dirty = NULL;
 	}
 	if (h->bits_lo != NULL)
 		(void)os_release(h->bits_lo, h->bits_span);
@@ -123,7 +160,7 @@ static bool reserve_regions(struct heap *h, unsigned rs, const uint64_t seed[2])
 		c->base = (char *)lo + ((size_t)pi << h->part_shift);
 		c->max_slots = (region >> HEAP_STRIPE_SHIFT) >> c->shift;
 		set_group(h, c);
-		bits_span += bitmap_reservation(c);
+		bits_span += bitmap_reservation(h, c);
 	}
 	char *bits = os_reserve(bits_span, os_page_size());
 	if (bits == NULL) {
@@ -137,7 +174,9 @@ static bool reserve_regions(struct heap *h, unsigned rs, const uint64_t seed[2])
 		size_t page = os_page_size();
 		c->bits = (bitmap_word *)(bits + page);
 		c->used = (uint16_t *)((char *)c->bits + os_align_up(bitmap_bytes(c->max_slots), page));
-		bits += bitmap_reservation(c);
+		if (pooled_class(h, c))
+			c->dirty = (bitmap_word *)((char *)c->used + os_align_up(used_bytes(c, c->max_slots), page));
+		bits += bitmap_reservation(h, c);
 	}
 	return true;
 }
@@ -169,11 +208,27 @@ struct heap *heap_create(const struct config *cfg, unsigned region_shift_max)
 			h->window = (size_t)1 << h->parts[pi].group_shift;
 	for (unsigned pi = 0; pi < NCLASSES * HEAP_STRIPES; pi++)
 		pthread_mutex_init(&h->parts[pi].lock, NULL);
+	pool_init(&h->pool, HEAP_POOL_SIZE);
+	pthread_mutex_init(&h->pool_lock, NULL);
+	if (h->fill) {
+		/* Made now, at start-up, not at a class's first growth: from
+		 * the seed alone (whichever thread grows first), before the
+		 * program opens its files or installs a filter of its own. A
+		 * mapping budget of an eighth of the limit: the program,
+		 * large.c's guards and our other regions keep the rest. */
+		struct rng pr;
+		rng_derive(&pr, cfg->seed, POOL_TAG);
+		long max_maps = os_read_number("/proc/sys/vm/max_map_count", 65530);
+		h->pool_budget = max_maps > 64 ? (size_t)max_maps / 8 : 0;
+		if (h->pool_budget == 0 || !pool_open(&h->pool, &pr))
+			h->pool_budget = 0;
+	}
 	return h;
 }
 
 void heap_destroy(struct heap *h)
 {
+	pool_close(&h->pool);
 	release_regions(h);
 	os_unmap_guarded(h, sizeof *h);
 }
@@ -255,6 +310,11 @@ static bool commit_slots(struct heap_class *c, size_t slots)
 			return false;
 		c->used_committed = uneed;
 	}
+	if (c->dirty != NULL && bneed > c->dirty_committed) {
+		if (os_commit((char *)c->dirty + c->dirty_committed, bneed - c->dirty_committed) != 0)
+			return false;
+		c->dirty_committed = bneed;
+	}
 	return true;
 }
 
@@ -279,6 +339,16 @@ static bool unit_free(const struct heap_class *c, size_t i, size_t per)
 	return true;
 }
 
+/* Drops the memory of slots [run, run + len): below pooled they read as
+ * the pool's bytes again, unwritten. With the lock, the slots free. */
+static void purge_run(struct heap_class *c, size_t run, size_t len)
+{
+	os_purge(c->base + (run << c->shift), len << c->shift);
+	size_t pooled = atomic_load_explicit(&c->pooled, memory_order_relaxed);
+	for (size_t i = run; c->dirty != NULL && i < run + len && i < pooled; i++)
+		atomic_fetch_and_explicit(&c->dirty[i >> 6], ~((uint64_t)1 << (i & 63)), memory_order_relaxed);
+}
+
 /* Drops the memory of the units lying wholly in slots [from, to) whose slots
  * are all free, in runs. With the lock. */
 static void purge_free(struct heap_class *c, size_t from, size_t to)
@@ -292,11 +362,11 @@ static void purge_free(struct heap_class *c, size_t from, size_t to)
 			continue;
 		}
 		if (len != 0)
-			os_purge(c->base + (run << c->shift), len << c->shift);
+			purge_run(c, run, len);
 		len = 0;
 	}
 	if (len != 0)
-		os_purge(c->base + (run << c->shift), len << c->shift);
+		purge_run(c, run, len);
 }
 
 /* Claimed slots in [from, to) (any bounds). */
@@ -341,13 +411,50 @@ static void set_top(struct heap_class *c, size_t top)
 }
 
 /* With fill on, makes the free units touching slots [from, to) random
- * again (those purge_free dropped read as zeros). With the lock. */
+ * again (those purge_free dropped read as zeros). Below pooled, where a
+ * unit is a slot, those written since they were mapped are purged back to
+ * the pool's bytes instead. With the lock. */
 static void refill_free(struct heap_class *c, size_t from, size_t to, struct rng *r)
 {
-	size_t per = unit_slots(c);
-	for (size_t i = from / per * per; i < to; i += per)
-		if (unit_free(c, i, per))
+	size_t per = unit_slots(c), pooled = atomic_load_explicit(&c->pooled, memory_order_relaxed);
+	for (size_t i = from / per * per; i < to; i += per) {
+		if (!unit_free(c, i, per))
+			continue;
+		if (i >= pooled)
 			rng_fill(r, c->base + (i << c->shift), per << c->shift);
+		else if (bitmap_test(c->dirty, i))
+			purge_run(c, i, 1);
+	}
+}
+
+/* Makes the never handed out slots [cap, top) of c read as random: mapped
+ * from the pool when c's slots are big and all below cap are (see "Fill
+ * from the pool"), written otherwise. With c's lock. */
+static void fill_fresh(struct heap *h, struct heap_class *c, size_t cap, size_t top, struct rng *r)
+{
+	char *at = c->base + (cap << c->shift);
+	size_t len = (top - cap) << c->shift;
+	if (c->dirty != NULL && atomic_load_explicit(&c->pooled, memory_order_relaxed) == cap) {
+		pthread_mutex_lock(&h->pool_lock);
+		bool mapped = h->pool_maps + len / HEAP_POOL_SIZE + 2 <= h->pool_budget &&
+			      pool_map_along(&h->pool, at, len, r, &h->pool_maps);
+		pthread_mutex_unlock(&h->pool_lock);
+		if (mapped) {
+			atomic_store_explicit(&c->pooled, top, memory_order_release);
+			return;
+		}
+	}
+	rng_fill(r, at, len);
+}
+
+bool heap_take_unwritten(struct heap *h, void *p)
+{
+	struct heap_class *c = heap_part_of(h, p);
+	size_t i = (size_t)((char *)p - c->base) >> c->shift;
+	if (c->dirty == NULL || i >= atomic_load_explicit(&c->pooled, memory_order_acquire))
+		return false;
+	uint64_t bit = (uint64_t)1 << (i & 63);
+	return (atomic_fetch_or_explicit(&c->dirty[i >> 6], bit, memory_order_relaxed) & bit) == 0;
 }
 
 /* Grows class c so that n objects keep it at most 1/M full; with the lock.
@@ -379,7 +486,7 @@ static bool grow_locked(struct heap *h, struct heap_class *c, size_t n, struct r
 			return false;
 		/* Memory never handed out reads as random too, not as zeros. */
 		if (h->fill)
-			rng_fill(r, c->base + (cap << c->shift), (new_top - cap) << c->shift);
+			fill_fresh(h, c, cap, new_top, r);
 		atomic_store_explicit(&c->capacity, new_top, memory_order_release);
 	}
 	if (h->fill && top < cap)

@@ -142,6 +142,7 @@
 
 #include "bitmap.h"
 #include "config.h"
+#include "pool.h"
 #include "random.h"
 #include "sizeclass.h"
 
@@ -155,6 +156,13 @@ struct heap_class {
 	char *base;
 	bitmap_word *bits;
 	uint16_t *used; /* per group below top, its live slots (under the lock) */
+	/* Slots below it lie in memory mapped from the heap's pool (heap.c,
+	 * "Fill from the pool"): the first hand-out of one since it was
+	 * mapped or purged writes nothing. Only grows, under the lock. */
+	_Atomic size_t pooled;
+	/* Classes filled from the pool: a bit per slot handed out since it was
+	 * last mapped or purged (heap.c); NULL in other classes. */
+	bitmap_word *dirty;
 	unsigned shift;
 	unsigned group_shift; /* a group: 1 << group_shift slots (see above) */
 	unsigned group_cap;   /* the most live slots a group holds */
@@ -176,6 +184,7 @@ struct heap_class {
 	size_t committed;      /* bytes of the region made accessible */
 	size_t bits_committed; /* bytes of the bitmap made accessible */
 	size_t used_committed; /* bytes of the group counts made accessible */
+	size_t dirty_committed; /* bytes of dirty made accessible */
 	/* Statistics, with stats on. */
 	_Atomic size_t allocations;
 	_Atomic size_t frees;
@@ -197,6 +206,14 @@ struct heap {
 	bool clustered;        /* claims by bitmap word, handed out in address order */
 	bool fill;
 	bool stats;
+	/* Fill from the pool (heap.c): its file, made at heap_create with fill
+	 * on; the lock is taken under a class's lock only, so a fork (which
+	 * holds them all) never meets it held. pool_maps counts the mappings
+	 * made, up to pool_budget (0: no pool). */
+	struct pool pool;
+	pthread_mutex_t pool_lock;
+	size_t pool_maps;
+	size_t pool_budget;
 	_Atomic size_t live_bytes; /* with stats on; large objects included */
 	_Atomic size_t peak_bytes;
 	/* Errors the heap survived, counted always (they are rare). */
@@ -269,12 +286,22 @@ static inline bool heap_check(struct heap *h, const void *p)
 	return (off >> c->shift) < atomic_load_explicit(&c->capacity, memory_order_acquire);
 }
 
+/* Slots of this size or more are filled from the pool (heap.c). */
+#define HEAP_POOL_SLOT ((size_t)16 << 10)
+
+/* Whether slot p (HEAP_POOL_SLOT or more) still reads as the pool's random
+ * bytes, unwritten since it was mapped (heap.c, "Fill from the pool"); it
+ * counts as written from now on. False: fill it. */
+bool heap_take_unwritten(struct heap *h, void *p);
+
 /* Hands out claimed slot p of class ci: random-filled when fill, counted
- * with stats on. Every allocation path ends here. */
+ * with stats on. Every allocation path ends here, filled or not (calloc
+ * zeroes after): a pooled slot counts as written from here on either way. */
 static inline void *heap_hand_out(struct heap *h, unsigned ci, void *p, struct rng *r, bool fill)
 {
 	size_t size = sizeclass_size(ci);
-	if (fill)
+	bool unwritten = size >= HEAP_POOL_SLOT && h->fill && heap_take_unwritten(h, p);
+	if (fill && !unwritten)
 		rng_fill(r, p, size);
 	if (h->stats) {
 		atomic_fetch_add_explicit(&heap_part_of(h, p)->allocations, 1, memory_order_relaxed);

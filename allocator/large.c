@@ -103,7 +103,7 @@ struct large *large_create(const struct config *cfg, struct heap *counter)
 	}
 	l->slots = TABLE_INITIAL_SLOTS;
 	l->fill = cfg->fill;
-	l->pool.fd = -1;
+	pool_init(&l->pool, POOL_SIZE);
 	l->counter = cfg->stats ? counter : NULL;
 	/* A guarded object costs up to three mappings; leave the other half of
 	 * the limit to the program and our regions. */
@@ -119,8 +119,7 @@ struct large *large_create(const struct config *cfg, struct heap *counter)
 
 void large_destroy(struct large *l)
 {
-	if (l->pool.fd >= 0)
-		(void)close(l->pool.fd);
+	pool_close(&l->pool);
 	for (size_t i = 0; i < l->slots; i++)
 		if (l->table[i].user != 0)
 			(void)os_release((void *)l->table[i].map, l->table[i].map_len);

@@ -1,6 +1,7 @@
 /* Unit tests of the small-object heap: size classes, bitmaps, placement,
  * the 1/M bound, growth, exhaustion, validity checks on free, fill, threads. */
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -551,6 +552,174 @@ static size_t resident_pages(const void *p, size_t len)
 	return count;
 }
 
+/* The process's resident anonymous memory, KiB (a private page of a file
+ * mapping counts once written). */
+static long rss_anon_kb(void)
+{
+	char line[128];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+	while (f != NULL && fgets(line, sizeof line, f) != NULL)
+		if (sscanf(line, "RssAnon: %ld", &kb) == 1)
+			break;
+	if (f != NULL)
+		fclose(f);
+	return kb;
+}
+
+/* Zero bytes in [p, p + len). */
+static size_t zeros_in(const unsigned char *p, size_t len)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++)
+		n += p[i] == 0;
+	return n;
+}
+
+/* Fill from the pool (heap.c): slots of 16 KiB and more read as random
+ * without being written, cost memory only where the program writes, read
+ * as random at every hand-out, agree under one seed and differ under
+ * another; a pool whose descriptor the program took is never mapped, and
+ * the heap fills by writing instead. */
+static void test_pool_fill(void)
+{
+	enum { N = 200 };
+	static unsigned char *p[N];
+	const size_t size = 32 << 10;
+	unsigned ci = sizeclass_of(size);
+	struct config cfg = config_with(2 * M_ONE, true, 21);
+	struct heap *h = heap_create(&cfg, 30), *twin = heap_create(&cfg, 30);
+	struct rng r = rng_with(21), rt = rng_with(21);
+	long before = rss_anon_kb();
+	bool ok = h != NULL && twin != NULL;
+	size_t zeros = 0;
+	for (int i = 0; ok && i < N; i++) {
+		ok &= (p[i] = heap_alloc(h, ci, &r, true)) != NULL;
+		if (ok)
+			zeros += zeros_in(p[i], size);
+	}
+	long grown = rss_anon_kb() - before;
+	CHECK(ok && grown < (long)(N * size / 1024 / 4),
+	      "pool: %d objects of 32 KiB read (not written) cost %ld KiB of anonymous memory", N, grown);
+	CHECK(zeros < N * size / 64, "pool: they read as random (%zu zero bytes in %zu)", zeros, N * size);
+	struct heap_class *c = heap_part_of(h, p[0]);
+	CHECK(atomic_load(&c->pooled) == atomic_load(&c->capacity) && c->top <= atomic_load(&c->pooled),
+	      "pool: every slot of the class is mapped from the pool (%zu of %zu)", atomic_load(&c->pooled),
+	      atomic_load(&c->capacity));
+	unsigned char *q = heap_alloc(twin, ci, &rt, true);
+	CHECK(q != NULL && q - (unsigned char *)heap_part_of(twin, q)->base ==
+				   p[0] - (unsigned char *)c->base && memcmp(p[0], q, size) == 0,
+	      "pool: the same seed gives the same bytes");
+
+	/* Each handed out counts as written; so does one handed out without
+	 * a fill (calloc's path: zeroed by the caller), or its next malloc
+	 * would show what the program wrote into it. */
+	size_t marked = 0;
+	for (int i = 0; i < N; i++)
+		marked += bitmap_test(c->dirty, (size_t)(p[i] - (unsigned char *)c->base) >> c->shift);
+	CHECK(marked == N, "pool: every slot handed out is marked written (%zu of %d)", marked, N);
+	for (int i = 0; ok && i < N; i++)
+		ok &= heap_free(h, p[i]) == HEAP_FREED;
+	for (int i = 0; ok && i < N; i++)
+		ok &= (p[i] = heap_alloc(h, ci, &r, false)) != NULL;
+	/* Written, freed, handed out again: random again. */
+	for (int i = 0; i < N; i++)
+		memset(p[i], 0xab, size);
+	for (int i = 0; ok && i < N; i++)
+		ok &= heap_free(h, p[i]) == HEAP_FREED;
+	size_t stale = 0;
+	for (int i = 0; ok && i < N; i++) {
+		ok &= (p[i] = heap_alloc(h, ci, &r, true)) != NULL;
+		for (size_t b = 0; ok && b < size; b++)
+			stale += p[i][b] == 0xab;
+	}
+	CHECK(ok && stale < N * size / 64,
+	      "pool: objects handed out without a fill, written, freed and handed out again read as random "
+	      "(%zu stale bytes in %zu)",
+	      stale, N * size);
+	for (int i = 0; i < N; i++)
+		(void)heap_free(h, p[i]);
+
+	/* Another seed: other bytes. */
+	struct config other = config_with(2 * M_ONE, true, 22);
+	struct heap *o = heap_create(&other, 30);
+	struct rng ro = rng_with(22);
+	unsigned char *x = o != NULL ? heap_alloc(o, ci, &ro, true) : NULL;
+	size_t same = 0;
+	for (size_t b = 0; x != NULL && q != NULL && b < size; b++)
+		same += x[b] == q[b];
+	CHECK(x != NULL && same < size / 64, "pool: another seed gives other bytes (%zu of %zu alike)", same, size);
+
+	/* The program closes the pool's descriptor and opens a file of its
+	 * own under that number: the next class's growth must not map it (a
+	 * short file would fault). */
+	int fd = h->pool.fd;
+	char path[] = "/tmp/diehard-heap-pool-XXXXXX";
+	int file = mkstemp(path);
+	ok = fd >= 0 && file >= 0 && write(file, "mine", 4) == 4 && dup2(file, fd) == fd;
+	unsigned big = sizeclass_of(64 << 10);
+	unsigned char *y = ok ? heap_alloc(h, big, &r, true) : NULL;
+	struct heap_class *cb = y != NULL ? heap_part_of(h, y) : NULL;
+	CHECK(y != NULL && zeros_in(y, 64 << 10) < (64 << 10) / 64 && atomic_load(&cb->pooled) == 0 &&
+		      zeros_in((unsigned char *)cb->base, atomic_load(&cb->capacity) << cb->shift) <
+			      (atomic_load(&cb->capacity) << cb->shift) / 64,
+	      "pool: a descriptor the program took is not mapped; the class is written random instead");
+	if (file >= 0) {
+		close(file);
+		unlink(path);
+	}
+	if (x != NULL)
+		heap_destroy(o);
+	heap_destroy(twin);
+	heap_destroy(h);
+}
+
+/* A pooled class's stripe lowered and grown back: the free slots it grew
+ * back over, written and freed before, read as random again (the pool's
+ * bytes), not as what the program wrote. (Free slots below the lowered
+ * bound keep their last object's bytes until handed out, as in every
+ * class: DieHard leaves freed objects intact.) */
+static void test_pool_shrink(void)
+{
+	enum { N = 3000, KEEP = 10 };
+	static unsigned char *p[N];
+	const size_t size = 32 << 10, head = 4096;
+	unsigned ci = sizeclass_of(size);
+	struct config cfg = config_with(2 * M_ONE, true, 23);
+	struct heap *h = heap_create(&cfg, 30);
+	struct rng r = rng_with(23);
+	bool ok = h != NULL;
+	for (int i = 0; ok && i < N; i++) {
+		ok &= (p[i] = heap_alloc(h, ci, &r, true)) != NULL;
+		if (ok)
+			memset(p[i], 0xab, head);
+	}
+	if (!ok) {
+		CHECK(ok, "pool shrink: %d objects of 32 KiB", N);
+		return;
+	}
+	struct heap_class *c = heap_part_of(h, p[0]);
+	size_t top_full = c->top;
+	for (int i = KEEP; i < N; i++)
+		ok &= heap_free(h, p[i]) == HEAP_FREED;
+	size_t top_low = c->top;
+	for (int i = KEEP; ok && i < N / 2; i++)
+		ok &= (p[i] = heap_alloc(h, ci, &r, true)) != NULL;
+	size_t stale = 0, seen = 0;
+	for (size_t i = top_low; i < c->top; i++) {
+		if (bitmap_test(c->bits, i))
+			continue;
+		const unsigned char *q = (const unsigned char *)c->base + (i << c->shift);
+		for (size_t b = 0; b < head; b++)
+			stale += q[b] == 0xab;
+		seen++;
+	}
+	CHECK(ok && top_low < top_full / 2 && c->top > top_low && seen > 50 && stale < seen * head / 64,
+	      "pool shrink: bound %zu -> %zu -> %zu slots; %zu free slots read as random (%zu stale bytes)", top_full,
+	      top_low, c->top, seen, stale);
+	heap_destroy(h);
+}
+
 /* A stripe whose objects are freed lowers its placement bound after a
  * period of release passes and drops the memory of its free pages; claims
  * stay below the bound; growing again raises it, random-filled again with
@@ -662,6 +831,8 @@ int main(void)
 	test_borrow();
 	test_shrink(false);
 	test_shrink(true);
+	test_pool_fill();
+	test_pool_shrink();
 	test_threads();
 	return tap_done();
 }

@@ -284,12 +284,12 @@ static void tops_note(struct tops *t, struct heap_class *c)
 }
 
 /* Live objects of one heap, in no order. */
-struct pool {
+struct live_set {
 	void **p;
 	size_t n;
 };
 
-static void *take_random(struct pool *o, struct rng *r)
+static void *take_random(struct live_set *o, struct rng *r)
 {
 	size_t k = (size_t)rng_below(r, o->n);
 	void *p = o->p[k];
@@ -298,7 +298,7 @@ static void *take_random(struct pool *o, struct rng *r)
 }
 
 /* Allocates until n are live; the stripe is the first object's. */
-static struct heap_class *alloc_up_to(struct heap *h, unsigned ci, struct rng *r, struct pool *o, size_t n,
+static struct heap_class *alloc_up_to(struct heap *h, unsigned ci, struct rng *r, struct live_set *o, size_t n,
 				      struct tops *t)
 {
 	while (o->n < n) {
@@ -313,7 +313,7 @@ static struct heap_class *alloc_up_to(struct heap *h, unsigned ci, struct rng *r
 
 /* Allocates at least n, then on to as full as the stripe gets without
  * growing it: its limit less its headroom (the paper's heap at its bound). */
-static struct heap_class *alloc_to_bound(struct heap *h, unsigned ci, struct rng *r, struct pool *o, size_t n,
+static struct heap_class *alloc_to_bound(struct heap *h, unsigned ci, struct rng *r, struct live_set *o, size_t n,
 					 struct tops *t)
 {
 	struct heap_class *c = alloc_up_to(h, ci, r, o, n, t);
@@ -328,7 +328,7 @@ enum order { AT_ONCE, CHURN, REFILL };
 static const char *const order_name[] = { "at once", "churn", "half freed, refilled" };
 
 /* Brings a fresh heap to n live objects of class ci in the given order. */
-static struct heap_class *run_order(struct heap *h, unsigned ci, struct rng *r, struct pool *o, size_t n,
+static struct heap_class *run_order(struct heap *h, unsigned ci, struct rng *r, struct live_set *o, size_t n,
 				    enum order order, struct tops *t)
 {
 	struct heap_class *c = alloc_up_to(h, ci, r, o, n, t);
@@ -348,7 +348,7 @@ static struct heap_class *run_order(struct heap *h, unsigned ci, struct rng *r, 
 	return c;
 }
 
-static void free_all(struct heap *h, struct pool *o)
+static void free_all(struct heap *h, struct live_set *o)
 {
 	while (o->n > 0)
 		heap_free(h, o->p[--o->n]);
@@ -537,7 +537,7 @@ static void layouts(size_t size, unsigned m_fixed, unsigned wshift, size_t n, en
 {
 	unsigned ci = sizeclass_of(size);
 	struct tally t = { 0 };
-	struct pool o = { calloc(n + 1, sizeof(void *)), 0 };
+	struct live_set o = { calloc(n + 1, sizeof(void *)), 0 };
 	double m_inv = (double)M_ONE / m_fixed;
 	for (unsigned k = 0; k < heaps; k++) {
 		uint64_t seed = 1000 * (uint64_t)size + 10 * (uint64_t)n + k + ((uint64_t)m_fixed << 32) +
@@ -599,7 +599,7 @@ struct job {
 	uint64_t seed;
 	struct heap_class *home;
 	struct tops tops;
-	struct pool o;
+	struct live_set o;
 };
 
 static void *job_run(void *arg)
@@ -679,7 +679,7 @@ static void sequence(size_t size, unsigned wshift, size_t n, unsigned heaps)
 	struct events adj = { 0 }, near = { 0 }, adj_free = { 0 }, near_free = { 0 };
 	size_t claims = 0, stray = 0;
 	double inv_e = 0, naive = 0;
-	struct pool o = { calloc(n + 1, sizeof(void *)), 0 };
+	struct live_set o = { calloc(n + 1, sizeof(void *)), 0 };
 	for (unsigned k = 0; k < heaps; k++) {
 		struct config cfg = config_with(2 * M_ONE, wshift, 500 + k);
 		struct heap *h = heap_create(&cfg, 30);
@@ -740,7 +740,7 @@ static void test_sequence(void)
 
 /* A stripe brought to its bound, then 70% freed: 30% of its limit live,
  * the state tests 6 and 7d start their trials from. */
-static struct heap_class *reuse_state(struct heap *h, unsigned ci, struct rng *r, struct pool *o, size_t n,
+static struct heap_class *reuse_state(struct heap *h, unsigned ci, struct rng *r, struct live_set *o, size_t n,
 				      struct rng *req)
 {
 	struct tops tp = { 0, 0 };
@@ -762,7 +762,7 @@ struct trial {
 	size_t q;
 };
 
-static void reuse_trial(struct heap *h, unsigned ci, struct rng *r, struct pool *o, size_t k, unsigned a,
+static void reuse_trial(struct heap *h, unsigned ci, struct rng *r, struct live_set *o, size_t k, unsigned a,
 			void **tmp, bool exact, struct trial *tr)
 {
 	void *v = o->p[k];
@@ -798,7 +798,7 @@ static void reuse(size_t size, unsigned wshift, size_t n, unsigned a, unsigned t
 	struct mean p[2] = { { 0 } }, aq[2] = { { 0 } };
 	struct events comp[2] = { { 0 } };
 	unsigned count[2] = { 0 };
-	struct pool o = { calloc(2 * n + 2, sizeof(void *)), 0 };
+	struct live_set o = { calloc(2 * n + 2, sizeof(void *)), 0 };
 	void **tmp = calloc(a, sizeof *tmp);
 	double qsum = 0, top = 0;
 	for (unsigned k = 0; k < heaps; k++) {
@@ -882,7 +882,7 @@ static void same_slots(size_t size, unsigned wshift, size_t n, unsigned pairs)
 	struct events same = { 0 };
 	double inv_e = 0;
 	size_t claims = 0;
-	struct pool oa = { calloc(n, sizeof(void *)), 0 }, ob = { calloc(n, sizeof(void *)), 0 };
+	struct live_set oa = { calloc(n, sizeof(void *)), 0 }, ob = { calloc(n, sizeof(void *)), 0 };
 	for (unsigned k = 0; k < pairs; k++) {
 		struct config ca = config_with(2 * M_ONE, wshift, 2 * k + 800), cb = config_with(2 * M_ONE, wshift, 2 * k + 801);
 		struct heap *ha = heap_create(&ca, 30), *hb = heap_create(&cb, 30);
@@ -941,10 +941,10 @@ static void masking(size_t size, unsigned wshift, size_t n, unsigned groups)
 	unsigned ci = sizeclass_of(size);
 	struct mean cov = { 0 }, fh = { 0 }, mask[2][K] = { { { 0 } } }, thm[2][K] = { { { 0 } } },
 		    thm_low[2][K] = { { { 0 } } };
-	struct pool o[K];
+	struct live_set o[K];
 	size_t cap = 4 * n + 1024;
 	for (unsigned r = 0; r < K; r++)
-		o[r] = (struct pool){ calloc(cap, sizeof(void *)), 0 };
+		o[r] = (struct live_set){ calloc(cap, sizeof(void *)), 0 };
 	size_t objects = 0;
 	bool same_n = true;
 	for (unsigned g = 0; g < groups; g++) {
@@ -1037,9 +1037,9 @@ static void dangling(size_t size, size_t n, unsigned a, unsigned trials, unsigne
 	enum { K = 3 };
 	unsigned ci = sizeclass_of(size);
 	struct mean intact = { 0 }, thm = { 0 }, single = { 0 };
-	struct pool o[K];
+	struct live_set o[K];
 	for (unsigned r = 0; r < K; r++)
-		o[r] = (struct pool){ calloc(2 * n + 2, sizeof(void *)), 0 };
+		o[r] = (struct live_set){ calloc(2 * n + 2, sizeof(void *)), 0 };
 	void **tmp = calloc(a, sizeof *tmp);
 	for (unsigned g = 0; g < groups; g++) {
 		struct heap *h[K];
