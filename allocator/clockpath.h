@@ -42,6 +42,16 @@ struct clockpath_lane {
 	uint32_t tid, lane;
 };
 
+/* Interrupted calls: a notified call is interruptible until diehard has
+ * received it (after that the filter's WAIT_KILLABLE_RECV holds it), and a
+ * signal whose handler lacks SA_RESTART then ends it with EINTR, which no
+ * clock read returns in the kernel: the program takes what its buffer held
+ * for the time (redis's timer set hours ahead by a SIGTERM). Diehard never
+ * saw the call, so the entry points make it again (a bounded number of
+ * times: an answer that is EINTR itself, which diehard never gives a clock
+ * read, ends as it came). */
+#define CLOCKPATH_EINTR_TRIES 65536u
+
 /* The layout alone, for diehard, which writes a blob's (graft.c). */
 #ifndef CLOCKPATH_LAYOUT_ONLY
 
@@ -156,6 +166,18 @@ static inline int clockpath_fast(struct clock_path *P, unsigned key, struct cp_v
 	return 0;
 }
 
+/* A clock's system call as the entry points make it: again while it ends
+ * with EINTR (above), CLOCKPATH_EINTR_TRIES times at most. */
+static inline long clockpath_call(long nr, long a, long b, long c, long d)
+{
+	long r;
+	unsigned tries = 0;
+	do
+		r = os_raw_syscall(nr, a, b, c, d, 0, 0);
+	while (r == -EINTR && ++tries < CLOCKPATH_EINTR_TRIES);
+	return r;
+}
+
 static inline long clockpath_clock_gettime(struct clock_path *P, clockid_t id, struct timespec *ts)
 {
 	struct cp_value v;
@@ -168,7 +190,7 @@ static inline long clockpath_clock_gettime(struct clock_path *P, clockid_t id, s
 	}
 	long mark, arg;
 	clockpath_call_args(P, ask, n, id >= 0 && cp_wall_of((unsigned)id) >= 0, &mark, &arg);
-	return os_raw_syscall(SYS_clock_gettime, id, (long)ts, mark, arg, 0, 0);
+	return clockpath_call(SYS_clock_gettime, id, (long)ts, mark, arg);
 }
 
 static inline long clockpath_gettimeofday(struct clock_path *P, struct timeval *tv, struct timezone *tz)
@@ -189,7 +211,7 @@ static inline long clockpath_gettimeofday(struct clock_path *P, struct timeval *
 	}
 	long mark, arg;
 	clockpath_call_args(P, ask, n, true, &mark, &arg);
-	return os_raw_syscall(SYS_gettimeofday, (long)tv, (long)tz, mark, arg, 0, 0);
+	return clockpath_call(SYS_gettimeofday, (long)tv, (long)tz, mark, arg);
 }
 
 static inline long clockpath_time(struct clock_path *P, time_t *t)
@@ -204,7 +226,7 @@ static inline long clockpath_time(struct clock_path *P, time_t *t)
 	}
 	long mark, arg;
 	clockpath_call_args(P, ask, n, true, &mark, &arg);
-	return os_raw_syscall(SYS_time, (long)t, mark, arg, 0, 0, 0);
+	return clockpath_call(SYS_time, (long)t, mark, arg, 0);
 }
 
 #endif /* CLOCKPATH_LAYOUT_ONLY */

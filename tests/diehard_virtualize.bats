@@ -287,6 +287,12 @@ print(time.process_time())'
 	done
 }
 
+@test "nd_clock_signals: 6000 clock reads (clock_gettime, gettimeofday, time) while another thread signals the reader as fast as it can, the handler without SA_RESTART: none fails with EINTR, none goes back (a notified read interrupted before diehard took it is made again)" {
+	require_prog nd_clock_signals
+	virt_run cs 1 "$PROGS/nd_clock_signals" 6000
+	[[ $(<"$T/cs.out") == "6000 reads: 0 failed, 0 went back" ]] || fail "the reads under signals:" "$(<"$T/cs.out")"
+}
+
 @test "nd_random: getrandom, /dev/urandom, /dev/random and fopen give the same bytes in every replica, other bytes in each run" {
 	require_prog nd_random
 	# The helper itself (plainly run).

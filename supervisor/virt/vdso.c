@@ -20,7 +20,11 @@
 #include "elfcheck.h"
 #include "prologue.h"
 
-#define STUB_BYTES 8
+#define STUB_BYTES 14
+/* The stubs' common start, mov eax, NR; syscall (what an image's own patch,
+ * allocator/early.c, writes too, with a ret after it). */
+#define STUB_CALL_BYTES 7
+#define SHORT_STUB_BYTES 8 /* the call and a ret: an entry point shorter than the stub */
 /* movabs rax, imm64; jmp rax */
 #define JUMP_BYTES 12
 
@@ -34,8 +38,14 @@ struct target {
 	int blob_off;       /* its entry in the clock blob (clockblob.h); -1: none */
 };
 
-/* mov eax, NR; syscall; ret */
-#define SYSCALL_STUB(nr) { 0xb8, (uint8_t)(nr), (uint8_t)((nr) >> 8), 0, 0, 0x0f, 0x05, 0xc3 }
+/* mov eax, NR; syscall; cmp rax, -EINTR; je back to the mov; ret. A
+ * notified call is interruptible until diehard has received it, and a
+ * signal whose handler lacks SA_RESTART then ends it with EINTR, which no
+ * clock read returns in the kernel (a program that does not look takes
+ * what its buffer held for the time): diehard never saw the call, so it
+ * is made again, as clockpath.h's entry points do. */
+#define SYSCALL_STUB(nr)                                                                                              \
+	{ 0xb8, (uint8_t)(nr), (uint8_t)((nr) >> 8), 0, 0, 0x0f, 0x05, 0x48, 0x83, 0xf8, (uint8_t)-EINTR, 0x74, 0xf3, 0xc3 }
 
 static struct target targets[] = {
 	{ "__vdso_clock_gettime", SYSCALL_STUB(SYS_clock_gettime), 0, 0, "diehard_vdso_clock_gettime", 0,
@@ -44,7 +54,9 @@ static struct target targets[] = {
 	  BLOB_GETTIMEOFDAY },
 	{ "__vdso_time", SYSCALL_STUB(SYS_time), 0, 0, "diehard_vdso_time", 0, BLOB_TIME },
 	/* mov rax, -ENOSYS; ret: glibc then falls back to the system call. */
-	{ "__vdso_getrandom", { 0x48, 0xc7, 0xc0, (uint8_t)-ENOSYS, 0xff, 0xff, 0xff, 0xc3 }, 0, 0, NULL, 0, -1 },
+	{ "__vdso_getrandom",
+	  { 0x48, 0xc7, 0xc0, (uint8_t)-ENOSYS, 0xff, 0xff, 0xff, 0xc3, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc },
+	  0, 0, NULL, 0, -1 },
 };
 #define NTARGETS (sizeof targets / sizeof targets[0])
 
@@ -105,7 +117,10 @@ static void find_real(const uint8_t *img, size_t size)
 	if (t->offset == 0 || !inside(size, t->offset, t->size))
 		return;
 	const uint8_t *code = img + t->offset;
-	size_t span = prologue_span(code, t->size, JUMP_BYTES);
+	/* Past the system-call stub too: a process first given the stub
+	 * (images.c) and then the jump keeps the stub's last bytes after the
+	 * jump, so the trampoline's way back must land beyond them. */
+	size_t span = prologue_span(code, t->size, STUB_BYTES > JUMP_BYTES ? STUB_BYTES : JUMP_BYTES);
 	if (span == 0 || span > sizeof displaced)
 		return;
 	/* A site too many only costs a look at the caller's auxv; one
@@ -161,8 +176,8 @@ int vdso_init(void)
 				continue;
 			for (size_t t = 0; t < NTARGETS; t++) {
 				uint64_t off = sym[j].st_value - link_base;
-				if (strcmp(name, targets[t].name) == 0 && sym[j].st_size >= STUB_BYTES &&
-				    inside(size, off, STUB_BYTES)) {
+				if (strcmp(name, targets[t].name) == 0 && sym[j].st_size >= SHORT_STUB_BYTES &&
+				    inside(size, off, sym[j].st_size < STUB_BYTES ? SHORT_STUB_BYTES : STUB_BYTES)) {
 					targets[t].offset = off;
 					targets[t].size = sym[j].st_size;
 					have_targets = true;
@@ -290,7 +305,11 @@ static size_t stub_for(size_t t, uint64_t lib, uint64_t blob, uint8_t *out)
 		to = blob + (uint64_t)targets[t].blob_off;
 	if (to == 0 || targets[t].size < JUMP_BYTES) {
 		memcpy(out, targets[t].stub, STUB_BYTES);
-		return STUB_BYTES;
+		if (targets[t].size >= STUB_BYTES)
+			return STUB_BYTES;
+		/* An entry too short for the retry: the call and ret alone. */
+		out[STUB_CALL_BYTES] = 0xc3;
+		return SHORT_STUB_BYTES;
 	}
 	out[0] = 0x48;
 	out[1] = 0xb8;
@@ -384,7 +403,7 @@ bool vdso_patched(int mem, uint64_t base)
 	 * itself): the stub, or movabs rax, ...; jmp rax. Anything else is
 	 * the vDSO's own code (our own vDSO's bytes are not the reference: a
 	 * diehard run with libdiehard loaded has its own patched). */
-	return memcmp(now, targets[first].stub, STUB_BYTES) == 0 ||
+	return memcmp(now, targets[first].stub, STUB_CALL_BYTES) == 0 ||
 	       (now[0] == 0x48 && now[1] == 0xb8 && now[10] == 0xff && now[11] == 0xe0);
 }
 
@@ -417,7 +436,7 @@ int vdso_patch(int mem, uint64_t base, uint64_t lib, uint64_t blob)
 		(void)write_real(mem, base, lib + real_off); /* failed: leaders make the system call */
 	else if (lib == 0 && blob != 0 && blob_real_clock())
 		(void)write_real(mem, base, blob + BLOB_REAL);
-	uint8_t want[JUMP_BYTES];
+	uint8_t want[STUB_BYTES > JUMP_BYTES ? STUB_BYTES : JUMP_BYTES];
 	for (size_t t = NTARGETS; t-- > 0;) {
 		if (targets[t].offset == 0)
 			continue;

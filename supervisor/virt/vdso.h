@@ -3,7 +3,8 @@
  * On x86-64, glibc, Go and static programs read clocks through the vDSO,
  * which never makes a system call, so the seccomp filter would see nothing.
  * The supervisor overwrites the entry points of clock_gettime, gettimeofday
- * and time in each new program image with `mov eax, NR; syscall; ret`, and
+ * and time in each new program image with `mov eax, NR; syscall; ret` (made
+ * again when it ends with EINTR: vdso.c), and
  * getrandom's with `return -ENOSYS` (its callers then make the real call).
  * It does so when the image makes its first arch_prctl, which every x86-64
  * program makes to set up thread-local storage before running any code of
