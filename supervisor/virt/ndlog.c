@@ -22,7 +22,18 @@
  * start[n] wherever the ring stands (the ring's copy, while a replica still
  * holds it there, is the same value). Invariants then: nstart <= base + len,
  * and a replica's take of n < nstart is answered from start[] unless it is
- * lost for the key. */
+ * lost for the key.
+ *
+ * A ring slot is a cell of 16 bytes, not an entry of 40: a clock's value
+ * (seconds, and nanoseconds or microseconds below 2^32, no timezone, no
+ * error) under an argument below 2^31, the run's nearly every entry, fits
+ * in one (narrow). Any other entry is wide: its cell holds its number in
+ * the key's wide ring, a ring of whole entries in the same order (wbase:
+ * the number of the oldest kept; the oldest kept wide entry is always the
+ * first wide cell from base, so dropping the oldest cell drops it). A
+ * server's history for its replacements grows by its clock reads per
+ * request: at 40 bytes an entry, diehard grew 145-175 bytes a redis
+ * request; in cells, 73. */
 #include "ndlog.h"
 
 #include <errno.h>
@@ -34,20 +45,34 @@ struct entry {
 	struct nd_value v;
 };
 
+/* A ring slot: narrow (tag: the argument; a, b: the value's, the rest 0)
+ * or wide (tag WIDE; a: the entry's number in the wide ring). */
+struct cell {
+	int64_t a;
+	uint32_t b;
+	uint32_t tag;
+};
+
+#define WIDE 0x80000000u
+
 struct keylog {
 	uint32_t key;
 	uint64_t base;        /* number of the oldest entry kept */
 	size_t len;           /* entries kept */
 	size_t head;          /* ring slot of entry base */
 	size_t size;          /* ring slots allocated */
-	struct entry *ring;
+	struct cell *ring;
+	struct entry *wide;   /* the wide entries kept, in order */
+	uint64_t wbase;       /* number of the oldest of them */
+	size_t wlen, whead, wsize;
 	uint64_t pending_arg; /* the leader's argument, until ndlog_put */
 	struct nd_value last; /* the value put last, kept even once dropped */
 	bool has_last;
 	uint64_t *pos;        /* per replica: its next entry number */
 	bool *lost;           /* per replica: it fell behind the cap */
-	struct entry *start;  /* entries 0 .. nstart - 1, kept for good */
-	size_t nstart;
+	struct cell *start;   /* entries 0 .. nstart - 1, kept for good */
+	struct entry *start_wide; /* the wide ones of them, in order */
+	size_t nstart, nstart_wide;
 };
 
 struct ndlog {
@@ -92,8 +117,10 @@ void ndlog_free(struct ndlog *log)
 		return;
 	for (size_t i = 0; i < log->nkeys; i++) {
 		free(log->keys[i].ring);
+		free(log->keys[i].wide);
 		free(log->keys[i].pos);
 		free(log->keys[i].start);
+		free(log->keys[i].start_wide);
 	}
 	free(log->keys);
 	free(log->index);
@@ -194,8 +221,10 @@ static void sweep(struct ndlog *log)
 		struct keylog *kl = &log->keys[i];
 		if (log->reclaimable(kl->key) && idle(log, kl)) {
 			free(kl->ring);
+			free(kl->wide);
 			free(kl->pos);
 			free(kl->start);
+			free(kl->start_wide);
 			continue;
 		}
 		log->keys[n++] = *kl;
@@ -212,17 +241,59 @@ void ndlog_reclaim(struct ndlog *log, bool (*which)(uint32_t key))
 	log->reclaimable = which;
 }
 
-/* Entry n's place (base <= n < base + len <= size, head < size: the sum
+/* Entry n's cell (base <= n < base + len <= size, head < size: the sum
  * is below 2 size, so one subtraction wraps it; no division, which the
  * fast clock path's harvest, a few million entries a second, felt). */
-static struct entry *slot(const struct keylog *kl, uint64_t n)
+static struct cell *slot(const struct keylog *kl, uint64_t n)
 {
 	size_t i = kl->head + (size_t)(n - kl->base);
 	return &kl->ring[i >= kl->size ? i - kl->size : i];
 }
 
+/* Wide entry number w's place (wbase <= w < wbase + wlen). */
+static struct entry *wide_slot(const struct keylog *kl, uint64_t w)
+{
+	size_t i = kl->whead + (size_t)(w - kl->wbase);
+	return &kl->wide[i >= kl->wsize ? i - kl->wsize : i];
+}
+
+/* Entry n (kept in the ring). */
+static struct entry get(const struct keylog *kl, uint64_t n)
+{
+	const struct cell *c = slot(kl, n);
+	if (c->tag & WIDE)
+		return *wide_slot(kl, (uint64_t)c->a);
+	return (struct entry){ .arg = c->tag, .v = { .a = c->a, .b = c->b } };
+}
+
+static bool narrow(const struct entry *e)
+{
+	return e->arg < WIDE && e->v.b >= 0 && e->v.b <= UINT32_MAX && e->v.c == 0 && e->v.d == 0 &&
+	       e->v.err == 0;
+}
+
+/* A narrow entry's cell. */
+static struct cell cell_of(const struct entry *e)
+{
+	return (struct cell){ .a = e->v.a, .b = (uint32_t)e->v.b, .tag = (uint32_t)e->arg };
+}
+
+/* Entry n of the start (n < nstart): its wide ones numbered from 0. */
+static struct entry start_get(const struct keylog *kl, uint64_t n)
+{
+	const struct cell *c = &kl->start[n];
+	if (c->tag & WIDE)
+		return kl->start_wide[c->a];
+	return (struct entry){ .arg = c->tag, .v = { .a = c->a, .b = c->b } };
+}
+
 static void drop_oldest(struct ndlog *log, struct keylog *kl)
 {
+	if (slot(kl, kl->base)->tag & WIDE) {
+		kl->whead = kl->whead + 1 == kl->wsize ? 0 : kl->whead + 1;
+		kl->wbase++;
+		kl->wlen--;
+	}
 	log->dropped = true;
 	log->kept[kl->key >> 24]--;
 	kl->head = kl->head + 1 == kl->size ? 0 : kl->head + 1;
@@ -254,10 +325,10 @@ int ndlog_take(struct ndlog *log, unsigned r, uint32_t key, uint64_t arg, uint64
 	uint64_t n = kl->pos[r]++;
 	*index = n;
 	if (n < kl->nstart && !kl->lost[r]) {
-		const struct entry *e = &kl->start[n];
-		*value = e->v;
-		*expected = e->arg;
-		return e->arg == arg ? ND_FOLLOW : ND_MISMATCH;
+		const struct entry e = start_get(kl, n);
+		*value = e.v;
+		*expected = e.arg;
+		return e.arg == arg ? ND_FOLLOW : ND_MISMATCH;
 	}
 	if (n < kl->base || kl->lost[r]) {
 		kl->lost[r] = true;
@@ -267,11 +338,11 @@ int ndlog_take(struct ndlog *log, unsigned r, uint32_t key, uint64_t arg, uint64
 		kl->pending_arg = arg;
 		return ND_LEAD;
 	}
-	const struct entry *e = slot(kl, n);
-	*value = e->v;
-	*expected = e->arg;
+	const struct entry e = get(kl, n);
+	*value = e.v;
+	*expected = e.arg;
 	trim(log, kl);
-	return e->arg == arg ? ND_FOLLOW : ND_MISMATCH;
+	return e.arg == arg ? ND_FOLLOW : ND_MISMATCH;
 }
 
 static void append(struct ndlog *log, struct keylog *kl, const struct nd_value *value);
@@ -307,9 +378,9 @@ bool ndlog_entry(const struct ndlog *log, uint32_t key, size_t n, uint64_t *arg,
 	const struct keylog *kl = find(log, key);
 	if (kl == NULL || n >= kl->len)
 		return false;
-	const struct entry *e = slot(kl, kl->base + n);
-	*arg = e->arg;
-	*value = e->v;
+	const struct entry e = get(kl, kl->base + n);
+	*arg = e.arg;
+	*value = e.v;
 	return true;
 }
 
@@ -353,13 +424,85 @@ static void keep_start(struct ndlog *log)
 	for (size_t i = 0; i < log->nkeys; i++) {
 		struct keylog *kl = &log->keys[i];
 		size_t m = kl->len < level[kl->key >> 24] ? kl->len : level[kl->key >> 24];
-		if (kl->base != 0 || m == 0 || (kl->start = malloc(m * sizeof *kl->start)) == NULL)
+		if (kl->base != 0 || m == 0)
 			continue;
+		size_t w = 0;
 		for (size_t j = 0; j < m; j++)
-			kl->start[j] = *slot(kl, j);
+			w += (slot(kl, j)->tag & WIDE) != 0;
+		kl->start = malloc(m * sizeof *kl->start);
+		kl->start_wide = w != 0 ? malloc(w * sizeof *kl->start_wide) : NULL;
+		if (kl->start == NULL || (w != 0 && kl->start_wide == NULL)) {
+			free(kl->start);
+			free(kl->start_wide);
+			kl->start = NULL;
+			kl->start_wide = NULL;
+			continue;
+		}
+		w = 0;
+		for (size_t j = 0; j < m; j++) {
+			struct entry e = get(kl, j);
+			if (narrow(&e)) {
+				kl->start[j] = cell_of(&e);
+			} else {
+				kl->start_wide[w] = e;
+				kl->start[j] = (struct cell){ .a = (int64_t)w++, .tag = WIDE };
+			}
+		}
 		kl->nstart = m;
+		kl->nstart_wide = w;
 		log->started += m;
 	}
+}
+
+/* A ring of len elements of elem bytes (its first in slot *head of size)
+ * in n slots, unrolled so that its first sits in slot 0. A ring not
+ * wrapped (head 0: nothing dropped yet, as in keep mode) is already in
+ * order: realloc keeps it where it is when it can (glibc moves a large
+ * block's pages by mremap), where a copy would touch every page again,
+ * twice the faults of a log that grows to millions of entries (the fast
+ * clock path's harvest). Returns the new ring (*head then 0), or NULL out
+ * of memory, buf as it was. */
+static void *ring_grow(void *buf, size_t elem, size_t size, size_t *head, size_t len, size_t n)
+{
+	if (*head == 0)
+		return realloc(buf, n * elem);
+	unsigned char *grown = malloc(n * elem);
+	if (grown == NULL)
+		return NULL;
+	size_t first = size - *head < len ? size - *head : len;
+	memcpy(grown, (unsigned char *)buf + *head * elem, first * elem);
+	memcpy(grown + first * elem, buf, (len - first) * elem);
+	free(buf);
+	*head = 0;
+	return grown;
+}
+
+/* Room in the wide ring for one more entry, grown (ring_grow) when full, up to the cap (wlen <= len < cap before an append).
+ * Out of memory, the oldest entries make room: all of the key's up to its
+ * oldest wide one, or all of them and this one too when none is wide
+ * (those behind read real values from there: ND_LOST). Returns whether
+ * the entry goes in. */
+static bool wide_room(struct ndlog *log, struct keylog *kl)
+{
+	if (kl->wlen < kl->wsize)
+		return true;
+	size_t n = kl->wsize ? 2 * kl->wsize : 2;
+	if (n > log->cap)
+		n = log->cap;
+	struct entry *wide =
+		n <= kl->wsize ? NULL : ring_grow(kl->wide, sizeof *wide, kl->wsize, &kl->whead, kl->wlen, n);
+	if (wide != NULL) {
+		kl->wide = wide;
+		kl->wsize = n;
+		return true;
+	}
+	while (kl->wlen == kl->wsize && kl->len > 0)
+		drop_oldest(log, kl);
+	if (kl->wlen < kl->wsize)
+		return true;
+	log->dropped = true;
+	kl->base++;
+	return false;
 }
 
 /* Adds the leader's entry (its argument in pending_arg) at the end. */
@@ -377,39 +520,35 @@ static void append(struct ndlog *log, struct keylog *kl, const struct nd_value *
 	if (kl->len == log->cap)
 		drop_oldest(log, kl);
 	if (kl->len == kl->size) {
-		/* Grow the ring, unrolling it so entry base sits in slot 0. A
-		 * ring not wrapped (head 0: nothing dropped yet, as in keep
-		 * mode) is already in order: realloc keeps it where it is when
-		 * it can (glibc moves a large block's pages by mremap), where
-		 * a copy would touch every page again, twice the faults of a
-		 * log that grows to millions of entries (the fast clock path's
-		 * harvest). */
+		/* Grow the ring (ring_grow: entry base in slot 0). */
 		size_t n = kl->size ? 2 * kl->size : 2;
 		if (n > log->cap)
 			n = log->cap;
-		struct entry *ring = kl->head == 0 ? realloc(kl->ring, n * sizeof *ring) : malloc(n * sizeof *ring);
-		if (ring != NULL && kl->head == 0) {
+		struct cell *ring = ring_grow(kl->ring, sizeof *ring, kl->size, &kl->head, kl->len, n);
+		if (ring != NULL) {
 			kl->ring = ring;
 			kl->size = n;
-		} else if (ring == NULL) {
+		} else if (kl->len == 0) {
 			/* Keep what we have; the oldest entry makes room. */
-			if (kl->len == 0) {
-				log->dropped = true;
-				kl->base++;
-				return;
-			}
-			drop_oldest(log, kl);
+			log->dropped = true;
+			kl->base++;
+			return;
 		} else {
-			for (size_t i = 0; i < kl->len; i++)
-				ring[i] = kl->ring[(kl->head + i) % kl->size];
-			free(kl->ring);
-			kl->ring = ring;
-			kl->size = n;
-			kl->head = 0;
+			drop_oldest(log, kl);
 		}
 	}
+	struct entry e = { .arg = kl->pending_arg, .v = *value };
+	if (!narrow(&e) && !wide_room(log, kl))
+		return;
 	kl->len++;
-	*slot(kl, kl->base + kl->len - 1) = (struct entry){ .arg = kl->pending_arg, .v = *value };
+	struct cell *c = slot(kl, kl->base + kl->len - 1);
+	if (narrow(&e)) {
+		*c = cell_of(&e);
+	} else {
+		uint64_t w = kl->wbase + kl->wlen++;
+		*wide_slot(kl, w) = e;
+		*c = (struct cell){ .a = (int64_t)w, .tag = WIDE };
+	}
 	kl->last = *value;
 	kl->has_last = true;
 	log->kept[kl->key >> 24]++;
@@ -482,7 +621,8 @@ size_t ndlog_memory(const struct ndlog *log)
 {
 	size_t n = log->keys_size * sizeof *log->keys;
 	for (size_t i = 0; i < log->nkeys; i++)
-		n += (log->keys[i].size + log->keys[i].nstart) * sizeof(struct entry) +
+		n += (log->keys[i].size + log->keys[i].nstart) * sizeof(struct cell) +
+		     (log->keys[i].wsize + log->keys[i].nstart_wide) * sizeof(struct entry) +
 		     log->k * (sizeof(uint64_t) + sizeof(bool));
 	return n + log->index_size * sizeof *log->index;
 }
@@ -516,12 +656,12 @@ bool ndlog_value(const struct ndlog *log, uint32_t key, uint64_t n, struct nd_va
 {
 	const struct keylog *kl = find(log, key);
 	if (kl != NULL && n < kl->nstart) {
-		*value = kl->start[n].v;
+		*value = start_get(kl, n).v;
 		return true;
 	}
 	if (kl == NULL || n < kl->base || n - kl->base >= kl->len)
 		return false;
-	*value = slot(kl, n)->v;
+	*value = get(kl, n).v;
 	return true;
 }
 

@@ -8,7 +8,8 @@
  * mismatches, a replica running ahead, the counters, trimming and the cap
  * (ND_LOST), retirement, k=1, 100000 entries through a growing ring, and a
  * randomized differential test against a small model written from the
- * contract in ndlog.h. */
+ * contract in ndlog.h; entries kept narrow (a clock's: 16-byte cells) and
+ * wide, each side of their bounds, mixed (values two in three narrow). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -242,8 +243,13 @@ static void test_chacha_streams(void)
 /* ---- ndlog helpers ------------------------------------------------------ */
 
 /* The value entry n of key returns (salt tells runs apart). */
+/* Two values in three are a clock's (a, and b below 2^32: kept narrow in
+ * a 16-byte cell), the third uses every field (kept wide). */
 static struct nd_value val_s(uint32_t key, uint64_t n, uint64_t salt)
 {
+	if ((n + salt) % 3 != 0)
+		return (struct nd_value){ .a = (int64_t)(key * 1000003ull + n + salt * 7),
+					  .b = (int64_t)((n * 7919 + 13 + salt) & 0xffffffffu) };
 	return (struct nd_value){
 		.a = (int64_t)(key * 1000003ull + n + salt * 7),
 		.b = (int64_t)(n * 7919 + 13 + salt),
@@ -1136,6 +1142,106 @@ static void test_growth(void)
 	ndlog_free(log);
 }
 
+/* Cells: an entry is kept narrow exactly when its argument is below 2^31,
+ * its b in [0, 2^32) and the rest 0; each side of every bound, mixed, comes
+ * back whole through the ring's growth, its wrap and the cap's drops. */
+static void test_cells(void)
+{
+	static const struct {
+		uint64_t arg;
+		struct nd_value v;
+	} kinds[] = {
+		{ 0, { .a = 1700000000, .b = 999999999 } },
+		{ 0x7fffffff, { .a = INT64_MIN, .b = 0xffffffff } },
+		{ 0x80000000, { .a = 1, .b = 2 } },
+		{ UINT64_MAX, { .a = INT64_MAX, .b = 0 } },
+		{ 3, { .a = 5, .b = 0x100000000 } },
+		{ 3, { .a = 5, .b = -1 } },
+		{ 3, { .a = 5, .b = INT64_MIN } },
+		{ 3, { .a = 5, .c = -60 } },
+		{ 3, { .a = 5, .d = 1 } },
+		{ 3, { .a = 5, .err = 22 } },
+		{ 7, { .a = -1, .b = 1, .c = 1, .d = 1, .err = 1 } },
+	};
+	enum { NK = sizeof kinds / sizeof kinds[0], N = 5000, CAP = 37 };
+	struct ndlog *log = ndlog_new(2, CAP, false);
+	bool ok = log != NULL;
+	uint64_t taken = 0;
+	for (uint64_t n = 0; ok && n < N; n++) {
+		/* A pattern that is not periodic in the ring's sizes. */
+		unsigned i = (unsigned)((n * n + 3 * n) % NK);
+		struct nd_value v = kinds[i].v;
+		v.a += (int64_t)(n % 2) * (kinds[i].v.a < INT64_MAX);
+		struct took t = take(log, 0, KEY_A, kinds[i].arg);
+		ok = is_lead(t, n);
+		ndlog_put(log, 0, KEY_A, &v);
+		/* Replica 1 lags by up to CAP - 1, then catches up. */
+		if (ok && (n % CAP == CAP - 1 || n == N - 1))
+			while (ok && taken <= n) {
+				unsigned j = (unsigned)((taken * taken + 3 * taken) % NK);
+				struct nd_value w = kinds[j].v;
+				w.a += (int64_t)(taken % 2) * (kinds[j].v.a < INT64_MAX);
+				ok = is_follow(take(log, 1, KEY_A, kinds[j].arg), taken, w);
+				taken++;
+			}
+	}
+	CHECK(ok && taken == N, "ndlog: %d entries of %d kinds, narrow and wide on each side of their bounds, "
+	      "through a ring capped at %d: each follows with its own argument and value", N, NK, CAP);
+	ndlog_free(log);
+
+	/* The cap drops wide and narrow entries alike: the ring keeps the
+	 * last CAP, each readable at its number. */
+	log = ndlog_new(1, CAP, true);
+	ok = log != NULL;
+	for (uint64_t n = 0; ok && n < 1000; n++) {
+		struct nd_value v = kinds[n % NK].v;
+		v.a ^= (int64_t)n;
+		ok = ndlog_preload(log, KEY_B, kinds[n % NK].arg, &v) == 0;
+	}
+	for (size_t i = 0; ok && i < CAP; i++) {
+		uint64_t n = 1000 - CAP + i, arg;
+		struct nd_value v, want = kinds[n % NK].v;
+		want.a ^= (int64_t)n;
+		ok = ndlog_entry(log, KEY_B, i, &arg, &v) && arg == kinds[n % NK].arg && same_value(&v, &want);
+	}
+	CHECK(ok && ndlog_kept(log, KEY_B) == CAP, "ndlog: past the cap, the last %d entries, narrow and wide, "
+	      "each at its place", CAP);
+	ndlog_free(log);
+
+	/* Memory: what a key keeps is counted, wide entries whole, and stays
+	 * bounded by the cap however many went through (the wide ring drops
+	 * with its cells and grows no further than the cap). */
+	struct nd_value wide = { .a = 1, .err = 5 }, narrow = { .a = 1, .b = 2 };
+	log = ndlog_new(1, 1u << 20, true);
+	size_t empty = ndlog_memory(log);
+	for (uint64_t n = 0; n < 1024; n++)
+		(void)ndlog_preload(log, KEY_A, n, &narrow);
+	size_t narrow_mem = ndlog_memory(log) - empty;
+	for (uint64_t n = 0; n < 1024; n++)
+		(void)ndlog_preload(log, KEY_B, n, &wide);
+	size_t wide_mem = ndlog_memory(log) - empty - narrow_mem;
+	CHECK(narrow_mem >= 1024 * 16 && narrow_mem < 1024 * 40 && wide_mem >= 1024 * (16 + 40),
+	      "ndlog: 1024 clock entries counted in %zu bytes (16 each, not 40); 1024 wide ones in %zu (16 + 40 each)",
+	      narrow_mem, wide_mem);
+	ndlog_free(log);
+	log = ndlog_new(2, CAP, false);
+	size_t most = 0;
+	ok = true;
+	for (uint64_t n = 0; ok && n < 20000; n++) {
+		struct nd_value v = n % 3 == 0 ? narrow : wide;
+		ok = is_lead(take(log, 0, KEY_A, 1), n);
+		ndlog_put(log, 0, KEY_A, &v);
+		if (n % 2 == 1)
+			for (uint64_t m = n - 1; ok && m <= n; m++)
+				ok = is_follow(take(log, 1, KEY_A, 1), m, m % 3 == 0 ? narrow : wide);
+		size_t mem = ndlog_memory(log);
+		most = mem > most ? mem : most;
+	}
+	CHECK(ok && most < 2 * CAP * (16 + 40) + 4096,
+	      "ndlog: 20000 entries, two in three wide, through a log capped at %d: at most %zu bytes kept", CAP, most);
+	ndlog_free(log);
+}
+
 int main(void)
 {
 	test_chacha_block();
@@ -1163,5 +1269,6 @@ int main(void)
 	test_thread_keys();
 	test_value_seek();
 	test_growth();
+	test_cells();
 	return tap_done();
 }
