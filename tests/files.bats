@@ -345,3 +345,18 @@ aof_incrs_are() {
 		[[ $plain == 1000 ]] || fail "$what replays to '$plain'" "$(cat "$T/plain-$what.log")"
 	done
 }
+
+@test "a file one replica rewrote while the others left it as it was: its divergence is in bytes, at the first byte where it leaves the real file" {
+	# A shared directory lets only the first replica take the lock; it
+	# alone rewrites f. Its view then differs from the real file, which
+	# the others kept (so f is in its changes only).
+	mkdir -p "$T/w" "$T/s"
+	printf 'orig line\n' >"$T/w/f"
+	capture "$T/run" sup -k 3 --share "$T/s" -r "$T/r.json" sh -c '
+		if mkdir "$1/s/lock" 2>/dev/null; then printf "orig LINE\n" >"$1/w/f"; fi
+		echo done' sh "$T"
+	[[ $(<"$T/run.rc") == 0 && $(<"$T/run.out") == done ]] || fail "exit $(<"$T/run.rc")" "$(cat "$T/run.err")"
+	[[ $(<"$T/w/f") == "orig line" ]] || fail "f: $(cat "$T/w/f")"
+	jq -e '[.files.divergences[] | select(.path | endswith("/w/f"))] | length == 1 and .[0].what == "bytes" and .[0].offset == 5' \
+		"$T/r.json" >/dev/null || fail "report: $(jq -c .files.divergences "$T/r.json")"
+}

@@ -822,13 +822,10 @@ static const struct change *find(const struct changes *ch, const char *path)
 	return NULL;
 }
 
-/* The first byte where two upper files differ (their common length when
- * one is a prefix of the other). */
-static off_t first_byte(const struct changes *a, const struct change *ca, const struct changes *b,
-			const struct change *cb)
+/* The first byte where two open files differ (their common length when
+ * one is a prefix of the other); closes both (either may be -1). */
+static off_t first_byte_fds(int fa, int fb)
 {
-	int fa = openat(a->root, ca->upper, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	int fb = openat(b->root, cb->upper, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	off_t off = 0;
 	char x[65536], y[65536];
 	/* Bounded: a difference past 1 GiB (in a huge sparse file) is named
@@ -851,6 +848,14 @@ static off_t first_byte(const struct changes *a, const struct change *ca, const 
 	return off;
 }
 
+/* The first byte where two upper files differ. */
+static off_t first_byte(const struct changes *a, const struct change *ca, const struct changes *b,
+			const struct change *cb)
+{
+	return first_byte_fds(openat(a->root, ca->upper, O_RDONLY | O_CLOEXEC | O_NOFOLLOW),
+			      openat(b->root, cb->upper, O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+}
+
 bool changes_diff(const struct changes *a, const struct changes *b, const char **path, off_t *offset,
 		  const char **what)
 {
@@ -866,6 +871,19 @@ bool changes_diff(const struct changes *a, const struct changes *b, const char *
 		*path = x->path;
 		if (other == NULL) {
 			*what = ca != NULL ? "extra" : "missing";
+			/* The other left the path as the real tree has it: where
+			 * that is a file and so is this one, they differ in bytes
+			 * (a dump written again with other contents), and the
+			 * offset is where this one leaves the real file. */
+			const struct changes *xs = ca != NULL ? a : b;
+			int real = x->kind == CHANGE_FILE ? open(x->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) : -1;
+			struct stat st;
+			if (real >= 0 && fstat(real, &st) == 0 && S_ISREG(st.st_mode)) {
+				*what = "bytes";
+				*offset = first_byte_fds(openat(xs->root, x->upper, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), real);
+			} else if (real >= 0) {
+				close(real);
+			}
 			return true;
 		}
 		const struct change *pa = ca != NULL ? ca : other, *pb = ca != NULL ? other : cb;
