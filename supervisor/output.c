@@ -980,8 +980,13 @@ void output_vote(struct sup *S, struct stream *st, enum voter_mode mode)
 		res.diverged &= ~waiting; /* behind now: checked against the committed output */
 		bool undecided = res.commit == 0 && !res.ended && res.diverged == 0;
 		if (undecided && (mode == VOTER_PREFIX || contradicted_end(v, S->nslots))) {
-			if (res.no_quorum && S->k >= 3 && replace_wait(S, "no majority", weakest(v, S->nslots)))
-				break;
+			if (res.no_quorum && S->k >= 3) {
+				char why[64];
+				snprintf(why, sizeof why, "no majority on %s at byte %zu", st->name,
+					 st->committed + res.diff_offset);
+				if (replace_wait(S, why, weakest(v, S->nslots)))
+					break;
+			}
 			voter_decide(v, S->nslots, quorum, CHUNK, VOTER_PREFIX, &res);
 			bool parts = res.commit > 0 && !res.ended && S->k >= 3 && parting(v, S->nslots, &res);
 			if ((res.diverged != 0 || res.no_quorum || parts) &&
