@@ -278,10 +278,10 @@ PY
 	for i in $(seq 120); do
 		[[ $(curl -sS -m 20 "http://127.0.0.1:$port/") == ok ]] || fail "request $i failed" \
 			"$(grep '^diehard:' "$T/odd.err" | tail -n 12)"
-		! grep -q 'ended by itself (status 3) while the others serve on' "$T/odd.err" || break
+		! grep -q 'ended by itself (status 3)' "$T/odd.err" || break
 		sleep 0.25
 	done
-	grep -q 'ended by itself (status 3) while the others serve on' "$T/odd.err" ||
+	grep -q 'ended by itself (status 3)' "$T/odd.err" ||
 		fail "the replica that ended was not taken out" "$(grep '^diehard:' "$T/odd.err" | grep -v 'connection [0-9]* on' | tail -n 30)"
 	wait_until 60 voting_again odd 3 || fail "three do not vote again" "$(status_json odd)"
 	for i in $(seq 10); do
@@ -292,6 +292,43 @@ PY
 		"$(grep '^diehard:' "$T/odd.err" | tail -n 12)"
 	stop odd
 	[[ $BG_RC == 143 ]] || fail "exit $BG_RC, expected the daemon's own (143)" "$(tail -n 5 "$T/odd.err")"
+}
+
+@test "a daemon's replica that ends by itself in the middle of a request is killed for its end, the reply cut short named as its sign; the client gets the others' reply" {
+	local port
+	port=$(free_port)
+	mkdir -p "$T/shared"
+	cat >"$T/midexit.py" <<'PY'
+import http.server, os, sys
+# The one replica that makes the directory first ends (exit 3) at /die
+# before it answers.
+odd = False
+try:
+    os.mkdir(os.path.join(sys.argv[2], "odd")); odd = True
+except FileExistsError:
+    pass
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/die" and odd:
+            os._exit(3)
+        self.send_response(200); self.send_header("Content-Length", "3"); self.end_headers(); self.wfile.write(b"ok\n")
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+	dh_server mid "$port" -k 3 --timeout 2 --share "$T/shared" -- python3 "$T/midexit.py" "$port" "$T/shared"
+	[[ $(curl -sS -m 20 "http://127.0.0.1:$port/die") == ok ]] || fail "/die was not answered" \
+		"$(grep '^diehard:' "$T/mid.err" | tail -n 12)"
+	wait_until 60 grep -q '^diehard: spawn replica 3 ' "$T/mid.err" || fail "the replica that ended was not replaced" \
+		"$(grep '^diehard:' "$T/mid.err" | tail -n 12)"
+	wait_until 60 voting_again mid 3 || fail "three do not vote again" "$(status_json mid)"
+	grep -Eq 'kill replica [0-9]+ \(pid [0-9]+\): ended by itself \(status 3\): its reply on connection [0-9]+ \(on 127\.0\.0\.1:[0-9]+\) ends early at byte 0$' "$T/mid.err" ||
+		fail "the kill does not name the replica's end" "$(grep '^diehard:' "$T/mid.err" | tail -n 12)"
+	[[ $(curl -sS -m 20 "http://127.0.0.1:$port/") == ok ]] || fail "a request after the replacement failed"
+	stop mid
+	[[ $BG_RC == 143 ]] || fail "exit $BG_RC, expected the daemon's own (143)" "$(tail -n 5 "$T/mid.err")"
+	jq -e '[.replicas[] | select((.killed // "") | startswith("ended by itself (status 3): its reply"))] | length == 1' "$T/mid.json" >/dev/null ||
+		fail "report:" "$(jq -c '[.replicas[] | .killed]' "$T/mid.json")"
+	validate_report "$T/mid.json"
 }
 
 @test "a program that listens but answers no one, its replicas ending at their own pace (one fast): none is killed for ending first, the run ends with their status" {
@@ -1107,7 +1144,8 @@ stamp_rounds() {
 	done | sort >"$T/want"
 	sort "$T/app.log" | diff "$T/want" - || fail "the real log is not each request's two lines once"
 	jq -e '.files.logs.unsettled == 0 and .files.logs.outvoted == 0 and (.reordered | to_entries | map(select(.key | endswith("app.log"))) | .[0].value >= 1)' "$T/applog.json" >/dev/null ||
-		fail "the stream stopped, outvoted a replica, or nothing was reordered" "$(jq -c '{logs: .files.logs, reordered}' "$T/applog.json")"
+		fail "the stream stopped, outvoted a replica, or nothing was reordered" "$(jq -c '{logs: .files.logs, reordered}' "$T/applog.json")" \
+			"$(grep -E '^diehard: .*(no longer streamed|outvoted|another order)' "$T/applog.err" | head -n 5)"
 	rm -f "$T/app.log"
 	port=$(free_port)
 	log_lines applog_strict "$port" --strict-order -- --log "$T/app.log"
@@ -1257,7 +1295,8 @@ stops() {
 	# of 14.
 	if ((BG_RC == 123)); then
 		jq -e '.files.divergences | length > 0 and all(.path | endswith("/dump.rdb")) and all(.offset == 64)' "$T/redis.json" >/dev/null ||
-			fail "diehard ended 123, not for the dump's used-mem" "$(jq -c .files "$T/redis.json")"
+			fail "diehard ended 123, not for the dump's used-mem" "$(jq -c .files "$T/redis.json")" \
+				"$(grep '^diehard:' "$T/redis.err" | grep -v 'connection [0-9]* on' | tail -n 25)"
 	else
 		((BG_RC == 0)) || fail "diehard ended $BG_RC, not redis's 0" "$(grep '^diehard:' "$T/redis.err" | grep -v 'connection [0-9]* on' | tail -n 10)"
 		[[ -s $T/rdb/dump.rdb ]] || fail "no dump committed"

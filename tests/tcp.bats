@@ -592,35 +592,46 @@ stopped_before_listen() {
 	clean_report ls
 }
 
-@test "an event loop's wall-clock reads stay in the replicas (--lanes): line_server --clock 2 through diehard -k 3 --lanes, 4 x 200 requests, nearly every read in the replicas, every reply right" {
+# A line_server --clock 2 through diehard -k 3 (more options in $@) under
+# 4 x 200 requests: the report of its run in $T/$name.json.
+lane_run() {
+	local name=$1 port pids=() i
+	shift
+	port=$(free_port)
+	dh "$name" -k 3 "$@" -- "$PROGS/line_server" --clock 2 "$port"
+	LEFT+=("line_server .*$port\$")
+	wait_port "$port" "$DH"
+	[[ $(lc send "$port" "ECHO first") == first ]] || fail "ECHO" "$(tail "$T/$name.err")"
+	for ((i = 0; i < 4; i++)); do
+		lc load "$port" 200 >"$T/$name.load.$i" 2>&1 3>&- &
+		pids+=($!)
+	done
+	for ((i = 0; i < 4; i++)); do
+		wait "${pids[$i]}" || fail "load client $i failed:" "$(cat "$T/$name.load.$i")" "$(tail "$T/$name.err")"
+	done
+	stop_dh "$DH" "$name" 143
+	clean_report "$name"
+}
+
+@test "an event loop's wall-clock reads stay in the replicas (lanes, the default): line_server --clock 2 through diehard -k 3, 4 x 200 requests, nearly every read in the replicas, every reply right; with --no-lanes they ask diehard" {
 	require_prog line_server
 	# Its one thread reads CLOCK_REALTIME twice a command. Once the replica
 	# listens and has answered a client, that thread is an event loop's:
 	# its first wall read through diehard gives it a lane, and its reads
 	# stay in the replica from then on (docs/NONDETERMINISM.md, "Servers:
-	# lanes"). Before lanes, every read of a server's after its listen was
-	# a round trip to diehard.
-	local port
-	port=$(free_port)
-	dh lane -k 3 --lanes -- "$PROGS/line_server" --clock 2 "$port"
-	LEFT+=("line_server .*$port\$")
-	wait_port "$port" "$DH"
-	[[ $(lc send "$port" "ECHO first") == first ]] || fail "ECHO" "$(tail "$T/lane.err")"
-	local pids=() i
-	for ((i = 0; i < 4; i++)); do
-		lc load "$port" 200 >"$T/lane.load.$i" 2>&1 3>&- &
-		pids+=($!)
-	done
-	for ((i = 0; i < 4; i++)); do
-		wait "${pids[$i]}" || fail "load client $i failed:" "$(cat "$T/lane.load.$i")" "$(tail "$T/lane.err")"
-	done
-	stop_dh "$DH" lane 143
-	clean_report lane
+	# lanes"). Before lanes (--no-lanes), every read of a server's after
+	# its listen is a round trip to diehard.
+	lane_run lane
 	# 4 x 200 requests, 2 reads each: 1600 reads and more.
 	jq -e '[.replicas[] | (.calls["clock_gettime(CLOCK_REALTIME)"] // 0) as $all
 		| $all >= 1600 and .clock_reads_in_replica >= $all * 0.9] | length == 3 and all' "$T/lane.json" >/dev/null ||
 		fail "not nearly every read in the replicas:" \
 			"$(jq -c '[.replicas[] | {index, clock_reads_in_replica, calls}]' "$T/lane.json")"
+	lane_run nolane --no-lanes
+	jq -e '[.replicas[] | (.calls["clock_gettime(CLOCK_REALTIME)"] // 0) as $all
+		| $all >= 1600 and .clock_reads_in_replica < $all * 0.5] | length == 3 and all' "$T/nolane.json" >/dev/null ||
+		fail "--no-lanes: the reads stayed in the replicas:" \
+			"$(jq -c '[.replicas[] | {index, clock_reads_in_replica, calls}]' "$T/nolane.json")"
 }
 
 @test "lanes: a server's loop thread that forks (fork(), _Fork, the fork system call): the child reads apart from its parent's lane, and every replica agrees on both" {
@@ -632,7 +643,7 @@ stopped_before_listen() {
 	local mode port
 	for mode in libc raw _Fork; do
 		port=$(free_port)
-		dh "fork$mode" -k 3 --lanes -- "$PROGS/lane_server" "$port" fork "$mode"
+		dh "fork$mode" -k 3 -- "$PROGS/lane_server" "$port" fork "$mode"
 		LEFT+=("lane_server $port")
 		wait_port "$port" "$DH"
 		# wait_port's connection is its first client.
@@ -654,7 +665,7 @@ stopped_before_listen() {
 	# nothing from a lane before: what it wrote there is garbage then.
 	local port i
 	port=$(free_port)
-	dh poison -k 3 --lanes -- "$PROGS/lane_server" "$port" poison "$T/poison.lock"
+	dh poison -k 3 -- "$PROGS/lane_server" "$port" poison "$T/poison.lock"
 	LEFT+=("lane_server $port")
 	wait_port "$port" "$DH"
 	for i in $(seq 30); do

@@ -80,6 +80,7 @@ struct peer {
 	size_t pos;
 	bool eof;
 	bool paused;             /* its buf is full: not read */
+	bool round_in;           /* it answered the connection's round in flight */
 	double last_read;        /* when it last gave reply bytes (or connected) */
 	size_t in_seen;          /* in_off at the last tick */
 	double in_since;         /* since when it holds input back (0: it does not) */
@@ -114,8 +115,11 @@ struct conn {
 	double eof_grace_at;     /* when a no-quorum with an ended reply was first seen (eof_grace) */
 	struct event *retry;     /* votes again while a dying peer is reaped (NULL: none yet) */
 	struct event *turn;      /* the client's bytes held past a second's turn (NULL: none yet) */
-	double first_reply;      /* when a peer first gave reply bytes (0: none yet): turn_lag */
-	double first_fed;        /* when a peer was first given the client's bytes (0: not yet) */
+	/* A round (turn_lag): client bytes fed while none was in flight, until
+	 * every live peer answered. round_fed: when the first peer was fed
+	 * (0: no round in flight); round_first: when the first peer answered
+	 * (0: none yet). */
+	double round_fed, round_first;
 	double opened;
 };
 
@@ -180,6 +184,8 @@ static void kick(struct conn *c)
 	event_active(c->kick, EV_TIMEOUT, 0);
 }
 
+static void round_settle(struct conn *c);
+
 /* Closes a peer's socket and frees its buffer: it is out of this
  * connection for good. */
 static void peer_drop(struct peer *p)
@@ -197,6 +203,7 @@ static void peer_drop(struct peer *p)
 	p->fd = -1;
 	free(p->buf);
 	p->buf = NULL;
+	round_settle(p->c); /* it may have been the last to answer */
 }
 
 static unsigned alive_count(const struct conn *c)
@@ -394,6 +401,8 @@ static bool closing_now(const struct conn *c)
 	return true;
 }
 
+static void round_start(struct conn *c);
+
 /* Writes what p has not had of the client's bytes; shuts its write side
  * after the last one once the client's input ended (left to the close
  * when the connection closes now: a system call a replica). */
@@ -405,8 +414,10 @@ static void peer_send(struct conn *c, struct peer *p)
 		ssize_t w = write(p->fd, c->in + (p->in_off - c->in_base), c->in_tail - p->in_off);
 		if (w > 0) {
 			p->in_off += (size_t)w;
-			if (c->first_fed == 0)
-				c->first_fed = now();
+			if (c->round_fed == 0 && c->l != NULL)
+				round_start(c);
+			if (c->l != NULL)
+				net_slot_fed(c->N, p->slot);
 			continue;
 		}
 		if (w < 0 && errno == EINTR)
@@ -438,20 +449,22 @@ static void client_update_read(struct conn *c);
  * printed in the reply (HTTP Date) or its log line differs. So a client's
  * bytes that come within the guard of a turn are held until just past
  * it (TURN_PAST), when every replica reads the new second. The guard is
- * TURN_GUARD, or more while the replicas answer further apart than that
- * (a loaded machine: one replica handles a request 40 ms after another):
- * 1.5 times the widest spread between a connection's first and last
- * replies seen lately (a window of TURN_LAG_WINDOW seconds and the one
- * before it: up to 4 x TURN_LAG_WINDOW old), plus TURN_GUARD / 4, up to
- * TURN_GUARD_MAX. A client's request waits that
- * long at most: about one in 50 on a quiet machine. */
+ * twice the widest spread between the replicas' answers to a round of
+ * the client's bytes seen lately (a window of TURN_LAG_WINDOW seconds and
+ * the one before it), plus TURN_GUARD / 4, within [TURN_GUARD,
+ * TURN_GUARD_MAX]; the most until a first spread is known (a server's
+ * first requests, answered while its replicas still start up, the widest
+ * apart). A client's request waits that long at most: about one in 50 on
+ * a quiet machine. What a loaded machine does past the guard (a replica
+ * held off its CPU longer than twice the spread just seen) still splits a
+ * second: a divergence, the minority replaced. */
 #define TURN_GUARD_NS 20000000L
 #define TURN_GUARD_MAX_NS 250000000L
 #define TURN_PAST_NS 1000000L
 #define TURN_LAG_WINDOW 5.0
 
-/* A connection's replies came `spread` seconds apart (its first and this
- * peer's first bytes). Only a light request's (its first reply within
+/* A round's answers came `spread` seconds apart (the first peer's first
+ * bytes and another's). Only a light request's (its first answer within
  * TURN_LIGHT of its bytes): a heavy one's spread grows with its work, while
  * its time was read as it came in; one client's heavy requests must not
  * hold every client's. */
@@ -459,10 +472,11 @@ static void client_update_read(struct conn *c);
 
 static void turn_lag(struct net *N, double t, double spread)
 {
-	if (t - N->lag_since >= TURN_LAG_WINDOW) {
-		N->lag[1] = t - N->lag_since >= 2 * TURN_LAG_WINDOW ? 0 : N->lag[0];
+	if (!N->lag_known || t - N->lag_since >= TURN_LAG_WINDOW) {
+		N->lag[1] = N->lag_known && t - N->lag_since < 2 * TURN_LAG_WINDOW ? N->lag[0] : 0;
 		N->lag[0] = 0;
 		N->lag_since = t;
+		N->lag_known = true;
 	}
 	if (spread > N->lag[0])
 		N->lag[0] = spread;
@@ -470,11 +484,47 @@ static void turn_lag(struct net *N, double t, double spread)
 
 static long turn_guard(const struct net *N)
 {
+	if (!N->lag_known)
+		return TURN_GUARD_MAX_NS;
 	double lag = N->lag[0] > N->lag[1] ? N->lag[0] : N->lag[1];
-	if (now() - N->lag_since >= 2 * TURN_LAG_WINDOW)
-		lag = 0; /* no reply for that long: nothing seen is recent */
-	double g = 1.5 * lag * 1e9 + TURN_GUARD_NS / 4;
+	double g = 2 * lag * 1e9 + TURN_GUARD_NS / 4;
 	return g < TURN_GUARD_NS ? TURN_GUARD_NS : g > TURN_GUARD_MAX_NS ? TURN_GUARD_MAX_NS : (long)g;
+}
+
+/* A round begins: the client's bytes go to a first peer while no round is
+ * in flight (a connection's first request, the next one once every peer
+ * answered the last: a kept-alive connection is measured as it goes). */
+static void round_start(struct conn *c)
+{
+	c->round_fed = now();
+	c->round_first = 0;
+	for (unsigned j = 0; j < c->np; j++)
+		c->p[j].round_in = false;
+}
+
+/* Peer p's first reply bytes of the round in flight, at t: the spread
+ * from the first peer's (turn_lag); the round ends once every live peer
+ * answered. */
+static void round_answer(struct conn *c, struct peer *p, double t)
+{
+	p->round_in = true;
+	if (c->round_first == 0)
+		c->round_first = t;
+	else if (c->round_first - c->round_fed < TURN_LIGHT)
+		turn_lag(c->N, t, t - c->round_first);
+	round_settle(c);
+}
+
+/* The round in flight ends once every live peer answered it (one that
+ * left no longer counts). */
+static void round_settle(struct conn *c)
+{
+	if (c->round_fed == 0)
+		return;
+	for (unsigned j = 0; j < c->np; j++)
+		if (c->p[j].alive && !c->p[j].round_in)
+			return;
+	c->round_fed = 0;
 }
 
 static void on_turn(evutil_socket_t fd, short what, void *arg)
@@ -494,11 +544,18 @@ static bool hold_for_turn(struct conn *c)
 		return true;
 	if (c->l == NULL)
 		return false; /* outbound: the replicas' bytes, not a client's request */
-	bool fresh = false;
-	for (unsigned j = 0; j < c->np && !fresh; j++)
-		fresh = c->p[j].alive && !c->p[j].in_shut && c->p[j].in_off < c->in_tail;
+	/* New bytes for every live replica, two at least: one alone cannot
+	 * split a second, and holding some while others already have the
+	 * bytes (a full socket took part of them before) would split it. */
+	unsigned fresh = 0, live = 0;
+	for (unsigned j = 0; j < c->np; j++) {
+		const struct peer *p = &c->p[j];
+		live += p->alive && !p->in_shut;
+		fresh += p->alive && !p->in_shut && p->in_off < c->in_tail;
+	}
 	struct timespec ts;
-	if (!fresh || clock_gettime(CLOCK_REALTIME, &ts) != 0 || ts.tv_nsec < 1000000000L - turn_guard(c->N))
+	if (fresh == 0 || fresh != live || live < 2 || clock_gettime(CLOCK_REALTIME, &ts) != 0 ||
+	    ts.tv_nsec < 1000000000L - turn_guard(c->N))
 		return false;
 	if (c->turn == NULL && (c->turn = evtimer_new(c->N->S->base, on_turn, c)) == NULL)
 		fatal(EXIT_INTERNAL, "cannot create a connection timer");
@@ -670,13 +727,10 @@ static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 		return;
 	if (n > 0) {
 		double t = now();
-		if (p->end == 0 && c->l != NULL) {
+		if (p->end == 0 && c->l != NULL)
 			net_slot_answers(c->N, p->slot);
-			if (c->first_reply == 0)
-				c->first_reply = t;
-			else if (c->first_fed != 0 && c->first_reply - c->first_fed < TURN_LIGHT)
-				turn_lag(c->N, t, t - c->first_reply);
-		}
+		if (c->round_fed != 0 && !p->round_in)
+			round_answer(c, p, t);
 		p->end += (size_t)n;
 		p->last_read = t;
 		if (c->in_tail == 0 && !c->in_eof && c->l != NULL)
@@ -1024,8 +1078,15 @@ static void conn_vote(struct conn *c)
 			continue;
 		}
 		char why[192];
-		describe(c, why, sizeof why, what[j], off[j]);
+		size_t at = 0;
 		struct sup *S = c->N->S;
+		const struct replica *r = &S->r[c->p[j].slot];
+		/* Its reply cut short by its own end: the end is the
+		 * cause, the reply its sign. */
+		if (r->exited && !r->sigkilled && strcmp(what[j], "ends early") == 0)
+			at = (size_t)snprintf(why, sizeof why, "ended by itself (status %d): ",
+					      replica_status(r->wstatus));
+		describe(c, why + at, sizeof why - at, what[j], off[j]);
 		report_conn_divergence(S->report, c->l != NULL ? "connection" : "outbound", (unsigned long long)c->id,
 				       c->l != NULL ? c->l->name : outbound_name(c->rec), off[j], S->r[c->p[j].slot].id,
 				       what[j], sup_now() - S->t_start);
@@ -1305,8 +1366,11 @@ bool conn_adopt(struct conn *c, unsigned slot, int fd, uint64_t fed, uint64_t re
 		free_p = &c->p[c->np++];
 	}
 	struct peer *p = free_p;
+	/* Not in the round in flight: its answer to a later request is no
+	 * spread of this one's. */
 	*p = (struct peer){ .slot = slot, .alive = true, .fd = -1, .c = c, .last_read = now(), .in_off = c->in_tail,
-			    .in_shut = c->in_eof, .base = c->committed, .end = c->committed, .pos = c->committed };
+			    .in_shut = c->in_eof, .base = c->committed, .end = c->committed, .pos = c->committed,
+			    .round_in = c->round_fed != 0 };
 	peer_events(c, p, fd);
 	if (event_add(p->rev, NULL) != 0)
 		fatal(EXIT_INTERNAL, "cannot add a connection event");

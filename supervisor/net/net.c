@@ -1038,6 +1038,27 @@ void net_slot_answers(struct net *N, unsigned i)
 		ns->answered_ticks = (uint64_t)ts.tv_sec * (uint64_t)hz + (uint64_t)ts.tv_nsec * (uint64_t)hz / 1000000000u;
 }
 
+void net_slot_fed(struct net *N, unsigned i)
+{
+	struct nslot *ns = &N->slot[i];
+	if (ns->fed)
+		return;
+	ns->fed = true;
+	struct timespec ts;
+	if (N->first_fed_wall == 0 && clock_gettime(CLOCK_REALTIME, &ts) == 0)
+		N->first_fed_wall = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+bool net_fed(const struct net *N, unsigned i)
+{
+	return N != NULL && N->slot[i].fed;
+}
+
+double net_first_fed(const struct net *N)
+{
+	return N != NULL ? N->first_fed_wall : 0;
+}
+
 uint64_t net_answered_ticks(const struct net *N, unsigned i)
 {
 	return N != NULL && N->slot[i].answered ? N->slot[i].answered_ticks : 0;

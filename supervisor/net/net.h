@@ -81,6 +81,12 @@ double net_last_answer(const struct net *N);
  * longer starting). */
 bool net_answered(const struct net *N, unsigned i);
 
+/* Whether slot i's program was given a client's bytes; when a replica first
+ * was (the wall clock's seconds; 0: none yet). take.c: a time read before
+ * any client came is no request's. */
+bool net_fed(const struct net *N, unsigned i);
+double net_first_fed(const struct net *N);
+
 /* Whether slot i's program listens on some address (take.c: a server's
  * wall clocks go per thread from then on). */
 bool net_listening(const struct net *N, unsigned i);

@@ -78,6 +78,7 @@ struct nslot {
 	double streams_since;    /* a fresh server: since when only the voters' file
 				    streams keep it from joining (fresh.c; 0: not) */
 	bool answered;           /* it has answered a client (net_answered) */
+	bool fed;                /* it was given a client's bytes (net_fed) */
 	uint64_t answered_ticks; /* when first: clock ticks since boot, as /proc's start times */
 	double conns_since;      /* a fresh server: since when it listens where it should
 				    while connections are open (fresh.c; 0: not) */
@@ -103,8 +104,11 @@ struct net {
 	struct dgram *dgram;         /* their outbound datagrams (dgram.c) */
 	uint64_t reply_total;        /* reply bytes committed over all connections */
 	double last_answer;          /* when a client's reply bytes were last committed (sup_now()) */
-	double lag[2], lag_since;    /* conn.c's turn guard: the widest spread of a connection's
-					replies in this window (since lag_since) and the last */
+	double first_fed_wall;       /* when a replica was first given a client's bytes
+					(CLOCK_REALTIME seconds; 0: not yet): net_first_fed */
+	double lag[2], lag_since;    /* conn.c's turn guard: the widest spread of a round's
+					answers in this window (since lag_since) and the last */
+	bool lag_known;              /* a spread was seen (else the guard is its most) */
 	bool stopping;
 	bool said_full;
 	bool said_client;            /* a replica could not see its client's address */
@@ -195,6 +199,8 @@ bool conn_join(struct conn *c, unsigned slot, int fd);
 bool conn_adopt(struct conn *c, unsigned slot, int fd, uint64_t fed, uint64_t received);
 /* Slot i's program answered a client (now): net_answered, net_answered_ticks. */
 void net_slot_answers(struct net *N, unsigned i);
+/* Slot i's program was given a client's bytes (now): net_fed, net_first_fed. */
+void net_slot_fed(struct net *N, unsigned i);
 uint64_t conn_id(const struct conn *c);
 void conn_replica_gone(struct conn *c, unsigned i);
 void conn_tick(struct conn *c, double now);

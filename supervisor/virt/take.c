@@ -276,6 +276,9 @@ void take_no_real(const struct seccomp_notif *req, struct nd_value *v)
  * a server still starting, such as redis loading its data and printing
  * times as it goes, keeps its reads paired). */
 #define STALE_FAR_NS 1000000000LL
+/* The coarse wall clock lags the real one by up to a tick: a read that
+ * much before the first client bytes may be one made after them. */
+#define FED_MARGIN 0.02
 #define LOOP_READS 256
 
 /* Whether thread tid is an event loop's: its process's main thread, in a
@@ -307,6 +310,26 @@ static bool loop_thread(struct vreplica *vr, pid_t tid)
 	vr->loops[h].tid = tid;
 	vr->loops[h].loop = loop;
 	return loop;
+}
+
+/* Whether thread tid is its process's main thread, in a process that holds
+ * a listening TCP socket (loop_thread's shape, whenever it started). */
+static bool listening_main(pid_t tid)
+{
+	if (remote_thread_group(tid) != tid)
+		return false;
+	unsigned roles = remote_tcp_roles(tid);
+	return !(roles & REMOTE_UNREADABLE) && (roles & REMOTE_LISTENS);
+}
+
+/* Whether wall-clock value v (its second field in units of scale
+ * nanoseconds; scale 0: whole seconds, covering the second) was read before
+ * a replica was first given a client's bytes. */
+static bool read_before_clients(const struct net *N, const struct nd_value *v, int64_t scale)
+{
+	double fed = net_first_fed(N);
+	double read_at = (double)v->a + (scale == 0 ? 1.0 : (double)v->b * (double)scale / 1e9);
+	return fed != 0 && read_at < fed - FED_MARGIN;
 }
 
 /* Whether a wall-clock read of key may be matched through an anchor of its
@@ -351,6 +374,20 @@ static bool stale(struct vreplica *vr, const struct seccomp_notif *req, uint32_t
 		take_real_time(req, &now);
 	int64_t scale = kind == KEY_CLOCK ? 1 : kind == KEY_GETTIMEOFDAY ? 1000 : 0;
 	int64_t dt = (now.a - v->a) * 1000000000LL + (now.b - v->b) * scale;
+	/* An event loop's read paired with its sibling's before its replica's
+	 * first answer, once the replica was given a client's bytes: a value
+	 * read before any client came is no request's time. nginx's workers
+	 * read the clock a different number of times in each replica as
+	 * they start (and split connections otherwise between them), so a
+	 * worker's read for the first requests could pair with a sibling's
+	 * start-up read of the second before: a split Date. Values read since
+	 * a client came still pair, and other threads' reads (a thread or a
+	 * process forked for a connection reads as its sibling did; a pool
+	 * thread still starting prints its start). A time(2) value covers its
+	 * whole second. */
+	if (thread && limit == STALE_FAR_NS && net_fed(S->net, vr->index) && !net_answered(S->net, vr->index) &&
+	    read_before_clients(S->net, v, scale) && listening_main((pid_t)req->pid))
+		return true;
 	/* An event loop's follower is not handed a second that has ended:
 	 * servers print times to the second (HTTP Date), and one that went on
 	 * reading the old second for 10 ms would answer a burst of requests
