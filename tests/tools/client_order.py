@@ -1,4 +1,4 @@
-"""bench/client_order.py — the probe of bench/client_order.
+"""tests/tools/client_order.py — the probe of bench/client_order.
 
 `server PORT lt|et`: a single-threaded server on select.epoll that answers
 each line a client sends with the number of lines it has taken so far, over
