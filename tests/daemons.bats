@@ -1291,10 +1291,12 @@ stops() {
 		fail "a divergence or a tie-breaker" "$(jq -c '{d: .divergences, r: [.replacements[].why]}' "$T/redis.json")"
 	# redis's own status, 0; or 123 when the replicas' dumps differ, and
 	# then only in the memory redis counts as used at the save (its
-	# used-mem field, byte 64: docs/SERVICES.md, "redis"), seen in 1 run
-	# of 14.
+	# used-mem field, byte 64), seen in 1 run of 14, or, on a machine
+	# loaded past its cores, in the second of the save (its ctime field,
+	# bytes 49-52), seen in 1 of 20 runs beside two busy loops
+	# (docs/SERVICES.md, "redis").
 	if ((BG_RC == 123)); then
-		jq -e '.files.divergences | length > 0 and all(.path | endswith("/dump.rdb")) and all(.offset == 64)' "$T/redis.json" >/dev/null ||
+		jq -e '.files.divergences | length > 0 and all(.path | endswith("/dump.rdb")) and all(.offset == 64 or (.offset >= 49 and .offset <= 52))' "$T/redis.json" >/dev/null ||
 			fail "diehard ended 123, not for the dump's used-mem" "$(jq -c .files "$T/redis.json")" \
 				"$(grep '^diehard:' "$T/redis.err" | grep -v 'connection [0-9]* on' | tail -n 25)"
 	else
