@@ -97,8 +97,13 @@ static const char usage[] =
 	"                        its threads write in another order in each replica\n"
 	"                        (a shared log) diverge (default: such lines are taken\n"
 	"                        in one replica's order; docs/NETWORK.md)\n"
+	"      --serial-clients  a TCP server's replicas take one client's request at a\n"
+	"                        time, in the order diehard received them: replies that\n"
+	"                        depend on the clients' order (a list several push to,\n"
+	"                        a shared counter) agree; slower (docs/NETWORK.md)\n"
 	"      --call-log N      clock and random answers kept per kind of call for new\n"
-	"                        replicas (default 512K entries, 40 bytes each; up to 64M)\n"
+	"                        replicas (default 512K entries, 16 bytes a clock's, 56\n"
+	"                        another's; up to 64M)\n"
 	"      --sandbox MODE    auto (default): each replica in its own user (unless\n"
 	"                        root), pid and mount namespaces, or, where the kernel\n"
 	"                        refuses them, a warning and none; on: namespaces or\n"
@@ -366,7 +371,7 @@ int main(int argc, char **argv)
 	reserve_std_fds();
 	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_NO_FAST_CLOCKS, OPT_LANES, OPT_NO_LANES, OPT_RESPAWNS, OPT_NO_RESPAWN,
 	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_NET, OPT_FILES, OPT_SHARE, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL,
-	       OPT_CONN_LOG, OPT_MAX_TASKS, OPT_MAX_MEMORY, OPT_MIN_VOTERS, OPT_STATELESS, OPT_DURABLE, OPT_STRICT_ORDER };
+	       OPT_CONN_LOG, OPT_MAX_TASKS, OPT_MAX_MEMORY, OPT_MIN_VOTERS, OPT_STATELESS, OPT_DURABLE, OPT_STRICT_ORDER, OPT_SERIAL_CLIENTS };
 	static const struct option longopts[] = {
 		{ "replicas", required_argument, NULL, 'k' }, { "allocator", required_argument, NULL, 'a' },
 		{ "report", required_argument, NULL, 'r' },   { "verbose", no_argument, NULL, 'v' },
@@ -387,6 +392,7 @@ int main(int argc, char **argv)
 		{ "stateless", no_argument, NULL, OPT_STATELESS },
 		{ "durable", no_argument, NULL, OPT_DURABLE },
 		{ "strict-order", no_argument, NULL, OPT_STRICT_ORDER },
+		{ "serial-clients", no_argument, NULL, OPT_SERIAL_CLIENTS },
 		{ "call-log", required_argument, NULL, OPT_CALL_LOG },
 		{ "sandbox", required_argument, NULL, OPT_SANDBOX },
 		{ "net", required_argument, NULL, OPT_NET },
@@ -488,6 +494,9 @@ int main(int argc, char **argv)
 		case OPT_STRICT_ORDER:
 			o.strict_order = true;
 			break;
+		case OPT_SERIAL_CLIENTS:
+			o.serial_clients = true;
+			break;
 		case OPT_MIN_VOTERS:
 			o.min_voters = (unsigned)parse_number(optarg, "--min-voters", 1, 64);
 			break;
@@ -572,6 +581,9 @@ int main(int argc, char **argv)
 		bad_usage("%s", "--net private needs the seccomp listener (not with --no-virtualize)");
 	if (!o.virtualize)
 		o.net = NET_HOST;
+	if (o.serial_clients && o.net == NET_HOST)
+		bad_usage("%s", "--serial-clients orders what diehard's proxy feeds the replicas: not with --net host, "
+				"--sandbox off or --no-virtualize");
 	o.record = o.ci || o.record_path != NULL;
 	if (o.record_path != NULL) {
 		/* Written at the end: its directory must take it. And it

@@ -25,6 +25,8 @@ struct options {
 				     new clients wait (net/fresh.c) */
 	bool strict_order;        /* --strict-order: a server's log lines are never taken in
 				     another order (outorder.c) */
+	bool serial_clients;      /* --serial-clients: a replica takes one client's request at a
+				     time, in diehard's order (net/serial.c) */
 	unsigned respawns;        /* replacements allowed in the run (0: none) */
 	unsigned respawn_rate;    /* at most this many in any minute */
 	unsigned min_voters;      /* the fewest agreeing voters that commit (sup_min_voters);

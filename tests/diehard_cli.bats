@@ -53,6 +53,12 @@ setup() {
 	expect_error 125 "--idle.*'0'" --idle 0 "${PROBE[@]}"
 }
 
+@test "--serial-clients where diehard does not proxy the network (--net host, --sandbox off, --no-virtualize): 125 and one line naming it" {
+	expect_error 125 "--serial-clients.*--net host" --serial-clients --net host "${PROBE[@]}"
+	expect_error 125 "--serial-clients.*--net host" --serial-clients --sandbox off "${PROBE[@]}"
+	expect_error 125 "--serial-clients.*--net host" --serial-clients --no-virtualize "${PROBE[@]}"
+}
+
 @test "no command: 125 and one line saying so" {
 	expect_error 125 "no command"
 	expect_error 125 "no command" -k 3

@@ -592,6 +592,25 @@ stopped_before_listen() {
 	clean_report ls
 }
 
+@test "--serial-clients: 50 clients of a server whose every answer counts the lines it took over all its clients (epoll level- and edge-triggered), 100 lines each: every replica takes them in one order (no replica outvoted, no connection closed), the answers 1..5000 each once" {
+	# Without the option the replicas take concurrent clients in orders
+	# of their own and these answers split them (docs/NETWORK.md, "Not
+	# agreed either"; bench/client_order counts how often).
+	local mode port out
+	for mode in lt et; do
+		port=$(free_port)
+		dh "ser$mode" -k 3 --serial-clients -- python3 "$ROOT/tests/tools/client_order.py" server "$port" "$mode"
+		LEFT+=("client_order.py server $port")
+		wait_port "$port" "$DH"
+		out=$(timeout 120 python3 "$ROOT/tests/tools/client_order.py" client "$port" 50 100 2>&1) ||
+			fail "$mode: the client failed: $out" "$(grep '^diehard:' "$T/ser$mode.err" | tail -n 10)"
+		[[ $out == "closed 0 answers 1..5000 each once" ]] ||
+			fail "$mode: $out" "$(grep '^diehard:' "$T/ser$mode.err" | grep -v 'connection [0-9]* on' | tail -n 10)"
+		stop_dh "$DH" "ser$mode" 143
+		clean_report "ser$mode"
+	done
+}
+
 # A line_server --clock 2 through diehard -k 3 (more options in $@) under
 # 4 x 200 requests: the report of its run in $T/$name.json.
 lane_run() {

@@ -74,6 +74,7 @@ struct peer {
 	bool connecting;
 	bool wev_on;
 	size_t in_off;           /* client bytes written to it */
+	size_t allowed;          /* --serial-clients: client bytes it may have (serial.c) */
 	bool in_shut;            /* no more client bytes go to it (shut or refused) */
 	unsigned char *buf;
 	size_t cap, base, end;
@@ -204,6 +205,8 @@ static void peer_drop(struct peer *p)
 	free(p->buf);
 	p->buf = NULL;
 	round_settle(p->c); /* it may have been the last to answer */
+	if (p->c->l != NULL && p->c->N->serial != NULL)
+		serial_forget(p->c->N->serial, p->c, p->slot);
 }
 
 static unsigned alive_count(const struct conn *c)
@@ -410,8 +413,12 @@ static void peer_send(struct conn *c, struct peer *p)
 {
 	if (!p->alive || p->connecting || p->in_shut)
 		return;
-	while (p->in_off < c->in_tail) {
-		ssize_t w = write(p->fd, c->in + (p->in_off - c->in_base), c->in_tail - p->in_off);
+	struct serial *sr = c->l != NULL ? c->N->serial : NULL;
+	size_t limit = c->in_tail;
+	if (sr != NULL)
+		limit = p->allowed = serial_allow(sr, c, p->slot, p->allowed, p->in_off, p->end, c->committed);
+	while (p->in_off < limit) {
+		ssize_t w = write(p->fd, c->in + (p->in_off - c->in_base), limit - p->in_off);
 		if (w > 0) {
 			p->in_off += (size_t)w;
 			if (c->round_fed == 0 && c->l != NULL)
@@ -431,10 +438,12 @@ static void peer_send(struct conn *c, struct peer *p)
 		 * reply is still voted. */
 		p->in_shut = true;
 		peer_want_write(p, false);
+		if (sr != NULL)
+			serial_forget(sr, c, p->slot);
 		return;
 	}
 	peer_want_write(p, false);
-	if (c->in_eof) {
+	if (c->in_eof && p->in_off == c->in_tail) {
 		if (!closing_now(c) && shutdown(p->fd, SHUT_WR) != 0 && errno != ENOTCONN)
 			log_event("connection %llu: shutdown: %s", (unsigned long long)c->id, strerror(errno));
 		p->in_shut = true;
@@ -606,7 +615,7 @@ static size_t in_room(struct conn *c)
 
 static void client_update_read(struct conn *c)
 {
-	bool want = !c->in_eof && !c->aborted && in_room(c) > 0;
+	bool want = !c->in_eof && !c->aborted && in_room(c) > 0 && !(c->l != NULL && serial_crowded(c->N->serial));
 	ev_set(c->crev, &c->crev_on, want);
 }
 
@@ -615,7 +624,7 @@ static void on_client_readable(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct conn *c = arg;
 	size_t room = in_room(c);
-	if (room == 0) {
+	if (room == 0 || (c->l != NULL && serial_crowded(c->N->serial))) {
 		client_update_read(c);
 		return;
 	}
@@ -637,6 +646,9 @@ static void on_client_readable(evutil_socket_t fd, short what, void *arg)
 	} else {
 		in_data(c, c->in + (c->in_tail - c->in_base), (size_t)n);
 		c->in_tail += (size_t)n;
+		for (unsigned j = 0; j < c->np && c->N->serial != NULL && c->l != NULL; j++)
+			if (c->p[j].alive && !c->p[j].in_shut)
+				serial_arrived(c->N->serial, c, c->p[j].slot, c->in_tail);
 	}
 	send_all(c);
 	kick(c); /* a close may finish the connection */
@@ -733,6 +745,8 @@ static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 			round_answer(c, p, t);
 		p->end += (size_t)n;
 		p->last_read = t;
+		if (c->l != NULL && c->N->serial != NULL)
+			serial_answered(c->N->serial, c, p->slot, p->end, false);
 		if (c->in_tail == 0 && !c->in_eof && c->l != NULL)
 			defer_server_first(c->N, c->l); /* a reply before any request */
 	} else {
@@ -741,6 +755,8 @@ static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 		 * last looked in this loop turn: asked again. */
 		p->eof = true;
 		p->eof_at = now();
+		if (c->l != NULL && c->N->serial != NULL)
+			serial_answered(c->N->serial, c, p->slot, p->end, true);
 		replica_dying_forget(&c->N->S->r[p->slot]);
 		if (event_del(p->rev) != 0)
 			fatal(EXIT_INTERNAL, "cannot remove a connection event");
@@ -1343,6 +1359,29 @@ uint64_t conn_id(const struct conn *c)
 	return c->id;
 }
 
+void conn_read_again(struct conn *c)
+{
+	client_update_read(c);
+}
+
+bool conn_serial_feed(struct conn *c, unsigned slot)
+{
+	bool held = c->turn != NULL && evtimer_pending(c->turn, NULL); /* on_turn feeds it */
+	for (unsigned j = 0; j < c->np; j++) {
+		struct peer *p = &c->p[j];
+		if (p->slot != slot || !p->alive)
+			continue;
+		if (p->in_shut)
+			return false;
+		if (!held) {
+			peer_send(c, p);
+			client_update_read(c);
+		}
+		return true;
+	}
+	return false;
+}
+
 bool conn_adopt(struct conn *c, unsigned slot, int fd, uint64_t fed, uint64_t received)
 {
 	const struct replica *r = &c->N->S->r[slot];
@@ -1369,7 +1408,7 @@ bool conn_adopt(struct conn *c, unsigned slot, int fd, uint64_t fed, uint64_t re
 	/* Not in the round in flight: its answer to a later request is no
 	 * spread of this one's. */
 	*p = (struct peer){ .slot = slot, .alive = true, .fd = -1, .c = c, .last_read = now(), .in_off = c->in_tail,
-			    .in_shut = c->in_eof, .base = c->committed, .end = c->committed, .pos = c->committed,
+			    .allowed = c->in_tail, .in_shut = c->in_eof, .base = c->committed, .end = c->committed, .pos = c->committed,
 			    .round_in = c->round_fed != 0 };
 	peer_events(c, p, fd);
 	if (event_add(p->rev, NULL) != 0)

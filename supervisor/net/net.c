@@ -715,6 +715,8 @@ struct net *net_new(struct sup *S)
 		N->log = inputlog_new(S->o->conn_log);
 	N->out = outbound_new(N);
 	N->dgram = dgram_new(N);
+	if (S->o->serial_clients)
+		N->serial = serial_new(N, S->nslots);
 	adopt_listen_fds(N);
 	return N;
 }
@@ -727,6 +729,7 @@ void net_free(struct net *N)
 		conn_free(N->conns);
 	outbound_free(N->out);
 	dgram_free(N->dgram);
+	serial_free(N->serial);
 	for (unsigned i = 0; i < N->S->nslots; i++) {
 		connlog_replay_stop(N, i);
 		defer_slot_gone(N, i);
@@ -876,6 +879,8 @@ void net_replica_gone(struct net *N, unsigned i)
 	defer_slot_gone(N, i);
 	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
 		conn_replica_gone(c, i);
+	if (N->serial != NULL)
+		serial_slot_gone(N->serial, i);
 	outbound_slot_gone(N, i);
 	dgram_slot_gone(N, i);
 	factory_free(ns->F);

@@ -109,6 +109,7 @@ struct net {
 	double lag[2], lag_since;    /* conn.c's turn guard: the widest spread of a round's
 					answers in this window (since lag_since) and the last */
 	bool lag_known;              /* a spread was seen (else the guard is its most) */
+	struct serial *serial;       /* --serial-clients: the replicas' lanes (serial.c; NULL: off) */
 	bool stopping;
 	bool said_full;
 	bool said_client;            /* a replica could not see its client's address */
@@ -202,6 +203,31 @@ void net_slot_answers(struct net *N, unsigned i);
 /* Slot i's program was given a client's bytes (now): net_fed, net_first_fed. */
 void net_slot_fed(struct net *N, unsigned i);
 uint64_t conn_id(const struct conn *c);
+/* serial.c: feeds c's peer of slot what its lane allows; false when c has
+ * no peer there that takes bytes. */
+bool conn_serial_feed(struct conn *c, unsigned slot);
+
+/* serial.c: --serial-clients, one client's request at a time per replica,
+ * in the order diehard received them. */
+struct serial *serial_new(struct net *N, unsigned nslots);
+void serial_free(struct serial *s);
+/* c's client bytes came up to offset upto, for its peer of slot. */
+void serial_arrived(struct serial *s, struct conn *c, unsigned slot, size_t upto);
+/* How far c's peer of slot may be fed (from allowed; fed: what it has had,
+ * end: its reply so far, committed: c's); starts a round when it may have
+ * more. */
+size_t serial_allow(struct serial *s, struct conn *c, unsigned slot, size_t allowed, size_t fed, size_t end,
+		    size_t committed);
+/* c's peer of slot gave reply bytes up to end, or its reply ended. */
+void serial_answered(struct serial *s, struct conn *c, unsigned slot, size_t end, bool ended);
+/* c's peer of slot left, or takes no more bytes. */
+void serial_forget(struct serial *s, struct conn *c, unsigned slot);
+/* Slot's replica left: its lane is emptied. */
+void serial_slot_gone(struct serial *s, unsigned slot);
+/* Whether a lane holds its most entries: no client is read (conn.c) until
+ * serial.c calls conn_read_again for every connection. */
+bool serial_crowded(const struct serial *s);
+void conn_read_again(struct conn *c);
 void conn_replica_gone(struct conn *c, unsigned i);
 void conn_tick(struct conn *c, double now);
 /* diehard did not run for gap seconds: c's straggler clocks skip them. */

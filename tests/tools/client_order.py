@@ -1,4 +1,5 @@
-"""tests/tools/client_order.py — the probe of bench/client_order.
+"""tests/tools/client_order.py — the probe of bench/client_order and of
+tests/tcp.bats's --serial-clients test.
 
 `server PORT lt|et`: a single-threaded server on select.epoll that answers
 each line a client sends with the number of lines it has taken so far, over
@@ -9,7 +10,9 @@ recv an event (as redis reads); et: edge-triggered, recv until EAGAIN.
 `client PORT CLIENTS ROUNDS`: CLIENTS connections, each sending a line and
 waiting for its answer, ROUNDS times. Prints `closed N`: connections that
 ended before their last answer (diehard closes a connection whose replicas
-leave no majority)."""
+leave no majority), then `answers 1..N each once` when every line was
+answered and the answers over all clients are 1 to CLIENTS x ROUNDS (else
+`answers not 1..N each once`)."""
 import select
 import selectors
 import socket
@@ -61,14 +64,15 @@ def server(port, mode):
 
 def client(port, nclients, rounds):
     sel = selectors.DefaultSelector()
-    left = {}
+    left, bufs = {}, {}
     for _ in range(nclients):
         s = socket.create_connection(("127.0.0.1", port))
         s.setblocking(False)
         s.sendall(b"x\n")
-        left[s] = rounds - 1
+        left[s] = rounds
+        bufs[s] = b""
         sel.register(s, selectors.EVENT_READ)
-    closed = 0
+    closed, answers = 0, []
     while left:
         events = sel.select(timeout=30)
         if not events:
@@ -79,16 +83,25 @@ def client(port, nclients, rounds):
                 d = s.recv(4096)
             except ConnectionResetError:
                 d = b""
-            if not d:
-                closed += 1
-            elif left[s] > 0:
+            if d:
+                bufs[s] += d
+                if b"\n" not in bufs[s]:
+                    continue
+                line, bufs[s] = bufs[s].split(b"\n", 1)
+                answers.append(int(line))
                 left[s] -= 1
-                s.sendall(b"x\n")
-                continue
+                if left[s] > 0:
+                    s.sendall(b"x\n")
+                    continue
+            else:
+                closed += 1
             sel.unregister(s)
             s.close()
             del left[s]
-    print("closed", closed)
+    # Every line answered, the server's counts over all clients are 1..N,
+    # each once, whatever the order it took them in.
+    ok = closed == 0 and sorted(answers) == list(range(1, nclients * rounds + 1))
+    print("closed", closed, "answers", "1..%d each once" % (nclients * rounds) if ok else "not 1..N each once")
 
 
 if __name__ == "__main__":
