@@ -75,6 +75,8 @@ struct peer {
 	bool wev_on;
 	size_t in_off;           /* client bytes written to it */
 	size_t allowed;          /* --serial-clients: client bytes it may have (serial.c) */
+	bool eof_ok;             /* --serial-clients: the client's end may reach it */
+	bool loose;              /* --serial-clients: fed without rounds until it answers */
 	bool in_shut;            /* no more client bytes go to it (shut or refused) */
 	unsigned char *buf;
 	size_t cap, base, end;
@@ -360,6 +362,17 @@ static void in_ended(struct conn *c)
  * still voted and checked, and dropped; for at most --timeout. */
 static void send_all(struct conn *c);
 
+/* --serial-clients: the client's bytes up to in_tail, or its end, came:
+ * an entry in the lane of every replica that takes them (serial.c). */
+static void serial_came(struct conn *c)
+{
+	if (c->l == NULL || c->N->serial == NULL)
+		return;
+	for (unsigned j = 0; j < c->np; j++)
+		if (c->p[j].alive && !c->p[j].in_shut)
+			serial_arrived(c->N->serial, c, c->p[j].slot, c->in_tail, c->committed, c->in_eof);
+}
+
 static void conn_client_gone(struct conn *c, const char *why)
 {
 	if (c->client_gone)
@@ -371,6 +384,7 @@ static void conn_client_gone(struct conn *c, const char *why)
 	if (!c->in_eof) {
 		c->in_eof = true;
 		in_ended(c);
+		serial_came(c);
 	}
 	ev_set(c->crev, &c->crev_on, false);
 	ev_set(c->cwev, &c->cwev_on, false);
@@ -416,7 +430,8 @@ static void peer_send(struct conn *c, struct peer *p)
 	struct serial *sr = c->l != NULL ? c->N->serial : NULL;
 	size_t limit = c->in_tail;
 	if (sr != NULL)
-		limit = p->allowed = serial_allow(sr, c, p->slot, p->allowed, p->in_off, p->end, c->committed);
+		limit = p->allowed = serial_allow(sr, c, p->slot, p->allowed, p->in_off, p->end,
+						  !p->eof && !p->paused && !p->loose, &p->eof_ok);
 	while (p->in_off < limit) {
 		ssize_t w = write(p->fd, c->in + (p->in_off - c->in_base), limit - p->in_off);
 		if (w > 0) {
@@ -443,7 +458,7 @@ static void peer_send(struct conn *c, struct peer *p)
 		return;
 	}
 	peer_want_write(p, false);
-	if (c->in_eof && p->in_off == c->in_tail) {
+	if (c->in_eof && p->in_off == c->in_tail && (sr == NULL || p->eof_ok)) {
 		if (!closing_now(c) && shutdown(p->fd, SHUT_WR) != 0 && errno != ENOTCONN)
 			log_event("connection %llu: shutdown: %s", (unsigned long long)c->id, strerror(errno));
 		p->in_shut = true;
@@ -646,10 +661,8 @@ static void on_client_readable(evutil_socket_t fd, short what, void *arg)
 	} else {
 		in_data(c, c->in + (c->in_tail - c->in_base), (size_t)n);
 		c->in_tail += (size_t)n;
-		for (unsigned j = 0; j < c->np && c->N->serial != NULL && c->l != NULL; j++)
-			if (c->p[j].alive && !c->p[j].in_shut)
-				serial_arrived(c->N->serial, c, c->p[j].slot, c->in_tail);
 	}
+	serial_came(c);
 	send_all(c);
 	kick(c); /* a close may finish the connection */
 }
@@ -745,6 +758,7 @@ static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 			round_answer(c, p, t);
 		p->end += (size_t)n;
 		p->last_read = t;
+		p->loose = false; /* it answers */
 		if (c->l != NULL && c->N->serial != NULL)
 			serial_answered(c->N->serial, c, p->slot, p->end, false);
 		if (c->in_tail == 0 && !c->in_eof && c->l != NULL)
@@ -784,6 +798,8 @@ static void on_peer_writable(evutil_socket_t fd, short what, void *arg)
 			p->eof = true;
 			p->in_shut = true;
 			peer_want_write(p, false);
+			if (c->l != NULL && c->N->serial != NULL)
+				serial_forget(c->N->serial, c, p->slot);
 			conn_vote(c);
 			return;
 		}
@@ -1364,6 +1380,22 @@ void conn_read_again(struct conn *c)
 	client_update_read(c);
 }
 
+void conn_serial_unanswered(struct conn *c, unsigned slot)
+{
+	for (unsigned j = 0; j < c->np; j++)
+		if (c->p[j].slot == slot && c->p[j].alive)
+			c->p[j].loose = true;
+}
+
+long conn_turn_wait(const struct conn *c)
+{
+	struct timespec ts;
+	if (c->l == NULL || alive_count(c) < 2 || clock_gettime(CLOCK_REALTIME, &ts) != 0 ||
+	    ts.tv_nsec < 1000000000L - turn_guard(c->N))
+		return 0;
+	return 1000000000L - ts.tv_nsec + TURN_PAST_NS;
+}
+
 bool conn_serial_feed(struct conn *c, unsigned slot)
 {
 	bool held = c->turn != NULL && evtimer_pending(c->turn, NULL); /* on_turn feeds it */
@@ -1408,7 +1440,7 @@ bool conn_adopt(struct conn *c, unsigned slot, int fd, uint64_t fed, uint64_t re
 	/* Not in the round in flight: its answer to a later request is no
 	 * spread of this one's. */
 	*p = (struct peer){ .slot = slot, .alive = true, .fd = -1, .c = c, .last_read = now(), .in_off = c->in_tail,
-			    .allowed = c->in_tail, .in_shut = c->in_eof, .base = c->committed, .end = c->committed, .pos = c->committed,
+			    .allowed = c->in_tail, .eof_ok = c->in_eof, .in_shut = c->in_eof, .base = c->committed, .end = c->committed, .pos = c->committed,
 			    .round_in = c->round_fed != 0 };
 	peer_events(c, p, fd);
 	if (event_add(p->rev, NULL) != 0)

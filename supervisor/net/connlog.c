@@ -69,6 +69,8 @@ struct replay_conn {
  * most (each holds a descriptor). */
 #define CLOSING_MAX 256u
 
+static struct replay_conn *rc_find(struct nslot *ns, uint64_t id);
+
 static void append(struct net *N, uint32_t kind, uint64_t id, uint32_t listener, const void *p, size_t n)
 {
 	if (N->log == NULL)
@@ -77,6 +79,13 @@ static void append(struct net *N, uint32_t kind, uint64_t id, uint32_t listener,
 	inputlog_append(N->log, &r, sizeof r);
 	if (n > 0)
 		inputlog_append(N->log, p, n);
+	/* --serial-clients: a replica that serves takes its replayed
+	 * connections' new records in its lane's order (serial_turn). */
+	for (unsigned i = 0; N->serial != NULL && (kind == REC_DATA || kind == REC_EOF) && i < N->S->nslots; i++) {
+		struct nslot *ns = &N->slot[i];
+		if (ns->present && ns->F != NULL && !ns->replaying && rc_find(ns, id) != NULL)
+			serial_arrived_log(N->serial, i);
+	}
 	connlog_replay_step(N);
 }
 
@@ -133,6 +142,13 @@ static void rc_remove(struct nslot *ns, struct replay_conn *rc)
 {
 	if (rc->closing)
 		ns->rp_closing--;
+	if (ns->rp_round == rc) {
+		ns->rp_round = NULL;
+		if (ns->rp_lane_round) {
+			ns->rp_lane_round = false;
+			serial_log_answered(rc->N->serial, rc->slot);
+		}
+	}
 	for (struct replay_conn **pp = &ns->rp_conns; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == rc) {
 			*pp = rc->next;
@@ -159,6 +175,12 @@ static void on_rc_readable(evutil_socket_t fd, short what, void *arg)
 		ns->rp_progress = sup_now();
 	} else {
 		rc->eof = true;
+	}
+	if (ns->rp_lane_round && ns->rp_round == rc && (rc->eof || rc->received > ns->rp_mark)) {
+		ns->rp_lane_round = false; /* it answered: its lane goes on */
+		serial_log_answered(N->serial, rc->slot);
+	}
+	if (n <= 0) {
 		if (event_del(rc->rev) != 0)
 			fatal(EXIT_INTERNAL, "cannot remove a replay event");
 		if (rc->closing)
@@ -178,6 +200,11 @@ static void on_rc_writable(evutil_socket_t fd, short what, void *arg)
 		rc->connected = true;
 		if (event_add(rc->rev, NULL) != 0)
 			fatal(EXIT_INTERNAL, "cannot add a replay event");
+		struct nslot *ns = &rc->N->slot[rc->slot];
+		if (ns->rp_blocked && rc->N->serial != NULL) {
+			ns->rp_blocked = false;
+			serial_kick(rc->N->serial, rc->slot); /* its record may go now */
+		}
 	}
 	connlog_replay_step(rc->N);
 }
@@ -225,6 +252,38 @@ static bool rc_send(struct net *N, struct nslot *ns, struct replay_conn *rc, siz
 			return false;
 		}
 		return true; /* it closed its end: as the original replicas may have */
+	}
+	return true;
+}
+
+/* --serial-clients (serial.c): a record of another connection than the
+ * one last sent one waits until the replica answered that one (its replies
+ * there went past what they were when it was sent), or its reply ended, or
+ * RP_ROUND_WAIT went by: it takes the clients' requests one at a time, in
+ * the order they came, as the live replicas' lanes give them. A replica
+ * still replaying is sent the next record at once otherwise (the log is
+ * all there): it would take a batch of them in an order of its own. */
+#define RP_ROUND_WAIT 1.0
+
+static bool rp_turn(struct nslot *ns, struct replay_conn *rc)
+{
+	const struct replay_conn *r = ns->rp_round;
+	if (!ns->replaying) {
+		/* It serves: its lane says when (connlog_serial_feed). */
+		if (!ns->rp_go)
+			return false;
+		ns->rp_go = false;
+		ns->rp_lane_round = true;
+		ns->rp_round = rc;
+		ns->rp_mark = rc->received;
+		return true;
+	}
+	if (r != NULL && r != rc && !r->eof && r->received <= ns->rp_mark && sup_now() - ns->rp_round_at < RP_ROUND_WAIT)
+		return false;
+	if (r != rc) {
+		ns->rp_round = rc;
+		ns->rp_mark = rc->received;
+		ns->rp_round_at = sup_now();
 	}
 	return true;
 }
@@ -291,7 +350,11 @@ static void replay_slot(struct net *N, unsigned i)
 			break;
 		case REC_DATA: {
 			if (rc != NULL) {
-				if (!rc->connected)
+				if (!rc->connected) {
+					ns->rp_blocked = true;
+					return;
+				}
+				if (N->serial != NULL && ns->rp_sent == 0 && !rp_turn(ns, rc))
 					return;
 				size_t sent = ns->rp_sent;
 				bool done = rc_send(N, ns, rc, ns->rp_off + sizeof r, r.len, &sent);
@@ -304,7 +367,11 @@ static void replay_slot(struct net *N, unsigned i)
 		}
 		case REC_EOF:
 			if (rc != NULL) {
-				if (!rc->connected)
+				if (!rc->connected) {
+					ns->rp_blocked = true;
+					return;
+				}
+				if (N->serial != NULL && !rp_turn(ns, rc))
 					return;
 				(void)shutdown(rc->fd, SHUT_WR);
 			}
@@ -368,7 +435,23 @@ void connlog_replay_stop(struct net *N, unsigned i)
 		rc_free(rc);
 	}
 	ns->rp_closing = 0;
+	ns->rp_round = NULL;
+	ns->rp_go = ns->rp_lane_round = ns->rp_blocked = false;
 	ns->replaying = false;
+}
+
+int connlog_serial_feed(struct net *N, unsigned i)
+{
+	struct nslot *ns = &N->slot[i];
+	if (N->log == NULL || !ns->present || ns->F == NULL || ns->replaying)
+		return -1;
+	ns->rp_go = true;
+	ns->rp_blocked = false;
+	replay_slot(N, i);
+	if (!ns->rp_go)
+		return 1; /* a record went: its round is the lane's */
+	ns->rp_go = false;
+	return ns->rp_blocked ? 0 : -1;
 }
 
 /* A replacement that cannot move for --timeout is let go on (a wait for

@@ -919,6 +919,7 @@ void net_tick(struct net *N)
 	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
 		conn_tick(c, t);
 	connlog_tick(N, t);
+	serial_tick(N->serial, t);
 	outbound_tick(N);
 	dgram_tick(N);
 	for (unsigned l = 0; l < N->nl; l++)

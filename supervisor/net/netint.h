@@ -83,6 +83,16 @@ struct nslot {
 	double conns_since;      /* a fresh server: since when it listens where it should
 				    while connections are open (fresh.c; 0: not) */
 	struct replay_conn *rp_conns;
+	/* --serial-clients: the replayed connection last sent a record, its
+	 * reply bytes then, when (connlog.c's rp_turn) */
+	struct replay_conn *rp_round;
+	uint64_t rp_mark;
+	double rp_round_at;
+	/* --serial-clients, once it serves: records of its replayed
+	 * connections go when its lane says (rp_go: one may), and the round
+	 * of the one sent last is its lane's (rp_lane_round) */
+	bool rp_go, rp_lane_round;
+	bool rp_blocked;         /* a record waits for its connection's connect */
 	unsigned rp_closing;     /* of them, closed by their clients, their replies read on */
 	bool rp_said_slow;
 	/* defer.c */
@@ -211,19 +221,40 @@ bool conn_serial_feed(struct conn *c, unsigned slot);
  * in the order diehard received them. */
 struct serial *serial_new(struct net *N, unsigned nslots);
 void serial_free(struct serial *s);
-/* c's client bytes came up to offset upto, for its peer of slot. */
-void serial_arrived(struct serial *s, struct conn *c, unsigned slot, size_t upto);
+/* c's client bytes came up to offset upto (eof: and ended there), its
+ * committed reply then, for its peer of slot. */
+void serial_arrived(struct serial *s, struct conn *c, unsigned slot, size_t upto, size_t committed, bool eof);
 /* How far c's peer of slot may be fed (from allowed; fed: what it has had,
- * end: its reply so far, committed: c's); starts a round when it may have
- * more. */
+ * end: its reply so far; answers: it can answer, its reply not ended nor
+ * paused, nor loose); sets *eof_ok once the client's end may reach it.
+ * Starts a round when it may have more and answers. */
 size_t serial_allow(struct serial *s, struct conn *c, unsigned slot, size_t allowed, size_t fed, size_t end,
-		    size_t committed);
+		    bool answers, bool *eof_ok);
 /* c's peer of slot gave reply bytes up to end, or its reply ended. */
 void serial_answered(struct serial *s, struct conn *c, unsigned slot, size_t end, bool ended);
 /* c's peer of slot left, or takes no more bytes. */
 void serial_forget(struct serial *s, struct conn *c, unsigned slot);
 /* Slot's replica left: its lane is emptied. */
 void serial_slot_gone(struct serial *s, unsigned slot);
+/* connlog.c: a record (bytes or end) came for a connection slot's replica
+ * was replayed, once it serves: an entry in its lane; that round was
+ * answered. */
+void serial_arrived_log(struct serial *s, unsigned slot);
+void serial_log_answered(struct serial *s, unsigned slot);
+/* The lane of slot looks at its front again (a connect it waited for). */
+void serial_kick(struct serial *s, unsigned slot);
+/* connlog.c for serial.c: feeds slot's replica the next record its lane
+ * holds an entry for: 1 fed (a round in flight until serial_log_answered),
+ * 0 not yet (it is asked again), -1 none left to feed. */
+int connlog_serial_feed(struct net *N, unsigned slot);
+/* A lane whose front waited --timeout while a sibling's moves: its
+ * replica killed as a straggler. */
+void serial_tick(struct serial *s, double now);
+/* conn.c for serial.c: c's peer of slot left a round unanswered (fed
+ * without rounds until it answers); how long until just past the
+ * second's turn when now is within its guard (0: not). */
+void conn_serial_unanswered(struct conn *c, unsigned slot);
+long conn_turn_wait(const struct conn *c);
 /* Whether a lane holds its most entries: no client is read (conn.c) until
  * serial.c calls conn_read_again for every connection. */
 bool serial_crowded(const struct serial *s);

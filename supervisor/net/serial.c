@@ -7,34 +7,47 @@
  * landed (docs/NETWORK.md, "Not agreed either"). Replies that depend on
  * that order (the length of a list several clients push to, a counter they
  * share) then differ between replicas, a replica is outvoted, and with two
- * left a connection can lose its majority. Here no replica ever holds two
+ * left a connection can lose its majority. Here no replica holds two
  * connections' unanswered bytes at once, so its loop has one to take, and
  * every replica takes them in diehard's order.
  *
  * How: each replica slot has a lane, a queue of entries (connection, the
- * client's offset up to which its bytes came), one per read of a client's
- * bytes, appended to every lane at once: one order for all. A replica is
- * fed the lane's front entry when no round is in flight in its lane, and
- * that starts a round; the round ends when the replica answers on that
- * connection: its reply bytes go past the mark, the more of its own reply
- * and the committed reply when it was fed (a server that takes a request
- * before it answers it took this one; a replica still sending its last
- * reply's tail has not answered yet), or its reply ends. Entries of the
- * round's connection at the front are fed at once and stay in the round (a
- * request that came in pieces, a next request of the same client), the
- * mark raised to the committed reply then (a client that waited for its
- * reply before sending more). Then the next entry goes.
+ * client's offset up to which its bytes came, whether its input ended
+ * there, the connection's committed reply then), one per read of a
+ * client's bytes or its end, appended to every lane at once: one order for
+ * all. A replica is fed the lane's front entry when no round is in flight
+ * in its lane, and that starts a round; the round ends when the replica
+ * answers on that connection: its reply goes past the mark, the more of
+ * its own reply when fed and the committed reply when the bytes came (a
+ * server acts on a request before it answers it; a replica still sending
+ * its last reply's tail has not answered), or its reply ends (a server
+ * closes when its client did). Entries of the round's connection at the
+ * front join the round (a request that came in pieces), the mark raised to
+ * their committed reply. Then the next entry goes. The second's turn is
+ * kept here too: a round does not start in the guard before a wall-clock
+ * second ends (conn.c's hold_for_turn) but just past it, so that a lane
+ * fed later than the client's bytes came does not read another second
+ * than a sibling fed earlier.
  *
- * Not covered (docs/NETWORK.md, "One client at a time"): a request that
- * gets no reply (a blocking command, a client that sends half a request)
- * holds its lane for SERIAL_WAIT_MS, then the next entry goes (said once a
- * lane); a client that pipelines (sends its next request before
- * its reply) may have the next taken before or after another client's.
+ * A peer that cannot answer (its reply ended, or it is not read because
+ * its client does not read) is fed without a round; so is a connection
+ * whose round went unanswered for SERIAL_WAIT_MS (said once a lane), until
+ * it answers again: a request that gets no reply (a blocking command, a
+ * client that sends half a request) costs a lane that long once, not once
+ * an entry. A lane whose front entry waited --timeout while a sibling's
+ * lane moves is a straggler's: its replica is killed. A lane holds
+ * SERIAL_MAX_ENTRIES at most: no client is read while one does.
+ *
+ * Not covered (docs/NETWORK.md, "One client at a time"): requests fed
+ * without a round may be taken before or after another client's; so may a
+ * pipelining client's next request; bytes a server pushes unasked end a
+ * round early; a replacement's replayed connections are ordered by
+ * connlog.c, live ones by its lane, but not one against the other.
  *
  * Invariants: a lane's entries are in arrival order; an entry whose
  * connection, or whose connection's peer of the lane's slot, left has a
  * NULL connection and is skipped; cur != NULL iff a round is in flight
- * (its timer armed); a lane whose replica left is empty.
+ * (the timer armed for its wait); a lane whose replica left is empty.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -46,15 +59,22 @@
 
 /* How long a round waits for its answer before the next client's go. */
 #define SERIAL_WAIT_MS 1000
-/* Entries a lane holds at most (16 bytes each): while one holds this many,
+/* Entries a lane holds at most (40 bytes each): while one holds this many,
  * no client is read (serial_crowded), so clients that send in many small
  * reads cannot make diehard's memory grow past it; read again once every
  * lane is down to half. */
 #define SERIAL_MAX_ENTRIES ((size_t)1 << 16)
+/* A lane's ring is given back once empty if it grew past this. */
+#define SERIAL_KEEP_ENTRIES 1024u
 
 struct entry {
-	struct conn *c;
-	size_t upto;
+	struct conn *c;   /* NULL: gone, or a record of the connection log */
+	size_t upto;      /* the client's bytes up to here */
+	size_t committed; /* the connection's committed reply when they came */
+	double at;        /* when the first of them came (sup_now) */
+	bool eof;         /* the client's input ended there */
+	bool log;         /* one record (bytes or end) of a connection its
+			     replica was replayed, fed by connlog.c */
 };
 
 struct lane {
@@ -62,7 +82,8 @@ struct lane {
 	unsigned slot;
 	struct entry *q; /* ring: len entries from head */
 	size_t head, len, cap;
-	struct conn *cur; /* the round's connection (NULL: none in flight) */
+	struct conn *cur; /* the round's connection (NULL: none in flight; or
+			     &log_round: a record of the connection log) */
 	size_t mark;      /* the round ends when the reply goes past it */
 	struct event *timer, *kick;
 	bool said_wait;
@@ -71,9 +92,13 @@ struct lane {
 struct serial {
 	struct net *N;
 	unsigned nslots;
-	bool crowded;        /* a lane reached SERIAL_MAX_ENTRIES: clients not read */
+	bool crowded; /* a lane reached SERIAL_MAX_ENTRIES: clients not read */
 	struct lane lane[];
 };
+
+/* cur while connlog.c's round is in flight. */
+static char log_round_mark;
+#define LOG_ROUND ((struct conn *)(void *)&log_round_mark)
 
 static struct entry *at(struct lane *l, size_t i)
 {
@@ -94,7 +119,26 @@ static void uncrowd(struct serial *s)
 static void pop(struct lane *l)
 {
 	l->head = (l->head + 1) % l->cap;
-	l->len--;
+	if (--l->len == 0 && l->cap > SERIAL_KEEP_ENTRIES) {
+		free(l->q); /* a burst's ring given back */
+		l->q = NULL;
+		l->cap = 0;
+		l->head = 0;
+	}
+}
+
+/* Drops the gone entries at the front. */
+static void skip_gone(struct lane *l)
+{
+	while (l->len > 0 && at(l, 0)->c == NULL && !at(l, 0)->log)
+		pop(l);
+}
+
+static void arm(struct lane *l, long ns)
+{
+	struct timeval tv = { ns / 1000000000L, ns % 1000000000L / 1000 };
+	if (evtimer_add(l->timer, &tv) != 0)
+		fatal(EXIT_INTERNAL, "cannot arm a lane's timer");
 }
 
 static void round_end(struct lane *l)
@@ -112,21 +156,34 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct lane *l = arg;
-	while (l->cur == NULL && l->len > 0) {
-		struct conn *c = at(l, 0)->c;
-		if (c == NULL) {
+	for (;;) {
+		skip_gone(l);
+		if (l->cur != NULL || l->len == 0)
+			break;
+		if (at(l, 0)->log) {
+			/* connlog.c feeds the record: a round in flight, or
+			 * nothing left to feed (the entry goes), or not yet
+			 * (its connect or its last write still pending: it
+			 * kicks again). */
+			int fed = connlog_serial_feed(l->s->N, l->slot);
+			if (fed == 0)
+				break;
 			pop(l);
+			if (fed > 0) {
+				l->cur = LOG_ROUND;
+				arm(l, SERIAL_WAIT_MS * 1000000L);
+			}
 			continue;
 		}
+		struct conn *c = at(l, 0)->c;
 		size_t len = l->len;
 		if (!conn_serial_feed(c, l->slot)) {
 			serial_forget(l->s, c, l->slot); /* no peer of this slot takes it */
 			continue;
 		}
-		/* Fed (a round in flight), or entries it had already had
-		 * taken (go on), or its peer cannot take bytes yet
-		 * (connecting, held for a second's turn): its peer_send then
-		 * takes them. */
+		/* Fed (a round in flight, or fed without one: go on), or its
+		 * peer cannot take bytes yet (connecting, the second's turn
+		 * ahead): its peer_send or the timer takes them then. */
 		if (l->len == len)
 			break;
 	}
@@ -134,19 +191,28 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 		uncrowd(l->s);
 }
 
-static void on_wait(evutil_socket_t fd, short what, void *arg)
+static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	struct lane *l = arg;
-	if (l->cur == NULL)
+	if (l->cur == NULL) {
+		on_kick(-1, 0, l); /* past the second's turn */
 		return;
+	}
+	if (l->cur == LOG_ROUND) {
+		l->s->N->slot[l->slot].rp_lane_round = false; /* a replayed request got no answer */
+		round_end(l);
+		return;
+	}
 	if (!l->said_wait) {
 		l->said_wait = true;
 		log_warn("--serial-clients: replica %u had no answer on connection %llu for %d ms: the next client's "
-			 "bytes go ahead (its order may differ from a sibling's; said once a replica slot)",
+			 "bytes go ahead, and that connection's go without waiting until it answers (said once a "
+			 "replica slot)",
 			 l->s->N->S->r[l->slot].id, (unsigned long long)conn_id(l->cur), SERIAL_WAIT_MS);
 	}
+	conn_serial_unanswered(l->cur, l->slot);
 	round_end(l);
 }
 
@@ -161,7 +227,7 @@ struct serial *serial_new(struct net *N, unsigned nslots)
 		struct lane *l = &s->lane[i];
 		l->s = s;
 		l->slot = i;
-		l->timer = evtimer_new(N->S->base, on_wait, l);
+		l->timer = evtimer_new(N->S->base, on_timer, l);
 		l->kick = event_new(N->S->base, -1, 0, on_kick, l);
 		if (l->timer == NULL || l->kick == NULL)
 			fatal(EXIT_INTERNAL, "cannot create a lane's events");
@@ -181,13 +247,9 @@ void serial_free(struct serial *s)
 	free(s);
 }
 
-void serial_arrived(struct serial *s, struct conn *c, unsigned slot, size_t upto)
+/* A new entry at the lane's end. */
+static struct entry *push(struct serial *s, struct lane *l)
 {
-	struct lane *l = &s->lane[slot];
-	if (l->len > 0 && at(l, l->len - 1)->c == c) {
-		at(l, l->len - 1)->upto = upto; /* the same client again: one entry */
-		return;
-	}
 	if (l->len == l->cap) {
 		size_t cap = l->cap == 0 ? 64 : 2 * l->cap;
 		struct entry *q = malloc(cap * sizeof *q);
@@ -200,15 +262,46 @@ void serial_arrived(struct serial *s, struct conn *c, unsigned slot, size_t upto
 		l->cap = cap;
 		l->head = 0;
 	}
-	*at(l, l->len++) = (struct entry){ c, upto };
+	struct entry *e = at(l, l->len++);
 	if (l->len >= SERIAL_MAX_ENTRIES && !s->crowded) {
 		s->crowded = true;
 		log_event("--serial-clients: replica %u has %zu clients' reads waiting: no client is read until "
 			  "every replica is down to half",
-			  s->N->S->r[slot].id, l->len);
+			  s->N->S->r[l->slot].id, l->len);
 	}
 	if (l->cur == NULL)
 		event_active(l->kick, EV_TIMEOUT, 0);
+	return e;
+}
+
+void serial_arrived(struct serial *s, struct conn *c, unsigned slot, size_t upto, size_t committed, bool eof)
+{
+	struct lane *l = &s->lane[slot];
+	if (l->len > 0 && at(l, l->len - 1)->c == c) {
+		struct entry *e = at(l, l->len - 1); /* the same client again: one entry */
+		e->upto = upto;
+		e->committed = committed;
+		e->eof |= eof;
+		return;
+	}
+	*push(s, l) = (struct entry){ .c = c, .upto = upto, .committed = committed, .at = sup_now(), .eof = eof };
+}
+
+void serial_arrived_log(struct serial *s, unsigned slot)
+{
+	*push(s, &s->lane[slot]) = (struct entry){ .at = sup_now(), .log = true };
+}
+
+void serial_kick(struct serial *s, unsigned slot)
+{
+	if (s->lane[slot].cur == NULL)
+		event_active(s->lane[slot].kick, EV_TIMEOUT, 0);
+}
+
+void serial_log_answered(struct serial *s, unsigned slot)
+{
+	if (s->lane[slot].cur == LOG_ROUND)
+		round_end(&s->lane[slot]);
 }
 
 bool serial_crowded(const struct serial *s)
@@ -217,32 +310,48 @@ bool serial_crowded(const struct serial *s)
 }
 
 size_t serial_allow(struct serial *s, struct conn *c, unsigned slot, size_t allowed, size_t fed, size_t end,
-		    size_t committed)
+		    bool answers, bool *eof_ok)
 {
 	struct lane *l = &s->lane[slot];
 	if (l->cur != NULL && l->cur != c)
 		return allowed;
-	bool took = false;
-	while (l->len > 0 && (at(l, 0)->c == c || at(l, 0)->c == NULL)) {
-		if (at(l, 0)->c == c) {
-			if (at(l, 0)->upto > allowed)
-				allowed = at(l, 0)->upto;
-			took = true;
+	skip_gone(l);
+	if (l->len == 0 || at(l, 0)->c != c)
+		return allowed;
+	if (l->cur == NULL && answers) {
+		long wait = conn_turn_wait(c);
+		if (wait > 0) {
+			if (!evtimer_pending(l->timer, NULL))
+				arm(l, wait);
+			return allowed;
+		}
+	}
+	size_t upto = allowed, committed = 0;
+	bool eof = false;
+	while (l->len > 0 && (at(l, 0)->c == c || (at(l, 0)->c == NULL && !at(l, 0)->log))) {
+		const struct entry *e = at(l, 0);
+		if (e->c == c) {
+			upto = e->upto > upto ? e->upto : upto;
+			committed = e->committed > committed ? e->committed : committed;
+			eof |= e->eof;
 		}
 		pop(l);
 	}
-	if (!took || (l->cur == NULL && allowed <= fed))
-		return allowed; /* nothing new for it: no round */
+	bool more = upto > fed || (eof && !*eof_ok);
+	if (eof)
+		*eof_ok = true;
 	if (l->cur == NULL) {
+		if (!answers || !more)
+			return upto; /* fed without a round */
 		l->cur = c;
 		l->mark = end > committed ? end : committed;
-		struct timeval tv = { SERIAL_WAIT_MS / 1000, SERIAL_WAIT_MS % 1000 * 1000 };
-		if (evtimer_add(l->timer, &tv) != 0)
-			fatal(EXIT_INTERNAL, "cannot arm a lane's timer");
+		if (evtimer_pending(l->timer, NULL) && evtimer_del(l->timer) != 0)
+			fatal(EXIT_INTERNAL, "cannot remove a lane's timer");
+		arm(l, SERIAL_WAIT_MS * 1000000L);
 	} else if (committed > l->mark) {
 		l->mark = committed;
 	}
-	return allowed;
+	return upto;
 }
 
 void serial_answered(struct serial *s, struct conn *c, unsigned slot, size_t end, bool ended)
@@ -260,6 +369,8 @@ void serial_forget(struct serial *s, struct conn *c, unsigned slot)
 			at(l, i)->c = NULL;
 	if (l->cur == c)
 		round_end(l);
+	else if (l->cur == NULL && l->len > 0)
+		event_active(l->kick, EV_TIMEOUT, 0); /* its front may have been c's */
 }
 
 void serial_slot_gone(struct serial *s, unsigned slot)
@@ -269,7 +380,41 @@ void serial_slot_gone(struct serial *s, unsigned slot)
 	l->head = 0;
 	if (l->cur != NULL)
 		round_end(l);
+	else if (evtimer_pending(l->timer, NULL) && evtimer_del(l->timer) != 0)
+		fatal(EXIT_INTERNAL, "cannot remove a lane's timer");
 	l->said_wait = false;
 	if (s->crowded)
 		uncrowd(s);
+}
+
+/* How long lane l's front entry has waited (0: none waits). */
+static double front_age(struct lane *l, double now)
+{
+	skip_gone(l);
+	return l->len > 0 ? now - at(l, 0)->at : 0;
+}
+
+void serial_tick(struct serial *s, double now)
+{
+	if (s == NULL)
+		return;
+	struct net *N = s->N;
+	double limit = N->S->o->straggler_ms / 1000.0;
+	for (unsigned i = 0; i < s->nslots; i++) {
+		if (!N->slot[i].present || front_age(&s->lane[i], now) <= limit)
+			continue;
+		/* A straggler's lane, while a sibling's moves (all stuck: the
+		 * clients' doing, not a replica's). */
+		bool moving = false;
+		for (unsigned j = 0; j < s->nslots && !moving; j++)
+			moving = j != i && N->slot[j].present && front_age(&s->lane[j], now) < limit / 2;
+		if (!moving)
+			continue;
+		char why[160];
+		snprintf(why, sizeof why,
+			 "straggler: its clients' bytes waited more than %.1f s for their turn (--serial-clients) "
+			 "while the others took theirs",
+			 limit);
+		net_kill(N, i, why);
+	}
 }
