@@ -611,6 +611,32 @@ stopped_before_listen() {
 	done
 }
 
+@test "--serial-clients with a replacement: a replica SIGKILLed while 20 clients of the counter server run; its replacement replays their connections one request at a time and goes on in the lane's order: no replica outvoted, the answers 1..10000 each once" {
+	local port out pid
+	port=$(free_port)
+	dh serrep -k 3 --serial-clients -- python3 "$ROOT/tests/tools/client_order.py" server "$port" lt
+	LEFT+=("client_order.py server $port")
+	wait_port "$port" "$DH"
+	timeout 120 python3 "$ROOT/tests/tools/client_order.py" client "$port" 20 500 >"$T/serrep.client" 2>&1 &
+	local client=$!
+	# Wherever the kill lands in the run (before, during or after the
+	# clients' requests), the answers and the vote must hold.
+	sleep 0.3
+	pid=$(pgrep -f "^[^ ]*python3 [^ ]*client_order.py server $port" | head -n 1)
+	[[ -n $pid ]] || fail "no replica found"
+	kill -KILL "$pid"
+	wait "$client" || fail "the client failed: $(cat "$T/serrep.client")" "$(grep '^diehard:' "$T/serrep.err" | tail -n 10)"
+	out=$(<"$T/serrep.client")
+	[[ $out == "closed 0 answers 1..10000 each once" ]] ||
+		fail "$out" "$(grep '^diehard:' "$T/serrep.err" | grep -v 'connection [0-9]* on' | tail -n 10)"
+	stop_dh "$DH" serrep 143
+	# The one replica killed from outside, replaced once; nothing else.
+	jq -e '([.divergences[] | select(.stream != "status" or .status != 137)] | length) == 0
+	       and (.replacements | length) == 1' "$T/serrep.json" >/dev/null ||
+		fail "divergences or replacements other than the one caused:" \
+			"$(jq -c '{divergences, replacements: [.replacements[] | .why]}' "$T/serrep.json")"
+}
+
 # A line_server --clock 2 through diehard -k 3 (more options in $@) under
 # 4 x 200 requests: the report of its run in $T/$name.json.
 lane_run() {
