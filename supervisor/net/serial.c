@@ -165,14 +165,21 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 			 * nothing left to feed (the entry goes), or not yet
 			 * (its connect or its last write still pending: it
 			 * kicks again). */
+			l->cur = LOG_ROUND; /* before: its answer may come inside */
 			int fed = connlog_serial_feed(l->s->N, l->slot);
-			if (fed == 0)
+			if (l->len == 0 || !at(l, 0)->log) {
+				l->cur = NULL; /* its replica killed inside: the lane emptied */
 				break;
-			pop(l);
-			if (fed > 0) {
-				l->cur = LOG_ROUND;
-				arm(l, SERIAL_WAIT_MS * 1000000L);
 			}
+			if (fed <= 0 || l->cur != LOG_ROUND) {
+				l->cur = NULL; /* none, or already answered */
+				if (fed == 0)
+					break;
+				pop(l);
+				continue;
+			}
+			pop(l);
+			arm(l, SERIAL_WAIT_MS * 1000000L);
 			continue;
 		}
 		struct conn *c = at(l, 0)->c;
