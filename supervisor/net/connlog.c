@@ -80,7 +80,7 @@ static void append(struct net *N, uint32_t kind, uint64_t id, uint32_t listener,
 	if (n > 0)
 		inputlog_append(N->log, p, n);
 	/* --serial-clients: a replica that serves takes its replayed
-	 * connections' new records in its lane's order (serial_turn). */
+	 * connections' new records in its lane's order (rp_turn). */
 	for (unsigned i = 0; N->serial != NULL && (kind == REC_DATA || kind == REC_EOF) && i < N->S->nslots; i++) {
 		struct nslot *ns = &N->slot[i];
 		if (ns->present && ns->F != NULL && !ns->replaying && rc_find(ns, id) != NULL)
