@@ -471,21 +471,35 @@ static void client_update_read(struct conn *c);
  * second is answered with that second by some and the next by others: a
  * replica reads the time for it a moment after its sibling, and a second
  * printed in the reply (HTTP Date) or its log line differs. So a client's
- * bytes that come within the guard of a turn are held until just past
- * it (TURN_PAST), when every replica reads the new second. The guard is
+ * bytes that come within the guard of a turn (of the wall or the monotonic
+ * second: turn_clocks) are held until just past it (TURN_PAST and a coarse
+ * tick), when every replica reads the new second. The guard is
  * twice the widest spread between the replicas' answers to a round of
  * the client's bytes seen lately (a window of TURN_LAG_WINDOW seconds and
  * the one before it), plus TURN_GUARD / 4, within [TURN_GUARD,
  * TURN_GUARD_MAX]; the most until a first spread is known (a server's
  * first requests, answered while its replicas still start up, the widest
- * apart). A client's request waits that long at most: about one in 50 on
- * a quiet machine. What a loaded machine does past the guard (a replica
+ * apart). A client's request waits that long at most: about one in 20 on
+ * a quiet machine (two turns a second, each held for the guard and the
+ * time past it). What a loaded machine does past the guard (a replica
  * held off its CPU longer than twice the spread just seen) still splits a
  * second: a divergence, the minority replaced. */
 #define TURN_GUARD_NS 20000000L
 #define TURN_GUARD_MAX_NS 250000000L
 #define TURN_PAST_NS 1000000L
 #define TURN_LAG_WINDOW 5.0
+/* The turns held for: the wall clock's (the time a reply prints) and the
+ * monotonic clock's, whose second turns at another moment of the wall
+ * second (its origin is the boot): an event loop that refreshes its cached
+ * time when the monotonic second turns (lighttpd: CLOCK_MONOTONIC_COARSE at
+ * the top of every iteration, time(2) only when that second turned) stamps
+ * the requests after one iteration with the second read there. A replica
+ * whose iteration after a request ended a moment past the monotonic turn
+ * and a sibling whose ended a moment before answered the next request with
+ * different seconds, and a guard at the wall turn alone did not see it.
+ * Past a turn by the coarse clocks' tick too (time(2) is the coarse wall
+ * clock, which turns at the first tick after the second does). */
+static const clockid_t turn_clocks[] = { CLOCK_REALTIME, CLOCK_MONOTONIC };
 
 /* A round's answers came `spread` seconds apart (the first peer's first
  * bytes and another's). Only a light request's (its first answer within
@@ -513,6 +527,42 @@ static long turn_guard(const struct net *N)
 	double lag = N->lag[0] > N->lag[1] ? N->lag[0] : N->lag[1];
 	double g = 2 * lag * 1e9 + TURN_GUARD_NS / 4;
 	return g < TURN_GUARD_NS ? TURN_GUARD_NS : g > TURN_GUARD_MAX_NS ? TURN_GUARD_MAX_NS : (long)g;
+}
+
+/* The coarse clocks' tick (clock_getres), asked once: 4 ms at HZ 250. */
+static long coarse_tick(void)
+{
+	static long tick = -1;
+	if (tick < 0) {
+		struct timespec r;
+		tick = clock_getres(CLOCK_REALTIME_COARSE, &r) == 0 && r.tv_sec == 0 ? r.tv_nsec : 10000000L;
+	}
+	return tick;
+}
+
+/* How long a client's bytes that come now wait (ns): to just past the turn
+ * of a second of turn_clocks that is within the guard, past the next one
+ * too if that is within the guard of the first's end; 0 if none is. */
+long net_turn_wait(const struct net *N)
+{
+	long guard = turn_guard(N), past = TURN_PAST_NS + coarse_tick(), wait = 0;
+	for (unsigned round = 0; round < 2; round++) {
+		long more = 0;
+		for (size_t i = 0; i < sizeof turn_clocks / sizeof turn_clocks[0]; i++) {
+			struct timespec ts;
+			if (clock_gettime(turn_clocks[i], &ts) != 0)
+				continue;
+			long to_turn = 1000000000L - ts.tv_nsec - wait;
+			if (to_turn < 0)
+				to_turn += 1000000000L;
+			if (to_turn <= guard && to_turn + past > more)
+				more = to_turn + past;
+		}
+		if (more == 0)
+			break;
+		wait += more;
+	}
+	return wait;
 }
 
 /* A round begins: the client's bytes go to a first peer while no round is
@@ -558,6 +608,7 @@ static void on_turn(evutil_socket_t fd, short what, void *arg)
 	struct conn *c = arg;
 	for (unsigned j = 0; j < c->np; j++)
 		peer_send(c, &c->p[j]);
+	connlog_replay_step(c->N); /* a replacement fed from the log gets them now too */
 	client_update_read(c);
 }
 
@@ -577,14 +628,12 @@ static bool hold_for_turn(struct conn *c)
 		live += p->alive && !p->in_shut;
 		fresh += p->alive && !p->in_shut && p->in_off < c->in_tail;
 	}
-	struct timespec ts;
-	if (fresh == 0 || fresh != live || live < 2 || clock_gettime(CLOCK_REALTIME, &ts) != 0 ||
-	    ts.tv_nsec < 1000000000L - turn_guard(c->N))
+	long wait;
+	if (fresh == 0 || fresh != live || live < 2 || (wait = net_turn_wait(c->N)) == 0)
 		return false;
 	if (c->turn == NULL && (c->turn = evtimer_new(c->N->S->base, on_turn, c)) == NULL)
 		fatal(EXIT_INTERNAL, "cannot create a connection timer");
-	long wait = 1000000000L - ts.tv_nsec + TURN_PAST_NS;
-	struct timeval tv = { 0, wait / 1000 };
+	struct timeval tv = { wait / 1000000000L, wait % 1000000000L / 1000 };
 	if (evtimer_add(c->turn, &tv) != 0)
 		fatal(EXIT_INTERNAL, "cannot arm a connection timer");
 	return true;
@@ -592,9 +641,12 @@ static bool hold_for_turn(struct conn *c)
 
 static void send_all(struct conn *c)
 {
-	if (!hold_for_turn(c))
+	if (!hold_for_turn(c)) {
 		for (unsigned j = 0; j < c->np; j++)
 			peer_send(c, &c->p[j]);
+		if (c->l != NULL && c->N->log != NULL)
+			connlog_replay_step(c->N); /* with them: connlog.c's rp_hold_for_turn */
+	}
 	client_update_read(c);
 }
 
@@ -1387,13 +1439,16 @@ void conn_serial_unanswered(struct conn *c, unsigned slot)
 			c->p[j].loose = true;
 }
 
+bool conn_turn_held(const struct conn *c)
+{
+	return c->turn != NULL && evtimer_pending(c->turn, NULL);
+}
+
 long conn_turn_wait(const struct conn *c)
 {
-	struct timespec ts;
-	if (c->l == NULL || alive_count(c) < 2 || clock_gettime(CLOCK_REALTIME, &ts) != 0 ||
-	    ts.tv_nsec < 1000000000L - turn_guard(c->N))
+	if (c->l == NULL || alive_count(c) < 2)
 		return 0;
-	return 1000000000L - ts.tv_nsec + TURN_PAST_NS;
+	return net_turn_wait(c->N);
 }
 
 bool conn_serial_feed(struct conn *c, unsigned slot)

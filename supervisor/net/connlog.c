@@ -288,6 +288,26 @@ static bool rp_turn(struct nslot *ns, struct replay_conn *rc)
 	return true;
 }
 
+/* Whether a client's bytes logged for slot i wait, on connection id, for
+ * a second's turn, as the live replicas' do (conn.c's hold_for_turn): once
+ * its clocks read now (aside while it catches up, or at the front once it
+ * serves), the time it reads for a request is its siblings' only if it
+ * gets the request when they do. conn.c walks the log (connlog_replay_step)
+ * as it feeds them. A replacement fed at diehard's next tick, or before
+ * its siblings at a turn, read the second before theirs (lighttpd's Date,
+ * cached at the first iteration after the monotonic second turns) and was
+ * outvoted on its first live reply (2 runs of 15 beside three busy loops). */
+static bool rp_hold_for_turn(struct net *N, unsigned i, uint64_t id)
+{
+	const struct nslot *ns = &N->slot[i];
+	if (ns->replaying && !net_clocks_aside(N, i))
+		return false; /* the past: its clocks replay the log */
+	for (struct conn *c = N->conns; c != NULL; c = conn_next(c))
+		if (conn_id(c) == id)
+			return conn_turn_held(c);
+	return false;
+}
+
 /* Feeds slot i what it can of the log; true when it stopped to wait. */
 static void replay_slot(struct net *N, unsigned i)
 {
@@ -355,6 +375,8 @@ static void replay_slot(struct net *N, unsigned i)
 					return;
 				}
 				if (N->serial != NULL && ns->rp_sent == 0 && !rp_turn(ns, rc))
+					return;
+				if (ns->rp_sent == 0 && rp_hold_for_turn(N, i, r.id))
 					return;
 				size_t sent = ns->rp_sent;
 				bool done = rc_send(N, ns, rc, ns->rp_off + sizeof r, r.len, &sent);

@@ -255,6 +255,11 @@ void serial_tick(struct serial *s, double now);
  * second's turn when now is within its guard (0: not). */
 void conn_serial_unanswered(struct conn *c, unsigned slot);
 long conn_turn_wait(const struct conn *c);
+/* How long (ns) a client's bytes that come now are held for a second's
+ * turn (conn.c's hold_for_turn); 0: not held. */
+long net_turn_wait(const struct net *N);
+/* Whether c's client bytes are held for a second's turn now. */
+bool conn_turn_held(const struct conn *c);
 /* Whether a lane holds its most entries: no client is read (conn.c) until
  * serial.c calls conn_read_again for every connection. */
 bool serial_crowded(const struct serial *s);
