@@ -86,7 +86,10 @@ static void append(struct net *N, uint32_t kind, uint64_t id, uint32_t listener,
 		if (ns->present && ns->F != NULL && !ns->replaying && rc_find(ns, id) != NULL)
 			serial_arrived_log(N->serial, i);
 	}
-	connlog_replay_step(N);
+	/* A client's bytes go to a replacement fed from the log when conn.c
+	 * feeds them to the live replicas (rp_hold_for_turn), the rest now. */
+	if (kind != REC_DATA)
+		connlog_replay_step(N);
 }
 
 void connlog_open(struct net *N, uint64_t id, unsigned listener, const struct sockaddr_storage *client)
