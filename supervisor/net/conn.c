@@ -541,8 +541,11 @@ static long coarse_tick(void)
 }
 
 /* How long a client's bytes that come now wait (ns): to just past the turn
- * of a second of turn_clocks that is within the guard, past the next one
- * too if that is within the guard of the first's end; 0 if none is. */
+ * of a second of turn_clocks that is within the guard or was less than the
+ * time past it ago (the coarse clocks may not have turned yet: time(2) read
+ * 4 ms after a turn said the second before in one replica, the new one in
+ * its sibling a moment later), past the next one too if that is within the
+ * guard of the first's end; 0 if none is. */
 long net_turn_wait(const struct net *N)
 {
 	long guard = turn_guard(N), past = TURN_PAST_NS + coarse_tick(), wait = 0;
@@ -555,8 +558,11 @@ long net_turn_wait(const struct net *N)
 			long to_turn = 1000000000L - ts.tv_nsec - wait;
 			if (to_turn < 0)
 				to_turn += 1000000000L;
+			long since = 1000000000L - to_turn;
 			if (to_turn <= guard && to_turn + past > more)
 				more = to_turn + past;
+			else if (since < past && past - since > more)
+				more = past - since;
 		}
 		if (more == 0)
 			break;
