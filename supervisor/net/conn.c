@@ -614,7 +614,7 @@ static void on_turn(evutil_socket_t fd, short what, void *arg)
 	struct conn *c = arg;
 	for (unsigned j = 0; j < c->np; j++)
 		peer_send(c, &c->p[j]);
-	connlog_replay_step(c->N); /* a replacement fed from the log gets them now too */
+	connlog_turn_passed(c->N); /* a replacement fed from the log gets them now too */
 	client_update_read(c);
 }
 
@@ -640,7 +640,9 @@ static bool hold_for_turn(struct conn *c)
 	if (c->turn == NULL && (c->turn = evtimer_new(c->N->S->base, on_turn, c)) == NULL)
 		fatal(EXIT_INTERNAL, "cannot create a connection timer");
 	struct timeval tv = { wait / 1000000000L, wait % 1000000000L / 1000 };
-	if (evtimer_add(c->turn, &tv) != 0)
+	/* From now, not from the loop turn's cached time, which may be
+	 * milliseconds old: the bytes would go before the turn. */
+	if (event_base_update_cache_time(c->N->S->base) != 0 || evtimer_add(c->turn, &tv) != 0)
 		fatal(EXIT_INTERNAL, "cannot arm a connection timer");
 	return true;
 }

@@ -377,9 +377,14 @@ static void replay_slot(struct net *N, unsigned i)
 					ns->rp_blocked = true;
 					return;
 				}
-				if (N->serial != NULL && ns->rp_sent == 0 && !rp_turn(ns, rc))
+				/* Held before a lane's round begins: the lane's
+				 * entry waits (connlog_serial_feed's 0) until
+				 * connlog_turn_passed. */
+				if (ns->rp_sent == 0 && rp_hold_for_turn(N, i, r.id)) {
+					ns->rp_blocked = true;
 					return;
-				if (ns->rp_sent == 0 && rp_hold_for_turn(N, i, r.id))
+				}
+				if (N->serial != NULL && ns->rp_sent == 0 && !rp_turn(ns, rc))
 					return;
 				size_t sent = ns->rp_sent;
 				bool done = rc_send(N, ns, rc, ns->rp_off + sizeof r, r.len, &sent);
@@ -437,6 +442,16 @@ void connlog_replay_step(struct net *N)
 	for (unsigned i = 0; i < N->S->nslots; i++)
 		if (N->slot[i].present && N->slot[i].F != NULL && (N->slot[i].replaying || N->slot[i].rp_conns != NULL))
 			replay_slot(N, i);
+}
+
+void connlog_turn_passed(struct net *N)
+{
+	for (unsigned i = 0; N->serial != NULL && i < N->S->nslots; i++)
+		if (N->slot[i].present && N->slot[i].rp_blocked) {
+			N->slot[i].rp_blocked = false;
+			serial_kick(N->serial, i); /* its record may go now */
+		}
+	connlog_replay_step(N);
 }
 
 void connlog_replay_start(struct net *N, unsigned i)

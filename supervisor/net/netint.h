@@ -92,7 +92,8 @@ struct nslot {
 	 * connections go when its lane says (rp_go: one may), and the round
 	 * of the one sent last is its lane's (rp_lane_round) */
 	bool rp_go, rp_lane_round;
-	bool rp_blocked;         /* a record waits for its connection's connect */
+	bool rp_blocked;         /* a record waits for its connection's connect, or a
+				    second's turn (rp_hold_for_turn) */
 	unsigned rp_closing;     /* of them, closed by their clients, their replies read on */
 	bool rp_said_slow;
 	/* defer.c */
@@ -291,6 +292,9 @@ void connlog_close(struct net *N, uint64_t id);
 void connlog_replay_start(struct net *N, unsigned i);
 void connlog_replay_stop(struct net *N, unsigned i);
 void connlog_replay_step(struct net *N);
+/* A connection's bytes held for a second's turn went to the live replicas:
+ * a replacement's record held with them goes too (a lane's entry again). */
+void connlog_turn_passed(struct net *N);
 void connlog_tick(struct net *N, double now);
 
 #endif

@@ -137,7 +137,9 @@ static void skip_gone(struct lane *l)
 static void arm(struct lane *l, long ns)
 {
 	struct timeval tv = { ns / 1000000000L, ns % 1000000000L / 1000 };
-	if (evtimer_add(l->timer, &tv) != 0)
+	/* From now, not from the loop turn's cached time: a wait for a
+	 * second's turn would end before it (conn.c's net_turn_wait). */
+	if (event_base_update_cache_time(event_get_base(l->timer)) != 0 || evtimer_add(l->timer, &tv) != 0)
 		fatal(EXIT_INTERNAL, "cannot arm a lane's timer");
 }
 
