@@ -296,10 +296,11 @@ static bool rp_turn(struct nslot *ns, struct replay_conn *rc)
  * its clocks read now (aside while it catches up, or at the front once it
  * serves), the time it reads for a request is its siblings' only if it
  * gets the request when they do. conn.c walks the log (connlog_replay_step)
- * as it feeds them. A replacement fed at diehard's next tick, or before
- * its siblings at a turn, read the second before theirs (lighttpd's Date,
- * cached at the first iteration after the monotonic second turns) and was
- * outvoted on its first live reply (2 runs of 15 beside three busy loops). */
+ * as it feeds them. A replacement fed each record as it was logged, ahead
+ * of its siblings held at a turn, read the second before theirs (lighttpd's
+ * Date, cached at the first iteration after the monotonic second turns) and
+ * was outvoted on its first live reply (2 runs of 15 beside three busy
+ * loops). */
 static bool rp_hold_for_turn(struct net *N, unsigned i, uint64_t id)
 {
 	const struct nslot *ns = &N->slot[i];
