@@ -621,7 +621,7 @@ static void on_turn(evutil_socket_t fd, short what, void *arg)
 /* Whether c's new bytes wait for the turn (its timer armed). */
 static bool hold_for_turn(struct conn *c)
 {
-	if (c->turn != NULL && evtimer_pending(c->turn, NULL))
+	if (conn_turn_held(c))
 		return true;
 	if (c->l == NULL)
 		return false; /* outbound: the replicas' bytes, not a client's request */
@@ -1461,7 +1461,7 @@ long conn_turn_wait(const struct conn *c)
 
 bool conn_serial_feed(struct conn *c, unsigned slot)
 {
-	bool held = c->turn != NULL && evtimer_pending(c->turn, NULL); /* on_turn feeds it */
+	bool held = conn_turn_held(c); /* on_turn feeds it */
 	for (unsigned j = 0; j < c->np; j++) {
 		struct peer *p = &c->p[j];
 		if (p->slot != slot || !p->alive)
