@@ -287,7 +287,7 @@ print(time.process_time())'
 	done
 }
 
-@test "nd_clock_signals: 6000 clock reads (clock_gettime, gettimeofday, time) while another thread signals the reader as fast as it can, the handler without SA_RESTART: none fails with EINTR, none goes back (a notified read interrupted before diehard took it is made again)" {
+@test "nd_clock_signals: 6000 clock reads (clock_gettime, gettimeofday, time) while another thread signals the reader as fast as it can (up to 16 signals a read), the handler without SA_RESTART: none fails with EINTR, none goes back (a notified read interrupted before diehard took it is made again)" {
 	require_prog nd_clock_signals
 	virt_run cs 1 "$PROGS/nd_clock_signals" 6000
 	[[ $(<"$T/cs.out") == "6000 reads: 0 failed, 0 went back" ]] || fail "the reads under signals:" "$(<"$T/cs.out")"
