@@ -126,8 +126,8 @@ static const char usage[] =
 	"                        (by default they all see the same: docs/NONDETERMINISM.md)\n"
 	"      --no-fast-clocks  every virtualized clock read asks diehard (no shared\n"
 	"                        clock log in the replicas' memory; slower)\n"
-	"      --lanes           a server's event loops read their clocks in the replicas\n"
-	"                        too (faster; not the default: docs/NONDETERMINISM.md)\n"
+	"      --no-lanes        a server's event loops read their clocks through diehard,\n"
+	"                        not in the replicas (slower: docs/NONDETERMINISM.md)\n"
 	"      --control PATH    serve diehard status and events on a unix socket at PATH\n"
 	"                        (mode 0600; default $RUNTIME_DIRECTORY/control if set)\n"
 	"      --max-tasks N     tasks (processes and threads) per replica, 2 to 4194304\n"
@@ -369,7 +369,7 @@ static void check_fd_limit(const struct options *o)
 int main(int argc, char **argv)
 {
 	reserve_std_fds();
-	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_NO_FAST_CLOCKS, OPT_LANES, OPT_RESPAWNS, OPT_NO_RESPAWN,
+	enum { OPT_IDLE = 256, OPT_TIMEOUT, OPT_WINDOW, OPT_INPUT_LOG, OPT_NO_VIRTUALIZE, OPT_NO_FAST_CLOCKS, OPT_LANES, OPT_NO_LANES, OPT_RESPAWNS, OPT_NO_RESPAWN,
 	       OPT_RESPAWN_RATE, OPT_CALL_LOG, OPT_SANDBOX, OPT_NET, OPT_FILES, OPT_SHARE, OPT_CI, OPT_RECORD, OPT_STOP_TIMEOUT, OPT_CONTROL,
 	       OPT_CONN_LOG, OPT_MAX_TASKS, OPT_MAX_MEMORY, OPT_MIN_VOTERS, OPT_STATELESS, OPT_DURABLE, OPT_STRICT_ORDER, OPT_SERIAL_CLIENTS };
 	static const struct option longopts[] = {
@@ -384,6 +384,7 @@ int main(int argc, char **argv)
 		{ "no-virtualize", no_argument, NULL, OPT_NO_VIRTUALIZE },
 		{ "no-fast-clocks", no_argument, NULL, OPT_NO_FAST_CLOCKS },
 		{ "lanes", no_argument, NULL, OPT_LANES },
+		{ "no-lanes", no_argument, NULL, OPT_NO_LANES },
 		{ "respawns", required_argument, NULL, OPT_RESPAWNS },
 		{ "no-respawn", no_argument, NULL, OPT_NO_RESPAWN },
 		{ "respawn-rate", required_argument, NULL, OPT_RESPAWN_RATE },
@@ -405,7 +406,7 @@ int main(int argc, char **argv)
 	};
 	struct options o = { .k = 3, .report_fd = -1, .idle_ms = 50, .straggler_ms = 10000, .stop_ms = 5000,
 			     .window = 1 << 20,
-			     .input_log = (size_t)64 << 20, .conn_log = (size_t)64 << 20, .virtualize = true, .fast_clocks = true, .respawns = 16, .respawn_rate = 30,
+			     .input_log = (size_t)64 << 20, .conn_log = (size_t)64 << 20, .virtualize = true, .fast_clocks = true, .lanes = true, .respawns = 16, .respawn_rate = 30,
 			     .call_log = (size_t)512 << 10, .max_tasks = CAPS_DEFAULT, .max_memory = CAPS_DEFAULT };
 	const char *allocator = NULL;
 	bool k_given = false, net_given = false;
@@ -539,8 +540,11 @@ int main(int argc, char **argv)
 		case OPT_NO_FAST_CLOCKS:
 			o.fast_clocks = false;
 			break;
-		case OPT_LANES:
+		case OPT_LANES: /* the default; kept for scripts that ask */
 			o.lanes = true;
+			break;
+		case OPT_NO_LANES:
+			o.lanes = false;
 			break;
 		case OPT_NO_VIRTUALIZE:
 			o.virtualize = false;

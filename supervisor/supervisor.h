@@ -34,7 +34,7 @@ struct options {
 	size_t call_log;          /* entries kept per kind of virtualized call */
 	bool virtualize;          /* same clocks and randomness in every replica */
 	bool fast_clocks;         /* clock reads agreed in shared memory (fastclock.h) */
-	bool lanes;               /* --lanes: a server's reads too (clockpage.h's serve) */
+	bool lanes;               /* a server's reads too (clockpage.h's serve); --no-lanes */
 	int sandbox;              /* enum sandbox_mode (sandbox.h) */
 	int net;                  /* enum net_mode (net.h): NET_PRIVATE wanted (taken
 				     only with the sandbox and the seccomp listener) */

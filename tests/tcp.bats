@@ -658,24 +658,24 @@ lane_run() {
 	clean_report "$name"
 }
 
-@test "an event loop's wall-clock reads stay in the replicas (--lanes): line_server --clock 2 through diehard -k 3 --lanes, 4 x 200 requests, nearly every read in the replicas, every reply right; without --lanes they ask diehard" {
+@test "an event loop's wall-clock reads stay in the replicas (lanes, the default): line_server --clock 2 through diehard -k 3, 4 x 200 requests, nearly every read in the replicas, every reply right; with --no-lanes they ask diehard" {
 	require_prog line_server
 	# Its one thread reads CLOCK_REALTIME twice a command. Once the replica
 	# listens and has answered a client, that thread is an event loop's:
 	# its first wall read through diehard gives it a lane, and its reads
 	# stay in the replica from then on (docs/NONDETERMINISM.md, "Servers:
-	# lanes"). Without lanes (the default), every read of a server's
-	# after its listen is a round trip to diehard.
-	lane_run lane --lanes
+	# lanes"). Before lanes (--no-lanes), every read of a server's after
+	# its listen is a round trip to diehard.
+	lane_run lane
 	# 4 x 200 requests, 2 reads each: 1600 reads and more.
 	jq -e '[.replicas[] | (.calls["clock_gettime(CLOCK_REALTIME)"] // 0) as $all
 		| $all >= 1600 and .clock_reads_in_replica >= $all * 0.9] | length == 3 and all' "$T/lane.json" >/dev/null ||
 		fail "not nearly every read in the replicas:" \
 			"$(jq -c '[.replicas[] | {index, clock_reads_in_replica, calls}]' "$T/lane.json")"
-	lane_run nolane
+	lane_run nolane --no-lanes
 	jq -e '[.replicas[] | (.calls["clock_gettime(CLOCK_REALTIME)"] // 0) as $all
 		| $all >= 1600 and .clock_reads_in_replica < $all * 0.5] | length == 3 and all' "$T/nolane.json" >/dev/null ||
-		fail "without --lanes: the reads stayed in the replicas:" \
+		fail "--no-lanes: the reads stayed in the replicas:" \
 			"$(jq -c '[.replicas[] | {index, clock_reads_in_replica, calls}]' "$T/nolane.json")"
 }
 
@@ -688,7 +688,7 @@ lane_run() {
 	local mode port
 	for mode in libc raw _Fork; do
 		port=$(free_port)
-		dh "fork$mode" -k 3 --lanes -- "$PROGS/lane_server" "$port" fork "$mode"
+		dh "fork$mode" -k 3 -- "$PROGS/lane_server" "$port" fork "$mode"
 		LEFT+=("lane_server $port")
 		wait_port "$port" "$DH"
 		# wait_port's connection is its first client.
@@ -710,7 +710,7 @@ lane_run() {
 	# nothing from a lane before: what it wrote there is garbage then.
 	local port i
 	port=$(free_port)
-	dh poison -k 3 --lanes -- "$PROGS/lane_server" "$port" poison "$T/poison.lock"
+	dh poison -k 3 -- "$PROGS/lane_server" "$port" poison "$T/poison.lock"
 	LEFT+=("lane_server $port")
 	wait_port "$port" "$DH"
 	for i in $(seq 30); do
