@@ -6,18 +6,18 @@
  *
  * A second thread sends the main thread SIGUSR1 as fast as it can, up to
  * PER_READ signals a read; the handler does nothing and is installed
- * without SA_RESTART. The main thread
- * makes N clock reads in turn: clock_gettime(CLOCK_MONOTONIC),
- * gettimeofday and time. None of them fails natively, nor goes back.
- * Under diehard a read that asks diehard (a notified call) can be hit by
- * the signal before diehard took it: the kernel then ends it with EINTR,
- * and a program that does not look (redis) takes whatever its buffer held
- * for the time. The bound per read keeps the run's length from hanging on
- * the machine's load: an unbounded storm can interrupt every try before
- * diehard takes it, for as long as diehard is not scheduled in time (10 s
- * once, on a loaded CI machine). Prints "N reads: F failed, B went back" (the same line in
- * every replica when all is well: how many signals came is not printed);
- * exits 1 when a read failed or went back, 2 on a setup error.
+ * without SA_RESTART. The main thread makes N clock reads in turn:
+ * clock_gettime(CLOCK_MONOTONIC), gettimeofday and time. None of them
+ * fails natively, nor goes back. Under diehard a read that asks diehard
+ * (a notified call) can be hit by the signal before diehard took it: the
+ * kernel then ends it with EINTR, and a program that does not look
+ * (redis) takes whatever its buffer held for the time. The bound per read
+ * keeps the run's length from hanging on the machine's load: an unbounded
+ * storm can interrupt every try before diehard takes it, for as long as
+ * diehard is not scheduled in time (10 s once, on a loaded CI machine).
+ * Prints "N reads: F failed, B went back" (the same line in every replica
+ * when all is well: how many signals came is not printed); exits 1 when a
+ * read failed or went back, 2 on a setup error.
  */
 #include <errno.h>
 #include <pthread.h>
