@@ -281,6 +281,10 @@ $(B)/tests/unit/test_recording: tests/unit/test_recording.c tests/unit/tap.h sup
 $(B)/tests/unit/test_control: tests/unit/test_control.c tests/unit/tap.h supervisor/services/wire.c supervisor/services/wire.h $(PROTO_SRC) $(PROTO_HDR) | $(B)/tests/unit
 	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor/services -I$(B)/proto -o $@ $< supervisor/services/wire.c $(PROTO_SRC) $(shell $(PKG_CONFIG) --libs libprotobuf-c 2>/dev/null)
 
+# The proxy's buffer pool.
+$(B)/tests/unit/test_bufpool: tests/unit/test_bufpool.c tests/unit/tap.h supervisor/net/bufpool.c supervisor/net/bufpool.h | $(B)/tests/unit
+	$(CC) $(WARN) $(CFLAGS) $(SAN) -Isupervisor -Isupervisor/net -o $@ $< supervisor/net/bufpool.c
+
 # The socket factory's diehard end, against fake inits and the real one
 # (sandbox.c's loop).
 $(B)/tests/unit/test_factory: tests/unit/test_factory.c tests/unit/tap.h supervisor/net/factory.c supervisor/net/factory.h supervisor/sandbox/sandbox.c supervisor/sandbox/sandbox.h | $(B)/tests/unit

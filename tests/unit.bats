@@ -85,6 +85,10 @@ run_unit() {
 	run_unit test_control
 }
 
+@test "unit: the proxy's buffer pool (reuse, at most keep idle, other sizes freed, tiny buffers)" {
+	run_unit test_bufpool
+}
+
 @test "unit: socket factory (pools per family, batches, errno answers, garbage answers, timeouts, closed channels, the real init's loop)" {
 	run_unit test_factory
 }

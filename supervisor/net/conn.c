@@ -10,7 +10,8 @@
  *                                    the buffer of a replica that agreed
  *
  * One read and one write per byte and replica, no other copy (a buffer is
- * compacted only when a lagging replica holds its front). Offsets are
+ * compacted only when a lagging replica holds its front); a side's first
+ * buffer comes from the net's pool (bufpool.c) and goes back to it. Offsets are
  * stream offsets of the connection's reply (or request) stream.
  *
  * Invariants, for every peer j still in the connection (alive):
@@ -50,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bufpool.h"
 #include "exitcode.h"
 #include "log.h"
 #include "netaddr.h"
@@ -63,8 +65,8 @@
  * each read, send and vote), made again at the next read. So a connection
  * between requests (keep-alive; 1000 open at once) costs its structures,
  * not IN_START + k x OUT_START; one in a request's flight, those. */
-#define IN_START ((size_t)16 << 10)
-#define OUT_START ((size_t)16 << 10)
+#define IN_START NET_BUF_START
+#define OUT_START NET_BUF_START
 
 struct peer {
 	unsigned slot;
@@ -204,8 +206,9 @@ static void peer_drop(struct peer *p)
 	if (p->fd >= 0 && close(p->fd) != 0 && errno != EINTR)
 		log_warn("close: %s", strerror(errno));
 	p->fd = -1;
-	free(p->buf);
+	bufpool_put(p->c->N->bufs, p->buf, p->cap);
 	p->buf = NULL;
+	p->cap = 0;
 	round_settle(p->c); /* it may have been the last to answer */
 	if (p->c->l != NULL && p->c->N->serial != NULL)
 		serial_forget(p->c->N->serial, p->c, p->slot);
@@ -311,7 +314,7 @@ void conn_free(struct conn *c)
 		event_free(c->turn);
 	if (c->cfd >= 0 && close(c->cfd) != 0 && errno != EINTR)
 		log_warn("close: %s", strerror(errno));
-	free(c->in);
+	bufpool_put(N->bufs, c->in, c->in_cap);
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else
@@ -667,7 +670,7 @@ static size_t in_room(struct conn *c)
 	if (low == c->in_tail) {
 		c->in_base = c->in_tail;
 		if (c->in != NULL) {
-			free(c->in); /* every peer had it all */
+			bufpool_put(c->N->bufs, c->in, c->in_cap); /* every peer had it all */
 			c->in = NULL;
 			c->in_cap = 0;
 		}
@@ -679,7 +682,7 @@ static size_t in_room(struct conn *c)
 	size_t held = c->in_tail - c->in_base;
 	if (held == c->in_cap && c->in_cap < NET_IN_CAP) {
 		size_t cap = c->in_cap == 0 ? IN_START : c->in_cap * 2;
-		unsigned char *in = realloc(c->in, cap);
+		unsigned char *in = c->in_cap == 0 ? bufpool_get(c->N->bufs) : realloc(c->in, cap);
 		if (in == NULL)
 			fatal(EXIT_INTERNAL, "out of memory");
 		c->in = in;
@@ -704,8 +707,7 @@ static void on_client_readable(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (c->in == NULL) {
-		if ((c->in = malloc(IN_START)) == NULL)
-			fatal(EXIT_INTERNAL, "out of memory");
+		c->in = bufpool_get(c->N->bufs);
 		c->in_cap = IN_START;
 	}
 	ssize_t n = conn_read(c, fd, c->in + (c->in_tail - c->in_base), room);
@@ -737,7 +739,7 @@ static size_t out_room(struct conn *c, struct peer *p)
 	if (d >= p->end) {
 		p->base = p->end = d;
 		if (p->buf != NULL) {
-			free(p->buf); /* every byte in it is dead */
+			bufpool_put(c->N->bufs, p->buf, p->cap); /* every byte in it is dead */
 			p->buf = NULL;
 			p->cap = 0;
 		}
@@ -752,7 +754,7 @@ static size_t out_room(struct conn *c, struct peer *p)
 	size_t held = p->end - p->base;
 	if (held == p->cap && p->cap < NET_OUT_CAP) {
 		size_t cap = p->cap == 0 ? OUT_START : p->cap * 2;
-		unsigned char *b = realloc(p->buf, cap);
+		unsigned char *b = p->cap == 0 ? bufpool_get(c->N->bufs) : realloc(p->buf, cap);
 		if (b == NULL)
 			fatal(EXIT_INTERNAL, "out of memory");
 		p->buf = b;
@@ -803,8 +805,7 @@ static void on_peer_readable(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (p->buf == NULL) {
-		if ((p->buf = malloc(OUT_START)) == NULL)
-			fatal(EXIT_INTERNAL, "out of memory");
+		p->buf = bufpool_get(c->N->bufs);
 		p->cap = OUT_START;
 	}
 	ssize_t n = conn_read(c, fd, p->buf + (p->end - p->base), room);

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bufpool.h"
 #include "exitcode.h"
 #include "factory.h"
 #include "files.h"
@@ -701,6 +702,7 @@ struct net *net_new(struct sup *S)
 	if (N == NULL || (N->slot = calloc(S->nslots, sizeof *N->slot)) == NULL)
 		fatal(EXIT_INTERNAL, "out of memory");
 	N->S = S;
+	N->bufs = bufpool_new(NET_BUF_START, NET_BUF_KEEP);
 	/* Each connection: the client, one socket per replica; the rest of
 	 * the run keeps a quarter of the limit. */
 	rlim_t limit = S->nofile.rlim_max == RLIM_INFINITY ? 1 << 20 : S->nofile.rlim_max;
@@ -745,6 +747,7 @@ void net_free(struct net *N)
 	event_free(N->resume_ev);
 	event_free(N->fresh_ev);
 	inputlog_free(N->log);
+	bufpool_free(N->bufs); /* after every connection gave its buffers back */
 	free(N->slot);
 	free(N);
 }

@@ -21,6 +21,7 @@ struct conn;
 struct replay_conn;
 struct orec;
 struct outbound;
+struct bufpool;
 
 #define NET_MAX_LISTENERS 64
 /* Client bytes a connection holds for its slowest replica, and reply bytes
@@ -28,6 +29,10 @@ struct outbound;
  * either, reading stops (backpressure). */
 #define NET_IN_CAP ((size_t)256 << 10)
 #define NET_OUT_CAP ((size_t)256 << 10)
+/* A side's first buffer (conn.c), from the net's pool (bufpool.c), which
+ * keeps at most NET_BUF_KEEP idle ones. */
+#define NET_BUF_START ((size_t)16 << 10)
+#define NET_BUF_KEEP 64
 
 /* An address diehard listens on for the replicas. */
 struct listener {
@@ -120,6 +125,7 @@ struct net {
 	double lag[2], lag_since;    /* conn.c's turn guard: the widest spread of a round's
 					answers in this window (since lag_since) and the last */
 	bool lag_known;              /* a spread was seen (else the guard is its most) */
+	struct bufpool *bufs;        /* connections' first buffers (NET_BUF_START bytes) */
 	struct serial *serial;       /* --serial-clients: the replicas' lanes (serial.c; NULL: off) */
 	bool stopping;
 	bool said_full;
