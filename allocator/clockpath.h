@@ -33,7 +33,17 @@ struct clock_path {
 	/* Set once the vDSO trampoline said it is not there (-ENOSYS: a clock
 	 * id it is used for cannot fail that way); any thread may set it. */
 	_Atomic bool no_vdso_real;
+	/* A leader's gettimeofday: the reads made (for the timezone's
+	 * refresh, clockpath_real_read) and the kernel's timezone as the last
+	 * real gettimeofday gave it (tz_known: one did). */
+	_Atomic uint32_t tod_reads;
+	_Atomic int32_t tz_min, tz_dst;
+	_Atomic bool tz_known;
 };
+
+/* A leader's gettimeofday asks the kernel for the timezone at its first
+ * read and every CLOCKPATH_TZ_EVERY-th after it (clockpath_real_read). */
+#define CLOCKPATH_TZ_EVERY 256u
 
 /* A thread's lane (clockpage.h), where the thread keeps it: its id in the
  * replica's pid namespace and lane + 1 (0: none), written by diehard alone,
@@ -91,10 +101,29 @@ static int clockpath_real_read(unsigned key, struct cp_value *out, void *arg)
 	struct timespec ts;
 	key = cp_key_base(key);
 	if (key == CP_KEY_GETTIMEOFDAY) {
+		/* gettimeofday is CLOCK_REALTIME cut to microseconds (the
+		 * kernel's and the vDSO's alike) and the kernel's timezone:
+		 * the time read as clock_gettime's is (the vDSO, no system
+		 * call: redis reads it twice a request), the timezone from a
+		 * real gettimeofday at the first read and every
+		 * CLOCKPATH_TZ_EVERY-th (settimeofday's, which in practice
+		 * only boot sets; a change shows within that many reads). */
+		uint32_t n = atomic_fetch_add_explicit(&P->tod_reads, 1, memory_order_relaxed);
+		if (n % CLOCKPATH_TZ_EVERY != 0 && atomic_load_explicit(&P->tz_known, memory_order_acquire) &&
+		    clockpath_real_gettime(P, CLOCK_REALTIME, &ts) == 0) {
+			*out = (struct cp_value){ .a = ts.tv_sec,
+						  .b = ts.tv_nsec / 1000,
+						  .c = atomic_load_explicit(&P->tz_min, memory_order_relaxed),
+						  .d = atomic_load_explicit(&P->tz_dst, memory_order_relaxed) };
+			return 0;
+		}
 		struct timeval tv;
 		struct timezone tz;
 		if (os_raw_syscall(SYS_gettimeofday, (long)&tv, (long)&tz, (long)P->mark_real, 0, 0, 0) != 0)
 			return -1;
+		atomic_store_explicit(&P->tz_min, tz.tz_minuteswest, memory_order_relaxed);
+		atomic_store_explicit(&P->tz_dst, tz.tz_dsttime, memory_order_relaxed);
+		atomic_store_explicit(&P->tz_known, true, memory_order_release);
 		*out = (struct cp_value){ .a = tv.tv_sec, .b = tv.tv_usec, .c = tz.tz_minuteswest, .d = tz.tz_dsttime };
 		return 0;
 	}

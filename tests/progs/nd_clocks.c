@@ -67,6 +67,26 @@ int main(void)
 	}
 	printf("gettimeofday %lld.%06ld\n", (long long)tv.tv_sec, (long)tv.tv_usec);
 	note_wall("gettimeofday", tv.tv_sec);
+	/* 600 more with the timezone, printing nothing: a leader reads the
+	 * time through the vDSO's clock_gettime and asks the kernel for the
+	 * timezone at its first read and every 256th (allocator/clockpath.h);
+	 * each must be whole microseconds in the one timezone. */
+	struct timezone tz, tz0 = { 0, 0 };
+	for (int i = 0; i < 600; i++) {
+		if (gettimeofday(&tv, &tz) != 0) {
+			fprintf(stderr, "nd_clocks: gettimeofday with a timezone: %s\n", strerror(errno));
+			return 1;
+		}
+		if (i == 0)
+			tz0 = tz;
+		if (tv.tv_usec < 0 || tv.tv_usec >= 1000000 || tz.tz_minuteswest != tz0.tz_minuteswest ||
+		    tz.tz_dsttime != tz0.tz_dsttime) {
+			fprintf(stderr, "nd_clocks: gettimeofday read %d: %lld.%ld, timezone %d/%d (the first %d/%d)\n", i,
+				(long long)tv.tv_sec, (long)tv.tv_usec, tz.tz_minuteswest, tz.tz_dsttime,
+				tz0.tz_minuteswest, tz0.tz_dsttime);
+			return 1;
+		}
+	}
 
 	time_t t1 = time(NULL);
 	if (t1 == (time_t)-1) {
