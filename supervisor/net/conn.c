@@ -28,11 +28,10 @@
  * connection, never diehard's memory.
  *
  * The vote is voter.h's on the reply stream: whole 4 KiB chunks, a final
- * short chunk at end of stream; an agreed prefix as soon as a quorum of the
- * replicas still voting wrote it and none contradicts it (request/response
- * protocols get their reply when the quorum's slowest has sent it, not
- * after --idle; the others are compared as their bytes come), or when a
- * quorum went quiet for --idle, or one replica's reply ended. End of stream (the
+ * short chunk at end of stream; an agreed prefix as soon as every replica
+ * still voting wrote it (request/response protocols get their reply when the
+ * slowest replica has sent it, not after --idle), or when a quorum went
+ * quiet for --idle, or one replica's reply ended. End of stream (the
  * replica's close or shutdown) is voted like a byte: the client's write side
  * is shut when a quorum ended at the same offset. A replica whose reply
  * differs, ends early, goes on past the agreed end, or trails the others
@@ -1086,14 +1085,12 @@ static bool vote_once(struct conn *c, uint64_t *bad, size_t *off, const char **w
 	if (res.commit == 0 && !res.ended && !res.no_quorum) {
 		struct voter_result pre;
 		voter_decide(views, n, quorum, CHUNK, VOTER_PREFIX, &pre);
-		/* A quorum wrote it and no voter contradicts it: commit now.
-		 * Any two quorums share a replica, so no later majority can
-		 * undo it; the others are laggers, compared as their bytes
-		 * come (check_laggers). Else (a contradiction) after --idle,
-		 * or when one reply ended where others go on. */
-		bool agreed = pre.diverged == 0 && (pre.commit > 0 || pre.ended) &&
-			      (unsigned)__builtin_popcountll(pre.agree) >= quorum;
-		if (agreed || c->idle_due || any_eof)
+		/* Unanimous (every alive peer votes and wrote it): nothing can
+		 * contradict it, commit now. Else after --idle, or when one
+		 * reply ended where others go on. */
+		bool unanimous = pre.diverged == 0 && (pre.commit > 0 || pre.ended) && pre.agree == voters &&
+				 __builtin_popcountll(voters) == alive;
+		if (unanimous || c->idle_due || any_eof)
 			res = pre;
 		else if (pre.commit > 0 || pre.ended)
 			arm_idle(c);
