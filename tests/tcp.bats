@@ -291,6 +291,50 @@ make_docroot() {
 		fail "the replacement did not run to the end with the others" "$(jq -c '.replicas' "$T/dt.json")"
 }
 
+@test "a reply's lagging replica left alone (the two that agreed SIGKILLed from outside before it answered): taken at its word, the connection goes on, replacements join it later; diehard neither crashes nor kills it" {
+	# From a hostile review: the lagger's bytes were compared against a
+	# replacement that had joined since (its buffer starts at the
+	# committed offset): a read before that buffer, SIGSEGV or a correct
+	# replica killed as 'differs'; with no replacement yet, the next
+	# request hung until the lagger was killed as a straggler.
+	local port a b c
+	port=$(free_port)
+	line_server_dh lag "$port"
+	a=$(replica_program lag 0) && b=$(replica_program lag 1) && c=$(replica_program lag 2) ||
+		fail "the replicas' programs not found" "$(tail -n 20 "$T/lag.err")"
+	timeout 120 python3 - "$port" "$a" "$b" "$c" "$T/lag.err" <<-'PY' || fail "the client's conversation failed" "$(grep '^diehard:' "$T/lag.err" | tail -n 20)"
+		import os, signal, socket, sys, time
+		port, a, b, c, err = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+		s = socket.create_connection(("127.0.0.1", port))
+		s.settimeout(60)
+		f = s.makefile("rb")
+		def ask(m):
+		    s.sendall(m + b"\n")
+		    return f.readline()
+		assert ask(b"ECHO a") == b"a\n"
+		os.kill(c, signal.SIGSTOP)
+		# Answered by a and b (after --idle): c is behind it.
+		assert ask(b"ECHO b") == b"b\n"
+		for p in (a, b):
+		    os.kill(p, signal.SIGKILL)
+		for i in range(1200):
+		    if open(err).read().count("killed by a SIGKILL from outside") >= 2:
+		        break
+		    time.sleep(0.05)
+		else:
+		    sys.exit("diehard never saw the two die")
+		os.kill(c, signal.SIGCONT)
+		got = ask(b"ECHO c")
+		assert got == b"c\n", got
+		PY
+	grep -q 'replica 2, the one left, is taken at its word' "$T/lag.err" ||
+		fail "the lagger was not taken at its word" "$(grep '^diehard:' "$T/lag.err" | tail -n 20)"
+	! grep -q 'differs\|straggler' "$T/lag.err" ||
+		fail "a replica was killed" "$(grep '^diehard:' "$T/lag.err" | tail -n 20)"
+	proc_alive "$DH" || fail "diehard died" "$(tail -n 20 "$T/lag.err")"
+	stop_dh "$DH" lag 143
+}
+
 @test "a server that speaks first (an SMTP banner) is detected: its first client waits for the defer period once, the next ones get the banner at once" {
 	python3 -W ignore -c 'import smtpd' 2>/dev/null || skip "python3 has no smtpd module"
 	local port

@@ -988,18 +988,40 @@ static bool ended_early(struct conn *c, const struct peer *p)
 	return true;
 }
 
+/* A peer that holds the committed bytes from offset `from` on (its pos is
+ * the committed offset, its buffer starts at or before from), or NULL: a
+ * replica that joined since (conn_adopt: its buffer starts at the
+ * committed offset) holds none before it. */
+static struct peer *holder_from(struct conn *c, size_t from)
+{
+	for (unsigned j = 0; j < c->np; j++)
+		if (c->p[j].alive && c->p[j].pos == c->committed && c->p[j].base <= from)
+			return &c->p[j];
+	return NULL;
+}
+
 /* Laggers (pos < committed): their new bytes against the committed ones;
  * after the agreed end, the others must end there too. Returns the mask of
- * peers proved wrong (offsets in off[]). */
+ * peers proved wrong (offsets in off[]). A lagger whose every holder is
+ * gone (SIGKILLed from outside: the connection goes on with those left,
+ * conn_quorum) is taken at its word when it is the one left, as the one
+ * left decides; with others left it waits for a holder, or --timeout. */
 static uint64_t check_laggers(struct conn *c, size_t *off, const char **what)
 {
 	uint64_t bad = 0;
-	struct peer *ref = holder(c);
 	for (unsigned j = 0; j < c->np; j++) {
 		struct peer *p = &c->p[j];
 		if (!p->alive)
 			continue;
-		if (p->pos < c->committed && ref != NULL) {
+		struct peer *ref = p->pos < c->committed ? holder_from(c, p->pos) : NULL;
+		if (p->pos < c->committed && ref == NULL && alive_count(c) == 1 && conn_quorum(c, 1) == 1) {
+			size_t upto = p->end < c->committed ? p->end : c->committed;
+			if (upto > p->pos)
+				log_event("connection %llu %s: replica %u, the one left, is taken at its word for reply "
+					  "bytes %zu to %zu (those who agreed on them are gone)",
+					  (unsigned long long)c->id, c->name, c->N->S->r[p->slot].id, p->pos, upto);
+			p->pos = upto;
+		} else if (p->pos < c->committed && ref != NULL) {
 			size_t upto = p->end < c->committed ? p->end : c->committed;
 			size_t n = upto - p->pos, i = n;
 			if (n > 0) {
@@ -1492,8 +1514,9 @@ bool conn_adopt(struct conn *c, unsigned slot, int fd, uint64_t fed, uint64_t re
 				free_p = p;
 			continue;
 		}
-		if (p->slot == slot || p->connecting || p->eof || p->end != c->committed || p->in_off != c->in_tail)
-			return false;
+		if (p->slot == slot || p->connecting || p->eof || p->end != c->committed || p->pos != c->committed ||
+		    p->in_off != c->in_tail)
+			return false; /* not quiet: a lagger not yet checked holds no bytes past pos for a joiner */
 	}
 	if (free_p == NULL) {
 		if (c->np == c->N->S->nslots)
