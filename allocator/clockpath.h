@@ -33,17 +33,13 @@ struct clock_path {
 	/* Set once the vDSO trampoline said it is not there (-ENOSYS: a clock
 	 * id it is used for cannot fail that way); any thread may set it. */
 	_Atomic bool no_vdso_real;
-	/* A leader's gettimeofday: the reads made (for the timezone's
-	 * refresh, clockpath_real_read) and the kernel's timezone as the last
-	 * real gettimeofday gave it (tz_known: one did). */
-	_Atomic uint32_t tod_reads;
-	_Atomic int32_t tz_min, tz_dst;
-	_Atomic bool tz_known;
+	/* A leader's gettimeofday (clockpath_real_read): the kernel's
+	 * timezone as the last real gettimeofday gave it (minutes west in
+	 * the high half, dst in the low), and that call's wall second (0:
+	 * none yet), published after the timezone. */
+	_Atomic uint64_t tz;
+	_Atomic int64_t tz_sec;
 };
-
-/* A leader's gettimeofday asks the kernel for the timezone at its first
- * read and every CLOCKPATH_TZ_EVERY-th after it (clockpath_real_read). */
-#define CLOCKPATH_TZ_EVERY 256u
 
 /* A thread's lane (clockpage.h), where the thread keeps it: its id in the
  * replica's pid namespace and lane + 1 (0: none), written by diehard alone,
@@ -104,26 +100,28 @@ static int clockpath_real_read(unsigned key, struct cp_value *out, void *arg)
 		/* gettimeofday is CLOCK_REALTIME cut to microseconds (the
 		 * kernel's and the vDSO's alike) and the kernel's timezone:
 		 * the time read as clock_gettime's is (the vDSO, no system
-		 * call: redis reads it twice a request), the timezone from a
-		 * real gettimeofday at the first read and every
-		 * CLOCKPATH_TZ_EVERY-th (settimeofday's, which in practice
-		 * only boot sets; a change shows within that many reads). */
-		uint32_t n = atomic_fetch_add_explicit(&P->tod_reads, 1, memory_order_relaxed);
-		if (n % CLOCKPATH_TZ_EVERY != 0 && atomic_load_explicit(&P->tz_known, memory_order_acquire) &&
-		    clockpath_real_gettime(P, CLOCK_REALTIME, &ts) == 0) {
+		 * call: redis reads it twice a request), the timezone that a
+		 * real gettimeofday gave in the same wall second; the first
+		 * read of each second makes that call (settimeofday's
+		 * timezone, which in practice only boot sets, is then at most
+		 * a second old: fastclock.c's bounds take the one before a
+		 * change for a while). */
+		int64_t sec = atomic_load_explicit(&P->tz_sec, memory_order_acquire);
+		if (sec != 0 && clockpath_real_gettime(P, CLOCK_REALTIME, &ts) == 0 && ts.tv_sec == sec) {
+			uint64_t z = atomic_load_explicit(&P->tz, memory_order_relaxed);
 			*out = (struct cp_value){ .a = ts.tv_sec,
 						  .b = ts.tv_nsec / 1000,
-						  .c = atomic_load_explicit(&P->tz_min, memory_order_relaxed),
-						  .d = atomic_load_explicit(&P->tz_dst, memory_order_relaxed) };
+						  .c = (int32_t)(uint32_t)(z >> 32),
+						  .d = (int32_t)(uint32_t)z };
 			return 0;
 		}
 		struct timeval tv;
 		struct timezone tz;
 		if (os_raw_syscall(SYS_gettimeofday, (long)&tv, (long)&tz, (long)P->mark_real, 0, 0, 0) != 0)
 			return -1;
-		atomic_store_explicit(&P->tz_min, tz.tz_minuteswest, memory_order_relaxed);
-		atomic_store_explicit(&P->tz_dst, tz.tz_dsttime, memory_order_relaxed);
-		atomic_store_explicit(&P->tz_known, true, memory_order_release);
+		atomic_store_explicit(&P->tz, (uint64_t)(uint32_t)tz.tz_minuteswest << 32 | (uint32_t)tz.tz_dsttime,
+				      memory_order_relaxed);
+		atomic_store_explicit(&P->tz_sec, tv.tv_sec, memory_order_release);
 		*out = (struct cp_value){ .a = tv.tv_sec, .b = tv.tv_usec, .c = tz.tz_minuteswest, .d = tz.tz_dsttime };
 		return 0;
 	}

@@ -105,6 +105,44 @@ static bool live_key(const struct fastclock *F, unsigned k)
 	return cp_served(k) && (lane < 0 || (F->lanes >> lane & 1));
 }
 
+/* The kernel's timezone as diehard's own gettimeofday saw it, and the one
+ * before its last change: a leader takes it from a real gettimeofday once
+ * a wall second (allocator/clockpath.h), so an entry made just before a
+ * change (settimeofday) may carry the old one; that is sound for TZ_GRACE
+ * seconds after diehard saw the change. One run, one kernel: file-wide. */
+#define TZ_GRACE 3.0
+static struct {
+	int64_t c, d, prev_c, prev_d;
+	bool known, changed;
+	struct timespec at; /* CLOCK_MONOTONIC when the change was seen */
+} tz_seen;
+
+static void tz_note(int64_t c, int64_t d)
+{
+	if (tz_seen.known && c == tz_seen.c && d == tz_seen.d)
+		return;
+	if (tz_seen.known) {
+		tz_seen.prev_c = tz_seen.c;
+		tz_seen.prev_d = tz_seen.d;
+		tz_seen.changed = clock_gettime(CLOCK_MONOTONIC, &tz_seen.at) == 0;
+	}
+	tz_seen.c = c;
+	tz_seen.d = d;
+	tz_seen.known = true;
+}
+
+/* Whether a gettimeofday entry's timezone is the kernel's (now's), or the
+ * one before a change diehard saw less than TZ_GRACE seconds ago. */
+static bool tz_sound(const struct cp_value *v, const struct cp_value *now)
+{
+	if (v->c == now->c && v->d == now->d)
+		return true;
+	struct timespec t;
+	return tz_seen.changed && v->c == tz_seen.prev_c && v->d == tz_seen.prev_d &&
+	       clock_gettime(CLOCK_MONOTONIC, &t) == 0 &&
+	       (double)(t.tv_sec - tz_seen.at.tv_sec) + (double)(t.tv_nsec - tz_seen.at.tv_nsec) / 1e9 < TZ_GRACE;
+}
+
 /* Diehard's own real read of key (no filter here): the bounds' and what
  * diehard leads (a cp_real_fn). */
 static int real_now(unsigned key, struct cp_value *out)
@@ -116,6 +154,7 @@ static int real_now(unsigned key, struct cp_value *out)
 		if (syscall(SYS_gettimeofday, &tv, &tz) != 0)
 			return -1;
 		*out = (struct cp_value){ .a = tv.tv_sec, .b = tv.tv_usec, .c = tz.tz_minuteswest, .d = tz.tz_dsttime };
+		tz_note(out->c, out->d);
 		return 0;
 	}
 	struct timespec ts;
@@ -142,7 +181,7 @@ static bool sound_at(const struct fastclock *F, unsigned key, const struct cp_va
 {
 	const struct cp_value *start = &F->start[key];
 	key = cp_key_base(key);
-	if (key == CP_KEY_GETTIMEOFDAY && (v->c != now.c || v->d != now.d || v->b >= 1000000))
+	if (key == CP_KEY_GETTIMEOFDAY && (!tz_sound(v, &now) || v->b >= 1000000))
 		return false;
 	if (key == CP_KEY_TIME && (v->b != 0 || v->c != 0 || v->d != 0))
 		return false;

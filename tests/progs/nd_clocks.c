@@ -69,7 +69,7 @@ int main(void)
 	note_wall("gettimeofday", tv.tv_sec);
 	/* 600 more with the timezone, printing nothing: a leader reads the
 	 * time through the vDSO's clock_gettime and asks the kernel for the
-	 * timezone at its first read and every 256th (allocator/clockpath.h);
+	 * timezone at its first read of each second (allocator/clockpath.h);
 	 * each must be whole microseconds in the one timezone. */
 	struct timezone tz, tz0 = { 0, 0 };
 	for (int i = 0; i < 600; i++) {
