@@ -893,11 +893,14 @@ static void client_want_write(struct conn *c, bool want)
 	ev_set(c->cwev, &c->cwev_on, want);
 }
 
-/* An alive peer that holds [emitted, committed), or NULL. */
-static struct peer *holder(struct conn *c)
+/* A peer that holds the committed bytes from offset `from` on (its pos is
+ * the committed offset, its buffer starts at or before from), or NULL: a
+ * replica that joined since (conn_adopt: its buffer starts at the
+ * committed offset) holds none before it. */
+static struct peer *holder_from(struct conn *c, size_t from)
 {
 	for (unsigned j = 0; j < c->np; j++)
-		if (c->p[j].alive && c->p[j].pos == c->committed)
+		if (c->p[j].alive && c->p[j].pos == c->committed && c->p[j].base <= from)
 			return &c->p[j];
 	return NULL;
 }
@@ -911,7 +914,7 @@ static void emit(struct conn *c)
 	if (c->client_gone)
 		c->emitted = c->committed;
 	while (c->emitted < c->committed) {
-		struct peer *h = holder(c);
+		struct peer *h = holder_from(c, c->emitted);
 		if (h == NULL) {
 			conn_abort(c, "every replica that agreed on the reply left before it was sent");
 			return;
@@ -986,18 +989,6 @@ static bool ended_early(struct conn *c, const struct peer *p)
 		return false;
 	}
 	return true;
-}
-
-/* A peer that holds the committed bytes from offset `from` on (its pos is
- * the committed offset, its buffer starts at or before from), or NULL: a
- * replica that joined since (conn_adopt: its buffer starts at the
- * committed offset) holds none before it. */
-static struct peer *holder_from(struct conn *c, size_t from)
-{
-	for (unsigned j = 0; j < c->np; j++)
-		if (c->p[j].alive && c->p[j].pos == c->committed && c->p[j].base <= from)
-			return &c->p[j];
-	return NULL;
 }
 
 /* Laggers (pos < committed): their new bytes against the committed ones;
