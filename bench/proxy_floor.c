@@ -7,16 +7,31 @@
  * to all of them, and writes to the client each reply prefix as soon as
  * QUORUM backends sent the same bytes; a backend behind is compared when its
  * bytes come. Nothing else: no clocks, no logs, no replacement, no sandbox,
- * one epoll loop, a read and a write per chunk and side. Any backend that
- * differs, or closes, ends the connection (a floor, not a product).
+ * one epoll loop, a read and a write per chunk and side. A backend whose
+ * bytes differ from the committed ones stays in step by their length (three
+ * plain web servers differ in a Date header at a second's turn; diehard's
+ * replicas share one clock and do not), the first differences said on
+ * stderr. When QUORUM backends ended their side with nothing uncommitted (a
+ * server that closes after its reply: HTTP without keep-alive), so does the
+ * client's side; the connection ends when every backend ended (a backend
+ * behind does all the work the others did), when every backend has bytes at
+ * the committed offset and no QUORUM of them share the first, or when the
+ * client is gone. The client's end of its side is passed on to every backend
+ * as a half-close; a backend gone takes no more bytes. A floor, not a
+ * product.
  *
- * What it is for (bench/servers_floor, docs/PERFORMANCE.md): diehard's
+ * What it is for (bench/floor, bench/servers, docs/PERFORMANCE.md): diehard's
  * proxy puts two more hops on a request's path (client → diehard →
  * replicas → diehard → client) and a few more system calls. With one
  * backend and quorum 1 this program is a bare proxy; with three plain
  * servers and quorum 2 it is the fan-out and the vote without anything
  * diehard adds. Their cost against the plain server is what no proxy of
- * this shape can go below here, whatever diehard does.
+ * this shape can go below here, whatever diehard does. It is lower than
+ * diehard's rules allow: a reply goes out at a quorum, not once every
+ * replica sent it, so the slowest backend is not paced by the client; it
+ * falls behind and reads the requests waiting for it several at a time
+ * (nginx behind it: one read for 50 keep-alive requests), cheaper than a
+ * replica that takes them one by one.
  *
  * Invariants per connection: backend j has checked the stream up to
  * b[j].checked (its bytes before it agreed with the committed ones) and
@@ -27,6 +42,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,6 +64,7 @@ struct side {
 	int fd;
 	struct buf b;   /* bytes [checked, end) */
 	size_t checked; /* stream offset of b.p[0] */
+	bool eof;       /* the backend ended its side */
 };
 
 struct conn {
@@ -56,6 +73,8 @@ struct conn {
 	struct side s[MAXB];
 	struct buf hist; /* committed bytes [hbase, committed) */
 	size_t hbase, committed;
+	bool client_ended; /* QUORUM backends ended: so did the client's side */
+	bool client_gone;  /* a write to the client failed */
 	bool dead;         /* closed in this batch of events: freed after it */
 	struct conn *next; /* in the batch's list of the dead */
 };
@@ -91,17 +110,21 @@ static void buf_drop(struct buf *b, size_t n)
 	b->len -= n;
 }
 
-static void write_all(int fd, const unsigned char *p, size_t n)
+/* False when the peer is gone. */
+static bool write_all(int fd, const unsigned char *p, size_t n)
 {
 	while (n > 0) {
 		ssize_t w = write(fd, p, n);
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w < 0 && (errno == EPIPE || errno == ECONNRESET))
+			return false;
 		if (w <= 0)
 			die("write");
 		p += w;
 		n -= (size_t)w;
 	}
+	return true;
 }
 
 /* Epoll's data: the connection and which side (0 the client, j + 1 backend j). */
@@ -148,54 +171,25 @@ static void free_dead(void)
 	}
 }
 
-/* Compares backend j's bytes behind the committed offset with the committed
- * ones and consumes them; false when they differ. */
-static bool check_behind(struct conn *c, struct side *s)
+/* Compares backend s's bytes behind the committed offset with the committed
+ * ones and consumes them. Bytes that differ are counted and consumed all
+ * the same: the backend stays in step by length (three plain web servers
+ * differ in a Date header at a second's turn, in as many bytes; diehard's
+ * replicas read one clock and do not). */
+static unsigned long differed;
+
+static void check_behind(struct conn *c, struct side *s)
 {
 	if (s->checked >= c->committed)
-		return true;
+		return;
 	size_t n = c->committed - s->checked;
 	if (n > s->b.len)
 		n = s->b.len;
-	if (memcmp(s->b.p, c->hist.p + (s->checked - c->hbase), n) != 0)
-		return false;
+	if (memcmp(s->b.p, c->hist.p + (s->checked - c->hbase), n) != 0 && differed++ < 10)
+		fprintf(stderr, "proxy_floor: a backend's reply differs from the committed one%s\n",
+			differed == 10 ? " (more not shown)" : "");
 	buf_drop(&s->b, n);
 	s->checked += n;
-	return true;
-}
-
-/* Commits the longest prefix QUORUM backends at the committed offset share. */
-static bool vote(struct conn *c)
-{
-	struct side *v[MAXB] = { 0 };
-	unsigned nv = 0;
-	for (unsigned j = 0; j < c->n; j++)
-		if (c->s[j].checked == c->committed && c->s[j].b.len > 0)
-			v[nv++] = &c->s[j];
-	if (nv < quorum)
-		return true;
-	/* The quorum-th longest of the voters' pending bytes. */
-	for (unsigned i = 1; i < nv; i++)
-		for (unsigned j = i; j > 0 && v[j]->b.len > v[j - 1]->b.len; j--) {
-			struct side *t = v[j];
-			v[j] = v[j - 1];
-			v[j - 1] = t;
-		}
-	size_t n = v[quorum - 1]->b.len;
-	for (unsigned i = 1; i < quorum; i++)
-		if (memcmp(v[i]->b.p, v[0]->b.p, n) != 0)
-			return false;
-	write_all(c->cfd, v[0]->b.p, n);
-	buf_add(&c->hist, v[0]->b.p, n);
-	c->committed += n;
-	for (unsigned i = 0; i < quorum; i++) {
-		buf_drop(&v[i]->b, n);
-		v[i]->checked += n;
-	}
-	for (unsigned i = quorum; i < nv; i++)
-		if (!check_behind(c, v[i]))
-			return false;
-	return true;
 }
 
 static void trim_hist(struct conn *c)
@@ -210,6 +204,89 @@ static void trim_hist(struct conn *c)
 	}
 }
 
+static size_t common(const struct side *a, const struct side *b)
+{
+	size_t n = a->b.len < b->b.len ? a->b.len : b->b.len, i = 0;
+	while (i < n && a->b.p[i] == b->b.p[i])
+		i++;
+	return i;
+}
+
+/* Commits the longest prefix that QUORUM of the backends at the committed
+ * offset sent alike and returns its length (*voters: how many were there);
+ * the others are compared with it as they come (check_behind). For voter
+ * i, the longest prefix of its bytes that QUORUM voters share is the
+ * (QUORUM - 1)-th longest of its common prefixes with the others. */
+static size_t vote(struct conn *c, unsigned *voters)
+{
+	struct side *v[MAXB] = { 0 };
+	unsigned nv = 0;
+	for (unsigned j = 0; j < c->n; j++)
+		if (c->s[j].checked == c->committed && c->s[j].b.len > 0)
+			v[nv++] = &c->s[j];
+	*voters = nv;
+	if (nv < quorum)
+		return 0;
+	size_t best = 0;
+	struct side *from = NULL;
+	for (unsigned i = 0; i < nv; i++) {
+		size_t l[MAXB];
+		unsigned nl = 0;
+		for (unsigned j = 0; j < nv; j++)
+			if (j != i)
+				l[nl++] = common(v[i], v[j]);
+		for (unsigned a = 1; a < nl; a++) /* descending */
+			for (unsigned b = a; b > 0 && l[b] > l[b - 1]; b--) {
+				size_t t = l[b];
+				l[b] = l[b - 1];
+				l[b - 1] = t;
+			}
+		size_t n = quorum == 1 ? v[i]->b.len : l[quorum - 2];
+		if (n > best) {
+			best = n;
+			from = v[i];
+		}
+	}
+	if (best == 0)
+		return 0;
+	if (!write_all(c->cfd, from->b.p, best))
+		c->client_gone = true;
+	buf_add(&c->hist, from->b.p, best);
+	c->committed += best;
+	return best;
+}
+
+/* After a read: every backend brought up to the committed offset (it votes
+ * there with the others), the vote, the rest compared with what it
+ * committed, the history trimmed; the connection ended when it can go no
+ * further. */
+static void settle(struct conn *c)
+{
+	for (unsigned j = 0; j < c->n; j++)
+		check_behind(c, &c->s[j]);
+	unsigned voters, done = 0, ended = 0;
+	size_t voted = vote(c, &voters);
+	for (unsigned j = 0; j < c->n; j++) {
+		struct side *s = &c->s[j];
+		check_behind(c, s);
+		ended += s->eof;
+		if (s->eof && s->b.len == 0 && s->checked == c->committed)
+			done++;
+	}
+	/* Every backend has bytes there and no QUORUM of them share the
+	 * first: none can come (exact for QUORUM 2, all the benches use). */
+	if (ended == c->n || c->client_gone || (voted == 0 && voters == c->n && c->n > 1)) {
+		conn_close(c);
+		return;
+	}
+	if (done >= quorum && !c->client_ended) {
+		if (shutdown(c->cfd, SHUT_WR) != 0 && errno != ENOTCONN)
+			die("shutdown");
+		c->client_ended = true;
+	}
+	trim_hist(c);
+}
+
 static void on_event(struct conn *c, unsigned which)
 {
 	unsigned char tmp[CHUNK];
@@ -219,23 +296,28 @@ static void on_event(struct conn *c, unsigned which)
 	ssize_t r = read(fd, tmp, sizeof tmp);
 	if (r < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	if (r <= 0) {
-		conn_close(c); /* either side's end ends it: a floor */
-		return;
-	}
 	if (which == 0) {
+		if (r <= 0) { /* the client's end: a half-close to every backend */
+			if (epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL) != 0)
+				die("epoll_ctl");
+			for (unsigned j = 0; j < c->n; j++)
+				if (shutdown(c->s[j].fd, SHUT_WR) != 0 && errno != ENOTCONN)
+					die("shutdown");
+			return;
+		}
 		for (unsigned j = 0; j < c->n; j++)
-			write_all(c->s[j].fd, tmp, (size_t)r);
+			(void)write_all(c->s[j].fd, tmp, (size_t)r); /* one gone: its end comes */
 		return;
 	}
 	struct side *s = &c->s[which - 1];
-	buf_add(&s->b, tmp, (size_t)r);
-	if (!check_behind(c, s) || !vote(c)) {
-		fprintf(stderr, "proxy_floor: the backends' replies differ\n");
-		conn_close(c);
-		return;
+	if (r <= 0) {
+		s->eof = true;
+		if (epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL) != 0)
+			die("epoll_ctl");
+	} else {
+		buf_add(&s->b, tmp, (size_t)r);
 	}
-	trim_hist(c);
+	settle(c);
 }
 
 int main(int argc, char **argv)
@@ -253,6 +335,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "proxy_floor: bad port or quorum\n");
 		return 2;
 	}
+	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+		die("signal");
 	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
