@@ -242,7 +242,7 @@ make_docroot() {
 		fail "report: $(jq -c '{exit_code, live_at_end}' "$T/lt.json")"
 }
 
-@test "lighttpd's Date agrees in every replica across second turns, sparse requests and a replacement's first ones included" {
+@test "lighttpd's Date agrees in every replica across second turns, sparse requests and a replacement's first ones included; the replacement then reads its clocks in its own process" {
 	# lighttpd answers with the time it read at the top of its event loop;
 	# a replica that got the request in the same iteration as the accept
 	# and one that got it an iteration later disagreed on the Date at a
@@ -273,8 +273,17 @@ make_docroot() {
 	done
 	wait_until 10 grep -q 'replica 3 read the time of now' "$T/dt.err" ||
 		fail "the replacement never served live requests" "$(grep '^diehard:' "$T/dt.err" | tail -n 20)"
-	# Requests after it was let in reached it too.
-	for i in $(seq 61 80); do
+	# From then on it reads its clocks in its own process, in the lanes
+	# its siblings' loops read (before, every read asked diehard for the
+	# rest of the run, and the server went at that replica's pace).
+	wait_until 10 grep -q 'replica 3 reads its clocks in its own process again' "$T/dt.err" ||
+		fail "the replacement's clock reads stayed with diehard" "$(grep '^diehard:' "$T/dt.err" | tail -n 20)"
+	curl -sS -m 20 -o "$T/got" "http://127.0.0.1:$port/small.html" || fail "curl through diehard failed"
+	wait_until 10 grep -q "replica 3: its event loop's thread [0-9]* reads its wall clocks in lane" "$T/dt.err" ||
+		fail "the replacement's loop was not given its siblings' lane" "$(grep '^diehard:' "$T/dt.err" | tail -n 20)"
+	# Requests after it was let in reached it too, across three turns of
+	# the second.
+	for i in $(seq 61 90); do
 		curl -sS -m 20 -o "$T/got" "http://127.0.0.1:$port/small.html" || fail "curl $i through diehard failed"
 		sleep 0.11
 	done

@@ -867,6 +867,7 @@ bool net_clocks_settled(struct net *N, unsigned i)
 	virt_clocks_now(S->virt, i);
 	log_event("replica %u read the time of now %.3f s after its clocks left the past: it serves", S->r[i].id,
 		  t - ns->clock_moved);
+	virt_fast_join(S->virt, i);
 	return true;
 }
 

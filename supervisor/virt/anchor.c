@@ -161,6 +161,14 @@ bool anchor_pending(struct vreplica *vr, pid_t tid)
 	return t != NULL && (t->left > 0 || t->nwait > 0);
 }
 
+void anchor_drop_pending(struct vreplica *vr)
+{
+	for (unsigned j = 0; j < ANCHOR_THREADS; j++) {
+		vr->anchored[j].left = 0;
+		vr->anchored[j].nwait = 0;
+	}
+}
+
 void anchor_fork(struct vreplica *vr, pid_t tid)
 {
 	anchored(vr, tid, ANCHOR_FORK, 0);

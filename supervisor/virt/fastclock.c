@@ -644,6 +644,11 @@ void fastclock_off(struct fastclock *F, unsigned i)
 	atomic_fetch_or(&dh_page(F)->off, 1ull << i);
 }
 
+void fastclock_on(struct fastclock *F, unsigned i)
+{
+	atomic_fetch_and(&dh_page(F)->off, ~(1ull << i));
+}
+
 void fastclock_serve(struct fastclock *F, unsigned i)
 {
 	atomic_fetch_or(&dh_page(F)->serve, 1ull << i);

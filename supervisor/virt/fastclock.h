@@ -156,6 +156,9 @@ void fastclock_pace(struct fastclock *F, uint64_t live, double now);
 /* Slot i makes every read the notify way from now on (a server's: its
  * wall clocks are matched per thread, take.c). */
 void fastclock_off(struct fastclock *F, unsigned i);
+/* Slot i reads through its page again (a replacement that caught up:
+ * virt_fast_join). */
+void fastclock_on(struct fastclock *F, unsigned i);
 /* The same, and the others no longer look at its page (it was found
  * written over: clockpage.h's ignore), until its next process. */
 void fastclock_ignore(struct fastclock *F, unsigned i);

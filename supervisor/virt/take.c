@@ -528,7 +528,8 @@ void take_on_harvest(evutil_socket_t fd, short what, void *arg)
 /* A notified wall read of thread tid (thread key key) of vr, a server:
  * - a lane named for tid but another thread's: that thread is gone (its id
  *   reused), the lane is no longer named in this slot;
- * - an event loop's thread (loop) of an original replica that serves with
+ * - an event loop's thread (loop) of an original replica (or of a
+ *   replacement that caught up: virt_fast_join) that serves with
  *   the fast path gets a lane (the first such read of its thread number
  *   in any replica gives one, while there are free lanes), and is named
  *   for it in its slot's page and in its own lane word (keeps, the
@@ -552,7 +553,7 @@ static void lane_for(struct vreplica *vr, const struct seccomp_notif *req, uint3
 			vr->lane_host[j] = 0;
 			vr->lane_ns[j] = 0;
 		}
-	bool mine = loop && fastclock_serving(F, i) && !V->S->r[i].replacement;
+	bool mine = loop && fastclock_serving(F, i) && (!V->S->r[i].replacement || vr->fast_joined);
 	int j = lane_of(V, t);
 	if (j < 0) {
 		if (!mine)
@@ -585,6 +586,15 @@ static void lane_for(struct vreplica *vr, const struct seccomp_notif *req, uint3
 		vr->lane_ns[j] = ns != 0 ? ns : (uint32_t)tid;
 		fastclock_lane_name(F, i, (unsigned)j, vr->lane_ns[j]);
 		vr->lane_host[j] = tid;
+		/* An anchor it made before it had a lane: its reads still
+		 * matched through it come here (anchored() could not divert
+		 * a lane not yet named). */
+		if (anchor_pending(vr, tid))
+			fastclock_divert(F, i, (unsigned)j, true);
+		if (V->S->r[i].replacement)
+			log_event("replica %u: its event loop's thread %u reads its wall clocks in lane %d, as its "
+				  "siblings' do",
+				  V->S->r[i].id, (unsigned)t, j);
 	}
 	if (keeps != 0 && vr->lane_host[j] == tid) {
 		/* Into this thread alone (clockpath.h): it reads in its lane

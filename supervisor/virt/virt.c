@@ -87,9 +87,10 @@ static enum answer on_net(struct vreplica *vr, const struct seccomp_notif *req, 
 	 * per thread and its stale values moved to the front (take.c). An
 	 * original replica does both in the replica (clockpage.h's serve:
 	 * its event loops' threads get lanes); a replacement, whose clocks
-	 * replay the past and then join the present (net.c), asks diehard. */
+	 * replay the past and then join the present (net.c), asks diehard
+	 * until they did (virt_fast_join). */
 	if (vr->V->fast != NULL && net_listening(vr->V->S->net, vr->index)) {
-		if (vr->V->S->r[vr->index].replacement || !vr->V->S->o->lanes)
+		if ((vr->V->S->r[vr->index].replacement && !vr->fast_joined) || !vr->V->S->o->lanes)
 			fastclock_off(vr->V->fast, vr->index);
 		else
 			fastclock_serve(vr->V->fast, vr->index);
@@ -315,6 +316,22 @@ void virt_clocks_now(struct virt *V, unsigned i)
 {
 	if (V != NULL)
 		to_front(V, i, take_wall_or_monotonic);
+}
+
+void virt_fast_join(struct virt *V, unsigned i)
+{
+	/* After a stop's freeze every slot stays off (virt_stop_clocks). */
+	if (V == NULL || V->fast == NULL || !V->S->o->lanes || V->frozen_until != 0)
+		return;
+	struct vreplica *vr = &V->r[i];
+	if (!V->S->r[i].replacement || vr->fast_joined || vr->fast_lost != 0 || (V->fast_damaged >> i & 1) ||
+	    !net_listening(V->S->net, i))
+		return;
+	vr->fast_joined = true;
+	anchor_drop_pending(vr);
+	fastclock_serve(V->fast, i);
+	fastclock_on(V->fast, i);
+	log_event("replica %u reads its clocks in its own process again, as its siblings do", V->S->r[i].id);
 }
 
 static bool any_key(uint32_t key)

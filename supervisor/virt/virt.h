@@ -66,6 +66,14 @@ struct ndlog *virt_log(const struct virt *V);
  * do. virt_clock_reads: how many wall or monotonic reads slot i made, to
  * tell when it has read the time of now since. */
 void virt_clocks_now(struct virt *V, unsigned i);
+/* A replacement server whose clocks reached now (after virt_clocks_now)
+ * reads them in its own process from here, as an original does: its
+ * slot's fast path on again, its event loops' threads in the lanes the
+ * originals' read (take.c). Until then it asks diehard for every read,
+ * and the whole server goes at its pace. Not for a slot the path was
+ * turned off for on its own account (its page written over, a clock
+ * dropped from the log), nor during a stop's freeze. */
+void virt_fast_join(struct virt *V, unsigned i);
 /* Every kind of slot i's calls (clocks, random bytes) jumps to the front:
  * a fresh server (--stateless) joins where the others are, not where they
  * started; its counts skip the past, so the end's count check leaves it

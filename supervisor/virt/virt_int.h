@@ -100,6 +100,8 @@ struct vreplica {
 	uint32_t lane_ns[CP_LANES]; /* and its id in the replica's pid namespace, as named */
 	uint64_t clock_reads; /* wall and monotonic reads answered (but those
 				 of the fast path's keys: its page counts them) */
+	bool fast_joined;     /* a replacement server that reads through its
+				 page again (virt_fast_join) */
 	bool uncounted;       /* a fresh server joined at the front (virt_calls_now):
 				 its counts skip the past, not compared at the end */
 	struct {              /* take.c's loop_thread, by tid (direct-mapped) */
@@ -220,6 +222,11 @@ bool anchor_read(struct vreplica *vr, const struct seccomp_notif *req, real_fn *
 /* Whether thread tid's next wall read would be anchored (a count of
  * anchored reads left, or children noted by a wait). */
 bool anchor_pending(struct vreplica *vr, pid_t tid);
+/* A replacement that caught up (virt_fast_join): the anchors of its
+ * replayed past match no read of its (a replaying replica's reads are not
+ * anchored), and none carries over into its present; its counts of
+ * forks and syncs stay, which name its later anchors as its siblings'. */
+void anchor_drop_pending(struct vreplica *vr);
 /* A wall read of tid returned v (take_value): an anchored read after it
  * never takes an earlier time. loop: tid is an event loop's thread (its
  * entry made if it has none). */
